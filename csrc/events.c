@@ -1,0 +1,173 @@
+/* getEvents(): replay every thread, then build the Event objects. */
+#include "state.h"
+#include "replay.h"
+
+#include <stdlib.h>
+
+static PyStructSequence_Field event_fields[] = {
+    {"name", "qualified name of the function"},
+    {"filename", "source file, or \"<built-in>\" for C functions"},
+    {"lineno", "first line of the function; 0 for C functions"},
+    {"kind", "\"py\" or \"c\""},
+    {"thread_id", "threading.get_ident() of the thread"},
+    {"native_thread_id", "threading.get_native_id() of the thread"},
+    {"start_ns", "entry, time.monotonic_ns() base"},
+    {"end_ns", "exit (or the tracer's stop_ns), time.monotonic_ns() base"},
+    {"depth", "nesting depth in its thread; 0 for a root"},
+    {"parent", "index of the parent event in the list, or -1"},
+    {"open_at_start", "its entry was not recorded (running at start, or "
+                      "its record was overwritten): starts at the earliest "
+                      "time the records allow"},
+    {"open_at_stop", "still running at stop(): ends at the tracer's stop_ns"},
+    {NULL, NULL},
+};
+
+PyStructSequence_Desc ft_event_desc = {
+    .name = "frametrace.Event",
+    .doc = "One function execution: a call and its return (or the stop).",
+    .fields = event_fields,
+    .n_in_sequence = 12,
+};
+
+enum {
+    F_NAME, F_FILENAME, F_LINENO, F_KIND, F_THREAD_ID, F_NATIVE_ID,
+    F_START, F_END, F_DEPTH, F_PARENT, F_OPEN_START, F_OPEN_STOP,
+};
+
+static PyObject *
+make_event(ft_tracer *tracer, const ft_event *ev, PyObject **linenos,
+           PyObject *thread_id, PyObject *native_id)
+{
+    ft_state *state = tracer->state;
+    const ft_func *func = ft_functable_get(&tracer->funcs, ev->func);
+    uint32_t idx = ev->func & ~FT_ID_IGNORED;
+    if (linenos[idx] == NULL) {
+        linenos[idx] = PyLong_FromLong(func->lineno);
+        if (linenos[idx] == NULL) {
+            return NULL;
+        }
+    }
+    PyObject *obj = PyStructSequence_New(state->event_type);
+    if (obj == NULL) {
+        return NULL;
+    }
+    PyObject *start = PyLong_FromLongLong(ev->start_ns);
+    PyObject *end = PyLong_FromLongLong(ev->end_ns);
+    PyObject *depth = PyLong_FromUnsignedLong(ev->depth);
+    PyObject *parent = PyLong_FromLongLong(ev->parent);
+    if (!start || !end || !depth || !parent) {
+        Py_XDECREF(start);
+        Py_XDECREF(end);
+        Py_XDECREF(depth);
+        Py_XDECREF(parent);
+        Py_DECREF(obj);
+        return NULL;
+    }
+    PyStructSequence_SET_ITEM(obj, F_NAME, Py_NewRef(func->name));
+    PyStructSequence_SET_ITEM(obj, F_FILENAME, Py_NewRef(func->filename));
+    PyStructSequence_SET_ITEM(obj, F_LINENO, Py_NewRef(linenos[idx]));
+    PyStructSequence_SET_ITEM(obj, F_KIND,
+                              Py_NewRef(ev->is_c ? state->str_c
+                                                 : state->str_py));
+    PyStructSequence_SET_ITEM(obj, F_THREAD_ID, Py_NewRef(thread_id));
+    PyStructSequence_SET_ITEM(obj, F_NATIVE_ID, Py_NewRef(native_id));
+    PyStructSequence_SET_ITEM(obj, F_START, start);
+    PyStructSequence_SET_ITEM(obj, F_END, end);
+    PyStructSequence_SET_ITEM(obj, F_DEPTH, depth);
+    PyStructSequence_SET_ITEM(obj, F_PARENT, parent);
+    PyStructSequence_SET_ITEM(obj, F_OPEN_START,
+                              PyBool_FromLong(ev->open_at_start));
+    PyStructSequence_SET_ITEM(obj, F_OPEN_STOP,
+                              PyBool_FromLong(ev->open_at_stop));
+    return obj;
+}
+
+PyObject *
+ft_build_events(ft_tracer *tracer)
+{
+    ft_eventvec vec = {0};
+    size_t *thread_end = NULL;
+    PyObject **linenos = NULL;
+    PyObject *list = NULL;
+    Py_ssize_t nthreads = tracer->nthreads;
+
+    /* Replay first, in pure C: no other thread runs meanwhile. */
+    thread_end = malloc(((size_t)nthreads + 1) * sizeof(size_t));
+    if (thread_end == NULL) {
+        goto nomem;
+    }
+    for (Py_ssize_t i = 0; i < nthreads; i++) {
+        const ft_thread *th = tracer->threads[i];
+        ft_replay_input in = {
+            .ring = &th->ring,
+            .base_ts = th->base_ts,
+            .base_stack = th->base_stack,
+            .base_depth = (size_t)th->base_depth,
+            .stop_stack = th->stop_stack,
+            .stop_depth = (size_t)th->stop_depth,
+            .stop_ns = tracer->stop_ns,
+        };
+        if (ft_replay_thread(&in, &vec) < 0) {
+            goto nomem;
+        }
+        thread_end[i] = vec.len;
+    }
+    linenos = calloc((size_t)tracer->funcs.nfuncs + 1, sizeof(PyObject *));
+    if (linenos == NULL) {
+        goto nomem;
+    }
+    if (vec.len > (size_t)PY_SSIZE_T_MAX) {
+        goto nomem;
+    }
+    list = PyList_New((Py_ssize_t)vec.len);
+    if (list == NULL) {
+        goto error;
+    }
+    /* Millions of new tracked objects, none of them garbage: collecting
+     * while building them is pure cost. */
+    int gc_was_enabled = PyGC_Disable();
+    size_t pos = 0;
+    for (Py_ssize_t i = 0; i < nthreads; i++) {
+        const ft_thread *th = tracer->threads[i];
+        PyObject *tid = PyLong_FromUnsignedLong(th->thread_id);
+        PyObject *nid = PyLong_FromUnsignedLong(th->native_id);
+        int failed = tid == NULL || nid == NULL;
+        for (; !failed && pos < thread_end[i]; pos++) {
+            PyObject *ev = make_event(tracer, &vec.items[pos], linenos, tid,
+                                      nid);
+            if (ev == NULL) {
+                failed = 1;
+                break;
+            }
+            PyList_SET_ITEM(list, (Py_ssize_t)pos, ev);
+        }
+        Py_XDECREF(tid);
+        Py_XDECREF(nid);
+        if (failed) {
+            if (gc_was_enabled) {
+                PyGC_Enable();
+            }
+            Py_CLEAR(list);
+            goto error;
+        }
+    }
+    if (gc_was_enabled) {
+        PyGC_Enable();
+    }
+    goto done;
+
+nomem:
+    PyErr_NoMemory();
+error:
+    Py_CLEAR(list);
+done:
+    if (linenos != NULL) {
+        for (uint32_t i = 0; i <= tracer->funcs.nfuncs; i++) {
+            Py_XDECREF(linenos[i]);
+        }
+        free(linenos);
+    }
+    free(thread_end);
+    ft_eventvec_free(&vec);
+    return list;
+}

@@ -1,0 +1,86 @@
+/* The tracer's function table: every Python code object and C function seen
+ * while tracing gets a small integer id the first time it is seen.  Records
+ * carry the id; the table keeps what is needed to name it later. */
+#ifndef FT_FUNCTABLE_H
+#define FT_FUNCTABLE_H
+
+#include "compat.h"
+
+#include <stdint.h>
+
+#define FT_NO_ID UINT32_MAX
+/* Set on the id of a function the hook must not record (the tracer's own
+ * methods).  Ids stay below it. */
+#define FT_ID_IGNORED ((uint32_t)1 << 31)
+
+typedef struct {
+    PyObject *owner;     /* strong: the code object, or the C function's type
+                            or module; keeps the name source alive */
+    PyObject *name;      /* strong: str */
+    PyObject *filename;  /* strong: str */
+    int lineno;          /* first line; 0 for C functions */
+    int is_c;
+} ft_func;
+
+typedef struct {
+    const void *key;     /* PyCodeObject* or PyMethodDef*; NULL: empty */
+    uint32_t id;
+} ft_slot;
+
+typedef struct {
+    ft_slot *slots;      /* open addressing, power-of-two size */
+    size_t mask;
+    size_t used;
+    ft_func *funcs;      /* indexed by id without the ignored bit */
+    uint32_t nfuncs;
+    uint32_t funcs_cap;
+} ft_functable;
+
+int ft_functable_init(ft_functable *table);
+/* Drops every reference; the table is empty and unusable afterwards. */
+void ft_functable_clear(ft_functable *table);
+int ft_functable_traverse(ft_functable *table, visitproc visit, void *arg);
+
+static inline size_t
+ft_hash_ptr(const void *p)
+{
+    uint64_t x = (uint64_t)(uintptr_t)p;
+    /* Objects are 16-byte aligned: drop the zero bits, then mix. */
+    x = (x >> 4) * UINT64_C(0x9E3779B97F4A7C15);
+    return (size_t)(x >> 29);
+}
+
+/* The id stored for key (possibly with FT_ID_IGNORED), or FT_NO_ID. */
+static inline uint32_t
+ft_functable_find(const ft_functable *table, const void *key)
+{
+    size_t i = ft_hash_ptr(key) & table->mask;
+    for (;;) {
+        const ft_slot *slot = &table->slots[i];
+        if (slot->key == key) {
+            return slot->id;
+        }
+        if (slot->key == NULL) {
+            return FT_NO_ID;
+        }
+        i = (i + 1) & table->mask;
+    }
+}
+
+/* Adds key with the given function info, stealing the three references in
+ * func (also on failure).  Pure C: runs no Python code, so the table is
+ * consistent whenever another thread can run.  Returns the new id (with
+ * FT_ID_IGNORED if ignored), or FT_NO_ID when out of memory. */
+uint32_t ft_functable_add(ft_functable *table, const void *key, ft_func func,
+                          int ignored);
+
+/* Id of a Python code object, adding it if new.  Runs no Python code. */
+uint32_t ft_functable_intern_code(ft_functable *table, PyCodeObject *code);
+
+static inline const ft_func *
+ft_functable_get(const ft_functable *table, uint32_t id)
+{
+    return &table->funcs[id & ~FT_ID_IGNORED];
+}
+
+#endif /* FT_FUNCTABLE_H */

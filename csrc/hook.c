@@ -1,0 +1,397 @@
+/* The profile callback: the hot path, and the slow paths it falls into the
+ * first time it sees a thread or a function. */
+#include "state.h"
+#include "clock.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- naming C functions (slow path, runs Python API) ------------------ */
+
+/* Strong reference to a type's qualified name ("OrderedDict", "list"). */
+static PyObject *
+type_qualname(PyTypeObject *type)
+{
+    if (type->tp_flags & Py_TPFLAGS_HEAPTYPE) {
+        PyHeapTypeObject *ht = (PyHeapTypeObject *)type;
+        if (ht->ht_qualname != NULL && PyUnicode_Check(ht->ht_qualname)) {
+            return Py_NewRef(ht->ht_qualname);
+        }
+    }
+    const char *dot = strrchr(type->tp_name, '.');
+    return PyUnicode_FromString(dot ? dot + 1 : type->tp_name);
+}
+
+/* The type in self's MRO whose method table holds ml, else type(self): so
+ * an inherited C method is named after the class that defines it. */
+static PyTypeObject *
+defining_type(PyObject *self, PyMethodDef *ml)
+{
+    PyTypeObject *type = Py_TYPE(self);
+    PyObject *mro = type->tp_mro;
+    if (mro == NULL || !PyTuple_Check(mro)) {
+        return type;
+    }
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(mro); i++) {
+        PyObject *base = PyTuple_GET_ITEM(mro, i);
+        if (!PyType_Check(base)) {
+            continue;
+        }
+        PyMethodDef *defs = ((PyTypeObject *)base)->tp_methods;
+        for (; defs != NULL && defs->ml_name != NULL; defs++) {
+            if (defs == ml) {
+                return (PyTypeObject *)base;
+            }
+        }
+    }
+    return type;
+}
+
+/* Builds the table entry of the C function called through arg.  Sets
+ * *ignored for the tracer's own methods. */
+static int
+describe_c_function(ft_tracer *tracer, PyObject *arg, ft_func *func,
+                    int *ignored)
+{
+    memset(func, 0, sizeof(*func));
+    func->is_c = 1;
+    func->filename = Py_NewRef(tracer->state->str_builtin);
+    *ignored = 0;
+
+    if (!PyCFunction_Check(arg)) {
+        /* CPython only reports builtin functions; keep going anyway. */
+        func->owner = Py_NewRef((PyObject *)Py_TYPE(arg));
+        func->name = type_qualname(Py_TYPE(arg));
+        return func->name ? 0 : -1;
+    }
+    PyCFunctionObject *cf = (PyCFunctionObject *)arg;
+    PyMethodDef *ml = cf->m_ml;
+    PyObject *self = cf->m_self;
+
+    if (self == NULL || PyModule_Check(self)) {
+        PyObject *modname = NULL;
+        if (self != NULL) {
+            func->owner = Py_NewRef(self);
+            *ignored = PyModule_GetDef(self) == &ft_module_def;
+            modname = PyModule_GetNameObject(self);
+            if (modname == NULL) {
+                PyErr_Clear();
+            }
+        }
+        else if (cf->m_module != NULL && PyUnicode_Check(cf->m_module)) {
+            modname = Py_NewRef(cf->m_module);
+        }
+        if (modname == NULL
+            || PyUnicode_CompareWithASCIIString(modname, "builtins") == 0) {
+            func->name = PyUnicode_FromString(ml->ml_name);
+        }
+        else {
+            func->name = PyUnicode_FromFormat("%U.%s", modname, ml->ml_name);
+        }
+        Py_XDECREF(modname);
+        return func->name ? 0 : -1;
+    }
+    PyTypeObject *type = PyType_Check(self)
+        ? (PyTypeObject *)self : defining_type(self, ml);
+    *ignored = PyObject_TypeCheck(self, tracer->state->tracer_type);
+    func->owner = Py_NewRef((PyObject *)type);
+    PyObject *qualname = type_qualname(type);
+    if (qualname == NULL) {
+        return -1;
+    }
+    func->name = PyUnicode_FromFormat("%U.%s", qualname, ml->ml_name);
+    Py_DECREF(qualname);
+    return func->name ? 0 : -1;
+}
+
+static inline const void *
+c_function_key(PyObject *arg)
+{
+    /* Bound builtin methods are created per attribute access; their method
+     * definition is what stays the same. */
+    return PyCFunction_Check(arg) ? (const void *)((PyCFunctionObject *)arg)->m_ml
+                                  : (const void *)Py_TYPE(arg);
+}
+
+/* Slow path: first sighting of a C function.  Calls the Python API, which
+ * can run arbitrary code and let other threads run: the table is only
+ * touched after that, by pure C.  Returns the id or FT_NO_ID. */
+static uint32_t
+intern_c_function(ft_tracer *tracer, PyObject *arg, const void *key)
+{
+    ft_saved_exc saved;
+    ft_func func;
+    int ignored;
+    uint32_t id;
+
+    FT_SAVE_EXC(saved);
+    if (describe_c_function(tracer, arg, &func, &ignored) < 0) {
+        /* Never raise from the hook: count it, report it at getEvents(). */
+        PyErr_Clear();
+        Py_CLEAR(func.owner);
+        Py_CLEAR(func.name);
+        Py_CLEAR(func.filename);
+        tracer->intern_failures++;
+        id = FT_NO_ID;
+    }
+    else if (tracer->phase != FT_PHASE_ACTIVE) {
+        Py_CLEAR(func.owner);
+        Py_CLEAR(func.name);
+        Py_CLEAR(func.filename);
+        id = FT_NO_ID;
+    }
+    else {
+        id = ft_functable_find(&tracer->funcs, key);
+        if (id == FT_NO_ID) {
+            id = ft_functable_add(&tracer->funcs, key, func, ignored);
+        }
+        else {
+            Py_CLEAR(func.owner);
+            Py_CLEAR(func.name);
+            Py_CLEAR(func.filename);
+        }
+    }
+    FT_RESTORE_EXC(saved);
+    return id;
+}
+
+/* ---- the hot path ---------------------------------------------------- */
+
+static inline void
+record(ft_hookobject *hook, ft_thread *th, int64_t ts, PyFrameObject *frame,
+       int what, PyObject *arg)
+{
+    ft_tracer *tracer = hook->tracer;
+    const void *key;
+    uint32_t kind;
+    uint32_t id;
+
+    switch (what) {
+    case PyTrace_CALL:
+        kind = FT_REC_CALL;
+        goto python_frame;
+    case PyTrace_RETURN:
+        kind = FT_REC_RETURN;
+    python_frame:
+        key = ft_frame_code(frame);
+        id = ft_functable_find(&tracer->funcs, key);
+        if (FT_UNLIKELY(id == FT_NO_ID)) {
+            id = ft_functable_intern_code(&tracer->funcs, (PyCodeObject *)key);
+        }
+        break;
+    case PyTrace_C_CALL:
+        kind = FT_REC_C_CALL;
+        goto c_function;
+    case PyTrace_C_RETURN:
+        kind = FT_REC_C_RETURN;
+        goto c_function;
+    case PyTrace_C_EXCEPTION:
+        kind = FT_REC_C_EXCEPTION;
+    c_function:
+        if (!tracer->c_calls) {
+            return;
+        }
+        key = c_function_key(arg);
+        id = ft_functable_find(&tracer->funcs, key);
+        if (FT_UNLIKELY(id == FT_NO_ID)) {
+            /* The slow path may let other threads run, even one that stops
+             * this tracer: hold it, and look again at the hook after. */
+            Py_INCREF(hook);
+            Py_INCREF(tracer);
+            id = intern_c_function(tracer, arg, key);
+            int stopped = hook->thread == NULL;
+            Py_DECREF(tracer);
+            Py_DECREF(hook);
+            if (stopped) {
+                return;
+            }
+        }
+        break;
+    default:
+        return;
+    }
+    if (FT_UNLIKELY(id == FT_NO_ID)) {
+        th->lost++;
+        return;
+    }
+    if (id & FT_ID_IGNORED) {
+        return;
+    }
+    if (FT_UNLIKELY(th->ring.buf == NULL)) {
+        /* A thread's first event: allocate its ring now, so idle threads
+         * cost nothing.  malloc runs no Python code. */
+        if (ft_ring_alloc(&th->ring, th->capacity) < 0) {
+            th->lost++;
+            return;
+        }
+        if (th->native_id == 0) {
+            th->native_id = PyThread_get_thread_native_id();
+        }
+    }
+    ft_ring_push(&th->ring, ts, id, kind);
+}
+
+int
+ft_hook(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg)
+{
+    ft_hookobject *hook = (ft_hookobject *)obj;
+    ft_thread *th = hook->thread;
+    if (FT_UNLIKELY(th == NULL)) {
+        return 0;  /* the tracer stopped */
+    }
+    record(hook, th, ft_clock_now(), frame, what, arg);
+    return 0;
+}
+
+void
+ft_hook_record(ft_hookobject *hook, int64_t ts, PyFrameObject *frame,
+               int what, PyObject *arg)
+{
+    if (hook->thread != NULL) {
+        record(hook, hook->thread, ts, frame, what, arg);
+    }
+}
+
+/* ---- threads ----------------------------------------------------------- */
+
+void
+ft_thread_free(ft_thread *thread)
+{
+    if (thread == NULL) {
+        return;
+    }
+    ft_ring_free(&thread->ring);
+    free(thread->base_stack);
+    free(thread->stop_stack);
+    free(thread);
+}
+
+int
+ft_capture_stack(ft_tracer *tracer, PyFrameObject *top, uint32_t **stack,
+                 Py_ssize_t *depth)
+{
+    Py_ssize_t n = 0, cap = 0;
+    uint32_t *ids = NULL;
+    PyFrameObject *frame = top;
+    Py_XINCREF(frame);
+    while (frame != NULL) {
+        if (n == cap) {
+            cap = cap ? cap * 2 : 64;
+            uint32_t *grown = realloc(ids, (size_t)cap * sizeof(uint32_t));
+            if (grown == NULL) {
+                Py_DECREF(frame);
+                free(ids);
+                PyErr_NoMemory();
+                return -1;
+            }
+            ids = grown;
+        }
+        uint32_t id = ft_functable_intern_code(&tracer->funcs,
+                                               ft_frame_code(frame));
+        if (id == FT_NO_ID) {
+            Py_DECREF(frame);
+            free(ids);
+            PyErr_NoMemory();
+            return -1;
+        }
+        ids[n++] = id;
+        PyFrameObject *back = PyFrame_GetBack(frame);
+        Py_DECREF(frame);
+        frame = back;
+    }
+    /* Collected innermost first; store outermost first. */
+    for (Py_ssize_t i = 0; i < n / 2; i++) {
+        uint32_t tmp = ids[i];
+        ids[i] = ids[n - 1 - i];
+        ids[n - 1 - i] = tmp;
+    }
+    *stack = ids;
+    *depth = n;
+    return 0;
+}
+
+static ft_thread *
+find_thread(ft_tracer *tracer, uint64_t tstate_id)
+{
+    for (Py_ssize_t i = 0; i < tracer->nthreads; i++) {
+        if (tracer->threads[i]->tstate_id == tstate_id) {
+            return tracer->threads[i];
+        }
+    }
+    return NULL;
+}
+
+static ft_hookobject *
+new_hook(ft_tracer *tracer, ft_thread *thread)
+{
+    ft_hookobject *hook = PyObject_New(ft_hookobject,
+                                       tracer->state->hook_type);
+    if (hook == NULL) {
+        return NULL;
+    }
+    hook->tracer = tracer;
+    hook->thread = thread;
+    if (PyList_Append(tracer->hooks, (PyObject *)hook) < 0) {
+        hook->tracer = NULL;
+        hook->thread = NULL;
+        Py_DECREF(hook);
+        return NULL;
+    }
+    return hook;
+}
+
+ft_hookobject *
+ft_register_thread(ft_tracer *tracer, PyThreadState *ts, PyFrameObject *top,
+                   int64_t base_ts)
+{
+    ft_thread *thread = find_thread(tracer, ts->id);
+    if (thread != NULL) {
+        /* The thread was registered already (threading's bootstrap
+         * replaced the hook start() had installed): go on recording into
+         * the same buffer. */
+        return new_hook(tracer, thread);
+    }
+    if (tracer->nthreads == tracer->threads_cap) {
+        Py_ssize_t cap = tracer->threads_cap ? tracer->threads_cap * 2 : 8;
+        ft_thread **grown = realloc(tracer->threads,
+                                    (size_t)cap * sizeof(ft_thread *));
+        if (grown == NULL) {
+            PyErr_NoMemory();
+            return NULL;
+        }
+        tracer->threads = grown;
+        tracer->threads_cap = cap;
+    }
+    thread = calloc(1, sizeof(ft_thread));
+    if (thread == NULL) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    thread->capacity = tracer->buffer_size;
+    thread->thread_id = ts->thread_id;
+    thread->native_id = ft_tstate_native_id(ts);
+    thread->tstate_id = ts->id;
+    thread->base_ts = base_ts;
+
+    PyFrameObject *frame = top;
+    if (frame == NULL) {
+        frame = PyThreadState_GetFrame(ts);  /* strong or NULL */
+    }
+    else {
+        Py_INCREF(frame);
+    }
+    int rc = ft_capture_stack(tracer, frame, &thread->base_stack,
+                              &thread->base_depth);
+    Py_XDECREF(frame);
+    if (rc < 0) {
+        ft_thread_free(thread);
+        return NULL;
+    }
+    ft_hookobject *hook = new_hook(tracer, thread);
+    if (hook == NULL) {
+        ft_thread_free(thread);
+        return NULL;
+    }
+    tracer->threads[tracer->nthreads++] = thread;
+    return hook;
+}

@@ -1,0 +1,230 @@
+/* Module init (multi-phase), module state, and the module-level helpers. */
+#include "state.h"
+#include "clock.h"
+
+/* Profile function given to threading.setprofile(): each thread started
+ * while a tracer is active calls it at its first event, and it replaces
+ * itself with the C hook on that thread. */
+static PyObject *
+thread_bootstrap(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    int64_t ts = ft_clock_now();
+    ft_state *state = ft_get_state(module);
+    ft_tracer *tracer = state->active;
+
+    if (tracer == NULL) {
+        /* Tracing ended before this thread ran. */
+        PyEval_SetProfile(NULL, NULL);
+        Py_RETURN_NONE;
+    }
+    if (nargs != 3 || !PyFrame_Check(args[0]) || !PyUnicode_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "_thread_bootstrap(frame, event, arg) is called by "
+                        "the interpreter as a profile function");
+        return NULL;
+    }
+    PyFrameObject *frame = (PyFrameObject *)args[0];
+    PyObject *event = args[1];
+    int what;
+    if (PyUnicode_CompareWithASCIIString(event, "call") == 0) {
+        what = PyTrace_CALL;
+    }
+    else if (PyUnicode_CompareWithASCIIString(event, "return") == 0) {
+        what = PyTrace_RETURN;
+    }
+    else if (PyUnicode_CompareWithASCIIString(event, "c_call") == 0) {
+        what = PyTrace_C_CALL;
+    }
+    else {
+        /* c_return/c_exception: the return of the very call that installed
+         * this function (sys.setprofile), whose call was never seen. */
+        what = -1;
+    }
+    /* A "call" event's frame is the callee: the stack before it starts at
+     * its caller. */
+    PyFrameObject *top = what == PyTrace_CALL ? PyFrame_GetBack(frame)
+                                              : (PyFrameObject *)Py_NewRef(frame);
+    Py_INCREF(tracer);
+    ft_hookobject *hook = ft_register_thread(tracer, PyThreadState_Get(),
+                                             top, ts);
+    Py_XDECREF(top);
+    if (hook == NULL) {
+        /* Never raise into the thread: it runs untraced, and says so. */
+        PyErr_WriteUnraisable(NULL);
+        PyEval_SetProfile(NULL, NULL);
+    }
+    else {
+        PyEval_SetProfile(ft_hook, (PyObject *)hook);
+        if (what >= 0) {
+            ft_hook_record(hook, ts, frame, what, args[2]);
+        }
+        Py_DECREF(hook);
+    }
+    Py_DECREF(tracer);
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef bootstrap_def = {
+    "_thread_bootstrap", (PyCFunction)(void (*)(void))thread_bootstrap,
+    METH_FASTCALL,
+    "_thread_bootstrap($module, frame, event, arg, /)\n--\n\n"
+    "Installs the active tracer's hook on a new thread (internal).",
+};
+
+/* The floor any PyEval_SetProfile tracer pays: a C profile function that
+ * does nothing.  For benchmarks. */
+static int
+noop_profile(PyObject *Py_UNUSED(obj), PyFrameObject *Py_UNUSED(frame),
+             int Py_UNUSED(what), PyObject *Py_UNUSED(arg))
+{
+    return 0;
+}
+
+static PyObject *
+set_noop_profile(PyObject *Py_UNUSED(module), PyObject *enable)
+{
+    int on = PyObject_IsTrue(enable);
+    if (on < 0) {
+        return NULL;
+    }
+    PyThreadState *ts = PyThreadState_Get();
+    if (on && ts->c_profilefunc != NULL && ts->c_profilefunc != noop_profile) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "a profile function is already installed");
+        return NULL;
+    }
+    PyEval_SetProfile(on ? noop_profile : NULL, NULL);
+    if (PyErr_Occurred()) {
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+monotonic_ns(PyObject *Py_UNUSED(module), PyObject *Py_UNUSED(ignored))
+{
+    return PyLong_FromLongLong(ft_clock_now());
+}
+
+static PyMethodDef module_methods[] = {
+    {"_set_noop_profile", set_noop_profile, METH_O,
+     "_set_noop_profile($module, enable, /)\n--\n\n"
+     "Install (or remove) a do-nothing C profile function on this thread: "
+     "the overhead floor, for benchmarks."},
+    {"_clock_ns", monotonic_ns, METH_NOARGS,
+     "_clock_ns($module, /)\n--\n\nThe tracer's clock, in ns."},
+    {NULL, NULL, 0, NULL},
+};
+
+static int
+module_exec(PyObject *module)
+{
+    ft_state *state = ft_get_state(module);
+
+    state->tracer_type = (PyTypeObject *)PyType_FromModuleAndSpec(
+        module, &ft_tracer_spec, NULL);
+    if (state->tracer_type == NULL) {
+        return -1;
+    }
+    if (PyModule_AddObjectRef(module, "Tracer",
+                              (PyObject *)state->tracer_type) < 0) {
+        return -1;
+    }
+    state->hook_type = (PyTypeObject *)PyType_FromModuleAndSpec(
+        module, &ft_hook_spec, NULL);
+    if (state->hook_type == NULL) {
+        return -1;
+    }
+    state->event_type = PyStructSequence_NewType(&ft_event_desc);
+    if (state->event_type == NULL) {
+        return -1;
+    }
+    if (PyModule_AddObjectRef(module, "Event",
+                              (PyObject *)state->event_type) < 0) {
+        return -1;
+    }
+    state->thread_bootstrap = PyCFunction_NewEx(&bootstrap_def, module,
+                                                NULL);
+    if (state->thread_bootstrap == NULL) {
+        return -1;
+    }
+    if (PyModule_AddObjectRef(module, "_thread_bootstrap",
+                              state->thread_bootstrap) < 0) {
+        return -1;
+    }
+    state->str_py = PyUnicode_InternFromString("py");
+    state->str_c = PyUnicode_InternFromString("c");
+    state->str_builtin = PyUnicode_InternFromString("<built-in>");
+    if (!state->str_py || !state->str_c || !state->str_builtin) {
+        return -1;
+    }
+    if (PyModule_AddIntConstant(module, "DEFAULT_BUFFER_SIZE", 1 << 20) < 0
+        || PyModule_AddIntConstant(module, "MAX_BUFFER_SIZE", 1 << 28) < 0) {
+        return -1;
+    }
+    return 0;
+}
+
+static int
+module_traverse(PyObject *module, visitproc visit, void *arg)
+{
+    ft_state *state = ft_get_state(module);
+    Py_VISIT(state->tracer_type);
+    Py_VISIT(state->hook_type);
+    Py_VISIT(state->event_type);
+    Py_VISIT(state->thread_bootstrap);
+    return 0;
+}
+
+static int
+module_clear(PyObject *module)
+{
+    ft_state *state = ft_get_state(module);
+    Py_CLEAR(state->tracer_type);
+    Py_CLEAR(state->hook_type);
+    Py_CLEAR(state->event_type);
+    Py_CLEAR(state->thread_bootstrap);
+    Py_CLEAR(state->str_py);
+    Py_CLEAR(state->str_c);
+    Py_CLEAR(state->str_builtin);
+    return 0;
+}
+
+static void
+module_free(void *module)
+{
+    module_clear((PyObject *)module);
+}
+
+static PyModuleDef_Slot module_slots[] = {
+    {Py_mod_exec, module_exec},
+#if PY_VERSION_HEX >= 0x030C0000
+    /* One tracer per process at a time, and thread states walked directly:
+     * not ready for several interpreters. */
+    {Py_mod_multiple_interpreters, Py_MOD_MULTIPLE_INTERPRETERS_NOT_SUPPORTED},
+#endif
+#if PY_VERSION_HEX >= 0x030D0000
+    /* The hook and the rings rely on the GIL. */
+    {Py_mod_gil, Py_MOD_GIL_USED},
+#endif
+    {0, NULL},
+};
+
+PyModuleDef ft_module_def = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "frametrace._tracer",
+    .m_doc = "frametrace's C core: the profile hook, per-thread ring buffers "
+             "and the replay of records into events.",
+    .m_size = sizeof(ft_state),
+    .m_methods = module_methods,
+    .m_slots = module_slots,
+    .m_traverse = module_traverse,
+    .m_clear = module_clear,
+    .m_free = module_free,
+};
+
+PyMODINIT_FUNC
+PyInit__tracer(void)
+{
+    return PyModuleDef_Init(&ft_module_def);
+}

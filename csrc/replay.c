@@ -1,0 +1,321 @@
+/* Replay of one thread's records.
+ *
+ * The records of a thread are in time order but need not be consistent:
+ * the ring may have overwritten the oldest ones, CPython 3.12.0-3.12.4 can
+ * deliver a C return without its call or a C call without its return
+ * (CPython issue 122029), and a C function already running when the hook
+ * was installed returns with no call.  Whatever the order, the output obeys
+ * the invariants: every event lies within its parent, and within
+ * [window start, stop_ns].
+ *
+ * Frames whose call we never saw are of two sorts.  A Python return with no
+ * matching open frame closes a frame that was open when the window began:
+ * it becomes a "pre-window" frame (F) that starts at the window start and
+ * encloses everything recorded before it at that level.  Frames open both
+ * before the window and at stop are found from the stack taken at stop (M).
+ * The output of a thread is M (outermost first), F (outermost first), then
+ * the recorded frames (R) in call order. */
+#include "replay.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* A recorded frame's parent while replaying: an R index (>= 0), or for a
+ * frame opened on an empty stack, the number of pre-window frames closed
+ * before it, encoded as -(epoch + 1). */
+#define ROOT_OF_EPOCH(e) (-(int64_t)(e) - 1)
+#define EPOCH_OF_ROOT(p) ((size_t)(-(p) - 1))
+
+typedef struct {
+    ft_eventvec recorded;   /* R */
+    ft_eventvec prewindow;  /* F, in the order their returns came */
+    size_t *stack;          /* R indices of open frames */
+    size_t depth;
+    size_t stack_cap;
+    int64_t window_start;
+    int64_t prev_ts;        /* time of the previous record */
+} replay_ctx;
+
+static int
+vec_reserve(ft_eventvec *vec, size_t extra)
+{
+    if (vec->len + extra <= vec->cap) {
+        return 0;
+    }
+    size_t cap = vec->cap ? vec->cap : 64;
+    while (cap < vec->len + extra) {
+        if (cap > SIZE_MAX / 2 / sizeof(ft_event)) {
+            return -1;
+        }
+        cap *= 2;
+    }
+    ft_event *items = realloc(vec->items, cap * sizeof(ft_event));
+    if (items == NULL) {
+        return -1;
+    }
+    vec->items = items;
+    vec->cap = cap;
+    return 0;
+}
+
+void
+ft_eventvec_free(ft_eventvec *vec)
+{
+    free(vec->items);
+    memset(vec, 0, sizeof(*vec));
+}
+
+static int
+push_frame(replay_ctx *ctx, uint32_t func, int is_c, int64_t start,
+           int open_at_start)
+{
+    if (vec_reserve(&ctx->recorded, 1) < 0) {
+        return -1;
+    }
+    if (ctx->depth == ctx->stack_cap) {
+        size_t cap = ctx->stack_cap ? ctx->stack_cap * 2 : 256;
+        size_t *stack = realloc(ctx->stack, cap * sizeof(size_t));
+        if (stack == NULL) {
+            return -1;
+        }
+        ctx->stack = stack;
+        ctx->stack_cap = cap;
+    }
+    size_t idx = ctx->recorded.len++;
+    ft_event *ev = &ctx->recorded.items[idx];
+    memset(ev, 0, sizeof(*ev));
+    ev->start_ns = start;
+    ev->end_ns = start;
+    ev->func = func;
+    ev->is_c = (uint8_t)is_c;
+    ev->open_at_start = (uint8_t)open_at_start;
+    ev->parent = ctx->depth ? (int64_t)ctx->stack[ctx->depth - 1]
+                            : ROOT_OF_EPOCH(ctx->prewindow.len);
+    ctx->stack[ctx->depth++] = idx;
+    return 0;
+}
+
+static inline ft_event *
+top_frame(replay_ctx *ctx)
+{
+    return &ctx->recorded.items[ctx->stack[ctx->depth - 1]];
+}
+
+/* Closes the open frames down to depth keep (exclusive) at ts. */
+static void
+close_down_to(replay_ctx *ctx, size_t keep, int64_t ts)
+{
+    while (ctx->depth > keep) {
+        top_frame(ctx)->end_ns = ts;
+        ctx->depth--;
+    }
+}
+
+/* Position + 1 of the innermost open frame of the given sort running func,
+ * or 0. */
+static size_t
+find_open(replay_ctx *ctx, uint32_t func, int is_c)
+{
+    for (size_t i = ctx->depth; i > 0; i--) {
+        const ft_event *ev = &ctx->recorded.items[ctx->stack[i - 1]];
+        if (ev->func == func && ev->is_c == is_c) {
+            return i;
+        }
+    }
+    return 0;
+}
+
+/* C functions never call C functions directly in the profile stream (only
+ * bytecode makes C calls), so a C frame on top of the stack when another C
+ * event or an unmatched return arrives lost its return: close it. */
+static int
+close_dangling_c(replay_ctx *ctx, int64_t ts)
+{
+    int closed = 0;
+    while (ctx->depth && top_frame(ctx)->is_c) {
+        top_frame(ctx)->end_ns = ts;
+        ctx->depth--;
+        closed = 1;
+    }
+    return closed;
+}
+
+static int
+on_call(replay_ctx *ctx, const ft_record *rec)
+{
+    return push_frame(ctx, rec->func, 0, rec->ts, 0);
+}
+
+static int
+on_c_call(replay_ctx *ctx, const ft_record *rec)
+{
+    close_dangling_c(ctx, rec->ts);
+    return push_frame(ctx, rec->func, 1, rec->ts, 0);
+}
+
+static int
+on_return(replay_ctx *ctx, const ft_record *rec)
+{
+    size_t pos = find_open(ctx, rec->func, 0);
+    if (pos) {
+        close_down_to(ctx, pos - 1, rec->ts);
+        return 0;
+    }
+    /* The frame was open before the window began. */
+    close_down_to(ctx, 0, rec->ts);
+    if (vec_reserve(&ctx->prewindow, 1) < 0) {
+        return -1;
+    }
+    ft_event *ev = &ctx->prewindow.items[ctx->prewindow.len++];
+    memset(ev, 0, sizeof(*ev));
+    ev->start_ns = ctx->window_start;
+    ev->end_ns = rec->ts;
+    ev->func = rec->func;
+    ev->open_at_start = 1;
+    return 0;
+}
+
+static int
+on_c_return(replay_ctx *ctx, const ft_record *rec)
+{
+    size_t pos = find_open(ctx, rec->func, 1);
+    if (pos) {
+        close_down_to(ctx, pos - 1, rec->ts);
+        return 0;
+    }
+    /* No call recorded: it ran at most since the previous record (or since
+     * whatever dangling C frame we close now). */
+    int64_t start = close_dangling_c(ctx, rec->ts) ? rec->ts : ctx->prev_ts;
+    if (push_frame(ctx, rec->func, 1, start, 1) < 0) {
+        return -1;
+    }
+    close_down_to(ctx, ctx->depth - 1, rec->ts);
+    return 0;
+}
+
+/* Moves R, F and the M frames from the stop stack into out. */
+static int
+assemble(replay_ctx *ctx, const ft_replay_input *in, ft_eventvec *out)
+{
+    size_t open_py = 0;
+    for (size_t i = 0; i < ctx->depth; i++) {
+        ft_event *ev = &ctx->recorded.items[ctx->stack[i]];
+        ev->end_ns = in->stop_ns;
+        ev->open_at_stop = 1;
+        open_py += !ev->is_c;
+    }
+    size_t nmissing = 0;
+    if (in->stop_stack != NULL && in->stop_depth > open_py) {
+        nmissing = in->stop_depth - open_py;
+    }
+    size_t npre = ctx->prewindow.len;
+    size_t nrec = ctx->recorded.len;
+    if (vec_reserve(out, nmissing + npre + nrec) < 0) {
+        return -1;
+    }
+    int64_t base = (int64_t)out->len;
+    /* The innermost enclosing frame built from the stop stack, or -1. */
+    int64_t outer_parent = nmissing ? base + (int64_t)nmissing - 1 : -1;
+    ft_event *dst = out->items + out->len;
+
+    for (size_t j = 0; j < nmissing; j++) {
+        ft_event *ev = &dst[j];
+        memset(ev, 0, sizeof(*ev));
+        ev->start_ns = ctx->window_start;
+        ev->end_ns = in->stop_ns;
+        ev->func = in->stop_stack[j];
+        ev->open_at_start = 1;
+        ev->open_at_stop = 1;
+        ev->parent = j ? base + (int64_t)j - 1 : -1;
+        ev->depth = (uint32_t)j;
+    }
+    /* Pre-window frame i (0-based, in return order) goes to position
+     * nmissing + (npre - 1 - i): the last to return is the outermost. */
+#define PRE_INDEX(i) (base + (int64_t)(nmissing + (npre - 1 - (i))))
+    for (size_t i = 0; i < npre; i++) {
+        ft_event *ev = &dst[nmissing + (npre - 1 - i)];
+        *ev = ctx->prewindow.items[i];
+        ev->parent = i + 1 < npre ? PRE_INDEX(i + 1) : outer_parent;
+        ev->depth = (uint32_t)(nmissing + (npre - 1 - i));
+    }
+    int64_t rec_base = base + (int64_t)(nmissing + npre);
+    for (size_t r = 0; r < nrec; r++) {
+        ft_event *ev = &dst[nmissing + npre + r];
+        *ev = ctx->recorded.items[r];
+        if (ev->parent >= 0) {
+            ev->parent += rec_base;
+        }
+        else {
+            size_t epoch = EPOCH_OF_ROOT(ev->parent);
+            ev->parent = epoch < npre ? PRE_INDEX(epoch) : outer_parent;
+        }
+        ev->depth = ev->parent < 0
+            ? 0 : out->items[ev->parent].depth + 1;
+    }
+#undef PRE_INDEX
+    out->len += nmissing + npre + nrec;
+    return 0;
+}
+
+int
+ft_replay_thread(const ft_replay_input *in, ft_eventvec *out)
+{
+    replay_ctx ctx;
+    memset(&ctx, 0, sizeof(ctx));
+    const ft_ring *ring = in->ring;
+    uint64_t count = ft_ring_count(ring);
+    int overflowed = ft_ring_overwritten(ring) > 0;
+    int rc = -1;
+
+    ctx.window_start = in->base_ts;
+    if (overflowed) {
+        /* The base stack is stale: the records that left it are gone. */
+        int64_t first = ft_ring_at(ring, 0)->ts;
+        ctx.window_start = first < in->stop_ns ? first : in->stop_ns;
+    }
+    else {
+        for (size_t i = 0; i < in->base_depth; i++) {
+            if (push_frame(&ctx, in->base_stack[i], 0, in->base_ts, 1) < 0) {
+                goto done;
+            }
+        }
+    }
+    ctx.prev_ts = ctx.window_start;
+
+    for (uint64_t i = 0; i < count; i++) {
+        const ft_record *rec = ft_ring_at(ring, i);
+        if (rec->ts > in->stop_ns) {
+            break;  /* raced the stop: not part of the trace */
+        }
+        int err;
+        switch (rec->kind) {
+        case FT_REC_CALL:
+            err = on_call(&ctx, rec);
+            break;
+        case FT_REC_RETURN:
+            err = on_return(&ctx, rec);
+            break;
+        case FT_REC_C_CALL:
+            err = on_c_call(&ctx, rec);
+            break;
+        case FT_REC_C_RETURN:
+        case FT_REC_C_EXCEPTION:
+            err = on_c_return(&ctx, rec);
+            break;
+        default:
+            err = 0;  /* unknown kinds are skipped */
+            break;
+        }
+        if (err < 0) {
+            goto done;
+        }
+        ctx.prev_ts = rec->ts;
+    }
+    rc = assemble(&ctx, in, out);
+
+done:
+    ft_eventvec_free(&ctx.recorded);
+    ft_eventvec_free(&ctx.prewindow);
+    free(ctx.stack);
+    return rc;
+}

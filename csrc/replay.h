@@ -1,0 +1,46 @@
+/* Replay: one thread's records -> complete, properly nested events, every
+ * one of them ending at or before the latched stop time.  Plain C. */
+#ifndef FT_REPLAY_H
+#define FT_REPLAY_H
+
+#include "ring.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct {
+    int64_t start_ns;
+    int64_t end_ns;
+    int64_t parent;      /* index in the output vector, or -1 */
+    uint32_t func;       /* function table id */
+    uint32_t depth;
+    uint8_t is_c;
+    uint8_t open_at_start;  /* its start was not recorded: it begins at the
+                               earliest time the records allow */
+    uint8_t open_at_stop;   /* still running at stop: ends at stop_ns */
+} ft_event;
+
+typedef struct {
+    ft_event *items;
+    size_t len;
+    size_t cap;
+} ft_eventvec;
+
+typedef struct {
+    const ft_ring *ring;          /* the thread's records */
+    int64_t base_ts;              /* when the thread's hook was installed */
+    const uint32_t *base_stack;   /* Python frames open then, outermost
+                                     first */
+    size_t base_depth;
+    const uint32_t *stop_stack;   /* Python frames open at stop, or NULL */
+    size_t stop_depth;
+    int64_t stop_ns;
+} ft_replay_input;
+
+/* Appends the thread's events to out, parents before children; parent
+ * indices are absolute in out.  Returns 0, or -1 when out of memory (out is
+ * then left as it was before the call). */
+int ft_replay_thread(const ft_replay_input *in, ft_eventvec *out);
+void ft_eventvec_free(ft_eventvec *vec);
+
+#endif /* FT_REPLAY_H */

@@ -1,0 +1,114 @@
+/* Module state and the structures shared by the C files.  Module state is
+ * the only "global": no static PyObject* anywhere. */
+#ifndef FT_STATE_H
+#define FT_STATE_H
+
+#include "compat.h"
+#include "functable.h"
+#include "ring.h"
+
+#include <stdint.h>
+
+struct ft_tracer;
+
+typedef struct {
+    PyTypeObject *tracer_type;   /* strong */
+    PyTypeObject *hook_type;     /* strong */
+    PyTypeObject *event_type;    /* strong: struct sequence */
+    PyObject *thread_bootstrap;  /* strong: callable given to
+                                    threading.setprofile() */
+    PyObject *str_py;            /* strong: "py" */
+    PyObject *str_c;             /* strong: "c" */
+    PyObject *str_builtin;       /* strong: "<built-in>" */
+    /* The tracer that is active in this interpreter, or NULL.  Borrowed: a
+     * tracer clears it when it stops, and stops before it is freed. */
+    struct ft_tracer *active;
+} ft_state;
+
+static inline ft_state *
+ft_get_state(PyObject *module)
+{
+    void *state = PyModule_GetState(module);
+    assert(state != NULL);
+    return (ft_state *)state;
+}
+
+extern PyModuleDef ft_module_def;
+
+/* Everything recorded for one thread.  Owned by its tracer; the hook reaches
+ * it through the thread's hook object. */
+typedef struct {
+    ft_ring ring;
+    uint64_t capacity;        /* ring capacity, allocated at first event */
+    uint64_t lost;            /* events not recorded: no memory */
+    unsigned long thread_id;  /* threading.get_ident() */
+    unsigned long native_id;  /* threading.get_native_id(), 0 if unknown */
+    uint64_t tstate_id;       /* PyThreadState.id: unique in the process */
+    int64_t base_ts;          /* when the hook was installed on the thread */
+    uint32_t *base_stack;     /* ids of the Python frames on the stack then,
+                                 outermost first */
+    Py_ssize_t base_depth;
+    uint32_t *stop_stack;     /* the same, at stop(); NULL if not taken */
+    Py_ssize_t stop_depth;
+} ft_thread;
+
+/* The object passed to PyEval_SetProfile for one thread: the hook's
+ * argument.  Both pointers are borrowed and set to NULL when the tracer
+ * stops, which turns the hook into a no-op on that thread. */
+typedef struct {
+    PyObject_HEAD
+    struct ft_tracer *tracer;
+    ft_thread *thread;
+} ft_hookobject;
+
+enum {
+    FT_PHASE_NEW = 0,
+    FT_PHASE_ACTIVE,
+    FT_PHASE_STOPPED,
+    FT_PHASE_CLEARED,
+};
+
+typedef struct ft_tracer {
+    PyObject_HEAD
+    ft_state *state;          /* borrowed: the type keeps the module alive */
+    uint64_t buffer_size;     /* records per thread */
+    int c_calls;              /* record C function calls */
+    int phase;                /* FT_PHASE_* */
+    int64_t start_ns;
+    int64_t stop_ns;
+    ft_functable funcs;
+    ft_thread **threads;      /* in registration order */
+    Py_ssize_t nthreads;
+    Py_ssize_t threads_cap;
+    PyObject *hooks;          /* strong: list of this tracer's hook objects */
+    PyObject *prev_thread_hook;  /* strong: threading's profile hook before
+                                    start(), restored by stop() */
+    uint64_t intern_failures; /* functions that could not be named */
+    PyObject *weakreflist;
+} ft_tracer;
+
+/* hook.c */
+int ft_hook(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg);
+/* Registers (or finds, by thread state) the thread ts with tracer, capturing
+ * its Python stack as the base stack at base_ts (top frame: top, borrowed,
+ * may be NULL for "ts's current frame").  Returns a new reference to the
+ * thread's hook object, or NULL with an exception set. */
+ft_hookobject *ft_register_thread(ft_tracer *tracer, PyThreadState *ts,
+                                  PyFrameObject *top, int64_t base_ts);
+/* Ids of ts's Python frames, outermost first, into a malloc'd array. */
+int ft_capture_stack(ft_tracer *tracer, PyFrameObject *top,
+                     uint32_t **stack, Py_ssize_t *depth);
+void ft_thread_free(ft_thread *thread);
+/* Records one event from the thread-bootstrap path (see module.c). */
+void ft_hook_record(ft_hookobject *hook, int64_t ts, PyFrameObject *frame,
+                    int what, PyObject *arg);
+
+/* tracer.c */
+extern PyType_Spec ft_tracer_spec;
+extern PyType_Spec ft_hook_spec;
+extern PyStructSequence_Desc ft_event_desc;
+
+/* events.c: replays a stopped tracer's records into a list of events. */
+PyObject *ft_build_events(ft_tracer *tracer);
+
+#endif /* FT_STATE_H */

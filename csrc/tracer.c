@@ -1,0 +1,671 @@
+/* The Tracer heap type: argument checking, start/stop and the latched stop
+ * time.  Recording is in hook.c, replay in replay.c/events.c. */
+#include "state.h"
+#include "clock.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define FT_DEFAULT_BUFFER_SIZE ((long long)1 << 20)
+/* 2**28 records are 4 GiB per thread: anything larger is a mistake. */
+#define FT_MAX_BUFFER_SIZE ((long long)1 << 28)
+
+/* Module state of a tracer type or one of its subclasses. */
+static ft_state *
+state_from_type(PyTypeObject *type)
+{
+#if PY_VERSION_HEX >= 0x030B0000
+    PyObject *module = PyType_GetModuleByDef(type, &ft_module_def);
+    return module ? ft_get_state(module) : NULL;
+#else
+    PyObject *mro = type->tp_mro;
+    for (Py_ssize_t i = 0; mro && i < PyTuple_GET_SIZE(mro); i++) {
+        PyTypeObject *base = (PyTypeObject *)PyTuple_GET_ITEM(mro, i);
+        if (!(base->tp_flags & Py_TPFLAGS_HEAPTYPE)) {
+            continue;
+        }
+        PyObject *module = PyType_GetModule(base);
+        if (module == NULL) {
+            PyErr_Clear();
+            continue;
+        }
+        if (PyModule_GetDef(module) == &ft_module_def) {
+            return ft_get_state(module);
+        }
+    }
+    PyErr_SetString(PyExc_TypeError,
+                    "the frametrace module of this type was not found");
+    return NULL;
+#endif
+}
+
+static PyObject *
+tracer_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"buffer_size", "c_calls", NULL};
+    PyObject *size_obj = NULL;
+    PyObject *c_calls_obj = Py_True;
+    long long buffer_size = FT_DEFAULT_BUFFER_SIZE;
+
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|O$O:Tracer", kwlist,
+                                     &size_obj, &c_calls_obj)) {
+        return NULL;
+    }
+    if (size_obj != NULL) {
+        if (!PyLong_Check(size_obj) || PyBool_Check(size_obj)) {
+            PyErr_Format(PyExc_TypeError,
+                         "buffer_size must be an int (events per thread), "
+                         "not %.100s", Py_TYPE(size_obj)->tp_name);
+            return NULL;
+        }
+        int overflow;
+        buffer_size = PyLong_AsLongLongAndOverflow(size_obj, &overflow);
+        if (buffer_size == -1 && PyErr_Occurred()) {
+            return NULL;
+        }
+        if (overflow || buffer_size < 1 || buffer_size > FT_MAX_BUFFER_SIZE) {
+            PyErr_Format(PyExc_ValueError,
+                         "buffer_size must be between 1 and %lld events per "
+                         "thread, got %R", FT_MAX_BUFFER_SIZE, size_obj);
+            return NULL;
+        }
+    }
+    if (!PyBool_Check(c_calls_obj)) {
+        PyErr_Format(PyExc_TypeError, "c_calls must be a bool, not %.100s",
+                     Py_TYPE(c_calls_obj)->tp_name);
+        return NULL;
+    }
+    ft_state *state = state_from_type(type);
+    if (state == NULL) {
+        return NULL;
+    }
+    ft_tracer *self = (ft_tracer *)type->tp_alloc(type, 0);
+    if (self == NULL) {
+        return NULL;
+    }
+    self->state = state;
+    self->buffer_size = (uint64_t)buffer_size;
+    self->c_calls = c_calls_obj == Py_True;
+    self->phase = FT_PHASE_NEW;
+    if (ft_functable_init(&self->funcs) < 0) {
+        Py_DECREF(self);
+        return PyErr_NoMemory();
+    }
+    return (PyObject *)self;
+}
+
+/* ---- installing and removing the hook -------------------------------- */
+
+/* The first thread (other than through our own hook or bootstrap) with a
+ * profile function installed, described in a new string; NULL if none. */
+static PyObject *
+find_conflict(ft_tracer *self)
+{
+    unsigned long thread_id = 0;
+    PyObject *other = NULL;
+    PyThreadState *ts = PyInterpreterState_ThreadHead(PyInterpreterState_Get());
+    for (; ts != NULL; ts = PyThreadState_Next(ts)) {
+        if (ts->c_profilefunc == NULL || ts->c_profileobj == self->state->thread_bootstrap) {
+            continue;
+        }
+        if (ts->c_profilefunc == ft_hook
+            && ((ft_hookobject *)ts->c_profileobj)->tracer == NULL) {
+            continue;  /* a hook of a stopped tracer, already inert */
+        }
+        thread_id = ts->thread_id;
+        other = Py_NewRef(ts->c_profileobj ? ts->c_profileobj : Py_None);
+        break;
+    }
+    if (other != NULL) {
+        PyObject *msg = PyUnicode_FromFormat(
+            "another profiler is installed on thread %lu: %R (cProfile, "
+            "sys.setprofile() or another PyEval_SetProfile() hook); stop it "
+            "before starting frametrace", thread_id, other);
+        Py_DECREF(other);
+        return msg;
+    }
+#if PY_VERSION_HEX >= 0x030C0000
+    /* cProfile uses sys.monitoring's profiler tool id on 3.12+. */
+    PyObject *monitoring = PyImport_ImportModule("sys");
+    PyObject *tool = NULL;
+    if (monitoring != NULL) {
+        Py_SETREF(monitoring, PyObject_GetAttrString(monitoring, "monitoring"));
+    }
+    if (monitoring != NULL) {
+        PyObject *id = PyObject_GetAttrString(monitoring, "PROFILER_ID");
+        if (id != NULL) {
+            tool = PyObject_CallMethod(monitoring, "get_tool", "O", id);
+            Py_DECREF(id);
+        }
+        Py_DECREF(monitoring);
+    }
+    if (tool == NULL) {
+        return NULL;  /* exception set */
+    }
+    if (tool != Py_None) {
+        PyObject *msg = PyUnicode_FromFormat(
+            "another profiler holds sys.monitoring.PROFILER_ID: %R (cProfile "
+            "uses it on Python 3.12+); stop it before starting frametrace",
+            tool);
+        Py_DECREF(tool);
+        return msg;
+    }
+    Py_DECREF(tool);
+#endif
+    return NULL;
+}
+
+/* Sets threading's profile hook (for threads started from now on) to hook,
+ * returning the previous one (new reference) or NULL on error. */
+static PyObject *
+swap_threading_profile(PyObject *hook)
+{
+    PyObject *threading = PyImport_ImportModule("threading");
+    if (threading == NULL) {
+        return NULL;
+    }
+    PyObject *prev = PyObject_CallMethod(threading, "getprofile", NULL);
+    if (prev != NULL) {
+        PyObject *res = PyObject_CallMethod(threading, "setprofile", "O",
+                                            hook);
+        if (res == NULL) {
+            Py_CLEAR(prev);
+        }
+        Py_XDECREF(res);
+    }
+    Py_DECREF(threading);
+    return prev;
+}
+
+/* Removes this tracer's hook from every thread, taking each hooked thread's
+ * stack first if take_stacks.  Runs no Python code (the GC is off). */
+static void
+uninstall_hooks(ft_tracer *self, int take_stacks)
+{
+    int gc_was_enabled = PyGC_Disable();
+    PyThreadState *ts = PyInterpreterState_ThreadHead(PyInterpreterState_Get());
+    while (ts != NULL) {
+        PyThreadState *next = PyThreadState_Next(ts);
+        int ours = ts->c_profileobj == self->state->thread_bootstrap;
+        if (ts->c_profilefunc == ft_hook) {
+            ft_hookobject *hook = (ft_hookobject *)ts->c_profileobj;
+            ours = hook->tracer == self;
+            if (ours && take_stacks && hook->thread->stop_stack == NULL) {
+                PyFrameObject *top = PyThreadState_GetFrame(ts);
+                ft_thread *th = hook->thread;
+                if (ft_capture_stack(self, top, &th->stop_stack,
+                                     &th->stop_depth) < 0) {
+                    /* Replay then goes without it: only frames lost to
+                     * overflow are affected. */
+                    PyErr_Clear();
+                    th->stop_stack = NULL;
+                }
+                else if (th->stop_stack == NULL) {
+                    th->stop_stack = malloc(sizeof(uint32_t));  /* empty */
+                }
+                Py_XDECREF(top);
+            }
+        }
+        if (ours && _PyEval_SetProfile(ts, NULL, NULL) < 0) {
+            PyErr_WriteUnraisable(NULL);
+        }
+        ts = next;
+    }
+    if (self->hooks != NULL) {
+        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(self->hooks); i++) {
+            ft_hookobject *hook = (ft_hookobject *)PyList_GET_ITEM(self->hooks, i);
+            hook->tracer = NULL;
+            hook->thread = NULL;
+        }
+    }
+    Py_CLEAR(self->hooks);
+    if (gc_was_enabled) {
+        PyGC_Enable();
+    }
+}
+
+static void
+restore_threading_profile(ft_tracer *self)
+{
+    PyObject *prev = self->prev_thread_hook;
+    self->prev_thread_hook = NULL;
+    if (prev == NULL) {
+        return;
+    }
+    PyObject *threading = PyImport_ImportModule("threading");
+    PyObject *current = threading
+        ? PyObject_CallMethod(threading, "getprofile", NULL) : NULL;
+    /* Someone may have set their own hook meanwhile: leave it. */
+    if (current == self->state->thread_bootstrap) {
+        PyObject *res = PyObject_CallMethod(threading, "setprofile", "O", prev);
+        Py_XDECREF(res);
+    }
+    if (PyErr_Occurred()) {
+        PyErr_WriteUnraisable(NULL);
+    }
+    Py_XDECREF(current);
+    Py_XDECREF(threading);
+    Py_DECREF(prev);
+}
+
+static void
+free_threads(ft_tracer *self)
+{
+    for (Py_ssize_t i = 0; i < self->nthreads; i++) {
+        ft_thread_free(self->threads[i]);
+    }
+    free(self->threads);
+    self->threads = NULL;
+    self->nthreads = 0;
+    self->threads_cap = 0;
+}
+
+/* Installs the hook on thread ts; returns 0 or -1 with an exception. */
+static int
+install_on(ft_tracer *self, PyThreadState *ts, int64_t base_ts)
+{
+    PyFrameObject *top = PyThreadState_GetFrame(ts);
+    ft_hookobject *hook = ft_register_thread(self, ts, top, base_ts);
+    Py_XDECREF(top);
+    if (hook == NULL) {
+        return -1;
+    }
+    int rc = _PyEval_SetProfile(ts, ft_hook, (PyObject *)hook);
+    Py_DECREF(hook);
+    return rc;
+}
+
+static PyObject *
+tracer_start(ft_tracer *self, PyObject *Py_UNUSED(ignored))
+{
+    ft_state *state = self->state;
+    switch (self->phase) {
+    case FT_PHASE_ACTIVE:
+        PyErr_SetString(PyExc_RuntimeError,
+                        "start() called twice: this Tracer is already active");
+        return NULL;
+    case FT_PHASE_STOPPED:
+    case FT_PHASE_CLEARED:
+        PyErr_SetString(PyExc_RuntimeError,
+                        "this Tracer has already run and stopped; a Tracer "
+                        "records once: create a new one");
+        return NULL;
+    }
+    if (state->active != NULL) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "another frametrace Tracer is already active in this "
+                        "interpreter; stop it first");
+        return NULL;
+    }
+    PyObject *conflict = find_conflict(self);
+    if (conflict != NULL) {
+        PyErr_SetObject(PyExc_RuntimeError, conflict);
+        Py_DECREF(conflict);
+        return NULL;
+    }
+    if (PyErr_Occurred()) {
+        return NULL;
+    }
+    self->hooks = PyList_New(0);
+    if (self->hooks == NULL) {
+        return NULL;
+    }
+    /* Threads started from now on install the hook themselves. */
+    self->prev_thread_hook = swap_threading_profile(state->thread_bootstrap);
+    if (self->prev_thread_hook == NULL) {
+        Py_CLEAR(self->hooks);
+        return NULL;
+    }
+    state->active = self;
+    self->phase = FT_PHASE_ACTIVE;
+    self->start_ns = ft_clock_now();
+
+    /* No Python code may run while walking the thread list (a thread could
+     * exit under us): the GC stays off, so allocations run no finalizer. */
+    int gc_was_enabled = PyGC_Disable();
+    PyThreadState *current = PyThreadState_Get();
+    int rc = install_on(self, current, self->start_ns);
+    PyThreadState *ts = PyInterpreterState_ThreadHead(current->interp);
+    while (rc == 0 && ts != NULL) {
+        PyThreadState *next = PyThreadState_Next(ts);
+        if (ts != current) {
+            rc = install_on(self, ts, self->start_ns);
+        }
+        ts = next;
+    }
+    if (gc_was_enabled) {
+        PyGC_Enable();
+    }
+    if (rc < 0) {
+        ft_saved_exc saved;
+        FT_SAVE_EXC(saved);
+        uninstall_hooks(self, 0);
+        restore_threading_profile(self);
+        free_threads(self);
+        state->active = NULL;
+        self->phase = FT_PHASE_NEW;
+        self->start_ns = 0;
+        FT_RESTORE_EXC(saved);
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+/* The latched stop: the first call records stop_ns and removes the hook;
+ * every later call does nothing.  Never fails. */
+static void
+latch_stop(ft_tracer *self)
+{
+    if (self->phase != FT_PHASE_ACTIVE) {
+        return;
+    }
+    self->stop_ns = ft_clock_now();
+    self->phase = FT_PHASE_STOPPED;
+    uninstall_hooks(self, 1);
+    if (self->state->active == self) {
+        self->state->active = NULL;
+    }
+    restore_threading_profile(self);
+}
+
+static PyObject *
+tracer_stop(ft_tracer *self, PyObject *Py_UNUSED(ignored))
+{
+    latch_stop(self);
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+tracer_enter(ft_tracer *self, PyObject *Py_UNUSED(ignored))
+{
+    PyObject *res = tracer_start(self, NULL);
+    if (res == NULL) {
+        return NULL;
+    }
+    Py_DECREF(res);
+    return Py_NewRef(self);
+}
+
+static PyObject *
+tracer_exit(ft_tracer *self, PyObject *const *Py_UNUSED(args),
+            Py_ssize_t Py_UNUSED(nargs))
+{
+    latch_stop(self);
+    Py_RETURN_FALSE;
+}
+
+static int
+check_stopped(ft_tracer *self, const char *what)
+{
+    switch (self->phase) {
+    case FT_PHASE_NEW:
+        PyErr_Format(PyExc_RuntimeError,
+                     "%s called before start(): nothing was recorded", what);
+        return -1;
+    case FT_PHASE_ACTIVE:
+        PyErr_Format(PyExc_RuntimeError,
+                     "%s called while the tracer is active: call stop() "
+                     "first", what);
+        return -1;
+    case FT_PHASE_CLEARED:
+        PyErr_Format(PyExc_RuntimeError,
+                     "%s called after clear(): the records are gone", what);
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *
+tracer_get_events(ft_tracer *self, PyObject *Py_UNUSED(ignored))
+{
+    if (check_stopped(self, "getEvents()") < 0) {
+        return NULL;
+    }
+    return ft_build_events(self);
+}
+
+static void
+tracer_release(ft_tracer *self)
+{
+    free_threads(self);
+    ft_functable_clear(&self->funcs);
+}
+
+static PyObject *
+tracer_clear_method(ft_tracer *self, PyObject *Py_UNUSED(ignored))
+{
+    if (self->phase == FT_PHASE_ACTIVE) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "clear() called while the tracer is active: call "
+                        "stop() first");
+        return NULL;
+    }
+    if (self->phase == FT_PHASE_STOPPED) {
+        tracer_release(self);
+        self->phase = FT_PHASE_CLEARED;
+    }
+    Py_RETURN_NONE;
+}
+
+/* ---- attributes -------------------------------------------------------- */
+
+static uint64_t
+thread_dropped(const ft_thread *th)
+{
+    return ft_ring_overwritten(&th->ring) + th->lost;
+}
+
+static PyObject *
+tracer_get_start_ns(ft_tracer *self, void *Py_UNUSED(closure))
+{
+    if (self->phase == FT_PHASE_NEW) {
+        Py_RETURN_NONE;
+    }
+    return PyLong_FromLongLong(self->start_ns);
+}
+
+static PyObject *
+tracer_get_stop_ns(ft_tracer *self, void *Py_UNUSED(closure))
+{
+    if (self->phase == FT_PHASE_NEW || self->phase == FT_PHASE_ACTIVE) {
+        Py_RETURN_NONE;
+    }
+    return PyLong_FromLongLong(self->stop_ns);
+}
+
+static PyObject *
+tracer_get_active(ft_tracer *self, void *Py_UNUSED(closure))
+{
+    return PyBool_FromLong(self->phase == FT_PHASE_ACTIVE);
+}
+
+static PyObject *
+tracer_get_dropped(ft_tracer *self, void *Py_UNUSED(closure))
+{
+    uint64_t total = 0;
+    for (Py_ssize_t i = 0; i < self->nthreads; i++) {
+        total += thread_dropped(self->threads[i]);
+    }
+    return PyLong_FromUnsignedLongLong(total);
+}
+
+static PyObject *
+tracer_get_dropped_by_thread(ft_tracer *self, void *Py_UNUSED(closure))
+{
+    PyObject *result = PyDict_New();
+    if (result == NULL) {
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < self->nthreads; i++) {
+        const ft_thread *th = self->threads[i];
+        PyObject *key = PyLong_FromUnsignedLong(th->thread_id);
+        if (key == NULL) {
+            goto error;
+        }
+        /* A thread id reused by a later thread adds up. */
+        unsigned long long count = thread_dropped(th);
+        PyObject *prev = PyDict_GetItemWithError(result, key);
+        if (prev != NULL) {
+            count += PyLong_AsUnsignedLongLong(prev);
+        }
+        PyObject *value = PyErr_Occurred()
+            ? NULL : PyLong_FromUnsignedLongLong(count);
+        int rc = value ? PyDict_SetItem(result, key, value) : -1;
+        Py_DECREF(key);
+        Py_XDECREF(value);
+        if (rc < 0) {
+            goto error;
+        }
+    }
+    return result;
+
+error:
+    Py_DECREF(result);
+    return NULL;
+}
+
+static PyObject *
+tracer_get_buffer_size(ft_tracer *self, void *Py_UNUSED(closure))
+{
+    return PyLong_FromUnsignedLongLong(self->buffer_size);
+}
+
+static PyObject *
+tracer_get_c_calls(ft_tracer *self, void *Py_UNUSED(closure))
+{
+    return PyBool_FromLong(self->c_calls);
+}
+
+/* ---- type slots -------------------------------------------------------- */
+
+static int
+tracer_traverse(ft_tracer *self, visitproc visit, void *arg)
+{
+    Py_VISIT(Py_TYPE(self));
+    Py_VISIT(self->hooks);
+    Py_VISIT(self->prev_thread_hook);
+    return ft_functable_traverse(&self->funcs, visit, arg);
+}
+
+static int
+tracer_clear(ft_tracer *self)
+{
+    if (self->phase == FT_PHASE_ACTIVE) {
+        /* Unreachable while tracing (state->active and the hooks point at
+         * it without owning it): stop first, or the hooks would dangle. */
+        ft_saved_exc saved;
+        FT_SAVE_EXC(saved);
+        latch_stop(self);
+        FT_RESTORE_EXC(saved);
+    }
+    Py_CLEAR(self->hooks);
+    Py_CLEAR(self->prev_thread_hook);
+    return 0;
+}
+
+static void
+tracer_dealloc(ft_tracer *self)
+{
+    PyTypeObject *type = Py_TYPE(self);
+    PyObject_GC_UnTrack(self);
+    if (self->weakreflist != NULL) {
+        PyObject_ClearWeakRefs((PyObject *)self);
+    }
+    tracer_clear(self);
+    tracer_release(self);
+    type->tp_free((PyObject *)self);
+    Py_DECREF(type);
+}
+
+static PyMethodDef tracer_methods[] = {
+    {"start", (PyCFunction)tracer_start, METH_NOARGS,
+     "start($self, /)\n--\n\n"
+     "Install the hook on every thread and start recording."},
+    {"stop", (PyCFunction)tracer_stop, METH_NOARGS,
+     "stop($self, /)\n--\n\n"
+     "Stop recording and latch stop_ns.  Later calls do nothing."},
+    {"getEvents", (PyCFunction)tracer_get_events, METH_NOARGS,
+     "getEvents($self, /)\n--\n\n"
+     "The recorded events, complete and nested; none ends after stop_ns."},
+    {"get_events", (PyCFunction)tracer_get_events, METH_NOARGS,
+     "get_events($self, /)\n--\n\nAlias of getEvents()."},
+    {"clear", (PyCFunction)tracer_clear_method, METH_NOARGS,
+     "clear($self, /)\n--\n\n"
+     "Free the records and the references held to traced functions."},
+    {"__enter__", (PyCFunction)tracer_enter, METH_NOARGS,
+     "__enter__($self, /)\n--\n\nStart tracing; return the tracer."},
+    {"__exit__", (PyCFunction)(void (*)(void))tracer_exit, METH_FASTCALL,
+     "__exit__($self, *exc_info, /)\n--\n\nStop tracing (a no-op if stopped)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef tracer_getset[] = {
+    {"start_ns", (getter)tracer_get_start_ns, NULL,
+     "time.monotonic_ns() when tracing started, or None", NULL},
+    {"stop_ns", (getter)tracer_get_stop_ns, NULL,
+     "time.monotonic_ns() latched by the first stop(), or None", NULL},
+    {"active", (getter)tracer_get_active, NULL, "True while tracing", NULL},
+    {"dropped", (getter)tracer_get_dropped, NULL,
+     "events lost, all threads: overwritten by the ring or not recorded",
+     NULL},
+    {"dropped_by_thread", (getter)tracer_get_dropped_by_thread, NULL,
+     "{thread_id: events lost} for every traced thread", NULL},
+    {"buffer_size", (getter)tracer_get_buffer_size, NULL,
+     "ring capacity, in events per thread", NULL},
+    {"c_calls", (getter)tracer_get_c_calls, NULL,
+     "whether C function calls are recorded", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyMemberDef tracer_members[] = {
+    {"__weaklistoffset__", T_PYSSIZET, offsetof(ft_tracer, weakreflist),
+     READONLY, NULL},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyType_Slot tracer_slots[] = {
+    {Py_tp_doc,
+     "Tracer(buffer_size=1048576, *, c_calls=True)\n--\n\n"
+     "Records every Python and C function entry and exit of every thread\n"
+     "into per-thread ring buffers of buffer_size events."},
+    {Py_tp_new, tracer_new},
+    {Py_tp_dealloc, tracer_dealloc},
+    {Py_tp_traverse, tracer_traverse},
+    {Py_tp_clear, tracer_clear},
+    {Py_tp_methods, tracer_methods},
+    {Py_tp_getset, tracer_getset},
+    {Py_tp_members, tracer_members},
+    {0, NULL},
+};
+
+PyType_Spec ft_tracer_spec = {
+    .name = "frametrace._tracer.Tracer",
+    .basicsize = sizeof(ft_tracer),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC
+             | Py_TPFLAGS_IMMUTABLETYPE,
+    .slots = tracer_slots,
+};
+
+/* ---- the per-thread hook object ------------------------------------- */
+
+static void
+hook_dealloc(ft_hookobject *self)
+{
+    PyTypeObject *type = Py_TYPE(self);
+    PyObject_Free(self);
+    Py_DECREF(type);
+}
+
+static PyType_Slot hook_slots[] = {
+    {Py_tp_doc, "A thread's handle on its frametrace ring (internal)."},
+    {Py_tp_dealloc, hook_dealloc},
+    {0, NULL},
+};
+
+PyType_Spec ft_hook_spec = {
+    .name = "frametrace._tracer._ThreadHook",
+    .basicsize = sizeof(ft_hookobject),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE
+             | Py_TPFLAGS_DISALLOW_INSTANTIATION,
+    .slots = hook_slots,
+};
