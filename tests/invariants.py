@@ -1,0 +1,70 @@
+"""Checks every guarantee getEvents() makes, over every event."""
+from __future__ import annotations
+
+import sys
+from collections import defaultdict
+
+QUALNAMES = sys.version_info >= (3, 11)
+
+
+def qual(qualname: str) -> str:
+    """The name frametrace reports for a function with this __qualname__."""
+    return qualname if QUALNAMES else qualname.rsplit(".", 1)[-1]
+
+
+def check_invariants(tracer, events) -> None:
+    start, stop = tracer.start_ns, tracer.stop_ns
+    assert start is not None and stop is not None and start <= stop
+    children = defaultdict(list)
+    for i, ev in enumerate(events):
+        where = f"event {i} {ev!r}"
+        assert start <= ev.start_ns <= ev.end_ns <= stop, where
+        assert ev.kind in ("py", "c"), where
+        if ev.kind == "c":
+            assert ev.lineno == 0 and ev.filename == "<built-in>", where
+        else:
+            assert ev.lineno > 0, where
+        if ev.open_at_stop:
+            assert ev.end_ns == stop, where
+        if ev.parent == -1:
+            assert ev.depth == 0, where
+        else:
+            assert 0 <= ev.parent < i, where
+            parent = events[ev.parent]
+            assert parent.thread_id == ev.thread_id, where
+            assert parent.start_ns <= ev.start_ns, where
+            assert ev.end_ns <= parent.end_ns, where
+            assert ev.depth == parent.depth + 1, where
+        children[(ev.thread_id, ev.parent)].append(ev)
+    # Siblings follow one another: properly nested, not just contained.
+    for sibs in children.values():
+        sibs.sort(key=lambda e: (e.start_ns, e.end_ns))
+        for a, b in zip(sibs, sibs[1:]):
+            assert a.end_ns <= b.start_ns, (a, b)
+
+
+def subtree(events, index):
+    """(name, kind, [children...]) of events[index], children in order."""
+    kids = defaultdict(list)
+    for i, ev in enumerate(events):
+        kids[ev.parent].append(i)
+
+    def build(i):
+        ev = events[i]
+        return (ev.name, ev.kind, [build(k) for k in kids[i]])
+
+    return build(index)
+
+
+def find(events, name, **fields):
+    """Indices of the events with this name (and these field values)."""
+    return [
+        i for i, ev in enumerate(events)
+        if ev.name == name and all(getattr(ev, k) == v for k, v in fields.items())
+    ]
+
+
+def only(events, name, **fields):
+    found = find(events, name, **fields)
+    assert len(found) == 1, (name, fields, [events[i] for i in found])
+    return found[0]

@@ -1,0 +1,118 @@
+"""Bad input and conflicting profilers: clear errors, nothing broken."""
+import cProfile
+import sys
+
+import pytest
+
+import frametrace
+from targets import calls
+
+
+@pytest.mark.parametrize("size", [0, -1, -(2**70), 2**28 + 1, 2**64])
+def test_buffer_size_out_of_range(size):
+    with pytest.raises(ValueError, match="buffer_size"):
+        frametrace.Tracer(buffer_size=size)
+
+
+@pytest.mark.parametrize("size", ["10", 1.5, None, True, [1]])
+def test_buffer_size_wrong_type(size):
+    with pytest.raises(TypeError, match="buffer_size"):
+        frametrace.Tracer(buffer_size=size)
+
+
+def test_other_bad_arguments():
+    with pytest.raises(TypeError, match="c_calls"):
+        frametrace.Tracer(c_calls="yes")
+    with pytest.raises(TypeError):
+        frametrace.Tracer(bogus=1)
+    with pytest.raises(TypeError):
+        frametrace.Tracer(1, True)  # c_calls is keyword-only
+    assert frametrace.Tracer(buffer_size=frametrace.MAX_BUFFER_SIZE).buffer_size == 2**28
+    assert frametrace.Tracer().buffer_size == frametrace.DEFAULT_BUFFER_SIZE
+
+
+def test_lifecycle_misuse():
+    tracer = frametrace.Tracer()
+    assert tracer.start_ns is None and tracer.stop_ns is None and not tracer.active
+    with pytest.raises(RuntimeError, match="before start"):
+        tracer.getEvents()
+    tracer.stop()  # stopping a tracer that never ran is harmless
+    assert tracer.stop_ns is None
+    tracer.start()
+    try:
+        with pytest.raises(RuntimeError, match="twice"):
+            tracer.start()
+        with pytest.raises(RuntimeError, match="active"):
+            tracer.getEvents()
+        with pytest.raises(RuntimeError, match="active"):
+            tracer.clear()
+    finally:
+        tracer.stop()
+    with pytest.raises(RuntimeError, match="create a new one"):
+        tracer.start()
+    assert isinstance(tracer.getEvents(), list)
+
+
+def test_second_tracer_refused():
+    first = frametrace.Tracer()
+    with first:
+        second = frametrace.Tracer()
+        with pytest.raises(RuntimeError, match="already active"):
+            second.start()
+        assert first.active and not second.active
+        calls.leaf(1)
+    assert [e.name for e in first.getEvents()].count("leaf") == 1
+    with second:  # free once the first stopped
+        pass
+
+
+def test_running_cprofile_refused_and_left_running():
+    prof = cProfile.Profile()
+    prof.enable()
+    try:
+        before = sys.getprofile()
+        with pytest.raises(RuntimeError, match="another profiler"):
+            frametrace.Tracer().start()
+        assert sys.getprofile() is before
+        calls.leaf(5)
+    finally:
+        prof.disable()
+    prof.create_stats()
+    assert any(func[2] == "leaf" for func in prof.stats)
+
+
+def test_sys_setprofile_refused_and_left_installed():
+    seen = []
+
+    def profiler(frame, event, arg):
+        seen.append(event)
+
+    sys.setprofile(profiler)
+    try:
+        with pytest.raises(RuntimeError, match="another profiler"):
+            frametrace.Tracer().start()
+        assert sys.getprofile() is profiler
+    finally:
+        sys.setprofile(None)
+    assert seen
+    with frametrace.trace():  # usable again once the other profiler left
+        pass
+
+
+def test_failed_start_can_be_retried():
+    sys.setprofile(lambda *a: None)
+    tracer = frametrace.Tracer()
+    try:
+        with pytest.raises(RuntimeError):
+            tracer.start()
+    finally:
+        sys.setprofile(None)
+    assert not tracer.active and tracer.start_ns is None
+    with tracer:
+        calls.leaf(0)
+    assert any(e.name == "leaf" for e in tracer.getEvents())
+
+
+def test_decorating_a_non_callable():
+    with pytest.raises(TypeError, match="callable"):
+        frametrace.trace()(42)

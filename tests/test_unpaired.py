@@ -1,0 +1,81 @@
+"""CPython can deliver C-call profile events unpaired (CPython issue 122029):
+3.12.0-3.12.4 report a C return with no call for a bound method wrapping a C
+function; 3.13.0 reports such a call made with f(*args) with no return.  The
+replay copes: nothing outlives its parent, nothing is stretched to stop."""
+import sys
+import types
+
+import frametrace
+from invariants import check_invariants, only
+
+bound_len = types.MethodType(len, [1, 2])
+
+
+def direct():
+    return bound_len()
+
+
+def star():
+    return bound_len(*())
+
+
+def after():
+    return 0
+
+
+def run():
+    direct()
+    star()
+    after()
+
+
+def raw_c_events():
+    """The C events CPython itself delivers for run(), by code name."""
+    seen = []
+
+    def profiler(frame, event, arg):
+        if event.startswith("c_") and frame.f_code.co_name in ("direct", "star"):
+            seen.append((frame.f_code.co_name, event))
+
+    sys.setprofile(profiler)
+    try:
+        run()
+    finally:
+        sys.setprofile(None)
+    return seen
+
+
+def test_unpaired_c_events_are_contained():
+    raw = raw_c_events()
+    if (3, 12, 0) <= sys.version_info[:3] <= (3, 12, 4):
+        assert ("direct", "c_return") in raw and ("direct", "c_call") not in raw
+    if sys.version_info[:3] == (3, 13, 0):
+        assert ("star", "c_call") in raw and ("star", "c_return") not in raw
+
+    with frametrace.trace() as tracer:
+        run()
+    events = tracer.getEvents()
+    check_invariants(tracer, events)
+
+    d = only(events, "direct")
+    s = only(events, "star")
+    a = events[only(events, "after")]
+    kids = {i: [k for k, e in enumerate(events) if e.parent == i] for i in (d, s)}
+    for name, idx in (("direct", d), ("star", s)):
+        calls_ = [e for e in raw if e[0] == name]
+        lens = [events[k] for k in kids[idx]]
+        if not calls_:
+            assert lens == []
+            continue
+        assert [e.name for e in lens] == ["len"], (name, raw)
+        ln, parent = lens[0], events[idx]
+        assert parent.start_ns <= ln.start_ns <= ln.end_ns <= parent.end_ns
+        assert not ln.open_at_stop and ln.end_ns < tracer.stop_ns
+        if (name, "c_call") not in calls_:
+            # Its call was never seen: flagged, and starting no earlier
+            # than the previous record (the parent's own call).
+            assert ln.open_at_start and ln.start_ns == parent.start_ns
+        if (name, "c_return") not in calls_:
+            # Its return was never seen: it ends with its parent.
+            assert ln.end_ns == parent.end_ns
+    assert not a.open_at_stop and a.start_ns >= events[s].end_ns
