@@ -111,6 +111,13 @@ static PyMethodDef module_methods[] = {
      "_set_noop_profile($module, enable, /)\n--\n\n"
      "Install (or remove) a do-nothing C profile function on this thread: "
      "the overhead floor, for benchmarks."},
+    {"_replay", (PyCFunction)(void (*)(void))ft_testing_replay,
+     METH_VARARGS | METH_KEYWORDS,
+     "_replay($module, records, *, base_ts, stop_ns, capacity=None, "
+     "base_stack=[], stop_stack=None)\n--\n\n"
+     "Replay hand-written (ts, kind, func_id) records of one thread through "
+     "a ring of the given capacity; returns (func, kind, start, end, parent, "
+     "depth, open_at_start, open_at_stop) tuples.  For tests."},
     {"_clock_ns", monotonic_ns, METH_NOARGS,
      "_clock_ns($module, /)\n--\n\nThe tracer's clock, in ns."},
     {NULL, NULL, 0, NULL},

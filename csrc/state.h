@@ -108,6 +108,10 @@ extern PyType_Spec ft_tracer_spec;
 extern PyType_Spec ft_hook_spec;
 extern PyStructSequence_Desc ft_event_desc;
 
+/* testing.c: _replay(records, ...), for the replay's own tests. */
+PyObject *ft_testing_replay(PyObject *module, PyObject *args,
+                            PyObject *kwargs);
+
 /* events.c: replays a stopped tracer's records into a list of events. */
 PyObject *ft_build_events(ft_tracer *tracer);
 

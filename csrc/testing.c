@@ -1,0 +1,171 @@
+/* Test-only entry points: the replay driven by hand-written records, so its
+ * rules can be tested on streams CPython rarely produces. */
+#include "state.h"
+#include "replay.h"
+
+#include <limits.h>
+#include <string.h>
+
+static int
+parse_kind(PyObject *name, uint32_t *kind)
+{
+    static const char *names[] = {"call", "return", "c_call", "c_return",
+                                  "c_exception"};
+    for (uint32_t i = 0; i < 5; i++) {
+        if (PyUnicode_Check(name)
+            && PyUnicode_CompareWithASCIIString(name, names[i]) == 0) {
+            *kind = i;  /* the FT_REC_* order */
+            return 0;
+        }
+    }
+    PyErr_Format(PyExc_ValueError, "record kind must be one of call, return, "
+                 "c_call, c_return, c_exception; got %R", name);
+    return -1;
+}
+
+/* A list of ints as a malloc'd uint32_t array (NULL, 0 for None). */
+static int
+parse_ids(PyObject *list, const char *what, uint32_t **ids, size_t *n)
+{
+    *ids = NULL;
+    *n = 0;
+    if (list == NULL || list == Py_None) {
+        return 0;
+    }
+    if (!PyList_Check(list)) {
+        PyErr_Format(PyExc_TypeError, "%s must be a list of ints", what);
+        return -1;
+    }
+    Py_ssize_t len = PyList_GET_SIZE(list);
+    *ids = PyMem_Malloc(((size_t)len + 1) * sizeof(uint32_t));
+    if (*ids == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < len; i++) {
+        unsigned long v = PyLong_AsUnsignedLong(PyList_GET_ITEM(list, i));
+        if (v == (unsigned long)-1 && PyErr_Occurred()) {
+            goto error;
+        }
+        if (v >= FT_ID_IGNORED) {
+            PyErr_Format(PyExc_ValueError, "%s: ids must be below 2**31", what);
+            goto error;
+        }
+        (*ids)[i] = (uint32_t)v;
+    }
+    *n = (size_t)len;
+    return 0;
+
+error:
+    PyMem_Free(*ids);
+    *ids = NULL;
+    return -1;
+}
+
+PyObject *
+ft_testing_replay(PyObject *Py_UNUSED(module), PyObject *args,
+                  PyObject *kwargs)
+{
+    static char *kwlist[] = {"records", "base_ts", "stop_ns", "capacity",
+                             "base_stack", "stop_stack", NULL};
+    PyObject *records, *capacity_obj = Py_None;
+    PyObject *base_obj = NULL, *stop_obj = Py_None;
+    long long base_ts = LLONG_MIN, stop_ns = LLONG_MIN;
+    ft_ring ring = {0};
+    ft_eventvec out = {0};
+    uint32_t *base = NULL, *stop = NULL;
+    size_t nbase, nstop;
+    PyObject *result = NULL;
+
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!|$LLOOO:_replay", kwlist,
+                                     &PyList_Type, &records, &base_ts,
+                                     &stop_ns, &capacity_obj, &base_obj,
+                                     &stop_obj)) {
+        return NULL;
+    }
+    if (base_ts == LLONG_MIN || stop_ns == LLONG_MIN) {
+        PyErr_SetString(PyExc_TypeError, "_replay() needs base_ts and stop_ns");
+        return NULL;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(records);
+    long long capacity = n ? n : 1;
+    if (capacity_obj != Py_None) {
+        capacity = PyLong_AsLongLong(capacity_obj);
+        if (capacity == -1 && PyErr_Occurred()) {
+            return NULL;
+        }
+        if (capacity < 1 || capacity > (1 << 24)) {
+            PyErr_SetString(PyExc_ValueError, "capacity must be 1..2**24");
+            return NULL;
+        }
+    }
+    if (parse_ids(base_obj, "base_stack", &base, &nbase) < 0
+        || parse_ids(stop_obj, "stop_stack", &stop, &nstop) < 0) {
+        goto done;
+    }
+    if (stop_obj != Py_None && stop == NULL) {
+        stop = PyMem_Malloc(sizeof(uint32_t));  /* an empty stop stack */
+        if (stop == NULL) {
+            PyErr_NoMemory();
+            goto done;
+        }
+    }
+    if (ft_ring_alloc(&ring, (uint64_t)capacity) < 0) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *rec = PyList_GET_ITEM(records, i);
+        long long ts;
+        PyObject *kind_obj;
+        unsigned long func;
+        uint32_t kind;
+        if (!PyArg_ParseTuple(rec, "LOk;a record is (ts, kind, func_id)",
+                              &ts, &kind_obj, &func)
+            || parse_kind(kind_obj, &kind) < 0) {
+            goto done;
+        }
+        if (func >= FT_ID_IGNORED) {
+            PyErr_SetString(PyExc_ValueError, "func ids must be below 2**31");
+            goto done;
+        }
+        ft_ring_push(&ring, ts, (uint32_t)func, kind);
+    }
+    ft_replay_input in = {
+        .ring = &ring,
+        .base_ts = base_ts,
+        .base_stack = base,
+        .base_depth = nbase,
+        .stop_stack = stop,
+        .stop_depth = nstop,
+        .stop_ns = stop_ns,
+    };
+    if (ft_replay_thread(&in, &out) < 0) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    result = PyList_New((Py_ssize_t)out.len);
+    if (result == NULL) {
+        goto done;
+    }
+    for (size_t i = 0; i < out.len; i++) {
+        const ft_event *ev = &out.items[i];
+        PyObject *item = Py_BuildValue(
+            "(IsLLLINN)", ev->func, ev->is_c ? "c" : "py", ev->start_ns,
+            ev->end_ns, ev->parent, ev->depth,
+            PyBool_FromLong(ev->open_at_start),
+            PyBool_FromLong(ev->open_at_stop));
+        if (item == NULL) {
+            Py_CLEAR(result);
+            goto done;
+        }
+        PyList_SET_ITEM(result, (Py_ssize_t)i, item);
+    }
+
+done:
+    ft_ring_free(&ring);
+    ft_eventvec_free(&out);
+    PyMem_Free(base);
+    PyMem_Free(stop);
+    return result;
+}
