@@ -4,7 +4,7 @@ import os
 
 from setuptools import Extension, setup
 
-extra_compile_args = ["-std=c11", "-Wall", "-Wextra", "-Wno-missing-field-initializers"]
+extra_compile_args = ["-std=c11", "-Wall", "-Wextra"]
 if os.environ.get("FRAMETRACE_WERROR"):
     extra_compile_args.append("-Werror")
 extra_compile_args += os.environ.get("FRAMETRACE_CFLAGS", "").split()
