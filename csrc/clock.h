@@ -1,18 +1,93 @@
-/* Timestamps: nanoseconds on the CLOCK_MONOTONIC base, the same base as
- * time.monotonic_ns(), so records compare directly with start/stop times. */
+/* Timestamps.  The hot path reads a cheap tick counter (the CPU's time-stamp
+ * counter where the kernel itself trusts it as its clocksource, else
+ * CLOCK_MONOTONIC in ns); anchors pair ticks with CLOCK_MONOTONIC ns (the
+ * base of time.monotonic_ns()) at start, at stop and now and then in
+ * between, and ticks are converted to ns after the fact, piecewise linearly
+ * between anchors: exactly at start and stop, monotonically everywhere. */
 #ifndef FT_CLOCK_H
 #define FT_CLOCK_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <time.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#  include <x86intrin.h>
+#  define FT_HAVE_CYCLE_COUNTER 1
+#elif defined(__aarch64__)
+#  define FT_HAVE_CYCLE_COUNTER 1
+#else
+#  define FT_HAVE_CYCLE_COUNTER 0
+#endif
 
 static inline int64_t
 ft_clock_now(void)
 {
     struct timespec ts;
-    /* CLOCK_MONOTONIC is read through the vDSO: no system call. */
+    /* Read through the vDSO: no system call. */
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
+
+static inline int64_t
+ft_cycles(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    return (int64_t)__rdtsc();
+#elif defined(__aarch64__)
+    uint64_t v;
+    __asm__ __volatile__("mrs %0, cntvct_el0" : "=r"(v));
+    return (int64_t)v;
+#else
+    return ft_clock_now();
+#endif
+}
+
+typedef struct {
+    int64_t ticks;
+    int64_t ns;
+} ft_anchor;
+
+typedef struct {
+    int use_cycles;       /* ticks are cycle-counter values, not ns */
+    ft_anchor *anchors;   /* increasing in both fields */
+    size_t nanchors;
+    size_t cap;
+} ft_clock;
+
+/* Whether the cycle counter is safe to convert (the kernel uses it as its
+ * own clocksource, so it is invariant and synchronized across CPUs), and
+ * not disabled by FRAMETRACE_CLOCK=monotonic. */
+int ft_clock_cycles_usable(void);
+
+/* Ready to record (takes the first anchor); -1 when out of memory. */
+int ft_clock_start(ft_clock *clock, int use_cycles);
+void ft_clock_free(ft_clock *clock);
+/* Appends an anchor (pure C, never fails: without memory it is skipped)
+ * and returns it. */
+ft_anchor ft_clock_anchor(ft_clock *clock);
+
+/* Anchors closer together than this add nothing. */
+#define FT_ANCHOR_MIN_TICKS ((int64_t)1 << 30)
+
+static inline int64_t
+ft_clock_ticks(const ft_clock *clock)
+{
+    return clock->use_cycles ? ft_cycles() : ft_clock_now();
+}
+
+/* Called when a ring wraps: keeps anchors coming in long traces. */
+static inline void
+ft_clock_maybe_anchor(ft_clock *clock, int64_t ticks)
+{
+    if (ticks - clock->anchors[clock->nanchors - 1].ticks >= FT_ANCHOR_MIN_TICKS) {
+        ft_clock_anchor(clock);
+    }
+}
+
+/* ticks -> ns.  *cursor is a segment hint (start at 0); conversions of
+ * increasing ticks with the same cursor cost O(1) each.  clock may be NULL
+ * (ticks are ns). */
+int64_t ft_clock_to_ns(const ft_clock *clock, int64_t ticks, size_t *cursor);
 
 #endif /* FT_CLOCK_H */

@@ -100,7 +100,8 @@ ft_build_events(ft_tracer *tracer)
         const ft_thread *th = tracer->threads[i];
         ft_replay_input in = {
             .ring = &th->ring,
-            .base_ts = th->base_ts,
+            .clock = &tracer->clock,
+            .base_ticks = th->base_ticks,
             .base_stack = th->base_stack,
             .base_depth = (size_t)th->base_depth,
             .stop_stack = th->stop_stack,

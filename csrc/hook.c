@@ -1,7 +1,6 @@
 /* The profile callback: the hot path, and the slow paths it falls into the
  * first time it sees a thread or a function. */
 #include "state.h"
-#include "clock.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -229,6 +228,9 @@ record(ft_hookobject *hook, ft_thread *th, int64_t ts, PyFrameObject *frame,
         }
     }
     ft_ring_push(&th->ring, ts, id, kind);
+    if (FT_UNLIKELY(th->ring.pos == 0)) {
+        ft_clock_maybe_anchor(&tracer->clock, ts);
+    }
 }
 
 int
@@ -239,16 +241,16 @@ ft_hook(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg)
     if (FT_UNLIKELY(th == NULL)) {
         return 0;  /* the tracer stopped */
     }
-    record(hook, th, ft_clock_now(), frame, what, arg);
+    record(hook, th, ft_clock_ticks(&hook->tracer->clock), frame, what, arg);
     return 0;
 }
 
 void
-ft_hook_record(ft_hookobject *hook, int64_t ts, PyFrameObject *frame,
+ft_hook_record(ft_hookobject *hook, int64_t ticks, PyFrameObject *frame,
                int what, PyObject *arg)
 {
     if (hook->thread != NULL) {
-        record(hook, hook->thread, ts, frame, what, arg);
+        record(hook, hook->thread, ticks, frame, what, arg);
     }
 }
 
@@ -342,7 +344,7 @@ new_hook(ft_tracer *tracer, ft_thread *thread)
 
 ft_hookobject *
 ft_register_thread(ft_tracer *tracer, PyThreadState *ts, PyFrameObject *top,
-                   int64_t base_ts)
+                   int64_t base_ticks)
 {
     ft_thread *thread = find_thread(tracer, ts->id);
     if (thread != NULL) {
@@ -371,7 +373,7 @@ ft_register_thread(ft_tracer *tracer, PyThreadState *ts, PyFrameObject *top,
     thread->thread_id = ts->thread_id;
     thread->native_id = ft_tstate_native_id(ts);
     thread->tstate_id = ts->id;
-    thread->base_ts = base_ts;
+    thread->base_ticks = base_ticks;
 
     PyFrameObject *frame = top;
     if (frame == NULL) {

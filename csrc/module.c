@@ -8,7 +8,6 @@
 static PyObject *
 thread_bootstrap(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    int64_t ts = ft_clock_now();
     ft_state *state = ft_get_state(module);
     ft_tracer *tracer = state->active;
 
@@ -23,6 +22,7 @@ thread_bootstrap(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
                         "the interpreter as a profile function");
         return NULL;
     }
+    int64_t ts = ft_clock_ticks(&tracer->clock);
     PyFrameObject *frame = (PyFrameObject *)args[0];
     PyObject *event = args[1];
     int what;

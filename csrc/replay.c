@@ -15,6 +15,7 @@
  * before the window and at stop are found from the stack taken at stop (M).
  * The output of a thread is M (outermost first), F (outermost first), then
  * the recorded frames (R) in call order. */
+#define _POSIX_C_SOURCE 200809L  /* clock.h under -std=c11 */
 #include "replay.h"
 
 #include <stdlib.h>
@@ -267,23 +268,29 @@ ft_replay_thread(const ft_replay_input *in, ft_eventvec *out)
     int overflowed = ft_ring_overwritten(ring) > 0;
     int rc = -1;
 
-    ctx.window_start = in->base_ts;
+    size_t cursor = 0;
+    int64_t base_ns = ft_clock_to_ns(in->clock, in->base_ticks, &cursor);
+    ctx.window_start = base_ns;
     if (overflowed) {
         /* The base stack is stale: the records that left it are gone. */
-        int64_t first = ft_ring_at(ring, 0)->ts;
+        int64_t first = ft_clock_to_ns(in->clock, ft_ring_at(ring, 0)->ts,
+                                       &cursor);
         ctx.window_start = first < in->stop_ns ? first : in->stop_ns;
     }
     else {
         for (size_t i = 0; i < in->base_depth; i++) {
-            if (push_frame(&ctx, in->base_stack[i], 0, in->base_ts, 1) < 0) {
+            if (push_frame(&ctx, in->base_stack[i], 0, base_ns, 1) < 0) {
                 goto done;
             }
         }
     }
     ctx.prev_ts = ctx.window_start;
 
+    cursor = 0;
     for (uint64_t i = 0; i < count; i++) {
-        const ft_record *rec = ft_ring_at(ring, i);
+        ft_record converted = *ft_ring_at(ring, i);
+        const ft_record *rec = &converted;
+        converted.ts = ft_clock_to_ns(in->clock, converted.ts, &cursor);
         if (rec->ts > in->stop_ns) {
             break;  /* raced the stop: not part of the trace */
         }

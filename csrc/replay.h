@@ -3,6 +3,7 @@
 #ifndef FT_REPLAY_H
 #define FT_REPLAY_H
 
+#include "clock.h"
 #include "ring.h"
 
 #include <stddef.h>
@@ -27,8 +28,9 @@ typedef struct {
 } ft_eventvec;
 
 typedef struct {
-    const ft_ring *ring;          /* the thread's records */
-    int64_t base_ts;              /* when the thread's hook was installed */
+    const ft_ring *ring;          /* the thread's records, in ticks */
+    const ft_clock *clock;        /* ticks -> ns; NULL: ticks are ns */
+    int64_t base_ticks;           /* when the thread's hook was installed */
     const uint32_t *base_stack;   /* Python frames open then, outermost
                                      first */
     size_t base_depth;

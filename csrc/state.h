@@ -4,6 +4,7 @@
 #define FT_STATE_H
 
 #include "compat.h"
+#include "clock.h"
 #include "functable.h"
 #include "ring.h"
 
@@ -44,7 +45,7 @@ typedef struct {
     unsigned long thread_id;  /* threading.get_ident() */
     unsigned long native_id;  /* threading.get_native_id(), 0 if unknown */
     uint64_t tstate_id;       /* PyThreadState.id: unique in the process */
-    int64_t base_ts;          /* when the hook was installed on the thread */
+    int64_t base_ticks;       /* when the hook was installed on the thread */
     uint32_t *base_stack;     /* ids of the Python frames on the stack then,
                                  outermost first */
     Py_ssize_t base_depth;
@@ -76,6 +77,7 @@ typedef struct ft_tracer {
     int phase;                /* FT_PHASE_* */
     int64_t start_ns;
     int64_t stop_ns;
+    ft_clock clock;           /* ticks of the records -> ns */
     ft_functable funcs;
     ft_thread **threads;      /* in registration order */
     Py_ssize_t nthreads;
@@ -90,17 +92,17 @@ typedef struct ft_tracer {
 /* hook.c */
 int ft_hook(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg);
 /* Registers (or finds, by thread state) the thread ts with tracer, capturing
- * its Python stack as the base stack at base_ts (top frame: top, borrowed,
- * may be NULL for "ts's current frame").  Returns a new reference to the
+ * its Python stack (from top, borrowed, may be NULL) as the base stack at
+ * base_ticks.  Returns a new reference to the
  * thread's hook object, or NULL with an exception set. */
 ft_hookobject *ft_register_thread(ft_tracer *tracer, PyThreadState *ts,
-                                  PyFrameObject *top, int64_t base_ts);
+                                  PyFrameObject *top, int64_t base_ticks);
 /* Ids of ts's Python frames, outermost first, into a malloc'd array. */
 int ft_capture_stack(ft_tracer *tracer, PyFrameObject *top,
                      uint32_t **stack, Py_ssize_t *depth);
 void ft_thread_free(ft_thread *thread);
 /* Records one event from the thread-bootstrap path (see module.c). */
-void ft_hook_record(ft_hookobject *hook, int64_t ts, PyFrameObject *frame,
+void ft_hook_record(ft_hookobject *hook, int64_t ticks, PyFrameObject *frame,
                     int what, PyObject *arg);
 
 /* tracer.c */

@@ -133,7 +133,8 @@ ft_testing_replay(PyObject *Py_UNUSED(module), PyObject *args,
     }
     ft_replay_input in = {
         .ring = &ring,
-        .base_ts = base_ts,
+        .clock = NULL,
+        .base_ticks = base_ts,
         .base_stack = base,
         .base_depth = nbase,
         .stop_stack = stop,

@@ -1,7 +1,6 @@
 /* The Tracer heap type: argument checking, start/stop and the latched stop
  * time.  Recording is in hook.c, replay in replay.c/events.c. */
 #include "state.h"
-#include "clock.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -87,6 +86,7 @@ tracer_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     self->buffer_size = (uint64_t)buffer_size;
     self->c_calls = c_calls_obj == Py_True;
     self->phase = FT_PHASE_NEW;
+    self->clock.use_cycles = ft_clock_cycles_usable();
     if (ft_functable_init(&self->funcs) < 0) {
         Py_DECREF(self);
         return PyErr_NoMemory();
@@ -262,10 +262,10 @@ free_threads(ft_tracer *self)
 
 /* Installs the hook on thread ts; returns 0 or -1 with an exception. */
 static int
-install_on(ft_tracer *self, PyThreadState *ts, int64_t base_ts)
+install_on(ft_tracer *self, PyThreadState *ts, int64_t base_ticks)
 {
     PyFrameObject *top = PyThreadState_GetFrame(ts);
-    ft_hookobject *hook = ft_register_thread(self, ts, top, base_ts);
+    ft_hookobject *hook = ft_register_thread(self, ts, top, base_ticks);
     Py_XDECREF(top);
     if (hook == NULL) {
         return -1;
@@ -316,20 +316,27 @@ tracer_start(ft_tracer *self, PyObject *Py_UNUSED(ignored))
         Py_CLEAR(self->hooks);
         return NULL;
     }
+    if (ft_clock_start(&self->clock, self->clock.use_cycles) < 0) {
+        restore_threading_profile(self);
+        Py_CLEAR(self->hooks);
+        PyErr_NoMemory();
+        return NULL;
+    }
     state->active = self;
     self->phase = FT_PHASE_ACTIVE;
-    self->start_ns = ft_clock_now();
+    ft_anchor start = self->clock.anchors[0];
+    self->start_ns = start.ns;
 
     /* No Python code may run while walking the thread list (a thread could
      * exit under us): the GC stays off, so allocations run no finalizer. */
     int gc_was_enabled = PyGC_Disable();
     PyThreadState *current = PyThreadState_Get();
-    int rc = install_on(self, current, self->start_ns);
+    int rc = install_on(self, current, start.ticks);
     PyThreadState *ts = PyInterpreterState_ThreadHead(current->interp);
     while (rc == 0 && ts != NULL) {
         PyThreadState *next = PyThreadState_Next(ts);
         if (ts != current) {
-            rc = install_on(self, ts, self->start_ns);
+            rc = install_on(self, ts, start.ticks);
         }
         ts = next;
     }
@@ -359,7 +366,9 @@ latch_stop(ft_tracer *self)
     if (self->phase != FT_PHASE_ACTIVE) {
         return;
     }
-    self->stop_ns = ft_clock_now();
+    /* Every record was written before this anchor: converted, none can
+     * end after stop_ns. */
+    self->stop_ns = ft_clock_anchor(&self->clock).ns;
     self->phase = FT_PHASE_STOPPED;
     uninstall_hooks(self, 1);
     if (self->state->active == self) {
@@ -429,6 +438,7 @@ tracer_release(ft_tracer *self)
 {
     free_threads(self);
     ft_functable_clear(&self->funcs);
+    ft_clock_free(&self->clock);
 }
 
 static PyObject *
@@ -531,6 +541,12 @@ tracer_get_buffer_size(ft_tracer *self, void *Py_UNUSED(closure))
 }
 
 static PyObject *
+tracer_get_clock(ft_tracer *self, void *Py_UNUSED(closure))
+{
+    return PyUnicode_FromString(self->clock.use_cycles ? "cycles" : "monotonic");
+}
+
+static PyObject *
 tracer_get_c_calls(ft_tracer *self, void *Py_UNUSED(closure))
 {
     return PyBool_FromLong(self->c_calls);
@@ -612,6 +628,10 @@ static PyGetSetDef tracer_getset[] = {
      "{thread_id: events lost} for every traced thread", NULL},
     {"buffer_size", (getter)tracer_get_buffer_size, NULL,
      "ring capacity, in events per thread", NULL},
+    {"clock", (getter)tracer_get_clock, NULL,
+     "\"cycles\" (the CPU counter, converted to monotonic ns) or "
+     "\"monotonic\" (CLOCK_MONOTONIC read directly); FRAMETRACE_CLOCK="
+     "monotonic forces the latter", NULL},
     {"c_calls", (getter)tracer_get_c_calls, NULL,
      "whether C function calls are recorded", NULL},
     {NULL, NULL, NULL, NULL, NULL},

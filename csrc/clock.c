@@ -1,0 +1,119 @@
+/* Anchors and the conversion of ticks to CLOCK_MONOTONIC ns. */
+#define _POSIX_C_SOURCE 200809L  /* clock_gettime() under -std=c11 */
+#include "clock.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int
+ft_clock_cycles_usable(void)
+{
+    const char *env = getenv("FRAMETRACE_CLOCK");
+    if (env != NULL && strcmp(env, "monotonic") == 0) {
+        return 0;
+    }
+#if FT_HAVE_CYCLE_COUNTER && defined(__linux__)
+#  if defined(__aarch64__)
+    return 1;  /* the generic timer is constant-rate by the architecture */
+#  else
+    char name[32] = {0};
+    FILE *f = fopen("/sys/devices/system/clocksource/clocksource0/"
+                    "current_clocksource", "r");
+    if (f == NULL) {
+        return 0;
+    }
+    int ok = fgets(name, sizeof(name), f) != NULL
+             && strncmp(name, "tsc", 3) == 0
+             && (name[3] == '\n' || name[3] == '\0');
+    fclose(f);
+    return ok;
+#  endif
+#else
+    return 0;
+#endif
+}
+
+ft_anchor
+ft_clock_anchor(ft_clock *clock)
+{
+    ft_anchor a;
+    if (clock->use_cycles) {
+        /* Bracket the clock read: the pair is off by at most half of one
+         * clock_gettime(). */
+        int64_t before = ft_cycles();
+        a.ns = ft_clock_now();
+        int64_t after = ft_cycles();
+        a.ticks = before + (after - before) / 2;
+    }
+    else {
+        a.ns = ft_clock_now();
+        a.ticks = a.ns;
+    }
+    if (clock->nanchors) {
+        const ft_anchor *last = &clock->anchors[clock->nanchors - 1];
+        /* Keep both fields increasing, whatever the counters did. */
+        if (a.ticks <= last->ticks || a.ns < last->ns) {
+            return *last;
+        }
+    }
+    if (clock->nanchors == clock->cap) {
+        size_t cap = clock->cap ? clock->cap * 2 : 64;
+        ft_anchor *grown = realloc(clock->anchors, cap * sizeof(ft_anchor));
+        if (grown == NULL) {
+            return clock->nanchors ? clock->anchors[clock->nanchors - 1] : a;
+        }
+        clock->anchors = grown;
+        clock->cap = cap;
+    }
+    clock->anchors[clock->nanchors++] = a;
+    return a;
+}
+
+int
+ft_clock_start(ft_clock *clock, int use_cycles)
+{
+    ft_clock_free(clock);
+    clock->use_cycles = use_cycles;
+    ft_clock_anchor(clock);
+    return clock->nanchors ? 0 : -1;
+}
+
+void
+ft_clock_free(ft_clock *clock)
+{
+    free(clock->anchors);
+    memset(clock, 0, sizeof(*clock));
+}
+
+int64_t
+ft_clock_to_ns(const ft_clock *clock, int64_t ticks, size_t *cursor)
+{
+    if (clock == NULL || !clock->use_cycles || clock->nanchors == 0) {
+        return ticks;
+    }
+    const ft_anchor *a = clock->anchors;
+    size_t n = clock->nanchors;
+    if (n == 1 || ticks <= a[0].ticks) {
+        /* Before the first anchor (cannot happen for a record). */
+        return a[0].ns;
+    }
+    size_t i = *cursor < n - 1 ? *cursor : n - 2;
+    if (a[i].ticks > ticks) {
+        i = 0;
+    }
+    while (i + 2 < n && a[i + 1].ticks < ticks) {
+        i++;
+    }
+    *cursor = i;
+    /* Beyond the last anchor this extrapolates along the last segment:
+     * only records after stop get there, and they are discarded. */
+    const ft_anchor *lo = &a[i], *hi = &a[i + 1];
+#ifdef __SIZEOF_INT128__
+    __int128 num = (__int128)(ticks - lo->ticks) * (hi->ns - lo->ns);
+    return lo->ns + (int64_t)(num / (hi->ticks - lo->ticks));
+#else
+    long double frac = (long double)(ticks - lo->ticks) / (hi->ticks - lo->ticks);
+    return lo->ns + (int64_t)(frac * (hi->ns - lo->ns));
+#endif
+}
