@@ -118,6 +118,9 @@ static PyMethodDef module_methods[] = {
      "Replay hand-written (ts, kind, func_id) records of one thread through "
      "a ring of the given capacity; returns (func, kind, start, end, parent, "
      "depth, open_at_start, open_at_stop) tuples.  For tests."},
+    {"_ticks_to_ns", ft_testing_ticks_to_ns, METH_VARARGS,
+     "_ticks_to_ns($module, anchors, ticks, /)\n--\n\n"
+     "Convert ticks to ns through (ticks, ns) anchors.  For tests."},
     {"_clock_ns", monotonic_ns, METH_NOARGS,
      "_clock_ns($module, /)\n--\n\nThe tracer's clock, in ns."},
     {NULL, NULL, 0, NULL},

@@ -114,6 +114,8 @@ extern PyStructSequence_Desc ft_event_desc;
 PyObject *ft_testing_replay(PyObject *module, PyObject *args,
                             PyObject *kwargs);
 
+PyObject *ft_testing_ticks_to_ns(PyObject *module, PyObject *args);
+
 /* events.c: replays a stopped tracer's records into a list of events. */
 PyObject *ft_build_events(ft_tracer *tracer);
 

@@ -170,3 +170,51 @@ done:
     PyMem_Free(stop);
     return result;
 }
+
+PyObject *
+ft_testing_ticks_to_ns(PyObject *Py_UNUSED(module), PyObject *args)
+{
+    PyObject *anchors, *ticks;
+    if (!PyArg_ParseTuple(args, "O!O!:_ticks_to_ns", &PyList_Type, &anchors,
+                          &PyList_Type, &ticks)) {
+        return NULL;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(anchors);
+    ft_clock clock = {.use_cycles = 1};
+    clock.anchors = PyMem_Malloc(((size_t)n + 1) * sizeof(ft_anchor));
+    if (clock.anchors == NULL) {
+        return PyErr_NoMemory();
+    }
+    PyObject *result = NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        long long t, ns;
+        if (!PyArg_ParseTuple(PyList_GET_ITEM(anchors, i),
+                              "LL;an anchor is (ticks, ns)", &t, &ns)) {
+            goto done;
+        }
+        if (i && (t <= clock.anchors[i - 1].ticks
+                  || ns < clock.anchors[i - 1].ns)) {
+            PyErr_SetString(PyExc_ValueError, "anchors must increase");
+            goto done;
+        }
+        clock.anchors[i].ticks = t;
+        clock.anchors[i].ns = ns;
+    }
+    clock.nanchors = (size_t)n;
+    result = PyList_New(PyList_GET_SIZE(ticks));
+    size_t cursor = 0;
+    for (Py_ssize_t i = 0; result && i < PyList_GET_SIZE(ticks); i++) {
+        long long t = PyLong_AsLongLong(PyList_GET_ITEM(ticks, i));
+        PyObject *ns = (t == -1 && PyErr_Occurred())
+            ? NULL : PyLong_FromLongLong(ft_clock_to_ns(&clock, t, &cursor));
+        if (ns == NULL) {
+            Py_CLEAR(result);
+            break;
+        }
+        PyList_SET_ITEM(result, i, ns);
+    }
+
+done:
+    PyMem_Free(clock.anchors);
+    return result;
+}
