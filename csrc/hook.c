@@ -218,7 +218,7 @@ record(ft_hookobject *hook, ft_thread *th, int64_t ts, PyFrameObject *frame,
     }
     if (FT_UNLIKELY(th->ring.buf == NULL)) {
         /* A thread's first event: allocate its ring now, so idle threads
-         * cost nothing.  malloc runs no Python code. */
+         * cost nothing.  Pure C, runs no Python code. */
         if (ft_ring_alloc(&th->ring, th->capacity) < 0) {
             th->lost++;
             return;
@@ -226,6 +226,8 @@ record(ft_hookobject *hook, ft_thread *th, int64_t ts, PyFrameObject *frame,
         if (th->native_id == 0) {
             th->native_id = PyThread_get_thread_native_id();
         }
+        /* Faulting the ring in took time: leave it out of the event. */
+        ts = ft_clock_ticks(&tracer->clock);
     }
     ft_ring_push(&th->ring, ts, id, kind);
     if (FT_UNLIKELY(th->ring.pos == 0)) {

@@ -260,19 +260,47 @@ free_threads(ft_tracer *self)
     self->threads_cap = 0;
 }
 
-/* Installs the hook on thread ts; returns 0 or -1 with an exception. */
+/* Registers thread ts (its stack, its hook object) without installing the
+ * hook yet.  Returns 0 or -1 with an exception. */
 static int
-install_on(ft_tracer *self, PyThreadState *ts, int64_t base_ticks)
+register_existing(ft_tracer *self, PyThreadState *ts)
 {
     PyFrameObject *top = PyThreadState_GetFrame(ts);
-    ft_hookobject *hook = ft_register_thread(self, ts, top, base_ticks);
+    ft_hookobject *hook = ft_register_thread(self, ts, top, 0);
     Py_XDECREF(top);
     if (hook == NULL) {
         return -1;
     }
-    int rc = _PyEval_SetProfile(ts, ft_hook, (PyObject *)hook);
-    Py_DECREF(hook);
+    int rc = 0;
+    ft_thread *th = hook->thread;
+    if (ts == PyThreadState_Get()) {
+        /* The caller records at once: fault its ring in before the trace
+         * begins rather than inside its first event. */
+        if (th->native_id == 0) {
+            th->native_id = PyThread_get_thread_native_id();
+        }
+        if (ft_ring_alloc(&th->ring, th->capacity) < 0) {
+            PyErr_Format(PyExc_MemoryError, "cannot allocate a ring of %llu "
+                         "events (buffer_size)",
+                         (unsigned long long)self->buffer_size);
+            rc = -1;
+        }
+    }
+    Py_DECREF(hook);  /* self->hooks holds it */
     return rc;
+}
+
+/* Installs the registered hook of thread ts. */
+static int
+install_registered(ft_tracer *self, PyThreadState *ts)
+{
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(self->hooks); i++) {
+        ft_hookobject *hook = (ft_hookobject *)PyList_GET_ITEM(self->hooks, i);
+        if (hook->thread->tstate_id == ts->id) {
+            return _PyEval_SetProfile(ts, ft_hook, (PyObject *)hook);
+        }
+    }
+    return 0;
 }
 
 static PyObject *
@@ -316,29 +344,39 @@ tracer_start(ft_tracer *self, PyObject *Py_UNUSED(ignored))
         Py_CLEAR(self->hooks);
         return NULL;
     }
-    if (ft_clock_start(&self->clock, self->clock.use_cycles) < 0) {
-        restore_threading_profile(self);
-        Py_CLEAR(self->hooks);
-        PyErr_NoMemory();
-        return NULL;
-    }
     state->active = self;
     self->phase = FT_PHASE_ACTIVE;
-    ft_anchor start = self->clock.anchors[0];
-    self->start_ns = start.ns;
 
     /* No Python code may run while walking the thread list (a thread could
-     * exit under us): the GC stays off, so allocations run no finalizer. */
+     * exit under us): the GC stays off, so allocations run no finalizer.
+     * Register every thread first, then take the start time, then install:
+     * the trace begins as close to the hooks as it can. */
     int gc_was_enabled = PyGC_Disable();
     PyThreadState *current = PyThreadState_Get();
-    int rc = install_on(self, current, start.ticks);
+    int rc = register_existing(self, current);
     PyThreadState *ts = PyInterpreterState_ThreadHead(current->interp);
-    while (rc == 0 && ts != NULL) {
-        PyThreadState *next = PyThreadState_Next(ts);
+    for (; rc == 0 && ts != NULL; ts = PyThreadState_Next(ts)) {
         if (ts != current) {
-            rc = install_on(self, ts, start.ticks);
+            rc = register_existing(self, ts);
         }
-        ts = next;
+    }
+    if (rc == 0 && ft_clock_start(&self->clock, self->clock.use_cycles) < 0) {
+        PyErr_NoMemory();
+        rc = -1;
+    }
+    if (rc == 0) {
+        ft_anchor start = self->clock.anchors[0];
+        self->start_ns = start.ns;
+        for (Py_ssize_t i = 0; i < self->nthreads; i++) {
+            self->threads[i]->base_ticks = start.ticks;
+        }
+        rc = install_registered(self, current);
+        ts = PyInterpreterState_ThreadHead(current->interp);
+        for (; rc == 0 && ts != NULL; ts = PyThreadState_Next(ts)) {
+            if (ts != current) {
+                rc = install_registered(self, ts);
+            }
+        }
     }
     if (gc_was_enabled) {
         PyGC_Enable();
