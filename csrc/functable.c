@@ -126,3 +126,17 @@ ft_functable_intern_code(ft_functable *table, PyCodeObject *code)
     };
     return ft_functable_add(table, code, func, 0);
 }
+
+int
+ft_functable_ignore_code(ft_functable *table, PyCodeObject *code)
+{
+    if (ft_functable_intern_code(table, code) == FT_NO_ID) {
+        return -1;
+    }
+    size_t i = ft_hash_ptr(code) & table->mask;
+    while (table->slots[i].key != code) {
+        i = (i + 1) & table->mask;
+    }
+    table->slots[i].id |= FT_ID_IGNORED;
+    return 0;
+}

@@ -74,6 +74,10 @@ ft_functable_find(const ft_functable *table, const void *key)
 uint32_t ft_functable_add(ft_functable *table, const void *key, ft_func func,
                           int ignored);
 
+/* Marks key's id ignored (adding the code object if new); 0 or -1 (no
+ * memory).  Records already written keep the plain id. */
+int ft_functable_ignore_code(ft_functable *table, PyCodeObject *code);
+
 /* Id of a Python code object, adding it if new.  Runs no Python code. */
 uint32_t ft_functable_intern_code(ft_functable *table, PyCodeObject *code);
 

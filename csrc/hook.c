@@ -92,7 +92,9 @@ describe_c_function(ft_tracer *tracer, PyObject *arg, ft_func *func,
     }
     PyTypeObject *type = PyType_Check(self)
         ? (PyTypeObject *)self : defining_type(self, ml);
-    *ignored = PyObject_TypeCheck(self, tracer->state->tracer_type);
+    /* Methods of frametrace's own objects are the tracer, not the trace. */
+    *ignored = PyObject_TypeCheck(self, tracer->state->tracer_type)
+               || PyObject_TypeCheck(self, tracer->state->range_type);
     func->owner = Py_NewRef((PyObject *)type);
     PyObject *qualname = type_qualname(type);
     if (qualname == NULL) {
@@ -265,6 +267,7 @@ ft_thread_free(ft_thread *thread)
         return;
     }
     ft_ring_free(&thread->ring);
+    Py_CLEAR(thread->name);
     free(thread->base_stack);
     free(thread->stop_stack);
     free(thread);
@@ -398,4 +401,50 @@ ft_register_thread(ft_tracer *tracer, PyThreadState *ts, PyFrameObject *top,
     }
     tracer->threads[tracer->nthreads++] = thread;
     return hook;
+}
+
+PyObject *
+ft_thread_names(void)
+{
+    ft_saved_exc saved;
+    FT_SAVE_EXC(saved);
+    PyObject *names = PyDict_New();
+    PyObject *threading = PyImport_ImportModule("threading");
+    /* threading._active maps the ident of every live Thread (dummy ones
+     * for foreign threads included) to it, on 3.10-3.13. */
+    PyObject *active = threading ? PyObject_GetAttrString(threading, "_active")
+                                 : NULL;
+    PyObject *items = active && PyDict_Check(active) ? PyDict_Items(active)
+                                                     : NULL;
+    for (Py_ssize_t i = 0; names && items && i < PyList_GET_SIZE(items); i++) {
+        PyObject *pair = PyList_GET_ITEM(items, i);
+        PyObject *name = PyObject_GetAttrString(PyTuple_GET_ITEM(pair, 1),
+                                                "name");
+        if (name != NULL && PyUnicode_Check(name)) {
+            PyDict_SetItem(names, PyTuple_GET_ITEM(pair, 0), name);
+        }
+        Py_XDECREF(name);
+        PyErr_Clear();
+    }
+    Py_XDECREF(items);
+    Py_XDECREF(active);
+    Py_XDECREF(threading);
+    PyErr_Clear();
+    FT_RESTORE_EXC(saved);
+    return names;
+}
+
+void
+ft_name_thread(ft_thread *thread, PyObject *names)
+{
+    if (names == NULL) {
+        return;
+    }
+    PyObject *ident = PyLong_FromUnsignedLong(thread->thread_id);
+    PyObject *name = ident ? PyDict_GetItemWithError(names, ident) : NULL;
+    if (name != NULL) {
+        Py_XSETREF(thread->name, Py_NewRef(name));
+    }
+    Py_XDECREF(ident);
+    PyErr_Clear();
 }

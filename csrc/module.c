@@ -22,6 +22,15 @@ thread_bootstrap(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
                         "the interpreter as a profile function");
         return NULL;
     }
+    /* Threads' names run Python code (untraced: this is a profile
+     * function), during which the tracer may stop: look again after. */
+    PyObject *names = ft_thread_names();
+    tracer = state->active;
+    if (tracer == NULL) {
+        Py_XDECREF(names);
+        PyEval_SetProfile(NULL, NULL);
+        Py_RETURN_NONE;
+    }
     int64_t ts = ft_clock_ticks(&tracer->clock);
     PyFrameObject *frame = (PyFrameObject *)args[0];
     PyObject *event = args[1];
@@ -54,12 +63,14 @@ thread_bootstrap(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         PyEval_SetProfile(NULL, NULL);
     }
     else {
+        ft_name_thread(hook->thread, names);
         PyEval_SetProfile(ft_hook, (PyObject *)hook);
         if (what >= 0) {
             ft_hook_record(hook, ts, frame, what, args[2]);
         }
         Py_DECREF(hook);
     }
+    Py_XDECREF(names);
     Py_DECREF(tracer);
     Py_RETURN_NONE;
 }
@@ -153,6 +164,25 @@ module_exec(PyObject *module)
                               (PyObject *)state->event_type) < 0) {
         return -1;
     }
+    state->range_type = (PyTypeObject *)PyType_FromModuleAndSpec(
+        module, &ft_range_spec, NULL);
+    if (state->range_type == NULL) {
+        return -1;
+    }
+    if (PyModule_AddObjectRef(module, "Range",
+                              (PyObject *)state->range_type) < 0) {
+        return -1;
+    }
+    PyObject *set_sink = PyCFunction_NewEx(&ft_set_range_sink_def, module,
+                                           NULL);
+    if (set_sink == NULL) {
+        return -1;
+    }
+    int rc = PyModule_AddObjectRef(module, "_set_range_sink", set_sink);
+    Py_DECREF(set_sink);
+    if (rc < 0) {
+        return -1;
+    }
     state->thread_bootstrap = PyCFunction_NewEx(&bootstrap_def, module,
                                                 NULL);
     if (state->thread_bootstrap == NULL) {
@@ -182,6 +212,8 @@ module_traverse(PyObject *module, visitproc visit, void *arg)
     Py_VISIT(state->tracer_type);
     Py_VISIT(state->hook_type);
     Py_VISIT(state->event_type);
+    Py_VISIT(state->range_type);
+    Py_VISIT(state->range_sink);
     Py_VISIT(state->thread_bootstrap);
     return 0;
 }
@@ -193,6 +225,8 @@ module_clear(PyObject *module)
     Py_CLEAR(state->tracer_type);
     Py_CLEAR(state->hook_type);
     Py_CLEAR(state->event_type);
+    Py_CLEAR(state->range_type);
+    Py_CLEAR(state->range_sink);
     Py_CLEAR(state->thread_bootstrap);
     Py_CLEAR(state->str_py);
     Py_CLEAR(state->str_c);

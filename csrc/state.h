@@ -16,6 +16,9 @@ typedef struct {
     PyTypeObject *tracer_type;   /* strong */
     PyTypeObject *hook_type;     /* strong */
     PyTypeObject *event_type;    /* strong: struct sequence */
+    PyTypeObject *range_type;    /* strong */
+    PyObject *range_sink;        /* strong: list receiving range marks while
+                                    a session records, or NULL */
     PyObject *thread_bootstrap;  /* strong: callable given to
                                     threading.setprofile() */
     PyObject *str_py;            /* strong: "py" */
@@ -51,6 +54,7 @@ typedef struct {
     Py_ssize_t base_depth;
     uint32_t *stop_stack;     /* the same, at stop(); NULL if not taken */
     Py_ssize_t stop_depth;
+    PyObject *name;           /* strong: threading's name for it, or NULL */
 } ft_thread;
 
 /* The object passed to PyEval_SetProfile for one thread: the hook's
@@ -101,9 +105,19 @@ ft_hookobject *ft_register_thread(ft_tracer *tracer, PyThreadState *ts,
 int ft_capture_stack(ft_tracer *tracer, PyFrameObject *top,
                      uint32_t **stack, Py_ssize_t *depth);
 void ft_thread_free(ft_thread *thread);
+/* {ident: name} of the threads threading knows (new reference; NULL when
+ * even that failed).  Runs Python code; never raises: names are best
+ * effort. */
+PyObject *ft_thread_names(void);
+/* Gives thread its name from such a dict.  Runs no Python code. */
+void ft_name_thread(ft_thread *thread, PyObject *names);
 /* Records one event from the thread-bootstrap path (see module.c). */
 void ft_hook_record(ft_hookobject *hook, int64_t ticks, PyFrameObject *frame,
                     int what, PyObject *arg);
+
+/* ranges.c */
+extern PyType_Spec ft_range_spec;
+extern PyMethodDef ft_set_range_sink_def;
 
 /* tracer.c */
 extern PyType_Spec ft_tracer_spec;

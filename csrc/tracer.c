@@ -263,7 +263,7 @@ free_threads(ft_tracer *self)
 /* Registers thread ts (its stack, its hook object) without installing the
  * hook yet.  Returns 0 or -1 with an exception. */
 static int
-register_existing(ft_tracer *self, PyThreadState *ts)
+register_existing(ft_tracer *self, PyThreadState *ts, PyObject *names)
 {
     PyFrameObject *top = PyThreadState_GetFrame(ts);
     ft_hookobject *hook = ft_register_thread(self, ts, top, 0);
@@ -273,6 +273,7 @@ register_existing(ft_tracer *self, PyThreadState *ts)
     }
     int rc = 0;
     ft_thread *th = hook->thread;
+    ft_name_thread(th, names);
     if (ts == PyThreadState_Get()) {
         /* The caller records at once: fault its ring in before the trace
          * begins rather than inside its first event. */
@@ -351,13 +352,14 @@ tracer_start(ft_tracer *self, PyObject *Py_UNUSED(ignored))
      * exit under us): the GC stays off, so allocations run no finalizer.
      * Register every thread first, then take the start time, then install:
      * the trace begins as close to the hooks as it can. */
+    PyObject *names = ft_thread_names();  /* runs Python code: first */
     int gc_was_enabled = PyGC_Disable();
     PyThreadState *current = PyThreadState_Get();
-    int rc = register_existing(self, current);
+    int rc = register_existing(self, current, names);
     PyThreadState *ts = PyInterpreterState_ThreadHead(current->interp);
     for (; rc == 0 && ts != NULL; ts = PyThreadState_Next(ts)) {
         if (ts != current) {
-            rc = register_existing(self, ts);
+            rc = register_existing(self, ts, names);
         }
     }
     if (rc == 0 && ft_clock_start(&self->clock, self->clock.use_cycles) < 0) {
@@ -381,6 +383,7 @@ tracer_start(ft_tracer *self, PyObject *Py_UNUSED(ignored))
     if (gc_was_enabled) {
         PyGC_Enable();
     }
+    Py_XDECREF(names);
     if (rc < 0) {
         ft_saved_exc saved;
         FT_SAVE_EXC(saved);
@@ -413,6 +416,12 @@ latch_stop(ft_tracer *self)
         self->state->active = NULL;
     }
     restore_threading_profile(self);
+    /* Threads may have been renamed while traced. */
+    PyObject *names = ft_thread_names();
+    for (Py_ssize_t i = 0; i < self->nthreads; i++) {
+        ft_name_thread(self->threads[i], names);
+    }
+    Py_XDECREF(names);
 }
 
 static PyObject *
@@ -573,6 +582,46 @@ error:
 }
 
 static PyObject *
+tracer_get_thread_names(ft_tracer *self, void *Py_UNUSED(closure))
+{
+    PyObject *result = PyDict_New();
+    for (Py_ssize_t i = 0; result && i < self->nthreads; i++) {
+        const ft_thread *th = self->threads[i];
+        if (th->name == NULL) {
+            continue;
+        }
+        PyObject *key = PyLong_FromUnsignedLong(th->thread_id);
+        if (key == NULL || PyDict_SetItem(result, key, th->name) < 0) {
+            Py_CLEAR(result);
+        }
+        Py_XDECREF(key);
+    }
+    return result;
+}
+
+static PyObject *
+tracer_ignore(ft_tracer *self, PyObject *obj)
+{
+    PyObject *code = obj;
+    if (PyFunction_Check(obj)) {
+        code = PyFunction_GET_CODE(obj);
+    }
+    if (!PyCode_Check(code)) {
+        PyErr_Format(PyExc_TypeError, "_ignore() takes a function or a code "
+                     "object, not %.100s", Py_TYPE(obj)->tp_name);
+        return NULL;
+    }
+    if (self->phase == FT_PHASE_CLEARED) {
+        PyErr_SetString(PyExc_RuntimeError, "_ignore() called after clear()");
+        return NULL;
+    }
+    if (ft_functable_ignore_code(&self->funcs, (PyCodeObject *)code) < 0) {
+        return PyErr_NoMemory();
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *
 tracer_get_buffer_size(ft_tracer *self, void *Py_UNUSED(closure))
 {
     return PyLong_FromUnsignedLongLong(self->buffer_size);
@@ -646,6 +695,10 @@ static PyMethodDef tracer_methods[] = {
     {"clear", (PyCFunction)tracer_clear_method, METH_NOARGS,
      "clear($self, /)\n--\n\n"
      "Free the records and the references held to traced functions."},
+    {"_ignore", (PyCFunction)tracer_ignore, METH_O,
+     "_ignore($self, func, /)\n--\n\n"
+     "Never record frames of this function or code object (frametrace's own "
+     "session code).  Its callees are still recorded."},
     {"__enter__", (PyCFunction)tracer_enter, METH_NOARGS,
      "__enter__($self, /)\n--\n\nStart tracing; return the tracer."},
     {"__exit__", (PyCFunction)(void (*)(void))tracer_exit, METH_FASTCALL,
@@ -664,6 +717,8 @@ static PyGetSetDef tracer_getset[] = {
      NULL},
     {"dropped_by_thread", (getter)tracer_get_dropped_by_thread, NULL,
      "{thread_id: events lost} for every traced thread", NULL},
+    {"thread_names", (getter)tracer_get_thread_names, NULL,
+     "{thread_id: name} of the traced threads threading knows", NULL},
     {"buffer_size", (getter)tracer_get_buffer_size, NULL,
      "ring capacity, in events per thread", NULL},
     {"clock", (getter)tracer_get_clock, NULL,
