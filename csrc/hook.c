@@ -301,7 +301,10 @@ ft_capture_stack(ft_tracer *tracer, PyFrameObject *top, uint32_t **stack,
             PyErr_NoMemory();
             return -1;
         }
-        ids[n++] = id;
+        /* Frames the hook ignores have no records to match them. */
+        if (!(id & FT_ID_IGNORED)) {
+            ids[n++] = id;
+        }
         PyFrameObject *back = PyFrame_GetBack(frame);
         Py_DECREF(frame);
         frame = back;

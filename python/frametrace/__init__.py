@@ -5,6 +5,8 @@
     events = tracer.getEvents()
 """
 from ._tracer import DEFAULT_BUFFER_SIZE, MAX_BUFFER_SIZE, Event
+from .schedule import ProfilerAction, Schedule, schedule
+from .session import Profile, RangeRecord, StepRecord, Trace, profile, range, save
 from .tracer import Tracer, trace
 
 __version__ = "0.1.0"
@@ -13,7 +15,17 @@ __all__ = [
     "DEFAULT_BUFFER_SIZE",
     "MAX_BUFFER_SIZE",
     "Event",
+    "Profile",
+    "ProfilerAction",
+    "RangeRecord",
+    "Schedule",
+    "StepRecord",
+    "Trace",
     "Tracer",
-    "trace",
     "__version__",
+    "profile",
+    "range",
+    "save",
+    "schedule",
+    "trace",
 ]

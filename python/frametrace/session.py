@@ -1,0 +1,387 @@
+"""Profiling sessions: a training loop profiled over a schedule of steps, with
+user ranges, and the Python tracer limited to the first active steps.
+
+    sched = frametrace.schedule(wait=1, warmup=1, active=3, repeat=2)
+    with frametrace.profile(schedule=sched, python_steps=1,
+                            on_trace_ready=frametrace.save("traces/")) as prof:
+        for batch in loader:
+            with frametrace.range("forward"):
+                loss = model(batch)
+            prof.step()
+
+Everything the session itself runs while the Python tracer is on is kept out
+of the trace: its methods are ignored by the tracer, it reads the clock
+through the extension, and ranges are a C type.
+"""
+from __future__ import annotations
+
+import builtins
+import functools
+import os
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, NamedTuple, Optional, Sequence, Union
+
+from . import _tracer
+from .export import trace_document, write_json
+from .schedule import ProfilerAction, Schedule
+from .tracer import Tracer
+
+_now = _tracer._clock_ns  # a C function of the extension: never traced
+_RECORDING = (ProfilerAction.RECORD, ProfilerAction.RECORD_AND_SAVE)
+
+
+class RangeRecord(NamedTuple):
+    """A ``frametrace.range`` span.  open_at_start: entered before the window
+    began (starts at the window start); open_at_end: still open when the
+    window ended (ends at the window end)."""
+
+    name: str
+    thread_id: int
+    start_ns: int
+    end_ns: int
+    open_at_start: bool = False
+    open_at_end: bool = False
+
+
+class StepRecord(NamedTuple):
+    """One step of the loop, from the previous ``prof.step()`` to this one."""
+
+    name: str  # "step#N"
+    step: int
+    start_ns: int
+    end_ns: int
+
+
+@dataclass
+class Trace:
+    """What one active window of a session recorded."""
+
+    events: list = field(default_factory=list)
+    """Python/C events from ``Tracer.getEvents()``: none ends after
+    tracer_stop_ns."""
+    ranges: list = field(default_factory=list)
+    steps: list = field(default_factory=list)
+    session_start_ns: int = 0
+    """Start of the active window."""
+    session_end_ns: int = 0
+    """End of the active window: later than the tracer's stop when Python
+    tracing was limited to the first steps."""
+    tracer_start_ns: Optional[int] = None
+    tracer_stop_ns: Optional[int] = None
+    """When Python tracing stopped (None: the window traced no Python)."""
+    dropped: int = 0
+    dropped_by_thread: dict = field(default_factory=dict)
+    pid: int = 0
+    thread_names: dict = field(default_factory=dict)
+    cycle: int = 0
+    """Which cycle of the schedule (0-based)."""
+
+    def metadata(self) -> dict:
+        return {
+            "pid": self.pid,
+            "cycle": self.cycle,
+            "session_start_ns": self.session_start_ns,
+            "session_end_ns": self.session_end_ns,
+            "tracer_start_ns": self.tracer_start_ns,
+            "tracer_stop_ns": self.tracer_stop_ns,
+            "dropped": self.dropped,
+            "dropped_by_thread": {str(k): v for k, v in self.dropped_by_thread.items()},
+            "thread_names": {str(k): v for k, v in self.thread_names.items()},
+        }
+
+    def save(self, path: Union[str, "os.PathLike[str]"]) -> str:
+        """Writes the trace in frametrace's portable JSON format (``.json``,
+        or ``.json.gz`` compressed); returns the path."""
+        doc = trace_document(
+            self.events,
+            metadata=self.metadata(),
+            ranges=(r._asdict() for r in self.ranges),
+            steps=(s._asdict() for s in self.steps),
+        )
+        return write_json(path, doc)
+
+
+def save(directory: Union[str, "os.PathLike[str]"], *, compress: bool = False) -> Callable[[Trace], str]:
+    """An ``on_trace_ready`` handler that writes each trace to directory, as
+    ``frametrace.<pid>.<cycle>.json`` (``.json.gz`` with compress=True)."""
+    directory = os.fspath(directory)
+    suffix = ".json.gz" if compress else ".json"
+
+    def handler(trace: Trace) -> str:
+        return trace.save(os.path.join(directory, f"frametrace.{trace.pid}.{trace.cycle}{suffix}"))
+
+    return handler
+
+
+class range(_tracer.Range):  # noqa: A001 - the public name is frametrace.range
+    """``with frametrace.range("forward"):`` marks a named span, recorded
+    while a session records (whether or not Python tracing is on).  Also a
+    decorator: ``@frametrace.range("load")``."""
+
+    __slots__ = ()
+
+    def __call__(self, func: Callable) -> Callable:
+        if not callable(func):
+            raise TypeError(f"range() decorates a callable, not {type(func).__name__}")
+        name = self.name
+
+        @functools.wraps(func)
+        def ranged(*args: Any, **kwargs: Any) -> Any:
+            with _tracer.Range(name):
+                return func(*args, **kwargs)
+
+        return ranged
+
+
+def _pair_ranges(marks: Sequence[tuple], start_ns: int, end_ns: int) -> list:
+    """Range marks ("B"/"E", name, thread_id, ns) -> RangeRecords, within
+    [start_ns, end_ns]."""
+    open_by_thread: dict = {}
+    done = []
+    for mark, name, tid, ns in marks:
+        ns = min(max(ns, start_ns), end_ns)
+        stack = open_by_thread.setdefault(tid, [])
+        if mark == "B":
+            stack.append((name, ns))
+            continue
+        for i in reversed(builtins.range(len(stack))):
+            if stack[i][0] == name:
+                # Inner ranges left open by an exception end here too.
+                for inner_name, inner_start in stack[i + 1:]:
+                    done.append(RangeRecord(inner_name, tid, inner_start, ns))
+                done.append(RangeRecord(name, tid, stack[i][1], ns))
+                del stack[i:]
+                break
+        else:
+            done.append(RangeRecord(name, tid, start_ns, ns, open_at_start=True))
+    for tid, stack in open_by_thread.items():
+        for name, ns in stack:
+            done.append(RangeRecord(name, tid, ns, end_ns, open_at_end=True))
+    done.sort(key=lambda r: (r.thread_id, r.start_ns, -r.end_ns))
+    return done
+
+
+class _Window:
+    """One active window of a session."""
+
+    __slots__ = ("cycle", "start_ns", "tracer", "marks", "steps", "python_steps_left")
+
+    def __init__(self, cycle: int, start_ns: int, python_steps: Optional[int]):
+        self.cycle = cycle
+        self.start_ns = start_ns
+        self.tracer: Optional[Tracer] = None
+        self.marks: list = []
+        self.steps: list = []
+        self.python_steps_left = python_steps  # None: every step
+
+
+_current: Optional["Profile"] = None
+_current_lock = threading.Lock()
+
+
+class Profile:
+    """A profiling session; see ``frametrace.profile``."""
+
+    def __init__(
+        self,
+        *,
+        schedule: Optional[Callable[[int], ProfilerAction]] = None,
+        python_steps: Optional[int] = None,
+        on_trace_ready: Optional[Callable[[Trace], Any]] = None,
+        buffer_size: int = _tracer.DEFAULT_BUFFER_SIZE,
+        c_calls: bool = True,
+    ):
+        if schedule is not None and not callable(schedule):
+            raise TypeError(f"schedule must be frametrace.schedule(...) or a callable, "
+                            f"not {type(schedule).__name__}")
+        if python_steps is not None:
+            if isinstance(python_steps, bool) or not isinstance(python_steps, int):
+                raise TypeError(f"python_steps must be an int or None, not {type(python_steps).__name__}")
+            if python_steps < 0:
+                raise ValueError(f"python_steps must be >= 0, got {python_steps}")
+            if isinstance(schedule, Schedule) and python_steps > schedule.active:
+                raise ValueError(f"python_steps={python_steps} is larger than the schedule's "
+                                 f"active={schedule.active}: Python can only be traced in active steps")
+        if on_trace_ready is not None and not callable(on_trace_ready):
+            raise TypeError(f"on_trace_ready must be callable, not {type(on_trace_ready).__name__}")
+        Tracer(buffer_size=buffer_size, c_calls=c_calls)  # checks both now
+        self.schedule = schedule
+        self.python_steps = python_steps
+        self.on_trace_ready = on_trace_ready
+        self._tracer_options = {"buffer_size": buffer_size, "c_calls": c_calls}
+        self.step_num = 0
+        self.last_trace: Optional[Trace] = None
+        self._action = ProfilerAction.NONE
+        self._window: Optional[_Window] = None
+        self._step_start = 0
+        self._cycle = 0
+        self._entered = False
+        self._finished = False
+
+    # -- the public protocol ---------------------------------------------
+
+    def __enter__(self) -> "Profile":
+        global _current
+        with _current_lock:
+            if _current is not None:
+                raise RuntimeError("a frametrace profiling session is already running: "
+                                   "sessions do not nest")
+            if self._entered:
+                raise RuntimeError("this session has already run; create a new one")
+            _current = self
+            self._entered = True
+        try:
+            self._begin_step(_now())
+        except BaseException:
+            self._release()
+            raise
+        return self
+
+    def step(self) -> None:
+        """Ends the current step of the loop and starts the next."""
+        if not self._entered or self._finished:
+            raise RuntimeError("step() called outside a session: use it inside "
+                               "'with frametrace.profile(...) as prof:'")
+        window = self._window
+        # Stop Python tracing first thing, so that nothing of the session's
+        # own work lands in the trace.
+        if window is not None and window.tracer is not None and (
+                window.python_steps_left == 1 or self._action is ProfilerAction.RECORD_AND_SAVE):
+            window.tracer.stop()
+        now = _now()
+        if window is not None:
+            # Plain tuples and +=: no call the tracer would see.
+            window.steps += [(self.step_num, self._step_start, now)]
+            if window.python_steps_left is not None:
+                window.python_steps_left -= 1
+            if self._action is ProfilerAction.RECORD_AND_SAVE:
+                self._close_window(now)
+        self.step_num += 1
+        self._begin_step(now)
+
+    def stop(self) -> None:
+        """Stops Python tracing now; the session goes on recording steps and
+        ranges to the end of its window."""
+        window = self._window
+        if window is not None and window.tracer is not None:
+            window.tracer.stop()
+            window.python_steps_left = 0
+
+    def __exit__(self, *exc_info: object) -> bool:
+        try:
+            if self._window is not None:
+                window = self._window
+                if window.tracer is not None:
+                    window.tracer.stop()
+                now = _now()
+                window.steps += [(self.step_num, self._step_start, now)]
+                self._close_window(now)
+        finally:
+            self._finished = True
+            self._release()
+        return False
+
+    # -- windows -------------------------------------------------------------
+
+    def _begin_step(self, now: int) -> None:
+        self._step_start = now
+        if self.schedule is None:
+            self._action = ProfilerAction.RECORD
+        elif isinstance(self.schedule, Schedule):
+            self._action = self.schedule._action(self.step_num)  # no calls: untraced
+        else:
+            self._action = self.schedule(self.step_num)
+        if self._action in _RECORDING and self._window is None:
+            self._open_window(now)
+
+    def _open_window(self, now: int) -> None:
+        window = _Window(self._cycle, now, self.python_steps)
+        self._cycle += 1
+        self._window = window
+        _tracer._set_range_sink(window.marks)
+        if self.python_steps != 0:
+            tracer = Tracer(**self._tracer_options)
+            for func in _SESSION_CODE:
+                tracer._ignore(func)
+            window.tracer = tracer
+            tracer.start()
+
+    def _close_window(self, now: int) -> None:
+        window = self._window
+        self._window = None
+        _tracer._set_range_sink(None)
+        tracer = window.tracer
+        if tracer is not None:
+            tracer.stop()
+        trace = Trace(
+            events=tracer.getEvents() if tracer is not None else [],
+            ranges=_pair_ranges(window.marks, window.start_ns, now),
+            steps=[StepRecord(f"step#{n}", n, start, end) for n, start, end in window.steps],
+            session_start_ns=window.start_ns,
+            session_end_ns=now,
+            tracer_start_ns=tracer.start_ns if tracer is not None else None,
+            tracer_stop_ns=tracer.stop_ns if tracer is not None else None,
+            dropped=tracer.dropped if tracer is not None else 0,
+            dropped_by_thread=tracer.dropped_by_thread if tracer is not None else {},
+            pid=os.getpid(),
+            thread_names=_thread_names(tracer),
+            cycle=window.cycle,
+        )
+        if tracer is not None:
+            tracer.clear()
+        self.last_trace = trace
+        if self.on_trace_ready is not None:
+            self.on_trace_ready(trace)
+
+    def _release(self) -> None:
+        global _current
+        with _current_lock:
+            if _current is self:
+                _current = None
+        if self._window is not None:
+            _tracer._set_range_sink(None)
+            if self._window.tracer is not None:
+                self._window.tracer.stop()
+            self._window = None
+
+
+def _thread_names(tracer: Optional[Tracer]) -> dict:
+    names = {t.ident: t.name for t in threading.enumerate()}
+    if tracer is not None:
+        names.update(tracer.thread_names)
+    return names
+
+
+def profile(
+    *,
+    schedule: Optional[Callable[[int], ProfilerAction]] = None,
+    python_steps: Optional[int] = None,
+    on_trace_ready: Optional[Callable[[Trace], Any]] = None,
+    buffer_size: int = _tracer.DEFAULT_BUFFER_SIZE,
+    c_calls: bool = True,
+) -> Profile:
+    """A profiling session (a context manager).
+
+    schedule: ``frametrace.schedule(...)`` (or any step -> ProfilerAction
+    callable); None records everything between enter and exit as one window.
+    python_steps: trace Python only in the first N active steps of each
+    window (default: all of them); the tracer's stop is latched and the
+    window goes on recording steps and ranges.  on_trace_ready(trace) is
+    called at the end of each active window (``frametrace.save(dir)`` writes
+    them to files).  ``prof.stop()`` stops Python tracing early.
+    """
+    return Profile(schedule=schedule, python_steps=python_steps, on_trace_ready=on_trace_ready,
+                   buffer_size=buffer_size, c_calls=c_calls)
+
+
+def _nested_code(func: Callable, name: str):
+    return next(c for c in func.__code__.co_consts if getattr(c, "co_name", None) == name)
+
+
+# The session's own code, never recorded by the tracers it starts.
+_SESSION_CODE: tuple = (
+    Profile.__enter__, Profile.step, Profile.stop, Profile.__exit__,
+    Profile._begin_step, Profile._open_window, Profile._close_window, Profile._release,
+    Schedule._action, _nested_code(range.__call__, "ranged"),
+)
