@@ -1,13 +1,14 @@
-"""A small pure-Python training loop, traced for its first steps only.
+"""A small pure-Python training loop, profiled over a schedule.
 
-    python examples/train_loop.py [--steps N] [--trace-steps K] [--out FILE]
+    python examples/train_loop.py [--steps N] [--python-steps K] [--out DIR]
 
-The tracer stops inside the loop after K steps while training goes on: every
-frame still running then (the loop, its callers) ends exactly at the stop.
-Prints a summary of what was recorded and writes the events as JSON lines.
+Two windows of three active steps are recorded (wait=1, warmup=1, active=3,
+repeat=2).  In each, Python is traced only in the first K active steps: the
+tracer stops inside the loop while the window goes on recording steps and
+ranges, and every frame still running then (the loop, its callers) ends
+exactly at that stop.  Prints a summary of each trace and writes it to DIR.
 """
 import argparse
-import json
 import math
 import random
 import threading
@@ -59,18 +60,16 @@ def make_data(rng, n):
     return data
 
 
-def train(tracer, steps, trace_steps, rng):
+def train(prof, steps, rng):
     model = Linear(4, 2, rng)
     data = make_data(rng, 64)
     losses = []
-    step = 0
-    while step < steps:
+    while len(losses) < steps:
         for batch in batches(data, 8):
-            losses.append(train_step(model, batch, 0.05))
-            step += 1
-            if step == trace_steps:
-                tracer.stop()  # Python tracing ends; training goes on
-            if step == steps:
+            with frametrace.range("train_step"):
+                losses.append(train_step(model, batch, 0.05))
+            prof.step()  # the Python tracer stops here after python_steps
+            if len(losses) == steps:
                 break
     return losses
 
@@ -80,37 +79,47 @@ def prefetch(rng, n):
     return make_data(rng, n)
 
 
+def summarize(trace):
+    events = trace.events
+    assert all(ev.end_ns <= trace.tracer_stop_ns for ev in events), "an event ends after the stop"
+    traced_steps = sum(1 for ev in events if ev.name == "train_step")
+    capped = [ev.name for ev in events if ev.open_at_stop]
+    busiest = Counter(ev.name for ev in events).most_common(4)
+    print(f"trace {trace.cycle}: steps {trace.steps[0].step}-{trace.steps[-1].step}, "
+          f"{len(events)} Python/C events on {len({ev.thread_id for ev in events})} threads, "
+          f"{trace.dropped} dropped")
+    print(f"  Python traced for {(trace.tracer_stop_ns - trace.session_start_ns) / 1e6:.2f} ms "
+          f"of a {(trace.session_end_ns - trace.session_start_ns) / 1e6:.2f} ms window: "
+          f"train_step traced {traced_steps}x, {len(trace.ranges)} ranges recorded")
+    print(f"  frames open at the tracer's stop, capped there: {', '.join(capped[-3:])}")
+    print("  most called: " + ", ".join(f"{name} x{n}" for name, n in busiest))
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=40)
-    parser.add_argument("--trace-steps", type=int, default=3)
-    parser.add_argument("--out", default="train_loop_events.jsonl")
+    parser.add_argument("--python-steps", type=int, default=2,
+                        help="active steps of each window in which Python is traced")
+    parser.add_argument("--out", default="traces", help="directory for the trace files")
     args = parser.parse_args(argv)
 
-    rng = random.Random(0)
-    with frametrace.trace() as tracer:
-        loader = threading.Thread(target=prefetch, args=(random.Random(1), 16), name="loader")
-        loader.start()
-        losses = train(tracer, args.steps, args.trace_steps, rng)
-        loader.join()
-    events = tracer.getEvents()
+    written = []
+    save = frametrace.save(args.out)
 
-    stop = tracer.stop_ns
-    assert all(ev.end_ns <= stop for ev in events), "an event ends after the stop"
-    steps = sum(1 for ev in events if ev.name == "train_step")
-    threads = Counter(ev.thread_id for ev in events)
-    capped = [ev.name for ev in events if ev.open_at_stop]
+    def on_trace_ready(trace):
+        summarize(trace)
+        written.append(save(trace))
+
+    sched = frametrace.schedule(wait=1, warmup=1, active=3, repeat=2)
+    rng = random.Random(0)
+    with frametrace.profile(schedule=sched, python_steps=args.python_steps,
+                            on_trace_ready=on_trace_ready) as prof:
+        loader = threading.Thread(target=prefetch, args=(random.Random(1), 4000), name="loader")
+        loader.start()
+        losses = train(prof, args.steps, rng)
+        loader.join()
     print(f"trained {len(losses)} steps, final loss {losses[-1]:.4f}")
-    print(f"traced {tracer.stop_ns - tracer.start_ns} ns: {len(events)} events, "
-          f"{len(threads)} threads, {tracer.dropped} dropped")
-    print(f"train_step traced {steps} times (tracer stopped after step {args.trace_steps})")
-    print(f"frames open at stop, capped at stop_ns: {', '.join(capped[-4:])}")
-    busiest = Counter(ev.name for ev in events).most_common(5)
-    print("most called: " + ", ".join(f"{name} x{n}" for name, n in busiest))
-    with open(args.out, "w") as fh:
-        for ev in events:
-            fh.write(json.dumps(dict(zip(frametrace.Event.__match_args__, ev))) + "\n")
-    print(f"events written to {args.out}")
+    print("traces written: " + ", ".join(written))
 
 
 if __name__ == "__main__":
