@@ -2,6 +2,35 @@
 #include "state.h"
 #include "clock.h"
 
+ft_state *
+ft_state_of_type(PyTypeObject *type)
+{
+#if PY_VERSION_HEX >= 0x030B0000
+    PyObject *module = PyType_GetModuleByDef(type, &ft_module_def);
+    return module ? ft_get_state(module) : NULL;
+#else
+    /* 3.10 has no PyType_GetModuleByDef: walk the MRO for our heap type. */
+    PyObject *mro = type->tp_mro;
+    for (Py_ssize_t i = 0; mro && i < PyTuple_GET_SIZE(mro); i++) {
+        PyTypeObject *base = (PyTypeObject *)PyTuple_GET_ITEM(mro, i);
+        if (!(base->tp_flags & Py_TPFLAGS_HEAPTYPE)) {
+            continue;
+        }
+        PyObject *module = PyType_GetModule(base);
+        if (module == NULL) {
+            PyErr_Clear();
+            continue;
+        }
+        if (PyModule_GetDef(module) == &ft_module_def) {
+            return ft_get_state(module);
+        }
+    }
+    PyErr_SetString(PyExc_TypeError,
+                    "the frametrace module of this type was not found");
+    return NULL;
+#endif
+}
+
 /* Profile function given to threading.setprofile(): each thread started
  * while a tracer is active calls it at its first event, and it replaces
  * itself with the C hook on that thread. */

@@ -33,31 +33,6 @@ range_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     return (PyObject *)self;
 }
 
-static ft_state *
-range_state(PyObject *self)
-{
-#if PY_VERSION_HEX >= 0x030B0000
-    PyObject *module = PyType_GetModuleByDef(Py_TYPE(self), &ft_module_def);
-#else
-    PyTypeObject *type = Py_TYPE(self);
-    PyObject *module = NULL;
-    PyObject *mro = type->tp_mro;
-    for (Py_ssize_t i = 0; module == NULL && mro && i < PyTuple_GET_SIZE(mro); i++) {
-        PyTypeObject *base = (PyTypeObject *)PyTuple_GET_ITEM(mro, i);
-        if (base->tp_flags & Py_TPFLAGS_HEAPTYPE) {
-            PyObject *m = PyType_GetModule(base);
-            if (m == NULL) {
-                PyErr_Clear();
-            }
-            else if (PyModule_GetDef(m) == &ft_module_def) {
-                module = m;
-            }
-        }
-    }
-#endif
-    return module ? ft_get_state(module) : NULL;
-}
-
 /* Appends (mark, name, thread_id, now) to sink. */
 static int
 append_mark(PyObject *sink, const char *mark, PyObject *name)
@@ -76,7 +51,7 @@ append_mark(PyObject *sink, const char *mark, PyObject *name)
 static PyObject *
 range_enter(ft_rangeobject *self, PyObject *Py_UNUSED(ignored))
 {
-    ft_state *state = range_state((PyObject *)self);
+    ft_state *state = ft_state_of_type(Py_TYPE(self));
     if (state == NULL) {
         return NULL;
     }
@@ -91,7 +66,7 @@ static PyObject *
 range_exit(ft_rangeobject *self, PyObject *const *Py_UNUSED(args),
            Py_ssize_t Py_UNUSED(nargs))
 {
-    ft_state *state = range_state((PyObject *)self);
+    ft_state *state = ft_state_of_type(Py_TYPE(self));
     if (state == NULL) {
         return NULL;
     }

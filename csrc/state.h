@@ -39,6 +39,10 @@ ft_get_state(PyObject *module)
 
 extern PyModuleDef ft_module_def;
 
+/* Module state of one of the module's types or a subclass of it; NULL with
+ * an exception if not found. */
+ft_state *ft_state_of_type(PyTypeObject *type);
+
 /* Everything recorded for one thread.  Owned by its tracer; the hook reaches
  * it through the thread's hook object. */
 typedef struct {

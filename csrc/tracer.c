@@ -9,35 +9,6 @@
 /* 2**28 records are 4 GiB per thread: anything larger is a mistake. */
 #define FT_MAX_BUFFER_SIZE ((long long)1 << 28)
 
-/* Module state of a tracer type or one of its subclasses. */
-static ft_state *
-state_from_type(PyTypeObject *type)
-{
-#if PY_VERSION_HEX >= 0x030B0000
-    PyObject *module = PyType_GetModuleByDef(type, &ft_module_def);
-    return module ? ft_get_state(module) : NULL;
-#else
-    PyObject *mro = type->tp_mro;
-    for (Py_ssize_t i = 0; mro && i < PyTuple_GET_SIZE(mro); i++) {
-        PyTypeObject *base = (PyTypeObject *)PyTuple_GET_ITEM(mro, i);
-        if (!(base->tp_flags & Py_TPFLAGS_HEAPTYPE)) {
-            continue;
-        }
-        PyObject *module = PyType_GetModule(base);
-        if (module == NULL) {
-            PyErr_Clear();
-            continue;
-        }
-        if (PyModule_GetDef(module) == &ft_module_def) {
-            return ft_get_state(module);
-        }
-    }
-    PyErr_SetString(PyExc_TypeError,
-                    "the frametrace module of this type was not found");
-    return NULL;
-#endif
-}
-
 static PyObject *
 tracer_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
@@ -74,7 +45,7 @@ tracer_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
                      Py_TYPE(c_calls_obj)->tp_name);
         return NULL;
     }
-    ft_state *state = state_from_type(type);
+    ft_state *state = ft_state_of_type(type);
     if (state == NULL) {
         return NULL;
     }
