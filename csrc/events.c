@@ -91,7 +91,11 @@ ft_build_events(ft_tracer *tracer)
     PyObject *list = NULL;
     Py_ssize_t nthreads = tracer->nthreads;
 
-    /* Replay first, in pure C: no other thread runs meanwhile. */
+    /* GC off throughout: a collection could run Python code and let another
+     * thread clear() this tracer under us.  (It would also be pure cost:
+     * millions of new tracked objects, none of them garbage.) */
+    int gc_was_enabled = PyGC_Disable();
+    /* Replay first, in pure C. */
     thread_end = malloc(((size_t)nthreads + 1) * sizeof(size_t));
     if (thread_end == NULL) {
         goto nomem;
@@ -124,9 +128,6 @@ ft_build_events(ft_tracer *tracer)
     if (list == NULL) {
         goto error;
     }
-    /* Millions of new tracked objects, none of them garbage: collecting
-     * while building them is pure cost. */
-    int gc_was_enabled = PyGC_Disable();
     size_t pos = 0;
     for (Py_ssize_t i = 0; i < nthreads; i++) {
         const ft_thread *th = tracer->threads[i];
@@ -145,15 +146,9 @@ ft_build_events(ft_tracer *tracer)
         Py_XDECREF(tid);
         Py_XDECREF(nid);
         if (failed) {
-            if (gc_was_enabled) {
-                PyGC_Enable();
-            }
             Py_CLEAR(list);
             goto error;
         }
-    }
-    if (gc_was_enabled) {
-        PyGC_Enable();
     }
     goto done;
 
@@ -170,5 +165,8 @@ done:
     }
     free(thread_end);
     ft_eventvec_free(&vec);
+    if (gc_was_enabled) {
+        PyGC_Enable();
+    }
     return list;
 }

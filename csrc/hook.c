@@ -77,8 +77,13 @@ describe_c_function(ft_tracer *tracer, PyObject *arg, ft_func *func,
                 PyErr_Clear();
             }
         }
-        else if (cf->m_module != NULL && PyUnicode_Check(cf->m_module)) {
-            modname = Py_NewRef(cf->m_module);
+        else {
+            /* Nothing else owns the method definition (the key): keep the
+             * function object itself, which has no self to retain. */
+            func->owner = Py_NewRef(arg);
+            if (cf->m_module != NULL && PyUnicode_Check(cf->m_module)) {
+                modname = Py_NewRef(cf->m_module);
+            }
         }
         if (modname == NULL
             || PyUnicode_CompareWithASCIIString(modname, "builtins") == 0) {
@@ -220,11 +225,28 @@ record(ft_hookobject *hook, ft_thread *th, int64_t ts, PyFrameObject *frame,
     }
     if (FT_UNLIKELY(th->ring.buf == NULL)) {
         /* A thread's first event: allocate its ring now, so idle threads
-         * cost nothing.  Pure C, runs no Python code. */
-        if (ft_ring_alloc(&th->ring, th->capacity) < 0) {
+         * cost nothing.  Faulting it in takes milliseconds: let the other
+         * threads run meanwhile (one of them may stop the tracer). */
+        ft_ring ring;
+        uint64_t capacity = th->capacity;
+        int rc;
+        Py_INCREF(hook);
+        Py_BEGIN_ALLOW_THREADS
+        rc = ft_ring_alloc(&ring, capacity);
+        Py_END_ALLOW_THREADS
+        int stopped = hook->thread == NULL;
+        Py_DECREF(hook);
+        if (stopped) {
+            if (rc == 0) {
+                ft_ring_free(&ring);
+            }
+            return;
+        }
+        if (rc < 0) {
             th->lost++;
             return;
         }
+        th->ring = ring;
         if (th->native_id == 0) {
             th->native_id = PyThread_get_thread_native_id();
         }
@@ -245,7 +267,11 @@ ft_hook(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg)
     if (FT_UNLIKELY(th == NULL)) {
         return 0;  /* the tracer stopped */
     }
-    record(hook, th, ft_clock_ticks(&hook->tracer->clock), frame, what, arg);
+    ft_tracer *tracer = hook->tracer;
+    if (what >= PyTrace_C_CALL && !tracer->c_calls) {
+        return 0;  /* before reading the clock */
+    }
+    record(hook, th, ft_clock_ticks(&tracer->clock), frame, what, arg);
     return 0;
 }
 
@@ -308,6 +334,10 @@ ft_capture_stack(ft_tracer *tracer, PyFrameObject *top, uint32_t **stack,
         PyFrameObject *back = PyFrame_GetBack(frame);
         Py_DECREF(frame);
         frame = back;
+        if (frame == NULL && PyErr_Occurred()) {
+            free(ids);  /* 3.11+ may fail to create the caller's frame */
+            return -1;
+        }
     }
     /* Collected innermost first; store outermost first. */
     for (Py_ssize_t i = 0; i < n / 2; i++) {
@@ -361,17 +391,6 @@ ft_register_thread(ft_tracer *tracer, PyThreadState *ts, PyFrameObject *top,
          * the same buffer. */
         return new_hook(tracer, thread);
     }
-    if (tracer->nthreads == tracer->threads_cap) {
-        Py_ssize_t cap = tracer->threads_cap ? tracer->threads_cap * 2 : 8;
-        ft_thread **grown = realloc(tracer->threads,
-                                    (size_t)cap * sizeof(ft_thread *));
-        if (grown == NULL) {
-            PyErr_NoMemory();
-            return NULL;
-        }
-        tracer->threads = grown;
-        tracer->threads_cap = cap;
-    }
     thread = calloc(1, sizeof(ft_thread));
     if (thread == NULL) {
         PyErr_NoMemory();
@@ -382,28 +401,38 @@ ft_register_thread(ft_tracer *tracer, PyThreadState *ts, PyFrameObject *top,
     thread->native_id = ft_tstate_native_id(ts);
     thread->tstate_id = ts->id;
     thread->base_ticks = base_ticks;
-
-    PyFrameObject *frame = top;
-    if (frame == NULL) {
-        frame = PyThreadState_GetFrame(ts);  /* strong or NULL */
+    ft_hookobject *hook = NULL;
+    if (ft_capture_stack(tracer, top, &thread->base_stack,
+                         &thread->base_depth) < 0) {
+        goto error;
     }
-    else {
-        Py_INCREF(frame);
-    }
-    int rc = ft_capture_stack(tracer, frame, &thread->base_stack,
-                              &thread->base_depth);
-    Py_XDECREF(frame);
-    if (rc < 0) {
-        ft_thread_free(thread);
-        return NULL;
-    }
-    ft_hookobject *hook = new_hook(tracer, thread);
+    hook = new_hook(tracer, thread);
     if (hook == NULL) {
-        ft_thread_free(thread);
-        return NULL;
+        goto error;
+    }
+    /* Grow and append last, with no call in between that could run Python
+     * code and let another thread register meanwhile. */
+    if (tracer->nthreads == tracer->threads_cap) {
+        Py_ssize_t cap = tracer->threads_cap ? tracer->threads_cap * 2 : 8;
+        ft_thread **grown = realloc(tracer->threads,
+                                    (size_t)cap * sizeof(ft_thread *));
+        if (grown == NULL) {
+            PyErr_NoMemory();
+            goto error;
+        }
+        tracer->threads = grown;
+        tracer->threads_cap = cap;
     }
     tracer->threads[tracer->nthreads++] = thread;
     return hook;
+
+error:
+    if (hook != NULL) {
+        hook->thread = NULL;  /* stays in tracer->hooks, inert */
+        Py_DECREF(hook);
+    }
+    ft_thread_free(thread);
+    return NULL;
 }
 
 PyObject *

@@ -55,7 +55,7 @@ thread_bootstrap(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
      * function), during which the tracer may stop: look again after. */
     PyObject *names = ft_thread_names();
     tracer = state->active;
-    if (tracer == NULL) {
+    if (tracer == NULL || tracer->phase != FT_PHASE_ACTIVE) {
         Py_XDECREF(names);
         PyEval_SetProfile(NULL, NULL);
         Py_RETURN_NONE;
@@ -83,8 +83,14 @@ thread_bootstrap(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     PyFrameObject *top = what == PyTrace_CALL ? PyFrame_GetBack(frame)
                                               : (PyFrameObject *)Py_NewRef(frame);
     Py_INCREF(tracer);
+    /* GC off: registering allocates, and a collection could run Python
+     * code and let another thread in while the tracer is being updated. */
+    int gc_was_enabled = PyGC_Disable();
     ft_hookobject *hook = ft_register_thread(tracer, PyThreadState_Get(),
                                              top, ts);
+    if (gc_was_enabled) {
+        PyGC_Enable();
+    }
     Py_XDECREF(top);
     if (hook == NULL) {
         /* Never raise into the thread: it runs untraced, and says so. */

@@ -87,16 +87,21 @@ ft_testing_replay(PyObject *Py_UNUSED(module), PyObject *args,
         PyErr_SetString(PyExc_TypeError, "_replay() needs base_ts and stop_ns");
         return NULL;
     }
-    Py_ssize_t n = PyList_GET_SIZE(records);
+    /* A copy: parsing may call __index__, which could change the list. */
+    records = PySequence_Tuple(records);
+    if (records == NULL) {
+        return NULL;
+    }
+    Py_ssize_t n = PyTuple_GET_SIZE(records);
     long long capacity = n ? n : 1;
     if (capacity_obj != Py_None) {
         capacity = PyLong_AsLongLong(capacity_obj);
         if (capacity == -1 && PyErr_Occurred()) {
-            return NULL;
+            goto done;
         }
         if (capacity < 1 || capacity > (1 << 24)) {
             PyErr_SetString(PyExc_ValueError, "capacity must be 1..2**24");
-            return NULL;
+            goto done;
         }
     }
     if (parse_ids(base_obj, "base_stack", &base, &nbase) < 0
@@ -114,8 +119,9 @@ ft_testing_replay(PyObject *Py_UNUSED(module), PyObject *args,
         PyErr_NoMemory();
         goto done;
     }
+    long long prev_ts = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *rec = PyList_GET_ITEM(records, i);
+        PyObject *rec = PyTuple_GET_ITEM(records, i);
         long long ts;
         PyObject *kind_obj;
         unsigned long func;
@@ -129,6 +135,12 @@ ft_testing_replay(PyObject *Py_UNUSED(module), PyObject *args,
             PyErr_SetString(PyExc_ValueError, "func ids must be below 2**31");
             goto done;
         }
+        if (i && ts < prev_ts) {
+            PyErr_SetString(PyExc_ValueError,
+                            "records must be in time order, as a ring's are");
+            goto done;
+        }
+        prev_ts = ts;
         ft_ring_push(&ring, ts, (uint32_t)func, kind);
     }
     ft_replay_input in = {
@@ -164,6 +176,7 @@ ft_testing_replay(PyObject *Py_UNUSED(module), PyObject *args,
     }
 
 done:
+    Py_DECREF(records);
     ft_ring_free(&ring);
     ft_eventvec_free(&out);
     PyMem_Free(base);

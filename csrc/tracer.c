@@ -148,22 +148,57 @@ swap_threading_profile(PyObject *hook)
     return prev;
 }
 
+/* A thread state seen in a walk of the thread list.  Setting a profile
+ * function runs audit hooks, which are Python code that may let a thread
+ * exit: such entries are checked again before each use. */
+typedef struct {
+    PyThreadState *ts;
+    uint64_t id;
+    ft_hookobject *hook;  /* borrowed: held by self->hooks */
+} thread_entry;
+
+/* Whether ts (seen with this id) is still a live thread state. */
+static int
+tstate_alive(PyThreadState *ts, uint64_t id)
+{
+    PyThreadState *p = PyInterpreterState_ThreadHead(PyInterpreterState_Get());
+    for (; p != NULL; p = PyThreadState_Next(p)) {
+        if (p == ts) {
+            return p->id == id;
+        }
+    }
+    return 0;
+}
+
+static int
+is_ours(ft_tracer *self, PyThreadState *ts)
+{
+    if (ts->c_profileobj == self->state->thread_bootstrap) {
+        return 1;
+    }
+    return ts->c_profilefunc == ft_hook
+           && ((ft_hookobject *)ts->c_profileobj)->tracer == self;
+}
+
 /* Removes this tracer's hook from every thread, taking each hooked thread's
- * stack first if take_stacks.  Runs no Python code (the GC is off). */
+ * stack first if take_stacks. */
 static void
 uninstall_hooks(ft_tracer *self, int take_stacks)
 {
+    /* Pure C first, GC off so that allocations run no finalizer: the
+     * stacks, the list of threads to visit, and silencing every hook. */
     int gc_was_enabled = PyGC_Disable();
+    thread_entry *todo = NULL;
+    size_t ntodo = 0, cap = 0;
     PyThreadState *ts = PyInterpreterState_ThreadHead(PyInterpreterState_Get());
-    while (ts != NULL) {
-        PyThreadState *next = PyThreadState_Next(ts);
-        int ours = ts->c_profileobj == self->state->thread_bootstrap;
-        if (ts->c_profilefunc == ft_hook) {
-            ft_hookobject *hook = (ft_hookobject *)ts->c_profileobj;
-            ours = hook->tracer == self;
-            if (ours && take_stacks && hook->thread->stop_stack == NULL) {
+    for (; ts != NULL; ts = PyThreadState_Next(ts)) {
+        if (!is_ours(self, ts)) {
+            continue;
+        }
+        if (take_stacks && ts->c_profilefunc == ft_hook) {
+            ft_thread *th = ((ft_hookobject *)ts->c_profileobj)->thread;
+            if (th != NULL && th->stop_stack == NULL) {
                 PyFrameObject *top = PyThreadState_GetFrame(ts);
-                ft_thread *th = hook->thread;
                 if (ft_capture_stack(self, top, &th->stop_stack,
                                      &th->stop_depth) < 0) {
                     /* Replay then goes without it: only frames lost to
@@ -177,16 +212,40 @@ uninstall_hooks(ft_tracer *self, int take_stacks)
                 Py_XDECREF(top);
             }
         }
-        if (ours && _PyEval_SetProfile(ts, NULL, NULL) < 0) {
-            PyErr_WriteUnraisable(NULL);
+        if (ntodo == cap) {
+            cap = cap ? cap * 2 : 16;
+            thread_entry *grown = realloc(todo, cap * sizeof(thread_entry));
+            if (grown == NULL) {
+                break;  /* the rest stay installed, silenced below */
+            }
+            todo = grown;
         }
-        ts = next;
+        todo[ntodo].ts = ts;
+        todo[ntodo].id = ts->id;
+        todo[ntodo].hook = NULL;
+        ntodo++;
     }
     if (self->hooks != NULL) {
         for (Py_ssize_t i = 0; i < PyList_GET_SIZE(self->hooks); i++) {
+            ((ft_hookobject *)PyList_GET_ITEM(self->hooks, i))->thread = NULL;
+        }
+    }
+    for (size_t i = 0; i < ntodo; i++) {
+        if (tstate_alive(todo[i].ts, todo[i].id) && is_ours(self, todo[i].ts)
+            && _PyEval_SetProfile(todo[i].ts, NULL, NULL) < 0) {
+            /* An audit hook refused: the hook stays, inert. */
+            PyErr_WriteUnraisable(NULL);
+        }
+    }
+    free(todo);
+    /* Hooks registered meanwhile (a thread's bootstrap, while an audit hook
+     * ran) are silenced here too.  thread is cleared first, always: the hot
+     * path reads the tracer only when its thread is set. */
+    if (self->hooks != NULL) {
+        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(self->hooks); i++) {
             ft_hookobject *hook = (ft_hookobject *)PyList_GET_ITEM(self->hooks, i);
-            hook->tracer = NULL;
             hook->thread = NULL;
+            hook->tracer = NULL;
         }
     }
     Py_CLEAR(self->hooks);
@@ -232,47 +291,30 @@ free_threads(ft_tracer *self)
 }
 
 /* Registers thread ts (its stack, its hook object) without installing the
- * hook yet.  Returns 0 or -1 with an exception. */
-static int
-register_existing(ft_tracer *self, PyThreadState *ts, PyObject *names)
+ * hook yet; the caller's thread gets the ring given in caller_ring.  Runs no
+ * Python code.  Returns the hook (borrowed: self->hooks holds it), or NULL
+ * with an exception. */
+static ft_hookobject *
+register_existing(ft_tracer *self, PyThreadState *ts, PyObject *names,
+                  ft_ring *caller_ring)
 {
     PyFrameObject *top = PyThreadState_GetFrame(ts);
     ft_hookobject *hook = ft_register_thread(self, ts, top, 0);
     Py_XDECREF(top);
     if (hook == NULL) {
-        return -1;
+        return NULL;
     }
-    int rc = 0;
+    Py_DECREF(hook);  /* self->hooks holds it */
     ft_thread *th = hook->thread;
     ft_name_thread(th, names);
     if (ts == PyThreadState_Get()) {
-        /* The caller records at once: fault its ring in before the trace
-         * begins rather than inside its first event. */
         if (th->native_id == 0) {
             th->native_id = PyThread_get_thread_native_id();
         }
-        if (ft_ring_alloc(&th->ring, th->capacity) < 0) {
-            PyErr_Format(PyExc_MemoryError, "cannot allocate a ring of %llu "
-                         "events (buffer_size)",
-                         (unsigned long long)self->buffer_size);
-            rc = -1;
-        }
+        th->ring = *caller_ring;
+        memset(caller_ring, 0, sizeof(*caller_ring));
     }
-    Py_DECREF(hook);  /* self->hooks holds it */
-    return rc;
-}
-
-/* Installs the registered hook of thread ts. */
-static int
-install_registered(ft_tracer *self, PyThreadState *ts)
-{
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(self->hooks); i++) {
-        ft_hookobject *hook = (ft_hookobject *)PyList_GET_ITEM(self->hooks, i);
-        if (hook->thread->tstate_id == ts->id) {
-            return _PyEval_SetProfile(ts, ft_hook, (PyObject *)hook);
-        }
-    }
-    return 0;
+    return hook;
 }
 
 static PyObject *
@@ -306,63 +348,104 @@ tracer_start(ft_tracer *self, PyObject *Py_UNUSED(ignored))
     if (PyErr_Occurred()) {
         return NULL;
     }
+    /* Everything that runs Python code comes before the tracer is active:
+     * threads' names, threading's hook, and faulting the caller's ring in
+     * (which takes a while, and is no part of the trace). */
+    ft_ring caller_ring;
+    if (ft_ring_alloc(&caller_ring, self->buffer_size) < 0) {
+        PyErr_Format(PyExc_MemoryError, "cannot allocate a ring of %llu "
+                     "events (buffer_size)",
+                     (unsigned long long)self->buffer_size);
+        return NULL;
+    }
+    PyObject *names = ft_thread_names();
     self->hooks = PyList_New(0);
     if (self->hooks == NULL) {
+        Py_XDECREF(names);
+        ft_ring_free(&caller_ring);
         return NULL;
     }
     /* Threads started from now on install the hook themselves. */
     self->prev_thread_hook = swap_threading_profile(state->thread_bootstrap);
-    if (self->prev_thread_hook == NULL) {
+    if (self->prev_thread_hook == NULL
+        || ft_clock_start(&self->clock, self->clock.use_cycles) < 0) {
+        if (!PyErr_Occurred()) {
+            PyErr_NoMemory();
+        }
+        restore_threading_profile(self);
         Py_CLEAR(self->hooks);
+        Py_XDECREF(names);
+        ft_ring_free(&caller_ring);
         return NULL;
     }
+    ft_anchor start = self->clock.anchors[0];
+    self->start_ns = start.ns;
     state->active = self;
     self->phase = FT_PHASE_ACTIVE;
 
-    /* No Python code may run while walking the thread list (a thread could
-     * exit under us): the GC stays off, so allocations run no finalizer.
-     * Register every thread first, then take the start time, then install:
-     * the trace begins as close to the hooks as it can. */
-    PyObject *names = ft_thread_names();  /* runs Python code: first */
+    /* Register every thread in pure C, with the GC off so that allocations
+     * run no finalizer: nothing else runs while the list is walked. */
     int gc_was_enabled = PyGC_Disable();
     PyThreadState *current = PyThreadState_Get();
-    int rc = register_existing(self, current, names);
-    PyThreadState *ts = PyInterpreterState_ThreadHead(current->interp);
-    for (; rc == 0 && ts != NULL; ts = PyThreadState_Next(ts)) {
-        if (ts != current) {
-            rc = register_existing(self, ts, names);
-        }
-    }
-    if (rc == 0 && ft_clock_start(&self->clock, self->clock.use_cycles) < 0) {
-        PyErr_NoMemory();
-        rc = -1;
-    }
-    if (rc == 0) {
-        ft_anchor start = self->clock.anchors[0];
-        self->start_ns = start.ns;
-        for (Py_ssize_t i = 0; i < self->nthreads; i++) {
-            self->threads[i]->base_ticks = start.ticks;
-        }
-        rc = install_registered(self, current);
-        ts = PyInterpreterState_ThreadHead(current->interp);
-        for (; rc == 0 && ts != NULL; ts = PyThreadState_Next(ts)) {
-            if (ts != current) {
-                rc = install_registered(self, ts);
+    thread_entry *entries = NULL;
+    size_t nentries = 0, cap = 0;
+    int rc = 0;
+    /* The caller first: its events come first in getEvents(). */
+    PyThreadState *ts = current;
+    PyThreadState *next = PyInterpreterState_ThreadHead(current->interp);
+    while (rc == 0 && ts != NULL) {
+        if (nentries == cap) {
+            cap = cap ? cap * 2 : 16;
+            thread_entry *grown = realloc(entries, cap * sizeof(thread_entry));
+            if (grown == NULL) {
+                PyErr_NoMemory();
+                rc = -1;
+                break;
             }
+            entries = grown;
+        }
+        ft_hookobject *hook = register_existing(self, ts, names, &caller_ring);
+        if (hook == NULL) {
+            rc = -1;
+            break;
+        }
+        hook->thread->base_ticks = start.ticks;
+        entries[nentries].ts = ts;
+        entries[nentries].id = ts->id;
+        entries[nentries].hook = hook;
+        nentries++;
+        if (next == current) {
+            next = PyThreadState_Next(next);
+        }
+        ts = next;
+        next = next ? PyThreadState_Next(next) : NULL;
+        if (ts == current) {
+            ts = next;
+            next = next ? PyThreadState_Next(next) : NULL;
         }
     }
+    /* Installing runs audit hooks (Python code): check each thread state
+     * is still alive first. */
+    for (size_t i = 0; rc == 0 && i < nentries; i++) {
+        if (tstate_alive(entries[i].ts, entries[i].id)) {
+            rc = _PyEval_SetProfile(entries[i].ts, ft_hook,
+                                    (PyObject *)entries[i].hook);
+        }
+    }
+    free(entries);
     if (gc_was_enabled) {
         PyGC_Enable();
     }
     Py_XDECREF(names);
+    ft_ring_free(&caller_ring);  /* if it was not handed over */
     if (rc < 0) {
         ft_saved_exc saved;
         FT_SAVE_EXC(saved);
+        state->active = NULL;
+        self->phase = FT_PHASE_NEW;
         uninstall_hooks(self, 0);
         restore_threading_profile(self);
         free_threads(self);
-        state->active = NULL;
-        self->phase = FT_PHASE_NEW;
         self->start_ns = 0;
         FT_RESTORE_EXC(saved);
         return NULL;
@@ -382,10 +465,12 @@ latch_stop(ft_tracer *self)
      * end after stop_ns. */
     self->stop_ns = ft_clock_anchor(&self->clock).ns;
     self->phase = FT_PHASE_STOPPED;
-    uninstall_hooks(self, 1);
+    /* Before uninstalling, which may run Python code: threads starting
+     * meanwhile must not register with a stopping tracer. */
     if (self->state->active == self) {
         self->state->active = NULL;
     }
+    uninstall_hooks(self, 1);
     restore_threading_profile(self);
     /* Threads may have been renamed while traced. */
     PyObject *names = ft_thread_names();
@@ -634,6 +719,12 @@ tracer_clear(ft_tracer *self)
     }
     Py_CLEAR(self->hooks);
     Py_CLEAR(self->prev_thread_hook);
+    /* The function table may hold a reference back to this tracer (a code
+     * object whose constants reach it): release it to break the cycle. */
+    if (self->phase == FT_PHASE_STOPPED) {
+        self->phase = FT_PHASE_CLEARED;
+    }
+    tracer_release(self);
     return 0;
 }
 
@@ -642,6 +733,9 @@ tracer_dealloc(ft_tracer *self)
 {
     PyTypeObject *type = Py_TYPE(self);
     PyObject_GC_UnTrack(self);
+    /* Stop before weakref callbacks run Python code: until the hooks are
+     * gone, they may touch this tracer. */
+    tracer_clear(self);
     if (self->weakreflist != NULL) {
         PyObject_ClearWeakRefs((PyObject *)self);
     }

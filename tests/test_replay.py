@@ -78,7 +78,8 @@ def test_unmatched_python_returns_become_enclosing_frames():
 
 def test_stop_stack_restores_frames_open_across_the_window():
     # Overflow: the stack at stop knows frames 0 and 1 were open throughout.
-    records = [(1, "call", 7), (2, "return", 7)] * 3 + [(10, "call", 2), (20, "return", 2), (30, "call", 3)]
+    records = [(1, "call", 7), (2, "return", 7), (3, "call", 7), (4, "return", 7),
+               (10, "call", 2), (20, "return", 2), (30, "call", 3)]
     out = replay(records, capacity=3, stop_stack=[0, 1, 3])
     # The ring kept the last three records; the window starts at the first.
     assert shape(out) == [(0, "py", 10, 1000, -1, True, True),
@@ -137,6 +138,21 @@ def test_bad_records_are_rejected():
         _tracer._replay([(1, "call")], base_ts=0, stop_ns=10)
     with pytest.raises(TypeError, match="base_ts"):
         _tracer._replay([], stop_ns=10)
+    with pytest.raises(ValueError, match="time order"):
+        _tracer._replay([(5, "call", 1), (4, "return", 1)], base_ts=0, stop_ns=10)
+
+
+def test_records_mutated_while_parsed():
+    records = []
+
+    class Shrinking:
+        def __index__(self):
+            records.clear()
+            return 5
+
+    records.extend([(Shrinking(), "call", 1)] + [(i, "call", 1) for i in range(6, 50)])
+    out = replay(records)
+    assert len(out) == 45 and all(ev[OPEN_STOP] for ev in out)
 
 
 KINDS = ["call", "return", "c_call", "c_return", "c_exception"]
