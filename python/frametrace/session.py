@@ -20,7 +20,7 @@ import functools
 import os
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, NamedTuple, Optional, Sequence, Union
+from typing import Any, Callable, Literal, NamedTuple, Optional, Sequence, Union
 
 from . import _tracer
 from .export import trace_document, write_json
@@ -209,7 +209,7 @@ class Profile:
         self.schedule = schedule
         self.python_steps = python_steps
         self.on_trace_ready = on_trace_ready
-        self._tracer_options = {"buffer_size": buffer_size, "c_calls": c_calls}
+        self._tracer_options: dict[str, Any] = {"buffer_size": buffer_size, "c_calls": c_calls}
         self.step_num = 0
         self.last_trace: Optional[Trace] = None
         self._action = ProfilerAction.NONE
@@ -268,7 +268,7 @@ class Profile:
             window.tracer.stop()
             window.python_steps_left = 0
 
-    def __exit__(self, *exc_info: object) -> bool:
+    def __exit__(self, *exc_info: object) -> Literal[False]:
         try:
             if self._window is not None:
                 window = self._window
@@ -309,6 +309,7 @@ class Profile:
 
     def _close_window(self, now: int) -> None:
         window = self._window
+        assert window is not None
         self._window = None
         _tracer._set_range_sink(None)
         tracer = window.tracer
@@ -347,7 +348,7 @@ class Profile:
 
 
 def _thread_names(tracer: Optional[Tracer]) -> dict:
-    names = {t.ident: t.name for t in threading.enumerate()}
+    names: dict[Any, str] = {t.ident: t.name for t in threading.enumerate()}
     if tracer is not None:
         names.update(tracer.thread_names)
     return names
