@@ -10,6 +10,14 @@ if os.environ.get("FRAMETRACE_WERROR"):
 extra_compile_args += os.environ.get("FRAMETRACE_CFLAGS", "").split()
 extra_link_args = os.environ.get("FRAMETRACE_LDFLAGS", "").split()
 
+# zlib lets the C exporter write .json.gz directly; without it, Python
+# compresses afterwards.
+define_macros = []
+libraries = []
+if any(os.path.exists(os.path.join(d, "zlib.h")) for d in ("/usr/include", "/usr/local/include")):
+    define_macros.append(("FT_HAVE_ZLIB", "1"))
+    libraries.append("z")
+
 setup(
     ext_modules=[
         Extension(
@@ -18,6 +26,8 @@ setup(
             depends=sorted(glob.glob("csrc/*.h")),
             extra_compile_args=extra_compile_args,
             extra_link_args=extra_link_args,
+            define_macros=define_macros,
+            libraries=libraries,
         )
     ],
 )

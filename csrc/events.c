@@ -82,6 +82,33 @@ make_event(ft_tracer *tracer, const ft_event *ev, PyObject **linenos,
     return obj;
 }
 
+int
+ft_replay_all(ft_tracer *tracer, ft_eventvec *vec, size_t **thread_end)
+{
+    *thread_end = malloc(((size_t)tracer->nthreads + 1) * sizeof(size_t));
+    if (*thread_end == NULL) {
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < tracer->nthreads; i++) {
+        const ft_thread *th = tracer->threads[i];
+        ft_replay_input in = {
+            .ring = &th->ring,
+            .clock = &tracer->clock,
+            .base_ticks = th->base_ticks,
+            .base_stack = th->base_stack,
+            .base_depth = (size_t)th->base_depth,
+            .stop_stack = th->stop_stack,
+            .stop_depth = (size_t)th->stop_depth,
+            .stop_ns = tracer->stop_ns,
+        };
+        if (ft_replay_thread(&in, vec) < 0) {
+            return -1;
+        }
+        (*thread_end)[i] = vec->len;
+    }
+    return 0;
+}
+
 PyObject *
 ft_build_events(ft_tracer *tracer)
 {
@@ -96,26 +123,8 @@ ft_build_events(ft_tracer *tracer)
      * millions of new tracked objects, none of them garbage.) */
     int gc_was_enabled = PyGC_Disable();
     /* Replay first, in pure C. */
-    thread_end = malloc(((size_t)nthreads + 1) * sizeof(size_t));
-    if (thread_end == NULL) {
+    if (ft_replay_all(tracer, &vec, &thread_end) < 0) {
         goto nomem;
-    }
-    for (Py_ssize_t i = 0; i < nthreads; i++) {
-        const ft_thread *th = tracer->threads[i];
-        ft_replay_input in = {
-            .ring = &th->ring,
-            .clock = &tracer->clock,
-            .base_ticks = th->base_ticks,
-            .base_stack = th->base_stack,
-            .base_depth = (size_t)th->base_depth,
-            .stop_stack = th->stop_stack,
-            .stop_depth = (size_t)th->stop_depth,
-            .stop_ns = tracer->stop_ns,
-        };
-        if (ft_replay_thread(&in, &vec) < 0) {
-            goto nomem;
-        }
-        thread_end[i] = vec.len;
     }
     linenos = calloc((size_t)tracer->funcs.nfuncs + 1, sizeof(PyObject *));
     if (linenos == NULL) {

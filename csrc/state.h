@@ -5,6 +5,7 @@
 
 #include "compat.h"
 #include "clock.h"
+#include "replay.h"
 #include "functable.h"
 #include "ring.h"
 
@@ -136,5 +137,12 @@ PyObject *ft_testing_ticks_to_ns(PyObject *module, PyObject *args);
 
 /* events.c: replays a stopped tracer's records into a list of events. */
 PyObject *ft_build_events(ft_tracer *tracer);
+/* Replays every thread into vec; (*thread_end)[i] is the end of thread
+ * i's events (malloc'd, the caller frees it, also on failure).  Pure C:
+ * 0, or -1 when out of memory. */
+int ft_replay_all(ft_tracer *tracer, ft_eventvec *vec, size_t **thread_end);
+
+/* export_chrome.c: Tracer._write_chrome(). */
+PyObject *ft_write_chrome(ft_tracer *tracer, PyObject *args, PyObject *kwargs);
 
 #endif /* FT_STATE_H */

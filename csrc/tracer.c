@@ -656,6 +656,22 @@ tracer_get_thread_names(ft_tracer *self, void *Py_UNUSED(closure))
 }
 
 static PyObject *
+tracer_get_threads(ft_tracer *self, void *Py_UNUSED(closure))
+{
+    PyObject *result = PyList_New(self->nthreads);
+    for (Py_ssize_t i = 0; result && i < self->nthreads; i++) {
+        const ft_thread *th = self->threads[i];
+        PyObject *item = Py_BuildValue("(kk)", th->thread_id, th->native_id);
+        if (item == NULL) {
+            Py_CLEAR(result);
+            break;
+        }
+        PyList_SET_ITEM(result, i, item);
+    }
+    return result;
+}
+
+static PyObject *
 tracer_ignore(ft_tracer *self, PyObject *obj)
 {
     PyObject *code = obj;
@@ -760,6 +776,13 @@ static PyMethodDef tracer_methods[] = {
     {"clear", (PyCFunction)tracer_clear_method, METH_NOARGS,
      "clear($self, /)\n--\n\n"
      "Free the records and the references held to traced functions."},
+    {"_write_chrome", (PyCFunction)(void (*)(void))ft_write_chrome,
+     METH_VARARGS | METH_KEYWORDS,
+     "_write_chrome($self, path, *, pid, origin_ns, prelude, trailer, "
+     "compress=False)\n--\n\n"
+     "Write the events as Chrome trace JSON, straight from the records; "
+     "returns how many.  prelude and trailer are JSON the caller renders: "
+     "see frametrace.export.write_chrome()."},
     {"_ignore", (PyCFunction)tracer_ignore, METH_O,
      "_ignore($self, func, /)\n--\n\n"
      "Never record frames of this function or code object (frametrace's own "
@@ -782,6 +805,9 @@ static PyGetSetDef tracer_getset[] = {
      NULL},
     {"dropped_by_thread", (getter)tracer_get_dropped_by_thread, NULL,
      "{thread_id: events lost} for every traced thread", NULL},
+    {"_threads", (getter)tracer_get_threads, NULL,
+     "[(thread_id, native_thread_id)] of the traced threads, in the order "
+     "of their events", NULL},
     {"thread_names", (getter)tracer_get_thread_names, NULL,
      "{thread_id: name} of the traced threads threading knows", NULL},
     {"buffer_size", (getter)tracer_get_buffer_size, NULL,

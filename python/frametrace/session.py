@@ -76,6 +76,9 @@ class Trace:
     thread_names: dict = field(default_factory=dict)
     cycle: int = 0
     """Which cycle of the schedule (0-based)."""
+    tracer: Optional[Tracer] = field(default=None, repr=False, compare=False)
+    """The stopped tracer the events came from (None: no Python tracing);
+    the exporters stream from its records."""
 
     def metadata(self) -> dict:
         return {
@@ -89,6 +92,19 @@ class Trace:
             "dropped_by_thread": {str(k): v for k, v in self.dropped_by_thread.items()},
             "thread_names": {str(k): v for k, v in self.thread_names.items()},
         }
+
+    def to_chrome(self, path: Union[str, "os.PathLike[str]"]) -> str:
+        """Writes the trace as Chrome trace event JSON (Perfetto UI,
+        chrome://tracing; ``.json.gz`` compressed): the Python/C events from
+        the tracer's records, the ranges and the steps; returns the path."""
+        from .export import write_chrome
+
+        if self.tracer is None:
+            raise RuntimeError("this trace has no tracer records (python_steps=0)")
+        write_chrome(path, self.tracer, pid=self.pid, thread_names=self.thread_names,
+                     ranges=self.ranges, steps=self.steps, origin_ns=self.session_start_ns,
+                     metadata={"cycle": self.cycle, "session_end_ns": self.session_end_ns})
+        return os.fspath(path)
 
     def save(self, path: Union[str, "os.PathLike[str]"]) -> str:
         """Writes the trace in frametrace's portable JSON format (``.json``,
@@ -328,9 +344,8 @@ class Profile:
             pid=os.getpid(),
             thread_names=_thread_names(tracer),
             cycle=window.cycle,
+            tracer=tracer,
         )
-        if tracer is not None:
-            tracer.clear()
         self.last_trace = trace
         if self.on_trace_ready is not None:
             self.on_trace_ready(trace)

@@ -1,0 +1,330 @@
+/* Chrome trace event JSON (Perfetto UI, chrome://tracing), written straight
+ * from the replayed records: no Python object per event.
+ *
+ * Every Python/C event is one complete event ("ph": "X").  ts and dur are
+ * microseconds with three decimals, so nanoseconds survive; ts counts from
+ * origin_ns (kept in otherData by the caller), since absolute monotonic
+ * nanoseconds would exceed what a double holds exactly. */
+#include "state.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#ifdef FT_HAVE_ZLIB
+#  include <zlib.h>
+#endif
+
+typedef struct {
+    FILE *fp;
+#ifdef FT_HAVE_ZLIB
+    gzFile gz;
+#endif
+    char *buf;
+    size_t len;
+    size_t cap;
+    int failed;
+} out_t;
+
+#define OUT_CAP ((size_t)1 << 18)
+
+static void
+out_flush(out_t *out)
+{
+    if (out->len == 0 || out->failed) {
+        out->len = 0;
+        return;
+    }
+#ifdef FT_HAVE_ZLIB
+    if (out->gz != NULL) {
+        if (gzwrite(out->gz, out->buf, (unsigned)out->len) != (int)out->len) {
+            out->failed = 1;
+        }
+        out->len = 0;
+        return;
+    }
+#endif
+    if (fwrite(out->buf, 1, out->len, out->fp) != out->len) {
+        out->failed = 1;
+    }
+    out->len = 0;
+}
+
+static inline void
+out_bytes(out_t *out, const char *s, size_t n)
+{
+    if (out->len + n > out->cap) {
+        out_flush(out);
+        if (n > out->cap) {
+            /* Larger than the buffer: straight through. */
+            size_t saved_len = out->len;
+            char *saved = out->buf;
+            out->buf = (char *)s;
+            out->len = n;
+            out_flush(out);
+            out->buf = saved;
+            out->len = saved_len;
+            return;
+        }
+    }
+    memcpy(out->buf + out->len, s, n);
+    out->len += n;
+}
+
+#define OUT_LIT(out, lit) out_bytes((out), (lit), sizeof(lit) - 1)
+
+/* Decimal digits of v (v >= 0) into the buffer. */
+static inline void
+out_u64(out_t *out, uint64_t v)
+{
+    char tmp[24];
+    int n = 0;
+    do {
+        tmp[sizeof(tmp) - 1 - n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    out_bytes(out, tmp + sizeof(tmp) - n, (size_t)n);
+}
+
+/* ns as microseconds with exactly three decimals. */
+static inline void
+out_us(out_t *out, int64_t ns)
+{
+    if (ns < 0) {
+        OUT_LIT(out, "-");
+        ns = -ns;
+    }
+    out_u64(out, (uint64_t)ns / 1000);
+    char frac[4] = {'.', 0, 0, 0};
+    int r = (int)((uint64_t)ns % 1000);
+    frac[1] = (char)('0' + r / 100);
+    frac[2] = (char)('0' + r / 10 % 10);
+    frac[3] = (char)('0' + r % 10);
+    out_bytes(out, frac, 4);
+}
+
+/* A JSON string literal of s (UTF-8), quotes included, malloc'd. */
+static char *
+json_string(PyObject *s, size_t *len)
+{
+    PyObject *bytes = PyUnicode_AsEncodedString(s, "utf-8", "backslashreplace");
+    if (bytes == NULL) {
+        return NULL;
+    }
+    const unsigned char *src = (const unsigned char *)PyBytes_AS_STRING(bytes);
+    Py_ssize_t n = PyBytes_GET_SIZE(bytes);
+    char *dst = malloc((size_t)n * 6 + 3);
+    if (dst == NULL) {
+        Py_DECREF(bytes);
+        PyErr_NoMemory();
+        return NULL;
+    }
+    size_t k = 0;
+    dst[k++] = '"';
+    for (Py_ssize_t i = 0; i < n; i++) {
+        unsigned char c = src[i];
+        if (c == '"' || c == '\\') {
+            dst[k++] = '\\';
+            dst[k++] = (char)c;
+        }
+        else if (c < 0x20) {
+            k += (size_t)sprintf(dst + k, "\\u%04x", c);
+        }
+        else {
+            dst[k++] = (char)c;
+        }
+    }
+    dst[k++] = '"';
+    dst[k] = '\0';
+    Py_DECREF(bytes);
+    *len = k;
+    return dst;
+}
+
+typedef struct {
+    char *name;       /* JSON string */
+    size_t name_len;
+    char *file;       /* JSON string "filename:lineno" */
+    size_t file_len;
+} func_json;
+
+static int
+describe_func(const ft_func *func, func_json *fj)
+{
+    fj->name = json_string(func->name, &fj->name_len);
+    PyObject *where = PyUnicode_FromFormat("%U:%d", func->filename,
+                                           func->lineno);
+    fj->file = where ? json_string(where, &fj->file_len) : NULL;
+    Py_XDECREF(where);
+    return fj->name && fj->file ? 0 : -1;
+}
+
+/* _write_chrome(path, *, pid, origin_ns, prelude, trailer, compress) */
+PyObject *
+ft_write_chrome(ft_tracer *tracer, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"path", "pid", "origin_ns", "prelude", "trailer",
+                             "compress", NULL};
+    PyObject *path_obj, *prelude = NULL, *trailer = NULL;
+    long long pid = -1, origin_ns = 0;
+    int compress = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&|$LLUUp:_write_chrome",
+                                     kwlist, PyUnicode_FSConverter, &path_obj,
+                                     &pid, &origin_ns, &prelude, &trailer,
+                                     &compress)) {
+        return NULL;
+    }
+    if (prelude == NULL || trailer == NULL || pid < 0) {
+        Py_DECREF(path_obj);
+        PyErr_SetString(PyExc_TypeError, "_write_chrome() needs pid, "
+                        "origin_ns, prelude and trailer");
+        return NULL;
+    }
+    ft_eventvec vec = {0};
+    size_t *thread_end = NULL;
+    func_json *funcs = NULL;
+    uint64_t *tids = NULL;
+    out_t out = {0};
+    PyObject *result = NULL;
+    uint32_t nfuncs = tracer->funcs.nfuncs;
+
+    if (tracer->phase != FT_PHASE_STOPPED) {
+        PyErr_SetString(PyExc_RuntimeError, "_write_chrome() needs a stopped, "
+                        "uncleared tracer");
+        goto done;
+    }
+    const char *prelude_s = PyUnicode_AsUTF8(prelude);
+    const char *trailer_s = PyUnicode_AsUTF8(trailer);
+    if (prelude_s == NULL || trailer_s == NULL) {
+        goto done;
+    }
+    funcs = calloc((size_t)nfuncs + 1, sizeof(func_json));
+    tids = calloc((size_t)tracer->nthreads + 1, sizeof(uint64_t));
+    out.buf = malloc(OUT_CAP);
+    out.cap = OUT_CAP;
+    if (funcs == NULL || tids == NULL || out.buf == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (uint32_t i = 0; i < nfuncs; i++) {
+        if (describe_func(&tracer->funcs.funcs[i], &funcs[i]) < 0) {
+            goto done;
+        }
+    }
+    for (Py_ssize_t i = 0; i < tracer->nthreads; i++) {
+        const ft_thread *th = tracer->threads[i];
+        /* The OS's id where known: the one other tools show. */
+        tids[i] = th->native_id ? th->native_id : th->thread_id;
+    }
+    /* GC off: nothing below may let another thread clear this tracer. */
+    int gc_was_enabled = PyGC_Disable();
+    int replayed = ft_replay_all(tracer, &vec, &thread_end);
+    if (gc_was_enabled) {
+        PyGC_Enable();
+    }
+    if (replayed < 0) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    const char *path = PyBytes_AS_STRING(path_obj);
+#ifdef FT_HAVE_ZLIB
+    if (compress) {
+        out.gz = gzopen(path, "wb6");
+        if (out.gz == NULL) {
+            PyErr_SetFromErrnoWithFilenameObject(PyExc_OSError, path_obj);
+            goto done;
+        }
+    }
+    else
+#else
+    if (compress) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "built without zlib: cannot compress in C");
+        goto done;
+    }
+#endif
+    {
+        out.fp = fopen(path, "wb");
+        if (out.fp == NULL) {
+            PyErr_SetFromErrnoWithFilenameObject(PyExc_OSError, path_obj);
+            goto done;
+        }
+    }
+    /* Writing is pure C on data this call owns (the escaped names and the
+     * replayed events): other threads may run meanwhile. */
+    Py_ssize_t nthreads = tracer->nthreads;
+    Py_BEGIN_ALLOW_THREADS
+    OUT_LIT(&out, "{\"traceEvents\":[");
+    out_bytes(&out, prelude_s, strlen(prelude_s));
+    int first = prelude_s[0] == '\0';
+    size_t pos = 0;
+    for (Py_ssize_t t = 0; t < nthreads; t++) {
+        for (; pos < thread_end[t]; pos++) {
+            const ft_event *ev = &vec.items[pos];
+            const func_json *fj = &funcs[ev->func & ~FT_ID_IGNORED];
+            if (!first) {
+                OUT_LIT(&out, ",\n");
+            }
+            first = 0;
+            if (ev->is_c) {
+                OUT_LIT(&out, "{\"ph\":\"X\",\"cat\":\"c\",\"name\":");
+            }
+            else {
+                OUT_LIT(&out, "{\"ph\":\"X\",\"cat\":\"python\",\"name\":");
+            }
+            out_bytes(&out, fj->name, fj->name_len);
+            OUT_LIT(&out, ",\"pid\":");
+            out_u64(&out, (uint64_t)pid);
+            OUT_LIT(&out, ",\"tid\":");
+            out_u64(&out, tids[t]);
+            OUT_LIT(&out, ",\"ts\":");
+            out_us(&out, ev->start_ns - origin_ns);
+            OUT_LIT(&out, ",\"dur\":");
+            out_us(&out, ev->end_ns - ev->start_ns);
+            OUT_LIT(&out, ",\"args\":{\"file\":");
+            out_bytes(&out, fj->file, fj->file_len);
+            if (ev->open_at_start) {
+                OUT_LIT(&out, ",\"open_at_start\":true");
+            }
+            if (ev->open_at_stop) {
+                OUT_LIT(&out, ",\"open_at_stop\":true");
+            }
+            OUT_LIT(&out, "}}");
+        }
+    }
+    OUT_LIT(&out, "],");
+    out_bytes(&out, trailer_s, strlen(trailer_s));
+    OUT_LIT(&out, "}\n");
+    out_flush(&out);
+    Py_END_ALLOW_THREADS
+    if (out.failed) {
+        PyErr_Format(PyExc_OSError, "could not write %s", path);
+        goto done;
+    }
+    result = PyLong_FromSize_t(vec.len);
+
+done:
+#ifdef FT_HAVE_ZLIB
+    if (out.gz != NULL && gzclose(out.gz) != Z_OK && result != NULL) {
+        Py_CLEAR(result);
+        PyErr_Format(PyExc_OSError, "could not write %s",
+                     PyBytes_AS_STRING(path_obj));
+    }
+#endif
+    if (out.fp != NULL && fclose(out.fp) != 0 && result != NULL) {
+        Py_CLEAR(result);
+        PyErr_SetFromErrnoWithFilenameObject(PyExc_OSError, path_obj);
+    }
+    if (funcs != NULL) {
+        for (uint32_t i = 0; i < nfuncs; i++) {
+            free(funcs[i].name);
+            free(funcs[i].file);
+        }
+        free(funcs);
+    }
+    free(tids);
+    free(out.buf);
+    free(thread_end);
+    ft_eventvec_free(&vec);
+    Py_DECREF(path_obj);
+    return result;
+}
