@@ -1,0 +1,88 @@
+"""How fast Chrome trace JSON is written, and how large it is, against
+VizTracer on the same run (if it is installed: pip install viztracer).
+
+    python benchmarks/export.py [--events N]
+
+Traces a recursive function (N Python events, plus its C calls), then times
+frametrace's write_chrome() (C, straight from the records) to .json and
+.json.gz, and VizTracer's save() of the same workload.  A report, never a
+test.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+import time
+
+import frametrace
+from frametrace.export import write_chrome
+
+
+def fib(n):
+    return n if n < 2 else fib(n - 1) + abs(fib(n - 2))
+
+
+def fib_arg_for(events):
+    n, calls = 1, 1
+    while calls * 2 < events:  # fib(n) makes ~1.6^n calls, each with one abs()
+        n += 1
+        a, b = 1, 1
+        for _ in range(n):
+            a, b = b, a + b + 1
+        calls = a
+    return n
+
+
+def mib(path):
+    return os.path.getsize(path) / 2**20
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--events", type=int, default=2_000_000)
+    args = parser.parse_args()
+    n = fib_arg_for(args.events)
+    tmp = tempfile.mkdtemp(prefix="frametrace-export-")
+    with frametrace.Tracer(buffer_size=1 << 23) as tracer:
+        fib(n)
+    count = tracer.dropped + len(tracer.getEvents())
+    print(f"fib({n}): {count:,} events recorded, {tracer.dropped} dropped\n")
+    print("| writer | events | seconds | events/s | MiB | bytes/event |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for suffix in (".json", ".json.gz"):
+        path = os.path.join(tmp, "frametrace" + suffix)
+        t0 = time.perf_counter()
+        written = write_chrome(path, tracer)
+        dt = time.perf_counter() - t0
+        print(f"| frametrace write_chrome {suffix} | {written:,} | {dt:.3f} | {written / dt:,.0f} | "
+              f"{mib(path):.1f} | {os.path.getsize(path) / written:.0f} |")
+    t0 = time.perf_counter()
+    events = tracer.getEvents()
+    dt = time.perf_counter() - t0
+    print(f"| frametrace getEvents() | {len(events):,} | {dt:.3f} | {len(events) / dt:,.0f} | | |")
+    tracer.clear()
+    try:
+        from viztracer import VizTracer
+    except ImportError:
+        print("\nVizTracer: not installed, skipped")
+        return
+    # C functions are logged by default (ignore_c_function=False).
+    viz = VizTracer(tracer_entries=4_000_000, verbose=0)
+    viz.start()
+    fib(n)
+    viz.stop()
+    path = os.path.join(tmp, "viztracer.json")
+    t0 = time.perf_counter()
+    viz.save(path)
+    dt = time.perf_counter() - t0
+    import json
+
+    with open(path) as fh:
+        entries = sum(1 for e in json.load(fh)["traceEvents"] if e.get("ph") == "X")
+    print(f"| VizTracer save() .json | {entries:,} | {dt:.3f} | {entries / dt:,.0f} | {mib(path):.1f} | "
+          f"{os.path.getsize(path) / entries:.0f} |")
+
+
+if __name__ == "__main__":
+    main()
