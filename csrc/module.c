@@ -60,6 +60,25 @@ thread_bootstrap(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         PyEval_SetProfile(NULL, NULL);
         Py_RETURN_NONE;
     }
+    /* Fault the thread's ring in first, with the GIL released, so that the
+     * time it takes is no part of the thread's trace. */
+    ft_ring ring;
+    uint64_t capacity = tracer->buffer_size;
+    int ring_rc;
+    Py_INCREF(tracer);
+    Py_BEGIN_ALLOW_THREADS
+    ring_rc = ft_ring_alloc(&ring, capacity);
+    Py_END_ALLOW_THREADS
+    if (state->active != tracer || tracer->phase != FT_PHASE_ACTIVE) {
+        if (ring_rc == 0) {
+            ft_ring_free(&ring);
+        }
+        Py_DECREF(tracer);
+        Py_XDECREF(names);
+        PyEval_SetProfile(NULL, NULL);
+        Py_RETURN_NONE;
+    }
+    Py_DECREF(tracer);  /* still active: state->active points at it */
     int64_t ts = ft_clock_ticks(&tracer->clock);
     PyFrameObject *frame = (PyFrameObject *)args[0];
     PyObject *event = args[1];
@@ -99,11 +118,21 @@ thread_bootstrap(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     }
     else {
         ft_name_thread(hook->thread, names);
+        if (ring_rc == 0 && hook->thread->ring.buf == NULL) {
+            hook->thread->ring = ring;
+            ring_rc = -1;  /* handed over */
+            if (hook->thread->native_id == 0) {
+                hook->thread->native_id = PyThread_get_thread_native_id();
+            }
+        }
         PyEval_SetProfile(ft_hook, (PyObject *)hook);
         if (what >= 0) {
             ft_hook_record(hook, ts, frame, what, args[2]);
         }
         Py_DECREF(hook);
+    }
+    if (ring_rc == 0) {
+        ft_ring_free(&ring);  /* not handed over */
     }
     Py_XDECREF(names);
     Py_DECREF(tracer);

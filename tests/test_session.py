@@ -237,3 +237,21 @@ def test_save_writes_each_trace(tmp_path):
     path = prof.last_trace.save(tmp_path / "last.json.gz")
     last = read_json(path)
     assert last["metadata"]["cycle"] == 1 and len(last["steps"]) == 1
+
+
+def test_trace_reports(tmp_path, capsys):
+    import pstats
+    import xml.etree.ElementTree as ET
+
+    with frametrace.profile() as prof:
+        run_training(prof, 3)
+    trace = prof.last_trace
+    table = trace.summary(sort="calls", limit=5)
+    assert "model" in capsys.readouterr().out
+    assert any(row.name == "model" and row.calls == 3 for row in table.rows)
+    stats = pstats.Stats(trace.to_pstats(tmp_path / "t.pstats"))
+    assert any(func[2] == "model" and v[1] == 3 for func, v in stats.stats.items())
+    lines = open(trace.to_collapsed(tmp_path / "t.folded")).read().splitlines()
+    assert any("model" in line for line in lines)
+    root = ET.parse(trace.to_flamegraph_svg(tmp_path / "t.svg")).getroot()
+    assert root.tag.endswith("svg")

@@ -106,6 +106,38 @@ class Trace:
                      metadata={"cycle": self.cycle, "session_end_ns": self.session_end_ns})
         return os.fspath(path)
 
+    def summary(self, sort: str = "self", limit: Optional[int] = 30, *,
+                per_thread: bool = False, print: bool = True) -> Any:
+        """A table per function: calls, total, self and mean time, share of
+        the traced time; functions capped at the stop are marked.  Printed
+        unless print=False; returned either way (frametrace.reports)."""
+        from .reports import summary
+
+        table = summary(self, sort=sort, limit=limit, per_thread=per_thread)
+        if print:
+            table.print()
+        return table
+
+    def to_pstats(self, path: Union[str, "os.PathLike[str]"]) -> str:
+        """Writes a file pstats.Stats() loads (snakeviz and other pstats
+        viewers too); returns the path."""
+        from .reports import write_pstats
+
+        return write_pstats(self, path)
+
+    def to_collapsed(self, path: Union[str, "os.PathLike[str]"]) -> str:
+        """Writes collapsed stacks ("a;b;c 1234", self time in us) for
+        flamegraph.pl and speedscope; returns the path."""
+        from .reports import write_collapsed
+
+        return write_collapsed(self, path)
+
+    def to_flamegraph_svg(self, path: Union[str, "os.PathLike[str]"], *, title: str = "frametrace") -> str:
+        """Writes a self-contained SVG flame graph; returns the path."""
+        from .reports import write_flamegraph_svg
+
+        return write_flamegraph_svg(self, path, title=title)
+
     def save(self, path: Union[str, "os.PathLike[str]"]) -> str:
         """Writes the trace in frametrace's portable JSON format (``.json``,
         or ``.json.gz`` compressed); returns the path."""

@@ -1,0 +1,854 @@
+"""Reports of a trace: a per-function summary table, pstats files, collapsed
+stacks and a flame graph.
+
+    from frametrace import reports
+
+    with frametrace.trace() as tracer:
+        train_step()
+    events = tracer.getEvents()
+
+    reports.summary(events).print()                  # top 30 functions by self time
+    reports.write_pstats(events, "step.pstats")      # pstats.Stats("step.pstats"), snakeviz
+    reports.write_collapsed(events, "step.folded")   # flamegraph.pl, speedscope
+    reports.write_flamegraph_svg(events, "step.svg")
+
+Every function takes the list ``Tracer.getEvents()`` returns (or any
+sequence of 12-field event tuples in the same order: each thread's events in
+call order, parents before their children, ``parent`` the index of the
+parent event in the same sequence), or a ``frametrace.Trace``, whose
+``events`` (and ``thread_names``) are used.  Each makes a single pass over the
+events, keeping a few integers per event.
+
+Conventions shared by every report:
+
+- A function is ``(name, filename, lineno, kind)``: frametrace's qualified
+  name (``co_name`` on 3.10), where its code is, and "py" or "c".
+- Every event is one call, including events flagged ``open_at_start`` (they
+  were already running when tracing began, and start at the tracer's start)
+  and each resume-to-yield slice of a generator (as cProfile counts them).
+- Self time is an event's duration minus the durations of its direct
+  children.  Total (inclusive) time counts a function's time once per
+  outermost activation on a thread's stack: a recursive call inside an
+  activation of the same function adds no total time (cProfile's
+  ``cumtime``).
+- The traced time, the denominator of every share, is the sum of the
+  durations of the root events (``parent == -1``) over all threads (over the
+  one thread for a per-thread table): the time the trace covers on each
+  thread, added up.
+- A function is *capped* when one of its events was still running at the
+  tracer's stop (``open_at_stop``): its time ends at the stop, shorter than
+  the real call.
+"""
+from __future__ import annotations
+
+import marshal
+import os
+import re
+import sys
+import types
+import zlib
+from collections.abc import Sequence as _SequenceABC
+from typing import IO, Any, Iterable, Mapping, NamedTuple, Optional, Sequence, Union
+
+__all__ = [
+    "SORT_KEYS",
+    "SummaryRow",
+    "SummaryTable",
+    "collapsed_stacks",
+    "pstats_label",
+    "summary",
+    "write_collapsed",
+    "write_flamegraph_svg",
+    "write_pstats",
+]
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+SORT_KEYS: tuple[str, ...] = ("self", "total", "calls", "mean", "name")
+"""The orders ``summary(sort=...)`` knows: self, total and mean time and
+calls descending; name ascending."""
+
+_WEIGHTS = ("self", "calls")
+
+
+# ---- input ------------------------------------------------------------------
+
+
+def _source(events: Any) -> tuple[Sequence[Any], dict[Any, str]]:
+    """(events, thread_names) of a list of events or a Trace."""
+    names: dict[Any, str] = {}
+    if not isinstance(events, (list, tuple)) and hasattr(events, "events"):
+        names = dict(getattr(events, "thread_names", None) or {})
+        events = events.events
+    if isinstance(events, (str, bytes)) or not isinstance(events, Iterable):
+        raise TypeError(f"events must be a list of frametrace.Event (tracer.getEvents()) "
+                        f"or a frametrace.Trace, not {type(events).__name__}")
+    if not isinstance(events, _SequenceABC):
+        events = list(events)
+    return events, names
+
+
+def _thread_names(default: dict[Any, str], given: Optional[Mapping[Any, str]]) -> dict[Any, str]:
+    if given is None:
+        return default
+    if not isinstance(given, Mapping):
+        raise TypeError(f"thread_names must be a mapping {{thread_id: name}}, not {type(given).__name__}")
+    return dict(given)
+
+
+class _BadEvents(ValueError):
+    """Events that are not a getEvents() list (a ValueError)."""
+
+
+def _bad_event(i: int, ev: Any, why: str) -> ValueError:
+    return _BadEvents(f"event {i} {ev!r}: {why} (events must be tracer.getEvents()'s list: "
+                      f"each thread's events in call order, parent the index of an earlier "
+                      f"event of the same thread, or -1)")
+
+
+def _unpack_error(events: Sequence[Any], exc: Exception) -> Exception:
+    for i, ev in enumerate(events):
+        try:
+            if len(ev) != 12:
+                raise ValueError
+        except (TypeError, ValueError):
+            return TypeError(f"event {i} {ev!r} is not a frametrace.Event (12 fields: name, "
+                             f"filename, lineno, kind, thread_id, native_thread_id, start_ns, "
+                             f"end_ns, depth, parent, open_at_start, open_at_stop)")
+    return exc
+
+
+def _display(name: str, filename: str, lineno: int, kind: str) -> str:
+    """"name (file:line)" for Python functions, "name" for C functions."""
+    return name if kind == "c" else f"{name} ({filename}:{lineno})"
+
+
+# ---- the function pass --------------------------------------------------------
+
+
+class _Functions:
+    """Per (function, thread) numbers, from one pass over the events.  With
+    edges, also per (caller, callee) pair, cProfile-style."""
+
+    def __init__(self, events: Sequence[Any], edges: bool = False):
+        ids: dict[tuple[Any, ...], int] = {}
+        keys: list[tuple[Any, ...]] = []  # fid -> (name, filename, lineno, kind, thread_id)
+        calls: list[int] = []
+        prim: list[int] = []
+        selfs: list[int] = []
+        totals: list[int] = []
+        capped: list[bool] = []
+        active: list[int] = []  # activations of fid on its thread's stack now
+        roots: dict[Any, int] = {}  # thread_id -> sum of root durations
+        stacks: dict[Any, list[int]] = {}
+        ev_fid: list[int] = []
+        # Edges: eid of (caller fid, callee fid).
+        eids: dict[tuple[int, int], int] = {}
+        ekeys: list[tuple[int, int]] = []
+        enc: list[int] = []
+        epc: list[int] = []
+        ett: list[int] = []
+        ect: list[int] = []
+        eactive: list[int] = []
+        ev_edge: list[int] = []
+
+        try:
+            for i, (name, filename, lineno, kind, tid, _ntid, start, end, _depth, parent,
+                    _oas, oast) in enumerate(events):
+                key = (name, filename, lineno, kind, tid)
+                fid = ids.get(key)
+                if fid is None:
+                    fid = ids[key] = len(keys)
+                    keys.append(key)
+                    calls.append(0)
+                    prim.append(0)
+                    selfs.append(0)
+                    totals.append(0)
+                    capped.append(False)
+                    active.append(0)
+                d = end - start
+                stack = stacks.get(tid)
+                if stack is None:
+                    stack = stacks[tid] = []
+                if parent < 0:
+                    if parent != -1:
+                        raise _bad_event(i, events[i], f"parent {parent}")
+                    while stack:
+                        j = stack.pop()
+                        active[ev_fid[j]] -= 1
+                        if edges and ev_edge[j] >= 0:
+                            eactive[ev_edge[j]] -= 1
+                    roots[tid] = roots.get(tid, 0) + d
+                    if edges:
+                        ev_edge.append(-1)
+                else:
+                    while stack and stack[-1] != parent:
+                        j = stack.pop()
+                        active[ev_fid[j]] -= 1
+                        if edges and ev_edge[j] >= 0:
+                            eactive[ev_edge[j]] -= 1
+                    if not stack:
+                        self._restack(events, i, parent, tid, stack, ev_fid, keys, active,
+                                      ev_edge if edges else None, eactive)
+                    pfid = ev_fid[parent]
+                    selfs[pfid] -= d
+                    if edges:
+                        pe = ev_edge[parent]
+                        if pe >= 0:
+                            ett[pe] -= d
+                        ekey = (pfid, fid)
+                        eid = eids.get(ekey)
+                        if eid is None:
+                            eid = eids[ekey] = len(ekeys)
+                            ekeys.append(ekey)
+                            enc.append(0)
+                            epc.append(0)
+                            ett.append(0)
+                            ect.append(0)
+                            eactive.append(0)
+                        enc[eid] += 1
+                        if not eactive[eid]:
+                            epc[eid] += 1
+                            ect[eid] += d
+                        eactive[eid] += 1
+                        ett[eid] += d
+                        ev_edge.append(eid)
+                calls[fid] += 1
+                if not active[fid]:
+                    prim[fid] += 1
+                    totals[fid] += d
+                active[fid] += 1
+                selfs[fid] += d
+                if oast:
+                    capped[fid] = True
+                ev_fid.append(fid)
+                stack.append(i)
+        except _BadEvents:
+            raise
+        except (TypeError, ValueError) as exc:
+            raise _unpack_error(events, exc) from None
+        self.keys = keys
+        self.calls = calls
+        self.prim = prim
+        self.selfs = selfs
+        self.totals = totals
+        self.capped = capped
+        self.roots = roots
+        self.ekeys = ekeys
+        self.enc = enc
+        self.epc = epc
+        self.ett = ett
+        self.ect = ect
+        self.threads = list(stacks)  # in order of first event
+
+    @staticmethod
+    def _restack(events: Sequence[Any], i: int, parent: int, tid: Any, stack: list[int],
+                 ev_fid: list[int], keys: list[tuple[Any, ...]], active: list[int],
+                 ev_edge: Optional[list[int]], eactive: list[int]) -> None:
+        """The parent is not on the thread's stack: events out of call order.
+        Rebuild the stack from the parent links (parents come first)."""
+        if not 0 <= parent < i:
+            raise _bad_event(i, events[i], f"parent {parent} is not an earlier event")
+        chain = []
+        j = parent
+        while j >= 0:
+            if keys[ev_fid[j]][4] != tid:
+                raise _bad_event(i, events[i], f"ancestor {j} is on another thread")
+            chain.append(j)
+            j = events[j][9]
+        chain.reverse()
+        for j in chain:
+            active[ev_fid[j]] += 1
+            if ev_edge is not None and ev_edge[j] >= 0:
+                eactive[ev_edge[j]] += 1
+        stack[:] = chain
+
+
+# ---- summary ------------------------------------------------------------------
+
+
+class SummaryRow(NamedTuple):
+    """One function of a summary.  Times in nanoseconds; share is a fraction
+    (0.25 for 25%) of the table's traced time; thread_id is None in a table
+    of all threads."""
+
+    name: str
+    filename: str
+    lineno: int
+    kind: str
+    thread_id: Any
+    calls: int
+    primitive_calls: int
+    """Calls that were not recursive: the function was not already on the stack."""
+    total_ns: int
+    self_ns: int
+    mean_ns: float
+    share: float
+    capped: bool
+
+    @property
+    def function(self) -> str:
+        """"name (file:line)" for Python functions, "name" for C functions."""
+        return _display(self.name, self.filename, self.lineno, self.kind)
+
+
+def _ms(ns: float) -> str:
+    return f"{ns / 1e6:.3f}"
+
+
+class SummaryTable:
+    """The result of ``summary()``: ``rows`` (``SummaryRow``s, sorted and
+    limited), ``str(table)`` an aligned text table, ``table.print()``.
+
+    ``traced_ns`` is the share denominator (sum of root durations),
+    ``functions`` and ``calls`` count every function and call before the
+    limit.  With ``per_thread=True``, ``threads`` maps each thread_id to its
+    own table (sorted and limited on its own, shares of that thread's traced
+    time), and ``rows`` is their rows, thread after thread."""
+
+    def __init__(self, rows: list[SummaryRow], *, traced_ns: int, functions: int, calls: int,
+                 sort: str, limit: Optional[int], thread_id: Any = None,
+                 thread_name: Optional[str] = None,
+                 threads: Optional[dict[Any, "SummaryTable"]] = None):
+        self.rows = rows
+        self.traced_ns = traced_ns
+        self.functions = functions
+        self.calls = calls
+        self.sort = sort
+        self.limit = limit
+        self.thread_id = thread_id
+        self.thread_name = thread_name
+        self.threads: dict[Any, SummaryTable] = threads if threads is not None else {}
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __iter__(self) -> Any:
+        return iter(self.rows)
+
+    def __repr__(self) -> str:
+        per = f", {len(self.threads)} threads" if self.threads else ""
+        return (f"<SummaryTable {len(self.rows)} of {self.functions} functions, "
+                f"sort={self.sort!r}{per}>")
+
+    def __str__(self) -> str:
+        if self.threads:
+            n = len(self.threads)
+            parts = [f"{n} thread{'s' if n != 1 else ''}, {self.calls} calls, "
+                     f"{_ms(self.traced_ns)} ms traced (sum of root durations)"]
+            for table in self.threads.values():
+                parts.append(table._render())
+            return "\n\n".join(parts)
+        return self._render()
+
+    def print(self, file: Optional[IO[str]] = None) -> None:
+        """Prints the table (to sys.stdout by default)."""
+        print(str(self), file=file if file is not None else sys.stdout)
+
+    def _render(self) -> str:
+        lines = []
+        if self.thread_id is not None:
+            named = f" ({self.thread_name})" if self.thread_name else ""
+            lines.append(f"thread {self.thread_id}{named}")
+        shown = (f"; top {len(self.rows)} shown" if len(self.rows) < self.functions else "")
+        lines.append(f"{self.functions} functions, {self.calls} calls, {_ms(self.traced_ns)} ms "
+                     f"traced (sum of root durations); sorted by {self.sort}{shown}")
+        header = ("calls", "total ms", "self ms", "mean ms", "share", "function")
+        body = [
+            (str(r.calls), _ms(r.total_ns), _ms(r.self_ns), _ms(r.mean_ns),
+             f"{r.share * 100:.1f}%", ("* " if r.capped else "  ") + r.function)
+            for r in self.rows
+        ]
+        widths = [max(len(header[c]), *(len(row[c]) for row in body)) if body else len(header[c])
+                  for c in range(5)]
+
+        def fmt_row(cells: tuple[str, ...]) -> str:
+            return "  ".join([cells[c].rjust(widths[c]) for c in range(5)] + [cells[5]]).rstrip()
+
+        lines.append(fmt_row(header[:5] + ("  " + header[5],)))
+        lines.extend(fmt_row(row) for row in body)
+        if not body:
+            lines.append("(no events)")
+        if any(r.capped for r in self.rows):
+            lines.append("* capped: still running when the tracer stopped; its time is cut "
+                         "at the stop")
+        return "\n".join(lines)
+
+
+_SORTERS = {
+    "self": lambda r: (-r.self_ns, r.name, r.filename, r.lineno, r.kind),
+    "total": lambda r: (-r.total_ns, r.name, r.filename, r.lineno, r.kind),
+    "calls": lambda r: (-r.calls, r.name, r.filename, r.lineno, r.kind),
+    "mean": lambda r: (-r.mean_ns, r.name, r.filename, r.lineno, r.kind),
+    "name": lambda r: (r.name, r.filename, r.lineno, r.kind),
+}
+
+
+def _check_limit(limit: Any) -> Optional[int]:
+    if limit is None:
+        return None
+    if isinstance(limit, bool) or not isinstance(limit, int):
+        raise TypeError(f"limit must be an int >= 0 or None, not {type(limit).__name__}")
+    if limit < 0:
+        raise ValueError(f"limit must be >= 0 or None, got {limit}")
+    return limit
+
+
+def _check_choice(what: str, value: Any, choices: tuple[str, ...]) -> str:
+    if not isinstance(value, str) or value not in choices:
+        raise ValueError(f"{what} must be one of {', '.join(map(repr, choices))}; got {value!r}")
+    return value
+
+
+def _table(acc: dict[tuple[Any, ...], list[Any]], traced: int, sort: str, limit: Optional[int],
+           thread_id: Any, thread_name: Optional[str]) -> SummaryTable:
+    rows = []
+    ncalls = 0
+    for (name, filename, lineno, kind), (calls, prim, total, self_ns, capped) in acc.items():
+        ncalls += calls
+        rows.append(SummaryRow(name, filename, lineno, kind, thread_id, calls, prim, total,
+                               self_ns, total / calls if calls else 0.0,
+                               self_ns / traced if traced else 0.0, capped))
+    rows.sort(key=_SORTERS[sort])
+    functions = len(rows)
+    if limit is not None:
+        del rows[limit:]
+    return SummaryTable(rows, traced_ns=traced, functions=functions, calls=ncalls, sort=sort,
+                        limit=limit, thread_id=thread_id, thread_name=thread_name)
+
+
+def summary(events: Any, *, sort: str = "self", limit: Optional[int] = 30,
+            per_thread: bool = False,
+            thread_names: Optional[Mapping[Any, str]] = None) -> SummaryTable:
+    """A table of the functions of a trace: calls, total (inclusive) time,
+    self time, mean (total / calls), share and capped, per function
+    ``(name, filename, lineno, kind)``.
+
+    share is the function's **self time over the traced time, the sum of the
+    root events' durations** (over all threads; over the thread in a
+    per-thread table), so the shares of a full table add up to 100%.  Total
+    time counts each outermost activation once (recursive calls inside it add
+    nothing), like cProfile's cumtime.  capped: one of the function's events
+    was still running at the tracer's stop, its time cut there (marked ``*``
+    in the text table).
+
+    sort: "self" (default), "total", "calls", "mean" (descending) or "name"
+    (ascending); ties by name, file, line.  limit: at most this many rows
+    (None: all).  per_thread: one table per thread_id in ``table.threads``
+    (each sorted, limited and shared on its own); ``table.rows`` then holds
+    their rows one thread after another, each with its thread_id.
+    thread_names ({thread_id: name}, default a Trace's) label the threads.
+    """
+    sort = _check_choice("sort", sort, SORT_KEYS)
+    limit = _check_limit(limit)
+    evs, default_names = _source(events)
+    names = _thread_names(default_names, thread_names)
+    fs = _Functions(evs)
+    keys, calls, prim, totals, selfs, capped = fs.keys, fs.calls, fs.prim, fs.totals, fs.selfs, fs.capped
+    if per_thread:
+        per: dict[Any, dict[tuple[Any, ...], list[Any]]] = {tid: {} for tid in fs.threads}
+        for fid, key in enumerate(keys):
+            per[key[4]][key[:4]] = [calls[fid], prim[fid], totals[fid], selfs[fid], capped[fid]]
+        tables = {tid: _table(acc, fs.roots.get(tid, 0), sort, limit, tid, names.get(tid))
+                  for tid, acc in per.items()}
+        return SummaryTable([r for t in tables.values() for r in t.rows],
+                            traced_ns=sum(fs.roots.values()),
+                            functions=len({k[:4] for k in keys}), calls=sum(calls), sort=sort,
+                            limit=limit, threads=tables)
+    acc: dict[tuple[Any, ...], list[Any]] = {}
+    for fid, key in enumerate(keys):
+        a = acc.get(key[:4])
+        if a is None:
+            acc[key[:4]] = [calls[fid], prim[fid], totals[fid], selfs[fid], capped[fid]]
+        else:
+            a[0] += calls[fid]
+            a[1] += prim[fid]
+            a[2] += totals[fid]
+            a[3] += selfs[fid]
+            a[4] = a[4] or capped[fid]
+    return _table(acc, sum(fs.roots.values()), sort, limit, None, None)
+
+
+# ---- pstats -------------------------------------------------------------------
+
+_c_labels: dict[str, str] = {}
+
+
+def pstats_label(name: str, filename: str, lineno: int, kind: str, *,
+                 qualnames: bool = False) -> tuple[str, int, str]:
+    """The pstats key of a function, as cProfile makes it.
+
+    Python functions: ``(filename, lineno, co_name)``; frametrace's name is
+    the qualified name on 3.11+, so its last dotted part is used (the whole
+    qualified name with qualnames=True).
+
+    C functions: ``("~", 0, description)``, cProfile's description of the
+    builtin (pstats shows it in braces):
+
+    - ``len`` (a builtins function): ``<built-in method builtins.len>``;
+    - ``math.sqrt`` (a function of a module): ``<built-in method math.sqrt>``,
+      when ``math`` is a module of this process whose ``sqrt`` is a builtin;
+    - ``list.append`` (anything else, a method of a type):
+      ``<method 'append' of 'list' objects>``.  cProfile names the type by
+      its ``tp_name`` (``collections.OrderedDict``), frametrace by its
+      qualified name (``OrderedDict``), and cProfile describes class methods
+      of builtin types (``dict.fromkeys``) as ``<built-in method fromkeys>``:
+      those keys differ from cProfile's.
+    """
+    if kind != "c":
+        return (filename, lineno, name if qualnames else name.rsplit(".", 1)[-1])
+    label = _c_labels.get(name)
+    if label is None:
+        owner, dot, attr = name.rpartition(".")
+        if not dot:
+            label = f"<built-in method builtins.{name}>"
+        else:
+            module = sys.modules.get(owner)
+            if (isinstance(module, types.ModuleType)
+                    and isinstance(getattr(module, attr, None), types.BuiltinFunctionType)):
+                label = f"<built-in method {name}>"
+            else:
+                label = f"<method '{attr}' of '{owner}' objects>"
+        _c_labels[name] = label
+    return ("~", 0, label)
+
+
+def write_pstats(events: Any, path: PathLike, *, qualnames: bool = False) -> str:
+    """Writes the trace as a pstats file (``pstats.Stats(path)``, snakeviz,
+    gprof2dot); returns the path.
+
+    The file is what ``cProfile.Profile.dump_stats`` writes: the marshal of
+    ``{func: (primitive_calls, calls, tottime, cumtime, callers)}``, func a
+    ``pstats_label`` key (cProfile's naming of Python and C functions),
+    callers ``{caller: (calls, primitive_calls, tottime, cumtime)}`` per
+    caller -> callee edge, in cProfile's order (pstats reads that tuple as
+    nc, cc, tt, ct).  Times in seconds: tottime is self time, cumtime the
+    total time of outermost activations.  Primitive calls are calls of a
+    function not already on the thread's stack; an edge's are the calls from
+    that caller not within another call of the same edge, and its cumtime
+    counts only those, as cProfile does.  The threads are merged (pstats
+    has no threads); root events have no callers.
+    """
+    evs, _ = _source(events)
+    fs = _Functions(evs, edges=True)
+    labels = [pstats_label(*key[:4], qualnames=qualnames) for key in fs.keys]
+    stats: dict[tuple[str, int, str], tuple[Any, ...]] = {}
+    for fid, label in enumerate(labels):
+        prev = stats.get(label)
+        cur = (fs.prim[fid], fs.calls[fid], fs.selfs[fid], fs.totals[fid])
+        if prev is None:
+            stats[label] = cur + ({},)
+        else:
+            stats[label] = tuple(a + b for a, b in zip(prev[:4], cur)) + (prev[4],)
+    for eid, (pfid, fid) in enumerate(fs.ekeys):
+        callers = stats[labels[fid]][4]
+        caller = labels[pfid]
+        cur = (fs.enc[eid], fs.epc[eid], fs.ett[eid], fs.ect[eid])
+        prev = callers.get(caller)
+        callers[caller] = cur if prev is None else tuple(a + b for a, b in zip(prev, cur))
+    out = {}
+    for label, (pc, nc, tt, ct, callers) in stats.items():
+        out[label] = (pc, nc, tt / 1e9, ct / 1e9,
+                      {k: (v[0], v[1], v[2] / 1e9, v[3] / 1e9) for k, v in callers.items()})
+    path = _prepare(path)
+    with open(path, "wb") as fh:
+        marshal.dump(out, fh)
+    return path
+
+
+def _prepare(path: PathLike) -> str:
+    path = os.fspath(path)
+    parent = os.path.dirname(path)
+    if parent:
+        os.makedirs(parent, exist_ok=True)
+    return path
+
+
+# ---- call paths ---------------------------------------------------------------
+
+
+class _Paths:
+    """Events merged by identical call path (per thread): one node per
+    distinct path, with its total, self time, calls and capped flag."""
+
+    def __init__(self, events: Sequence[Any]):
+        ids: dict[tuple[Any, ...], int] = {}
+        parents: list[int] = []
+        info: list[tuple[Any, ...]] = []  # (name, filename, lineno, kind, thread_id)
+        totals: list[int] = []
+        selfs: list[int] = []
+        calls: list[int] = []
+        capped: list[bool] = []
+        ev_path: list[int] = []
+        threads: dict[Any, int] = {}  # thread_id -> sum of root durations, first-seen order
+        try:
+            for i, (name, filename, lineno, kind, tid, _ntid, start, end, _depth, parent,
+                    _oas, oast) in enumerate(events):
+                d = end - start
+                if parent < 0:
+                    if parent != -1:
+                        raise _bad_event(i, events[i], f"parent {parent}")
+                    key: tuple[Any, ...] = (-1, name, filename, lineno, kind, tid)
+                    threads[tid] = threads.get(tid, 0) + d
+                    pp = -1
+                else:
+                    if parent >= i:
+                        raise _bad_event(i, events[i], f"parent {parent} is not an earlier event")
+                    pp = ev_path[parent]
+                    if info[pp][4] != tid:
+                        raise _bad_event(i, events[i], f"parent {parent} is on another thread")
+                    key = (pp, name, filename, lineno, kind)
+                    selfs[pp] -= d
+                p = ids.get(key)
+                if p is None:
+                    p = ids[key] = len(parents)
+                    parents.append(pp)
+                    info.append((name, filename, lineno, kind, tid))
+                    totals.append(0)
+                    selfs.append(0)
+                    calls.append(0)
+                    capped.append(False)
+                totals[p] += d
+                selfs[p] += d
+                calls[p] += 1
+                if oast:
+                    capped[p] = True
+                ev_path.append(p)
+        except _BadEvents:
+            raise
+        except (TypeError, ValueError) as exc:
+            raise _unpack_error(events, exc) from None
+        self.parents = parents
+        self.info = info
+        self.totals = totals
+        self.selfs = selfs
+        self.calls = calls
+        self.capped = capped
+        self.threads = threads
+
+    def children(self) -> list[list[int]]:
+        kids: list[list[int]] = [[] for _ in self.parents]
+        for p, pp in enumerate(self.parents):
+            if pp >= 0:
+                kids[pp].append(p)
+        return kids
+
+
+_UNSAFE = re.compile(r"[;\r\n]")
+
+
+def _frame(info: tuple[Any, ...]) -> str:
+    return _UNSAFE.sub(lambda m: ":" if m.group() == ";" else " ", _display(*info[:4]))
+
+
+def _thread_label(tid: Any, names: Mapping[Any, str]) -> str:
+    name = names.get(tid)
+    return f"{name} (thread {tid})" if name else f"thread {tid}"
+
+
+def collapsed_stacks(events: Any, *, weight: str = "self", threads: bool = True,
+                     thread_names: Optional[Mapping[Any, str]] = None) -> list[str]:
+    """The trace in the collapsed ("folded") stack format of flamegraph.pl
+    and speedscope: one line per distinct call path, ``"frame;frame;frame
+    weight"``, root first.
+
+    A frame is ``name (file:line)`` for Python functions and ``name`` for C
+    functions, with ';' replaced by ':' and line breaks by spaces.  With
+    threads=True (the default) each line starts with a frame for its thread,
+    ``thread <thread_id>`` (``<name> (thread <thread_id>)`` when the thread's
+    name is known: thread_names, or a Trace's), so the threads make separate
+    towers; with threads=False identical paths of different threads merge.
+
+    weight="self": the path's self time (the time of its leaf frame minus its
+    children's, over every call through that path) in whole microseconds,
+    rounded to nearest; paths weighing 0 are left out.  weight="calls": the
+    number of calls through that path.  Lines come in the order the paths
+    first occur in the trace.
+    """
+    weight = _check_choice("weight", weight, _WEIGHTS)
+    evs, default_names = _source(events)
+    names = _thread_names(default_names, thread_names)
+    paths = _Paths(evs)
+    values = paths.selfs if weight == "self" else paths.calls
+    labels: list[str] = []
+    out: dict[str, int] = {}
+    for p, pp in enumerate(paths.parents):
+        info = paths.info[p]
+        if pp >= 0:
+            label = labels[pp] + ";" + _frame(info)
+        elif threads:
+            label = _frame((_thread_label(info[4], names), "", 0, "c")) + ";" + _frame(info)
+        else:
+            label = _frame(info)
+        labels.append(label)
+        out[label] = out.get(label, 0) + values[p]
+    lines = []
+    for label, value in out.items():
+        if weight == "self":
+            value = (max(value, 0) + 500) // 1000
+        if value > 0:
+            lines.append(f"{label} {value}")
+    return lines
+
+
+def write_collapsed(events: Any, path: PathLike, *, weight: str = "self", threads: bool = True,
+                    thread_names: Optional[Mapping[Any, str]] = None) -> str:
+    """Writes ``collapsed_stacks(events, ...)`` to path, one line each
+    (UTF-8); returns the path.  ``flamegraph.pl path > out.svg``, or open it
+    in speedscope."""
+    lines = collapsed_stacks(events, weight=weight, threads=threads, thread_names=thread_names)
+    path = _prepare(path)
+    with open(path, "w", encoding="utf-8", errors="surrogateescape", newline="\n") as fh:
+        for line in lines:
+            fh.write(line + "\n")
+    return path
+
+
+# ---- SVG flame graph -----------------------------------------------------------
+
+_XML_INVALID = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+_FRAME_H = 16
+_FONT = 11
+_CHAR_W = _FONT * 0.6
+_PAD = 10
+_TOP = 44
+_MIN_PX = 0.1
+
+
+def _xml(text: str) -> str:
+    text = _XML_INVALID.sub("\ufffd", text)
+    return (text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+            .replace('"', "&quot;"))
+
+
+def _color(name: str, kind: str) -> str:
+    h = zlib.crc32(name.encode("utf-8", "surrogatepass"))
+    a, b, c = h & 0xFF, (h >> 8) & 0xFF, (h >> 16) & 0xFF
+    if kind == "c":  # C functions: blues
+        return f"rgb({60 + a % 50},{150 + b % 60},{200 + c % 50})"
+    if kind == "py":  # Python functions: flamegraph.pl's warm palette
+        return f"rgb({205 + a % 50},{b % 230},{c % 55})"
+    return "rgb(200,200,200)"  # all, threads
+
+
+def _label(text: str, px: float) -> str:
+    fits = int((px - 4) / _CHAR_W)
+    if fits < 3:
+        return ""
+    return text if len(text) <= fits else text[:fits - 2] + ".."
+
+
+def write_flamegraph_svg(events: Any, path: PathLike, *, title: str = "frametrace",
+                         width: int = 1200,
+                         thread_names: Optional[Mapping[Any, str]] = None) -> str:
+    """Writes a flame graph of the trace as a self-contained SVG (no script,
+    no external font or link: it opens in any browser or viewer); returns the
+    path.
+
+    Events with the same call path on a thread merge into one frame; a
+    frame's width is its inclusive time (the sum of the durations of its
+    events), its children sit on top of it, left to right in the order they
+    were first called.  All threads are merged in one graph: the bottom frame
+    "all" is the traced time (the sum of the root durations of every
+    thread), above it one frame per thread (``thread <id>`` or its name),
+    then that thread's roots.  Each frame carries a ``<title>`` tooltip:
+    name and file:line, inclusive time, share of the traced time, self time,
+    calls, and whether it was capped at the tracer's stop.  Frames narrower
+    than 0.1 px are not drawn (nor, then, anything above them).  Python
+    frames are warm colors, C frames blue.
+    """
+    if not isinstance(title, str):
+        raise TypeError(f"title must be a str, not {type(title).__name__}")
+    if isinstance(width, bool) or not isinstance(width, int):
+        raise TypeError(f"width must be an int (pixels), not {type(width).__name__}")
+    if width < 100:
+        raise ValueError(f"width must be >= 100 pixels, got {width}")
+    evs, default_names = _source(events)
+    names = _thread_names(default_names, thread_names)
+    paths = _Paths(evs)
+    kids = paths.children()
+    traced = sum(paths.threads.values())
+    roots_of: dict[Any, list[int]] = {tid: [] for tid in paths.threads}
+    for p, pp in enumerate(paths.parents):
+        if pp < 0:
+            roots_of[paths.info[p][4]].append(p)
+
+    inner = width - 2 * _PAD
+    scale = inner / traced if traced > 0 else 0.0
+    frames: list[tuple[int, float, float, str, str, str]] = []  # level, x, w, label, tip, fill
+
+    def tip(text: str, total: int, self_ns: Optional[int], calls: Optional[int],
+            capped: bool) -> str:
+        share = total / traced * 100 if traced else 0.0
+        parts = [f"{text}", f"{_ms(total)} ms, {share:.2f}% of traced time"]
+        if self_ns is not None:
+            parts[-1] += f"; self {_ms(max(self_ns, 0))} ms; {calls} call{'s' if calls != 1 else ''}"
+        if capped:
+            parts.append("capped: still running at the tracer's stop")
+        return "\n".join(parts)
+
+    max_level = 0
+    if traced > 0:
+        frames.append((0, _PAD, inner, "all", tip("all threads", traced, None, None, False), ""))
+        x_ns = 0
+        for tid, roots in roots_of.items():
+            tsum = paths.threads[tid]
+            w = tsum * scale
+            if w >= _MIN_PX:
+                tl = _thread_label(tid, names)
+                frames.append((1, _PAD + x_ns * scale, w, tl, tip(tl, tsum, None, None, False), ""))
+                max_level = max(max_level, 1)
+                todo = []
+                x = x_ns
+                for r in roots:
+                    todo.append((r, x, 2))
+                    x += paths.totals[r]
+                while todo:
+                    p, x, level = todo.pop()
+                    total = paths.totals[p]
+                    w = total * scale
+                    if w < _MIN_PX:
+                        continue
+                    info = paths.info[p]
+                    frames.append((level, _PAD + x * scale, w, info[0],
+                                   tip(_display(*info[:4]), total, paths.selfs[p],
+                                       paths.calls[p], paths.capped[p]),
+                                   _color(info[0], info[3])))
+                    max_level = max(max_level, level)
+                    cx = x
+                    for k in kids[p]:
+                        todo.append((k, cx, level + 1))
+                        cx += paths.totals[k]
+            x_ns += tsum
+
+    height = _TOP + (max_level + 1) * _FRAME_H + _PAD + 14
+    base = height - _PAD - 14  # bottom of level 0
+    out = [
+        '<?xml version="1.0" encoding="UTF-8" standalone="no"?>\n',
+        f'<svg xmlns="http://www.w3.org/2000/svg" version="1.1" width="{width}" '
+        f'height="{height}" viewBox="0 0 {width} {height}">\n',
+        "<style>text{font-family:monospace;font-size:%dpx;fill:#000}"
+        " .f rect{stroke:#fff;stroke-width:0.5}"
+        " .f:hover rect{stroke:#000;stroke-width:1}"
+        " .h{font-size:%dpx;text-anchor:middle}</style>\n" % (_FONT, _FONT + 6),
+        f'<rect x="0" y="0" width="{width}" height="{height}" fill="#fdfdf6"/>\n',
+        f'<text class="h" x="{width / 2:.1f}" y="22">{_xml(title)}</text>\n',
+        f'<text x="{_PAD}" y="38">{len(evs)} events, {_ms(traced)} ms traced (sum of root '
+        f'durations); width: inclusive time; hover a frame for details</text>\n',
+    ]
+    if not frames:
+        out.append(f'<text x="{_PAD}" y="{base - 2}">(no events)</text>\n')
+    for level, fx, fw, label, tiptext, fill in frames:
+        fy = base - (level + 1) * _FRAME_H
+        text = _label(label, fw)
+        out.append(
+            f'<g class="f"><title>{_xml(tiptext)}</title>'
+            f'<rect x="{fx:.2f}" y="{fy}" width="{fw:.2f}" height="{_FRAME_H - 1}" rx="2" '
+            f'fill="{fill or _color(label, "")}"/>'
+            + (f'<text x="{fx + 3:.2f}" y="{fy + _FRAME_H - 4}">{_xml(text)}</text>' if text else "")
+            + "</g>\n")
+    out.append("</svg>\n")
+    path = _prepare(path)
+    with open(path, "w", encoding="utf-8", newline="\n") as fh:
+        fh.writelines(out)
+    return path
