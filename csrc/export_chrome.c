@@ -6,84 +6,11 @@
  * origin_ns (kept in otherData by the caller), since absolute monotonic
  * nanoseconds would exceed what a double holds exactly. */
 #include "state.h"
+#include "export_out.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#ifdef FT_HAVE_ZLIB
-#  include <zlib.h>
-#endif
-
-typedef struct {
-    FILE *fp;
-#ifdef FT_HAVE_ZLIB
-    gzFile gz;
-#endif
-    char *buf;
-    size_t len;
-    size_t cap;
-    int failed;
-} out_t;
-
-#define OUT_CAP ((size_t)1 << 18)
-
-static void
-out_flush(out_t *out)
-{
-    if (out->len == 0 || out->failed) {
-        out->len = 0;
-        return;
-    }
-#ifdef FT_HAVE_ZLIB
-    if (out->gz != NULL) {
-        if (gzwrite(out->gz, out->buf, (unsigned)out->len) != (int)out->len) {
-            out->failed = 1;
-        }
-        out->len = 0;
-        return;
-    }
-#endif
-    if (fwrite(out->buf, 1, out->len, out->fp) != out->len) {
-        out->failed = 1;
-    }
-    out->len = 0;
-}
-
-static inline void
-out_bytes(out_t *out, const char *s, size_t n)
-{
-    if (out->len + n > out->cap) {
-        out_flush(out);
-        if (n > out->cap) {
-            /* Larger than the buffer: straight through. */
-            size_t saved_len = out->len;
-            char *saved = out->buf;
-            out->buf = (char *)s;
-            out->len = n;
-            out_flush(out);
-            out->buf = saved;
-            out->len = saved_len;
-            return;
-        }
-    }
-    memcpy(out->buf + out->len, s, n);
-    out->len += n;
-}
-
-#define OUT_LIT(out, lit) out_bytes((out), (lit), sizeof(lit) - 1)
-
-/* Decimal digits of v (v >= 0) into the buffer. */
-static inline void
-out_u64(out_t *out, uint64_t v)
-{
-    char tmp[24];
-    int n = 0;
-    do {
-        tmp[sizeof(tmp) - 1 - n++] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    out_bytes(out, tmp + sizeof(tmp) - n, (size_t)n);
-}
 
 /* ns as microseconds with exactly three decimals. */
 static inline void
@@ -244,9 +171,7 @@ ft_write_chrome(ft_tracer *tracer, PyObject *args, PyObject *kwargs)
     }
     funcs = calloc((size_t)nfuncs + 1, sizeof(func_json));
     tids = calloc((size_t)tracer->nthreads + 1, sizeof(thread_json));
-    out.buf = malloc(OUT_CAP);
-    out.cap = OUT_CAP;
-    if (funcs == NULL || tids == NULL || out.buf == NULL) {
+    if (funcs == NULL || tids == NULL) {
         PyErr_NoMemory();
         goto done;
     }
@@ -272,33 +197,20 @@ ft_write_chrome(ft_tracer *tracer, PyObject *args, PyObject *kwargs)
         goto done;
     }
     const char *path = PyBytes_AS_STRING(path_obj);
-#ifdef FT_HAVE_ZLIB
-    if (compress) {
-        /* Level 1: most of the size gain at a fraction of the time. */
-        out.gz = gzopen(path, "wb1");
-        if (out.gz == NULL) {
-            PyErr_SetFromErrnoWithFilenameObject(PyExc_OSError, path_obj);
-            goto done;
+    if (out_open(&out, path, compress, OUT_CAP) < 0) {
+        if (compress && errno == EINVAL) {
+            PyErr_SetString(PyExc_RuntimeError,
+                            "built without zlib: cannot compress in C");
         }
-    }
-    else
-#else
-    if (compress) {
-        PyErr_SetString(PyExc_RuntimeError,
-                        "built without zlib: cannot compress in C");
+        else {
+            PyErr_SetFromErrnoWithFilenameObject(PyExc_OSError, path_obj);
+        }
         goto done;
-    }
-#endif
-    {
-        out.fp = fopen(path, "wb");
-        if (out.fp == NULL) {
-            PyErr_SetFromErrnoWithFilenameObject(PyExc_OSError, path_obj);
-            goto done;
-        }
     }
     /* Writing is pure C on data this call owns (the escaped names and the
      * replayed events): other threads may run meanwhile. */
     Py_ssize_t nthreads = tracer->nthreads;
+    int close_rc;
     Py_BEGIN_ALLOW_THREADS
     OUT_LIT(&out, "{\"traceEvents\":[");
     out_bytes(&out, prelude_s, strlen(prelude_s));
@@ -334,26 +246,16 @@ ft_write_chrome(ft_tracer *tracer, PyObject *args, PyObject *kwargs)
     OUT_LIT(&out, "],");
     out_bytes(&out, trailer_s, strlen(trailer_s));
     OUT_LIT(&out, "}\n");
-    out_flush(&out);
+    close_rc = out_close(&out);
     Py_END_ALLOW_THREADS
-    if (out.failed) {
+    if (close_rc < 0) {
         PyErr_Format(PyExc_OSError, "could not write %s", path);
         goto done;
     }
     result = PyLong_FromSize_t(vec.len);
 
 done:
-#ifdef FT_HAVE_ZLIB
-    if (out.gz != NULL && gzclose(out.gz) != Z_OK && result != NULL) {
-        Py_CLEAR(result);
-        PyErr_Format(PyExc_OSError, "could not write %s",
-                     PyBytes_AS_STRING(path_obj));
-    }
-#endif
-    if (out.fp != NULL && fclose(out.fp) != 0 && result != NULL) {
-        Py_CLEAR(result);
-        PyErr_SetFromErrnoWithFilenameObject(PyExc_OSError, path_obj);
-    }
+    out_close(&out);  /* on the error paths */
     if (funcs != NULL) {
         for (uint32_t i = 0; i < nfuncs; i++) {
             free(funcs[i].tail);
@@ -361,7 +263,6 @@ done:
         free(funcs);
     }
     free(tids);
-    free(out.buf);
     free(thread_end);
     ft_eventvec_free(&vec);
     Py_DECREF(path_obj);

@@ -1,0 +1,129 @@
+/* A buffered output file (plain, or gzip through zlib) for the exporters. */
+#ifndef FT_EXPORT_OUT_H
+#define FT_EXPORT_OUT_H
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#ifdef FT_HAVE_ZLIB
+#  include <zlib.h>
+#endif
+
+typedef struct {
+    FILE *fp;
+#ifdef FT_HAVE_ZLIB
+    gzFile gz;
+#endif
+    char *buf;
+    size_t len;
+    size_t cap;
+    int failed;
+} out_t;
+
+#define OUT_CAP ((size_t)1 << 18)
+
+static inline void
+out_flush(out_t *out)
+{
+    if (out->len == 0 || out->failed) {
+        out->len = 0;
+        return;
+    }
+#ifdef FT_HAVE_ZLIB
+    if (out->gz != NULL) {
+        if (gzwrite(out->gz, out->buf, (unsigned)out->len) != (int)out->len) {
+            out->failed = 1;
+        }
+        out->len = 0;
+        return;
+    }
+#endif
+    if (fwrite(out->buf, 1, out->len, out->fp) != out->len) {
+        out->failed = 1;
+    }
+    out->len = 0;
+}
+
+static inline void
+out_bytes(out_t *out, const char *s, size_t n)
+{
+    if (out->len + n > out->cap) {
+        out_flush(out);
+        if (n > out->cap) {
+            /* Larger than the buffer: straight through. */
+            size_t saved_len = out->len;
+            char *saved = out->buf;
+            out->buf = (char *)s;
+            out->len = n;
+            out_flush(out);
+            out->buf = saved;
+            out->len = saved_len;
+            return;
+        }
+    }
+    memcpy(out->buf + out->len, s, n);
+    out->len += n;
+}
+
+#define OUT_LIT(out, lit) out_bytes((out), (lit), sizeof(lit) - 1)
+
+/* Decimal digits of v (v >= 0) into the buffer. */
+static inline void
+out_u64(out_t *out, uint64_t v)
+{
+    char tmp[24];
+    int n = 0;
+    do {
+        tmp[sizeof(tmp) - 1 - n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    out_bytes(out, tmp + sizeof(tmp) - n, (size_t)n);
+}
+
+/* Opens path for writing (gzip-compressed if compress and zlib is there);
+ * 0, or -1 with errno set (EINVAL: compression asked without zlib). */
+static inline int
+out_open(out_t *out, const char *path, int compress, size_t cap)
+{
+    memset(out, 0, sizeof(*out));
+    out->buf = malloc(cap);
+    if (out->buf == NULL) {
+        return -1;
+    }
+    out->cap = cap;
+    if (compress) {
+#ifdef FT_HAVE_ZLIB
+        /* Level 1: most of the size gain at a fraction of the time. */
+        out->gz = gzopen(path, "wb1");
+        return out->gz ? 0 : -1;
+#else
+        errno = EINVAL;
+        return -1;
+#endif
+    }
+    out->fp = fopen(path, "wb");
+    return out->fp ? 0 : -1;
+}
+
+/* Flushes and closes; 0, or -1 if anything failed to be written. */
+static inline int
+out_close(out_t *out)
+{
+    out_flush(out);
+    int failed = out->failed;
+#ifdef FT_HAVE_ZLIB
+    if (out->gz != NULL && gzclose(out->gz) != Z_OK) {
+        failed = 1;
+    }
+#endif
+    if (out->fp != NULL && fclose(out->fp) != 0) {
+        failed = 1;
+    }
+    free(out->buf);
+    memset(out, 0, sizeof(*out));
+    return failed ? -1 : 0;
+}
+
+#endif /* FT_EXPORT_OUT_H */
