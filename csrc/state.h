@@ -142,7 +142,9 @@ PyObject *ft_build_events(ft_tracer *tracer);
  * 0, or -1 when out of memory. */
 int ft_replay_all(ft_tracer *tracer, ft_eventvec *vec, size_t **thread_end);
 
-/* export_chrome.c: Tracer._write_chrome(). */
+/* export_chrome.c and export_perfetto.c: Tracer._write_chrome() and
+ * Tracer._write_perfetto(). */
 PyObject *ft_write_chrome(ft_tracer *tracer, PyObject *args, PyObject *kwargs);
+PyObject *ft_write_perfetto(ft_tracer *tracer, PyObject *args, PyObject *kwargs);
 
 #endif /* FT_STATE_H */

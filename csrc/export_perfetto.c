@@ -1,0 +1,503 @@
+/* Perfetto's native protobuf trace (.pftrace): TracePackets with
+ * TrackEvents, hand-encoded (no protobuf library at run time), written
+ * straight from the replayed records.
+ *
+ * Sequence 1 holds the track descriptors (a track per process and per
+ * thread, and for a session's ranges and steps) and the session's spans.
+ * Each thread's events are a sequence of their own, whose first packet
+ * clears the incremental state, interns every category, name and source
+ * location, and makes the thread's track the default one, so that events
+ * carry no track uuid; then each event is a SLICE_BEGIN/SLICE_END pair, in
+ * an order that keeps slices nested.  Only C events carry a category
+ * ("c"): Python ones have a source location instead. */
+#include "state.h"
+#include "export_out.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Field numbers, from Perfetto's protos/perfetto/trace. */
+enum {
+    TRACE_PACKET = 1,
+    PKT_TIMESTAMP = 8,
+    PKT_SEQUENCE_ID = 10,
+    PKT_TRACK_EVENT = 11,
+    PKT_INTERNED_DATA = 12,
+    PKT_SEQUENCE_FLAGS = 13,
+    PKT_TRACK_DESCRIPTOR = 60,
+    PKT_DEFAULTS = 59,
+    DEFAULTS_TRACK_EVENT = 11,
+    TED_TRACK_UUID = 11,
+    TE_CATEGORY_IIDS = 3,
+    TE_TYPE = 9,
+    TE_NAME_IID = 10,
+    TE_TRACK_UUID = 11,
+    TE_NAME = 23,
+    TE_SOURCE_LOCATION_IID = 34,
+    ID_EVENT_CATEGORIES = 1,
+    ID_EVENT_NAMES = 2,
+    ID_SOURCE_LOCATIONS = 4,
+    TD_UUID = 1,
+    TD_NAME = 2,
+    TD_PROCESS = 3,
+    TD_THREAD = 4,
+    TD_PARENT_UUID = 5,
+    PD_PID = 1,
+    PD_PROCESS_NAME = 6,
+    THD_PID = 1,
+    THD_TID = 2,
+    THD_THREAD_NAME = 5,
+    SL_IID = 1,
+    SL_FILE_NAME = 2,
+    SL_FUNCTION_NAME = 3,
+    SL_LINE_NUMBER = 4,
+};
+enum { SLICE_BEGIN = 1, SLICE_END = 2 };
+enum { SEQ_INCREMENTAL_STATE_CLEARED = 1, SEQ_NEEDS_INCREMENTAL_STATE = 2 };
+enum { WT_VARINT = 0, WT_LEN = 2 };
+enum { CATEGORY_PYTHON = 1, CATEGORY_C = 2, CATEGORY_RANGE = 3, CATEGORY_STEP = 4 };
+/* "python" is interned for viewers; Python events carry no category. */
+
+#define SEQUENCE_ID 1
+#define PROCESS_UUID 1
+#define FIRST_THREAD_UUID 16
+
+/* A growable byte buffer for messages built before their length is known. */
+typedef struct {
+    uint8_t *p;
+    size_t len;
+    size_t cap;
+    int failed;
+} pb_t;
+
+static void
+pb_reserve(pb_t *b, size_t extra)
+{
+    if (b->failed || b->len + extra <= b->cap) {
+        return;
+    }
+    size_t cap = b->cap ? b->cap : 256;
+    while (cap < b->len + extra) {
+        cap *= 2;
+    }
+    uint8_t *p = realloc(b->p, cap);
+    if (p == NULL) {
+        b->failed = 1;
+        return;
+    }
+    b->p = p;
+    b->cap = cap;
+}
+
+static inline size_t
+varint_to(uint8_t *p, uint64_t v)
+{
+    size_t n = 0;
+    while (v >= 0x80) {
+        p[n++] = (uint8_t)(v | 0x80);
+        v >>= 7;
+    }
+    p[n++] = (uint8_t)v;
+    return n;
+}
+
+static void
+pb_varint(pb_t *b, uint32_t field, uint64_t v)
+{
+    pb_reserve(b, 20);
+    if (!b->failed) {
+        b->len += varint_to(b->p + b->len, ((uint64_t)field << 3) | WT_VARINT);
+        b->len += varint_to(b->p + b->len, v);
+    }
+}
+
+static void
+pb_bytes(pb_t *b, uint32_t field, const void *data, size_t n)
+{
+    pb_reserve(b, n + 20);
+    if (!b->failed) {
+        b->len += varint_to(b->p + b->len, ((uint64_t)field << 3) | WT_LEN);
+        b->len += varint_to(b->p + b->len, n);
+        memcpy(b->p + b->len, data, n);
+        b->len += n;
+    }
+}
+
+static void
+pb_message(pb_t *b, uint32_t field, const pb_t *msg)
+{
+    if (msg->failed) {
+        b->failed = 1;
+        return;
+    }
+    pb_bytes(b, field, msg->p, msg->len);
+}
+
+static int
+pb_str(pb_t *b, uint32_t field, PyObject *s)
+{
+    Py_ssize_t n;
+    const char *utf8 = PyUnicode_AsUTF8AndSize(s, &n);
+    if (utf8 == NULL) {
+        PyErr_Clear();  /* lone surrogates: keep going with a placeholder */
+        utf8 = "?";
+        n = 1;
+    }
+    pb_bytes(b, field, utf8, (size_t)n);
+    return 0;
+}
+
+/* Emits msg as one TracePacket of the trace. */
+static void
+emit_packet(out_t *out, const pb_t *pkt)
+{
+    uint8_t head[16];
+    size_t n = varint_to(head, ((uint64_t)TRACE_PACKET << 3) | WT_LEN);
+    n += varint_to(head + n, pkt->len);
+    out_bytes(out, (const char *)head, n);
+    out_bytes(out, (const char *)pkt->p, pkt->len);
+}
+
+/* A slice packet, encoded in place: the hot loop of the writer.  track 0:
+ * the sequence's default track; category and location 0: none. */
+static inline void
+emit_slice(out_t *out, int type, uint64_t ts, uint64_t sequence,
+           uint64_t track, uint64_t name_iid, uint64_t category,
+           uint64_t location_iid)
+{
+    uint8_t ev[48], pkt[80], head[8];
+    size_t e = 0, p = 0, h = 0;
+    e += varint_to(ev + e, ((uint64_t)TE_TYPE << 3) | WT_VARINT);
+    e += varint_to(ev + e, (uint64_t)type);
+    if (track) {
+        e += varint_to(ev + e, ((uint64_t)TE_TRACK_UUID << 3) | WT_VARINT);
+        e += varint_to(ev + e, track);
+    }
+    if (type == SLICE_BEGIN) {
+        if (category) {
+            e += varint_to(ev + e, ((uint64_t)TE_CATEGORY_IIDS << 3) | WT_VARINT);
+            e += varint_to(ev + e, category);
+        }
+        e += varint_to(ev + e, ((uint64_t)TE_NAME_IID << 3) | WT_VARINT);
+        e += varint_to(ev + e, name_iid);
+        if (location_iid) {
+            e += varint_to(ev + e, ((uint64_t)TE_SOURCE_LOCATION_IID << 3)
+                                   | WT_VARINT);
+            e += varint_to(ev + e, location_iid);
+        }
+    }
+    p += varint_to(pkt + p, ((uint64_t)PKT_TIMESTAMP << 3) | WT_VARINT);
+    p += varint_to(pkt + p, ts);
+    p += varint_to(pkt + p, ((uint64_t)PKT_SEQUENCE_ID << 3) | WT_VARINT);
+    p += varint_to(pkt + p, sequence);
+    if (type == SLICE_BEGIN) {
+        p += varint_to(pkt + p, ((uint64_t)PKT_SEQUENCE_FLAGS << 3) | WT_VARINT);
+        p += varint_to(pkt + p, SEQ_NEEDS_INCREMENTAL_STATE);
+    }
+    p += varint_to(pkt + p, ((uint64_t)PKT_TRACK_EVENT << 3) | WT_LEN);
+    p += varint_to(pkt + p, e);
+    memcpy(pkt + p, ev, e);
+    p += e;
+    h += varint_to(head, ((uint64_t)TRACE_PACKET << 3) | WT_LEN);
+    h += varint_to(head + h, p);
+    out_bytes(out, (const char *)head, h);
+    out_bytes(out, (const char *)pkt, p);
+}
+
+/* A sequence's first packet: clears incremental state, interns
+ * everything, and sets the default track (0: none). */
+static int
+interned_packet(ft_tracer *tracer, pb_t *pkt, uint64_t sequence,
+                uint64_t default_track)
+{
+    static const char *categories[] = {"python", "c", "range", "step"};
+    pb_t data = {0};
+    for (int i = 0; i < 4; i++) {
+        pb_t cat = {0};
+        pb_varint(&cat, 1, (uint64_t)i + 1);
+        pb_bytes(&cat, 2, categories[i], strlen(categories[i]));
+        pb_message(&data, ID_EVENT_CATEGORIES, &cat);
+        free(cat.p);
+    }
+    for (uint32_t i = 0; i < tracer->funcs.nfuncs; i++) {
+        const ft_func *f = &tracer->funcs.funcs[i];
+        pb_t name = {0}, loc = {0};
+        pb_varint(&name, 1, (uint64_t)i + 1);
+        pb_str(&name, 2, f->name);
+        pb_message(&data, ID_EVENT_NAMES, &name);
+        if (!f->is_c) {
+            pb_varint(&loc, SL_IID, (uint64_t)i + 1);
+            pb_str(&loc, SL_FILE_NAME, f->filename);
+            pb_str(&loc, SL_FUNCTION_NAME, f->name);
+            pb_varint(&loc, SL_LINE_NUMBER, (uint64_t)(f->lineno > 0 ? f->lineno : 0));
+            pb_message(&data, ID_SOURCE_LOCATIONS, &loc);
+        }
+        free(name.p);
+        free(loc.p);
+    }
+    pb_varint(pkt, PKT_SEQUENCE_ID, sequence);
+    pb_varint(pkt, PKT_SEQUENCE_FLAGS, SEQ_INCREMENTAL_STATE_CLEARED);
+    pb_message(pkt, PKT_INTERNED_DATA, &data);
+    if (default_track) {
+        pb_t ted = {0}, defaults = {0};
+        pb_varint(&ted, TED_TRACK_UUID, default_track);
+        pb_message(&defaults, DEFAULTS_TRACK_EVENT, &ted);
+        pb_message(pkt, PKT_DEFAULTS, &defaults);
+        data.failed |= ted.failed | defaults.failed;
+        free(ted.p);
+        free(defaults.p);
+    }
+    int failed = data.failed || pkt->failed;
+    free(data.p);
+    return failed ? -1 : 0;
+}
+
+/* A track descriptor packet: a process (thread_id < 0), a thread, or a
+ * named child track (a session's ranges or steps). */
+static int
+track_packet(pb_t *pkt, uint64_t uuid, uint64_t parent, long long pid,
+             long long tid, PyObject *name, int is_process)
+{
+    pb_t td = {0}, desc = {0};
+    pb_varint(&td, TD_UUID, uuid);
+    if (is_process) {
+        pb_varint(&desc, PD_PID, (uint64_t)pid);
+        if (name != NULL) {
+            pb_str(&desc, PD_PROCESS_NAME, name);
+        }
+        pb_message(&td, TD_PROCESS, &desc);
+    }
+    else {
+        pb_varint(&td, TD_PARENT_UUID, parent);
+        if (tid >= 0) {
+            pb_varint(&desc, THD_PID, (uint64_t)pid);
+            pb_varint(&desc, THD_TID, (uint64_t)tid);
+            if (name != NULL) {
+                pb_str(&desc, THD_THREAD_NAME, name);
+            }
+            pb_message(&td, TD_THREAD, &desc);
+        }
+        else if (name != NULL) {
+            pb_str(&td, TD_NAME, name);
+        }
+    }
+    pb_varint(pkt, PKT_SEQUENCE_ID, SEQUENCE_ID);
+    pb_message(pkt, PKT_TRACK_DESCRIPTOR, &td);
+    int failed = td.failed || desc.failed || pkt->failed;
+    free(td.p);
+    free(desc.p);
+    return failed ? -1 : 0;
+}
+
+/* Slices of a track given as Python (name, start_ns, end_ns) tuples, named
+ * inline: there are few of them. */
+static int
+emit_spans(out_t *out, PyObject *spans, uint64_t track, uint64_t category)
+{
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(spans); i++) {
+        PyObject *name;
+        long long start, end;
+        if (!PyArg_ParseTuple(PyList_GET_ITEM(spans, i),
+                              "ULL;a span is (name, start_ns, end_ns)",
+                              &name, &start, &end)) {
+            return -1;
+        }
+        pb_t ev = {0}, pkt = {0};
+        pb_varint(&ev, TE_TYPE, SLICE_BEGIN);
+        pb_varint(&ev, TE_TRACK_UUID, track);
+        pb_varint(&ev, TE_CATEGORY_IIDS, category);
+        pb_str(&ev, TE_NAME, name);
+        pb_varint(&pkt, PKT_TIMESTAMP, (uint64_t)start);
+        pb_varint(&pkt, PKT_SEQUENCE_ID, SEQUENCE_ID);
+        pb_varint(&pkt, PKT_SEQUENCE_FLAGS, SEQ_NEEDS_INCREMENTAL_STATE);
+        pb_message(&pkt, PKT_TRACK_EVENT, &ev);
+        int failed = pkt.failed;
+        if (!failed) {
+            emit_packet(out, &pkt);
+            emit_slice(out, SLICE_END, (uint64_t)end, SEQUENCE_ID, track, 0,
+                       0, 0);
+        }
+        free(ev.p);
+        free(pkt.p);
+        if (failed) {
+            PyErr_NoMemory();
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* _write_perfetto(path, *, pid, process_name, thread_names, tracks,
+ *                 compress) -- tracks: [(name, thread_id or None,
+ * category, [(span name, start, end)])] for ranges and steps. */
+PyObject *
+ft_write_perfetto(ft_tracer *tracer, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"path", "pid", "process_name", "thread_names",
+                             "tracks", "compress", NULL};
+    PyObject *path_obj, *process_name = NULL, *names = NULL, *tracks = NULL;
+    long long pid = -1;
+    int compress = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&|$LUO!O!p:_write_perfetto",
+                                     kwlist, PyUnicode_FSConverter, &path_obj,
+                                     &pid, &process_name, &PyDict_Type, &names,
+                                     &PyList_Type, &tracks, &compress)) {
+        return NULL;
+    }
+    ft_eventvec vec = {0};
+    size_t *thread_end = NULL;
+    out_t out = {0};
+    pb_t pkt = {0};
+    PyObject *result = NULL;
+    size_t *stack = NULL;
+
+    if (pid < 0 || process_name == NULL || names == NULL || tracks == NULL) {
+        PyErr_SetString(PyExc_TypeError, "_write_perfetto() needs pid, "
+                        "process_name, thread_names and tracks");
+        goto done;
+    }
+    if (tracer->phase != FT_PHASE_STOPPED) {
+        PyErr_SetString(PyExc_RuntimeError, "_write_perfetto() needs a "
+                        "stopped, uncleared tracer");
+        goto done;
+    }
+    int gc_was_enabled = PyGC_Disable();
+    int replayed = ft_replay_all(tracer, &vec, &thread_end);
+    if (gc_was_enabled) {
+        PyGC_Enable();
+    }
+    if (replayed < 0) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (out_open(&out, PyBytes_AS_STRING(path_obj), compress, (size_t)1 << 18) < 0) {
+        if (compress && errno == EINVAL) {
+            PyErr_SetString(PyExc_RuntimeError,
+                            "built without zlib: cannot compress in C");
+        }
+        else {
+            PyErr_SetFromErrnoWithFilenameObject(PyExc_OSError, path_obj);
+        }
+        goto done;
+    }
+    if (interned_packet(tracer, &pkt, SEQUENCE_ID, 0) < 0) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    emit_packet(&out, &pkt);
+    pkt.len = 0;
+    if (track_packet(&pkt, PROCESS_UUID, 0, pid, -1, process_name, 1) < 0) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    emit_packet(&out, &pkt);
+    for (Py_ssize_t t = 0; t < tracer->nthreads; t++) {
+        const ft_thread *th = tracer->threads[t];
+        PyObject *key = PyLong_FromUnsignedLong(th->thread_id);
+        PyObject *name = key ? PyDict_GetItemWithError(names, key) : NULL;
+        Py_XDECREF(key);
+        if (PyErr_Occurred()) {
+            goto done;
+        }
+        if (name != NULL && !PyUnicode_Check(name)) {
+            name = NULL;
+        }
+        pkt.len = 0;
+        long long tid = (long long)(th->native_id ? th->native_id : th->thread_id);
+        if (track_packet(&pkt, FIRST_THREAD_UUID + (uint64_t)t, PROCESS_UUID,
+                         pid, tid, name, 0) < 0) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        emit_packet(&out, &pkt);
+    }
+    /* The session's tracks: after the threads', uuids of their own. */
+    uint64_t next_uuid = FIRST_THREAD_UUID + (uint64_t)tracer->nthreads;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(tracks); i++) {
+        PyObject *track_name, *spans;
+        int category;
+        if (!PyArg_ParseTuple(PyList_GET_ITEM(tracks, i),
+                              "UiO!;a track is (name, category, spans)",
+                              &track_name, &category, &PyList_Type, &spans)) {
+            goto done;
+        }
+        uint64_t uuid = next_uuid++;
+        pkt.len = 0;
+        if (track_packet(&pkt, uuid, PROCESS_UUID, pid, -1, track_name, 0) < 0) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        emit_packet(&out, &pkt);
+        if (emit_spans(&out, spans, uuid,
+                       category == 1 ? CATEGORY_STEP : CATEGORY_RANGE) < 0) {
+            goto done;
+        }
+    }
+    /* Each thread's sequence: its first packet (Python API: before the GIL
+     * is let go), then its events. */
+    Py_ssize_t nthreads = tracer->nthreads;
+    pb_t *firsts = calloc((size_t)nthreads + 1, sizeof(pb_t));
+    stack = malloc((vec.len + 1) * sizeof(size_t));
+    if (firsts == NULL || stack == NULL) {
+        free(firsts);
+        PyErr_NoMemory();
+        goto done;
+    }
+    int failed = 0;
+    for (Py_ssize_t t = 0; t < nthreads && !failed; t++) {
+        failed = interned_packet(tracer, &firsts[t], SEQUENCE_ID + 1 + (uint64_t)t,
+                                 FIRST_THREAD_UUID + (uint64_t)t) < 0;
+    }
+    if (failed) {
+        for (Py_ssize_t t = 0; t < nthreads; t++) {
+            free(firsts[t].p);
+        }
+        free(firsts);
+        PyErr_NoMemory();
+        goto done;
+    }
+    /* A slice each, ended when the next event is not its descendant.  Pure
+     * C on data this call owns. */
+    Py_BEGIN_ALLOW_THREADS
+    size_t pos = 0;
+    for (Py_ssize_t t = 0; t < nthreads; t++) {
+        uint64_t seq = SEQUENCE_ID + 1 + (uint64_t)t;
+        size_t depth = 0;
+        emit_packet(&out, &firsts[t]);
+        for (; pos < thread_end[t]; pos++) {
+            const ft_event *ev = &vec.items[pos];
+            while (depth && (int64_t)stack[depth - 1] != ev->parent) {
+                emit_slice(&out, SLICE_END, (uint64_t)vec.items[stack[--depth]].end_ns,
+                           seq, 0, 0, 0, 0);
+            }
+            uint32_t id = (ev->func & ~FT_ID_IGNORED) + 1;
+            emit_slice(&out, SLICE_BEGIN, (uint64_t)ev->start_ns, seq, 0, id,
+                       ev->is_c ? CATEGORY_C : 0, ev->is_c ? 0 : id);
+            stack[depth++] = pos;
+        }
+        while (depth) {
+            emit_slice(&out, SLICE_END, (uint64_t)vec.items[stack[--depth]].end_ns,
+                       seq, 0, 0, 0, 0);
+        }
+    }
+    Py_END_ALLOW_THREADS
+    for (Py_ssize_t t = 0; t < nthreads; t++) {
+        free(firsts[t].p);
+    }
+    free(firsts);
+    if (out_close(&out) < 0) {
+        PyErr_Format(PyExc_OSError, "could not write %s",
+                     PyBytes_AS_STRING(path_obj));
+        goto done;
+    }
+    result = PyLong_FromSize_t(vec.len);
+
+done:
+    out_close(&out);
+    free(pkt.p);
+    free(stack);
+    free(thread_end);
+    ft_eventvec_free(&vec);
+    Py_DECREF(path_obj);
+    return result;
+}
