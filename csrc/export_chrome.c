@@ -135,14 +135,14 @@ PyObject *
 ft_write_chrome(ft_tracer *tracer, PyObject *args, PyObject *kwargs)
 {
     static char *kwlist[] = {"path", "pid", "origin_ns", "prelude", "trailer",
-                             "compress", NULL};
-    PyObject *path_obj, *prelude = NULL, *trailer = NULL;
+                             "compress", "progress", NULL};
+    PyObject *path_obj, *prelude = NULL, *trailer = NULL, *progress = NULL;
     long long pid = -1, origin_ns = 0;
     int compress = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&|$LLUUp:_write_chrome",
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&|$LLUUpO:_write_chrome",
                                      kwlist, PyUnicode_FSConverter, &path_obj,
                                      &pid, &origin_ns, &prelude, &trailer,
-                                     &compress)) {
+                                     &compress, &progress)) {
         return NULL;
     }
     if (prelude == NULL || trailer == NULL || pid < 0) {
@@ -210,14 +210,19 @@ ft_write_chrome(ft_tracer *tracer, PyObject *args, PyObject *kwargs)
     /* Writing is pure C on data this call owns (the escaped names and the
      * replayed events): other threads may run meanwhile. */
     Py_ssize_t nthreads = tracer->nthreads;
-    int close_rc;
+    int close_rc, interrupted = 0;
     Py_BEGIN_ALLOW_THREADS
     OUT_LIT(&out, "{\"traceEvents\":[");
     out_bytes(&out, prelude_s, strlen(prelude_s));
     int first = prelude_s[0] == '\0';
     size_t pos = 0;
-    for (Py_ssize_t t = 0; t < nthreads; t++) {
-        for (; pos < thread_end[t]; pos++) {
+    for (Py_ssize_t t = 0; t < nthreads && !interrupted; t++) {
+        for (; pos < thread_end[t] && !interrupted; pos++) {
+            if (pos && pos % FT_PROGRESS_EVERY == 0
+                && out_progress(progress, pos, vec.len, &_save) < 0) {
+                interrupted = 1;
+                break;
+            }
             const ft_event *ev = &vec.items[pos];
             const func_json *fj = &funcs[ev->func & ~FT_ID_IGNORED];
             if (!first) {
@@ -248,6 +253,9 @@ ft_write_chrome(ft_tracer *tracer, PyObject *args, PyObject *kwargs)
     OUT_LIT(&out, "}\n");
     close_rc = out_close(&out);
     Py_END_ALLOW_THREADS
+    if (interrupted) {
+        goto done;  /* the callback's exception */
+    }
     if (close_rc < 0) {
         PyErr_Format(PyExc_OSError, "could not write %s", path);
         goto done;

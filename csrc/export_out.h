@@ -2,6 +2,7 @@
 #ifndef FT_EXPORT_OUT_H
 #define FT_EXPORT_OUT_H
 
+#include <Python.h>
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -124,6 +125,26 @@ out_close(out_t *out)
     free(out->buf);
     memset(out, 0, sizeof(*out));
     return failed ? -1 : 0;
+}
+
+/* Calls progress(done, total) (if not NULL) from a loop that let the GIL
+ * go: takes it back for the call.  Returns -1 if the callback raised (the
+ * exception is set once the GIL is held again by the caller's
+ * Py_END_ALLOW_THREADS). */
+#define FT_PROGRESS_EVERY ((size_t)1 << 20)
+
+static inline int
+out_progress(PyObject *progress, size_t done, size_t total, PyThreadState **save)
+{
+    if (progress == NULL || progress == Py_None) {
+        return 0;
+    }
+    PyEval_RestoreThread(*save);
+    PyObject *res = PyObject_CallFunction(progress, "nn", (Py_ssize_t)done,
+                                          (Py_ssize_t)total);
+    Py_XDECREF(res);
+    *save = PyEval_SaveThread();
+    return res == NULL ? -1 : 0;
 }
 
 #endif /* FT_EXPORT_OUT_H */

@@ -334,14 +334,16 @@ PyObject *
 ft_write_perfetto(ft_tracer *tracer, PyObject *args, PyObject *kwargs)
 {
     static char *kwlist[] = {"path", "pid", "process_name", "thread_names",
-                             "tracks", "compress", NULL};
+                             "tracks", "compress", "progress", NULL};
     PyObject *path_obj, *process_name = NULL, *names = NULL, *tracks = NULL;
+    PyObject *progress = NULL;
     long long pid = -1;
     int compress = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&|$LUO!O!p:_write_perfetto",
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&|$LUO!O!pO:_write_perfetto",
                                      kwlist, PyUnicode_FSConverter, &path_obj,
                                      &pid, &process_name, &PyDict_Type, &names,
-                                     &PyList_Type, &tracks, &compress)) {
+                                     &PyList_Type, &tracks, &compress,
+                                     &progress)) {
         return NULL;
     }
     ft_eventvec vec = {0};
@@ -458,13 +460,19 @@ ft_write_perfetto(ft_tracer *tracer, PyObject *args, PyObject *kwargs)
     }
     /* A slice each, ended when the next event is not its descendant.  Pure
      * C on data this call owns. */
+    int interrupted = 0;
     Py_BEGIN_ALLOW_THREADS
     size_t pos = 0;
-    for (Py_ssize_t t = 0; t < nthreads; t++) {
+    for (Py_ssize_t t = 0; t < nthreads && !interrupted; t++) {
         uint64_t seq = SEQUENCE_ID + 1 + (uint64_t)t;
         size_t depth = 0;
         emit_packet(&out, &firsts[t]);
-        for (; pos < thread_end[t]; pos++) {
+        for (; pos < thread_end[t] && !interrupted; pos++) {
+            if (pos && pos % FT_PROGRESS_EVERY == 0
+                && out_progress(progress, pos, vec.len, &_save) < 0) {
+                interrupted = 1;
+                break;
+            }
             const ft_event *ev = &vec.items[pos];
             while (depth && (int64_t)stack[depth - 1] != ev->parent) {
                 emit_slice(&out, SLICE_END, (uint64_t)vec.items[stack[--depth]].end_ns,
@@ -485,6 +493,9 @@ ft_write_perfetto(ft_tracer *tracer, PyObject *args, PyObject *kwargs)
         free(firsts[t].p);
     }
     free(firsts);
+    if (interrupted) {
+        goto done;  /* the callback's exception */
+    }
     if (out_close(&out) < 0) {
         PyErr_Format(PyExc_OSError, "could not write %s",
                      PyBytes_AS_STRING(path_obj));

@@ -138,3 +138,36 @@ def test_misuse(tmp_path):
     tracer.clear()
     with pytest.raises(RuntimeError):
         tracer._write_perfetto(str(tmp_path / "x"), pid=1, process_name="p", thread_names={}, tracks=[])
+
+
+def test_progress_of_long_exports(tmp_path):
+    import io
+
+    from frametrace.export import terminal_progress
+
+    def loop(n):
+        for i in range(n):
+            calls.leaf(i)
+
+    with frametrace.Tracer(buffer_size=1 << 22, c_calls=False) as tracer:
+        loop(1_200_000)
+    for writer, name in ((write_chrome, "t.json"), (write_perfetto, "t.pftrace")):
+        seen = []
+        writer(tmp_path / name, tracer, progress=lambda done, total: seen.append((done, total)))
+        assert seen and seen[0][0] == 1 << 20 and seen[0][1] > 1_200_000
+
+        def stop(done, total):
+            raise KeyboardInterrupt
+
+        with pytest.raises(KeyboardInterrupt):
+            writer(tmp_path / name, tracer, progress=stop)
+    # A pipe or a log gets no progress; a terminal gets a percentage.
+    assert terminal_progress("x", io.StringIO()) is None
+
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+
+    tty = Tty()
+    terminal_progress("writing", tty)(1 << 20, 1 << 21)
+    assert "writing: 50%" in tty.getvalue()

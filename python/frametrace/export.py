@@ -99,6 +99,7 @@ def write_chrome(
     steps: Iterable[Any] = (),
     origin_ns: int | None = None,
     metadata: Mapping[str, Any] | None = None,
+    progress: Any = None,
 ) -> int:
     """Writes a stopped tracer's events as Chrome trace event JSON, straight
     from its records in C (``.json.gz``: gzip-compressed); returns how many
@@ -112,6 +113,8 @@ def write_chrome(
     and steps (cat "step", on a track of their own) are events too.
     ``otherData.frametrace`` keeps what reading the file back needs: the
     origin, start and stop times, the thread ids, and a wall-clock anchor.
+    ``progress(done, total)`` is called every 2**20 events (see
+    ``terminal_progress``).
     """
     import time
 
@@ -161,7 +164,7 @@ def write_chrome(
         os.makedirs(parent, exist_ok=True)
     try:
         return tracer._write_chrome(path, pid=pid, origin_ns=origin, prelude=prelude,
-                                    trailer=trailer, compress=compress)
+                                    trailer=trailer, compress=compress, progress=progress)
     except RuntimeError as exc:
         if not compress or "zlib" not in str(exc):
             raise
@@ -169,7 +172,7 @@ def write_chrome(
     plain = path[:-3] + ".tmp"
     try:
         count = tracer._write_chrome(plain, pid=pid, origin_ns=origin, prelude=prelude,
-                                     trailer=trailer, compress=False)
+                                     trailer=trailer, compress=False, progress=progress)
         with open(plain, "rb") as src, gzip.open(path, "wb") as dst:
             while chunk := src.read(1 << 20):
                 dst.write(chunk)
@@ -190,6 +193,7 @@ def write_perfetto(
     thread_names: Mapping[int, str] | None = None,
     ranges: Iterable[Any] = (),
     steps: Iterable[Any] = (),
+    progress: Any = None,
 ) -> int:
     """Writes a stopped tracer's events as Perfetto's native protobuf trace
     (``.pftrace``; ``.gz`` compressed), straight from its records in C, with
@@ -222,4 +226,22 @@ def write_perfetto(
     compress = path.endswith(".gz")
     return tracer._write_perfetto(path, pid=pid, process_name=process_name or f"python {pid}",
                                   thread_names={int(k): str(v) for k, v in names.items()},
-                                  tracks=tracks, compress=compress)
+                                  tracks=tracks, compress=compress, progress=progress)
+
+
+def terminal_progress(label: str, stream: Any = None) -> Any:
+    """A ``progress(done, total)`` callback that shows a percentage on
+    stream (default: stderr) when it is a terminal; None otherwise, so that
+    logs and pipes get no progress lines."""
+    import sys
+
+    stream = sys.stderr if stream is None else stream
+    if not getattr(stream, "isatty", lambda: False)():
+        return None
+
+    def show(done: int, total: int) -> None:
+        end = "\n" if done >= total else ""
+        stream.write(f"\r{label}: {100 * done // max(total, 1)}% of {total:,} events{end}")
+        stream.flush()
+
+    return show
