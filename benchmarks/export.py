@@ -5,7 +5,8 @@ VizTracer on the same run (if it is installed: pip install viztracer).
 
 Traces a recursive function (N Python events, plus its C calls), then times
 frametrace's write_chrome() (C, straight from the records) to .json and
-.json.gz, and VizTracer's save() of the same workload.  A report, never a
+.json.gz, write_perfetto() to .pftrace, and VizTracer's save() of the same
+workload.  A report, never a
 test.
 """
 from __future__ import annotations
@@ -16,7 +17,7 @@ import tempfile
 import time
 
 import frametrace
-from frametrace.export import write_chrome
+from frametrace.export import write_chrome, write_perfetto
 
 
 def fib(n):
@@ -50,13 +51,17 @@ def main():
     print(f"fib({n}): {count:,} events recorded, {tracer.dropped} dropped\n")
     print("| writer | events | seconds | events/s | MiB | bytes/event |")
     print("|---|---:|---:|---:|---:|---:|")
-    for suffix in (".json", ".json.gz"):
+    json_size = None
+    for suffix, writer in ((".json", write_chrome), (".json.gz", write_chrome),
+                           (".pftrace", write_perfetto)):
         path = os.path.join(tmp, "frametrace" + suffix)
         t0 = time.perf_counter()
-        written = write_chrome(path, tracer)
+        written = writer(path, tracer)
         dt = time.perf_counter() - t0
-        print(f"| frametrace write_chrome {suffix} | {written:,} | {dt:.3f} | {written / dt:,.0f} | "
-              f"{mib(path):.1f} | {os.path.getsize(path) / written:.0f} |")
+        size = os.path.getsize(path)
+        json_size = json_size or size
+        print(f"| frametrace {writer.__name__} {suffix} | {written:,} | {dt:.3f} | {written / dt:,.0f} | "
+              f"{mib(path):.1f} | {size / written:.1f} ({size / json_size:.2f}x the JSON) |")
     t0 = time.perf_counter()
     events = tracer.getEvents()
     dt = time.perf_counter() - t0
@@ -81,7 +86,7 @@ def main():
     with open(path) as fh:
         entries = sum(1 for e in json.load(fh)["traceEvents"] if e.get("ph") == "X")
     print(f"| VizTracer save() .json | {entries:,} | {dt:.3f} | {entries / dt:,.0f} | {mib(path):.1f} | "
-          f"{os.path.getsize(path) / entries:.0f} |")
+          f"{os.path.getsize(path) / entries:.1f} |")
 
 
 if __name__ == "__main__":
