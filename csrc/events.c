@@ -109,6 +109,26 @@ ft_replay_all(ft_tracer *tracer, ft_eventvec *vec, size_t **thread_end)
     return 0;
 }
 
+int
+ft_export_replay(ft_tracer *tracer, const char *who, ft_eventvec *vec,
+                 size_t **thread_end)
+{
+    if (tracer->phase != FT_PHASE_STOPPED) {
+        PyErr_Format(PyExc_RuntimeError, "%s needs a stopped, uncleared "
+                     "tracer", who);
+        return -1;
+    }
+    int gc_was_enabled = PyGC_Disable();
+    int rc = ft_replay_all(tracer, vec, thread_end);
+    if (gc_was_enabled) {
+        PyGC_Enable();
+    }
+    if (rc < 0) {
+        PyErr_NoMemory();
+    }
+    return rc;
+}
+
 PyObject *
 ft_build_events(ft_tracer *tracer)
 {

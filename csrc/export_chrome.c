@@ -159,11 +159,6 @@ ft_write_chrome(ft_tracer *tracer, PyObject *args, PyObject *kwargs)
     PyObject *result = NULL;
     uint32_t nfuncs = tracer->funcs.nfuncs;
 
-    if (tracer->phase != FT_PHASE_STOPPED) {
-        PyErr_SetString(PyExc_RuntimeError, "_write_chrome() needs a stopped, "
-                        "uncleared tracer");
-        goto done;
-    }
     const char *prelude_s = PyUnicode_AsUTF8(prelude);
     const char *trailer_s = PyUnicode_AsUTF8(trailer);
     if (prelude_s == NULL || trailer_s == NULL) {
@@ -186,25 +181,11 @@ ft_write_chrome(ft_tracer *tracer, PyObject *args, PyObject *kwargs)
         describe_thread(&tids[i], pid,
                         th->native_id ? th->native_id : th->thread_id);
     }
-    /* GC off: nothing below may let another thread clear this tracer. */
-    int gc_was_enabled = PyGC_Disable();
-    int replayed = ft_replay_all(tracer, &vec, &thread_end);
-    if (gc_was_enabled) {
-        PyGC_Enable();
-    }
-    if (replayed < 0) {
-        PyErr_NoMemory();
+    if (ft_export_replay(tracer, "_write_chrome()", &vec, &thread_end) < 0) {
         goto done;
     }
     const char *path = PyBytes_AS_STRING(path_obj);
-    if (out_open(&out, path, compress, OUT_CAP) < 0) {
-        if (compress && errno == EINVAL) {
-            PyErr_SetString(PyExc_RuntimeError,
-                            "built without zlib: cannot compress in C");
-        }
-        else {
-            PyErr_SetFromErrnoWithFilenameObject(PyExc_OSError, path_obj);
-        }
+    if (out_open_or_raise(&out, path_obj, compress, OUT_CAP) < 0) {
         goto done;
     }
     /* Writing is pure C on data this call owns (the escaped names and the

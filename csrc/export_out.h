@@ -108,6 +108,23 @@ out_open(out_t *out, const char *path, int compress, size_t cap)
     return out->fp ? 0 : -1;
 }
 
+/* out_open() with the Python exception set on failure. */
+static inline int
+out_open_or_raise(out_t *out, PyObject *path_bytes, int compress, size_t cap)
+{
+    if (out_open(out, PyBytes_AS_STRING(path_bytes), compress, cap) == 0) {
+        return 0;
+    }
+    if (compress && errno == EINVAL) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "built without zlib: cannot compress in C");
+    }
+    else {
+        PyErr_SetFromErrnoWithFilenameObject(PyExc_OSError, path_bytes);
+    }
+    return -1;
+}
+
 /* Flushes and closes; 0, or -1 if anything failed to be written. */
 static inline int
 out_close(out_t *out)

@@ -358,28 +358,10 @@ ft_write_perfetto(ft_tracer *tracer, PyObject *args, PyObject *kwargs)
                         "process_name, thread_names and tracks");
         goto done;
     }
-    if (tracer->phase != FT_PHASE_STOPPED) {
-        PyErr_SetString(PyExc_RuntimeError, "_write_perfetto() needs a "
-                        "stopped, uncleared tracer");
+    if (ft_export_replay(tracer, "_write_perfetto()", &vec, &thread_end) < 0) {
         goto done;
     }
-    int gc_was_enabled = PyGC_Disable();
-    int replayed = ft_replay_all(tracer, &vec, &thread_end);
-    if (gc_was_enabled) {
-        PyGC_Enable();
-    }
-    if (replayed < 0) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    if (out_open(&out, PyBytes_AS_STRING(path_obj), compress, (size_t)1 << 18) < 0) {
-        if (compress && errno == EINVAL) {
-            PyErr_SetString(PyExc_RuntimeError,
-                            "built without zlib: cannot compress in C");
-        }
-        else {
-            PyErr_SetFromErrnoWithFilenameObject(PyExc_OSError, path_obj);
-        }
+    if (out_open_or_raise(&out, path_obj, compress, (size_t)1 << 18) < 0) {
         goto done;
     }
     if (interned_packet(tracer, &pkt, SEQUENCE_ID, 0) < 0) {

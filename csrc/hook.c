@@ -228,12 +228,8 @@ record(ft_hookobject *hook, ft_thread *th, int64_t ts, PyFrameObject *frame,
          * cost nothing.  Faulting it in takes milliseconds: let the other
          * threads run meanwhile (one of them may stop the tracer). */
         ft_ring ring;
-        uint64_t capacity = th->capacity;
-        int rc;
         Py_INCREF(hook);
-        Py_BEGIN_ALLOW_THREADS
-        rc = ft_ring_alloc(&ring, capacity);
-        Py_END_ALLOW_THREADS
+        int rc = ft_ring_alloc_released(&ring, th->capacity);
         int stopped = hook->thread == NULL;
         Py_DECREF(hook);
         if (stopped) {
@@ -285,6 +281,16 @@ ft_hook_record(ft_hookobject *hook, int64_t ticks, PyFrameObject *frame,
 }
 
 /* ---- threads ----------------------------------------------------------- */
+
+int
+ft_ring_alloc_released(ft_ring *ring, uint64_t capacity)
+{
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = ft_ring_alloc(ring, capacity);
+    Py_END_ALLOW_THREADS
+    return rc;
+}
 
 void
 ft_thread_free(ft_thread *thread)

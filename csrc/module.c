@@ -63,12 +63,8 @@ thread_bootstrap(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     /* Fault the thread's ring in first, with the GIL released, so that the
      * time it takes is no part of the thread's trace. */
     ft_ring ring;
-    uint64_t capacity = tracer->buffer_size;
-    int ring_rc;
     Py_INCREF(tracer);
-    Py_BEGIN_ALLOW_THREADS
-    ring_rc = ft_ring_alloc(&ring, capacity);
-    Py_END_ALLOW_THREADS
+    int ring_rc = ft_ring_alloc_released(&ring, tracer->buffer_size);
     if (state->active != tracer || tracer->phase != FT_PHASE_ACTIVE) {
         if (ring_rc == 0) {
             ft_ring_free(&ring);

@@ -110,6 +110,9 @@ ft_hookobject *ft_register_thread(ft_tracer *tracer, PyThreadState *ts,
 int ft_capture_stack(ft_tracer *tracer, PyFrameObject *top,
                      uint32_t **stack, Py_ssize_t *depth);
 void ft_thread_free(ft_thread *thread);
+/* ft_ring_alloc() with the GIL released meanwhile (faulting a ring in takes
+ * milliseconds).  Other threads run: callers check their state again. */
+int ft_ring_alloc_released(ft_ring *ring, uint64_t capacity);
 /* {ident: name} of the threads threading knows (new reference; NULL when
  * even that failed).  Runs Python code; never raises: names are best
  * effort. */
@@ -143,7 +146,11 @@ PyObject *ft_build_events(ft_tracer *tracer);
 int ft_replay_all(ft_tracer *tracer, ft_eventvec *vec, size_t **thread_end);
 
 /* export_chrome.c and export_perfetto.c: Tracer._write_chrome() and
- * Tracer._write_perfetto(). */
+ * Tracer._write_perfetto().  ft_export_replay() is their common start: a
+ * stopped tracer's events replayed with the GC off (so that no other thread
+ * can clear the tracer meanwhile); 0, or -1 with an exception set. */
+int ft_export_replay(ft_tracer *tracer, const char *who, ft_eventvec *vec,
+                     size_t **thread_end);
 PyObject *ft_write_chrome(ft_tracer *tracer, PyObject *args, PyObject *kwargs);
 PyObject *ft_write_perfetto(ft_tracer *tracer, PyObject *args, PyObject *kwargs);
 

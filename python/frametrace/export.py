@@ -83,6 +83,21 @@ def _chrome_event(ph: str, name: str, cat: str, pid: int, tid: int, **fields: An
                       separators=(",", ":"))
 
 
+def _prepare(path: str | os.PathLike[str], tracer: Any, pid: int | None,
+             thread_names: Mapping[int, str] | None, writer: str) -> tuple[str, int, dict]:
+    """What both writers start with: the checks, the output folder, the pid
+    and the threads' names."""
+    if tracer.stop_ns is None or tracer.active:
+        raise RuntimeError(f"{writer}() needs a stopped tracer")
+    path = os.fspath(path)
+    parent = os.path.dirname(path)
+    if parent:
+        os.makedirs(parent, exist_ok=True)
+    names = dict(tracer.thread_names)
+    names.update(thread_names or {})
+    return path, os.getpid() if pid is None else pid, names
+
+
 def _us(ns: int) -> float:
     # Three decimals: the nanosecond survives the float.
     return round(ns / 1000, 3)
@@ -118,13 +133,8 @@ def write_chrome(
     """
     import time
 
-    if tracer.stop_ns is None or tracer.active:
-        raise RuntimeError("write_chrome() needs a stopped tracer")
-    path = os.fspath(path)
-    pid = os.getpid() if pid is None else pid
+    path, pid, names = _prepare(path, tracer, pid, thread_names, "write_chrome")
     origin = tracer.start_ns if origin_ns is None else origin_ns
-    names = dict(tracer.thread_names)
-    names.update(thread_names or {})
     native = {tid: (ntid or tid) for tid, ntid in tracer._threads}
 
     lines = [_chrome_event("M", "process_name", "__metadata", pid, 0,
@@ -159,9 +169,6 @@ def write_chrome(
     trailer = '"displayTimeUnit":"ns","otherData":' + json.dumps({"frametrace": other}, separators=(",", ":"))
     prelude = ",\n".join(lines)
     compress = path.endswith(".gz")
-    parent = os.path.dirname(path)
-    if parent:
-        os.makedirs(parent, exist_ok=True)
     try:
         return tracer._write_chrome(path, pid=pid, origin_ns=origin, prelude=prelude,
                                     trailer=trailer, compress=compress, progress=progress)
@@ -205,12 +212,7 @@ def write_perfetto(
     each thread's ranges on tracks of their own.  Timestamps are the
     tracer's CLOCK_MONOTONIC nanoseconds.
     """
-    if tracer.stop_ns is None or tracer.active:
-        raise RuntimeError("write_perfetto() needs a stopped tracer")
-    path = os.fspath(path)
-    pid = os.getpid() if pid is None else pid
-    names = dict(tracer.thread_names)
-    names.update(thread_names or {})
+    path, pid, names = _prepare(path, tracer, pid, thread_names, "write_perfetto")
     tracks = []
     steps = list(steps)
     if steps:
@@ -220,9 +222,6 @@ def write_perfetto(
         by_thread.setdefault(r.thread_id, []).append((r.name, r.start_ns, r.end_ns))
     for tid, spans in by_thread.items():
         tracks.append((f"ranges: {names.get(tid, tid)}", 0, spans))
-    parent = os.path.dirname(path)
-    if parent:
-        os.makedirs(parent, exist_ok=True)
     compress = path.endswith(".gz")
     return tracer._write_perfetto(path, pid=pid, process_name=process_name or f"python {pid}",
                                   thread_names={int(k): str(v) for k, v in names.items()},
