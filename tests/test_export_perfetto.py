@@ -143,7 +143,7 @@ def test_misuse(tmp_path):
 def test_progress_of_long_exports(tmp_path):
     import io
 
-    from frametrace.export import terminal_progress
+    from frametrace.export import TerminalProgress
 
     def loop(n):
         for i in range(n):
@@ -162,12 +162,18 @@ def test_progress_of_long_exports(tmp_path):
         with pytest.raises(KeyboardInterrupt):
             writer(tmp_path / name, tracer, progress=stop)
     # A pipe or a log gets no progress; a terminal gets a percentage.
-    assert terminal_progress("x", io.StringIO()) is None
+    piped = io.StringIO()
+    quiet = TerminalProgress("x", piped, delay=0)
+    quiet(1 << 20, 1 << 21)
+    quiet.close()
+    assert piped.getvalue() == ""
 
     class Tty(io.StringIO):
         def isatty(self):
             return True
 
     tty = Tty()
-    terminal_progress("writing", tty)(1 << 20, 1 << 21)
-    assert "writing: 50%" in tty.getvalue()
+    shown = TerminalProgress("writing", tty, delay=0)
+    shown(1 << 20, 1 << 21)
+    shown.close()
+    assert "writing: 50%" in tty.getvalue() and tty.getvalue().endswith("writing: 100%\n")

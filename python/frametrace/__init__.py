@@ -5,6 +5,7 @@
     events = tracer.getEvents()
 """
 from ._tracer import DEFAULT_BUFFER_SIZE, MAX_BUFFER_SIZE, Event
+from .loader import MergedTrace, load
 from .schedule import ProfilerAction, Schedule, schedule
 from .session import Profile, RangeRecord, StepRecord, Trace, profile, range, save
 from .tracer import Tracer, trace
@@ -15,6 +16,7 @@ __all__ = [
     "DEFAULT_BUFFER_SIZE",
     "MAX_BUFFER_SIZE",
     "Event",
+    "MergedTrace",
     "Profile",
     "ProfilerAction",
     "RangeRecord",
@@ -23,6 +25,7 @@ __all__ = [
     "Trace",
     "Tracer",
     "__version__",
+    "load",
     "profile",
     "range",
     "save",

@@ -16,7 +16,9 @@ from __future__ import annotations
 import gzip
 import json
 import os
-from typing import Any, Iterable, Mapping, Sequence
+import sys
+import time
+from typing import IO, Any, Iterable, Mapping, Optional, Sequence
 
 from ._tracer import Event
 
@@ -131,15 +133,16 @@ def write_chrome(
     ``progress(done, total)`` is called every 2**20 events (see
     ``terminal_progress``).
     """
-    import time
-
     path, pid, names = _prepare(path, tracer, pid, thread_names, "write_chrome")
     origin = tracer.start_ns if origin_ns is None else origin_ns
-    native = {tid: (ntid or tid) for tid, ntid in tracer._threads}
+    # Every traced thread, also one whose ident an earlier thread had: the
+    # C writer's tid is the native id where known.
+    chrome_tids = [(tid, ntid or tid) for tid, ntid in tracer._threads]
+    native = dict(chrome_tids)  # for ranges: a reused ident maps to the latest
 
     lines = [_chrome_event("M", "process_name", "__metadata", pid, 0,
                            args={"name": process_name or f"python {pid}"})]
-    for tid, chrome_tid in native.items():
+    for tid, chrome_tid in chrome_tids:
         lines.append(_chrome_event("M", "thread_name", "__metadata", pid, chrome_tid,
                                    args={"name": names.get(tid, f"thread {tid}"), "thread_id": tid}))
     steps = list(steps)
@@ -161,7 +164,7 @@ def write_chrome(
         "stop_ns": tracer.stop_ns,
         "pid": pid,
         "dropped": tracer.dropped,
-        "thread_ids": {str(native[t]): t for t in native},
+        "thread_ids": {str(chrome_tid): tid for tid, chrome_tid in chrome_tids},
         # For merging traces of several processes: this moment on both clocks.
         "clock_anchor": {"monotonic_ns": time.monotonic_ns(), "wall_ns": time.time_ns()},
         "metadata": dict(metadata or {}),
@@ -228,19 +231,38 @@ def write_perfetto(
                                   tracks=tracks, compress=compress, progress=progress)
 
 
-def terminal_progress(label: str, stream: Any = None) -> Any:
-    """A ``progress(done, total)`` callback that shows a percentage on
-    stream (default: stderr) when it is a terminal; None otherwise, so that
-    logs and pipes get no progress lines."""
-    import sys
+class TerminalProgress:
+    """A ``progress(done, total)`` callback printing "label: NN%" on stream
+    (default stderr), only when it is a terminal, and only once the work has
+    taken more than ``delay`` seconds: short work and logs print nothing."""
 
-    stream = sys.stderr if stream is None else stream
-    if not getattr(stream, "isatty", lambda: False)():
-        return None
+    def __init__(self, label: str, stream: Optional[IO[str]] = None, delay: float = 1.0):
+        self.label = label
+        self.stream = sys.stderr if stream is None else stream
+        isatty = getattr(self.stream, "isatty", None)
+        self.enabled = bool(isatty and isatty())
+        self.delay = delay
+        self.started = time.monotonic()
+        self.last = 0.0
+        self.percent = -1
+        self.shown = False
 
-    def show(done: int, total: int) -> None:
-        end = "\n" if done >= total else ""
-        stream.write(f"\r{label}: {100 * done // max(total, 1)}% of {total:,} events{end}")
-        stream.flush()
+    def __call__(self, done: int, total: int) -> None:
+        if not self.enabled:
+            return
+        now = time.monotonic()
+        percent = 100 * done // max(total, 1)
+        if now - self.started < self.delay or now - self.last < 0.25 or percent == self.percent:
+            return
+        self.last = now
+        self.percent = percent
+        self.shown = True
+        self.stream.write(f"\r{self.label}: {percent}%")
+        self.stream.flush()
 
-    return show
+    def close(self) -> None:
+        """Ends the line, if anything was shown."""
+        if self.shown:
+            self.stream.write(f"\r{self.label}: 100%\n")
+            self.stream.flush()
+            self.shown = False

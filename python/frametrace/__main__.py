@@ -1,0 +1,7 @@
+"""``python -m frametrace``: the frametrace command (frametrace.cli)."""
+import sys
+
+from .cli import main
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1191 @@
+"""Reading traces back: ``frametrace.loader.load(path)`` gives a
+``frametrace.Trace`` from a file frametrace wrote.
+
+    trace = frametrace.loader.load("train.json.gz")
+    trace.summary()
+
+Two formats are read (``.json`` or gzip-compressed, whatever the name says):
+
+- Chrome trace event JSON, written by ``frametrace.export.write_chrome`` (and
+  ``Trace.to_chrome``).  ``otherData.frametrace`` must be there: it holds the
+  origin of the timestamps, the tracer's start and stop, the pid and the
+  thread ids.  Each complete event (``"ph": "X"``) of ``cat`` "python" or "c"
+  becomes a ``frametrace.Event``: times exact to the nanosecond (``ts`` and
+  ``dur`` are read as decimals: ``ts * 1000 + origin_ns``), ``filename`` and
+  ``lineno`` from ``args.file`` (split at its last colon), ``thread_id``
+  through ``otherData.frametrace.thread_ids`` (a tid missing there keeps
+  the tid as its thread_id: write_chrome keys thread_ids by thread ident, so
+  a thread that got the ident of one that ended before it is missing),
+  ``native_thread_id`` the Chrome ``tid``, the open flags from ``args``.
+  ``depth`` and ``parent`` are not in the file: they are rebuilt from
+  nesting, per thread (the events of a thread are written parents first, in
+  call order, and a child lies within its parent; of the enclosing events
+  the innermost is the parent, except that an event open at the tracer's
+  start or stop only has a parent open there too.  The one ambiguity left:
+  an event of zero duration starting exactly where the previous one ended
+  is read as its child).  Events of ``cat`` "range" and "step" become ``RangeRecord``s
+  and ``StepRecord``s; ``"M"`` thread_name events give ``thread_names``.
+  The session's end is ``otherData.frametrace.metadata.session_end_ns`` when
+  there (``Trace.to_chrome``), else the tracer's stop.  ``dropped_by_thread``
+  is not in the file (only the total): it loads empty.
+- frametrace's portable JSON (``"format": "frametrace"``: ``Trace.save``,
+  the pytest plugin's failure traces; see ``frametrace.export``), whose
+  events keep their own ``depth`` and ``parent``.
+
+A file ``frametrace merge`` wrote (the traces of several processes on one
+timeline) loads as a ``MergedTrace``: the events of every process in one
+list, process after process (each process's events in its own order), with
+times on the monotonic clock of the process that started first (the others
+moved onto it through the wall-clock anchors each trace records).  A thread
+keeps its ``threading.get_ident()`` as ``thread_id`` unless a thread listed
+before it in the file has the same id (a forked process's main thread has
+the ident of the thread that forked it); then its ``thread_id`` is its
+native thread id (the Chrome ``tid``), or ``pid << 64 | ident`` when that
+is taken too.
+``thread_names`` get `` [pid N]`` appended; ``processes`` describes each
+input (its pid, source file, ``thread_ids`` {Chrome tid: thread_id in this
+trace}, the shift of its times, its metadata); ``pid`` is the first's.
+
+``merge(inputs, output)`` writes such a file (the ``frametrace merge``
+command).
+
+The file is streamed: its events are never all parsed at once, and events
+laid out as write_chrome writes them are read without a JSON object each
+(about 4 us per event, 1M events in 4 s; other layouts take the general
+JSON path).
+
+Anything else (not JSON, a truncated or corrupted gzip file, a document that
+is not an object, no ``traceEvents``, a Chrome trace another tool wrote,
+events with missing or mistyped fields) raises ``ValueError`` naming the
+file and the problem.  A missing or unreadable file raises ``OSError``.
+"""
+from __future__ import annotations
+
+import decimal
+import gc
+import gzip
+import io
+import json
+import os
+import re
+import zlib
+from dataclasses import dataclass, field
+from typing import IO, Any, Callable, Optional, Union
+
+from ._tracer import Event
+from .export import EVENT_FIELDS, FORMAT, VERSION
+from .session import RangeRecord, StepRecord, Trace
+
+__all__ = ["MergedTrace", "load", "merge", "read_other_data"]
+
+PathLike = Union[str, "os.PathLike[str]"]
+Progress = Optional[Callable[[int, int], None]]
+"""progress(done, total): bytes of the file read so far, of its size."""
+
+_CHUNK = 1 << 20  # characters read at a time
+_WS = re.compile(r"[ \t\n\r]*")
+
+
+@dataclass
+class MergedTrace(Trace):
+    """A trace of several processes (a file ``frametrace merge`` wrote)."""
+
+    processes: list = field(default_factory=list)
+    """One dict per process: pid (in this trace), original_pid, source (the
+    file merged), process_name, thread_ids ({Chrome tid: thread_id in this
+    trace}), shift_ns (added to the process's own monotonic times),
+    tracer_start_ns and tracer_stop_ns (in this trace's times), dropped,
+    metadata."""
+
+
+class _Bad(ValueError):
+    """A problem of the file, raised as ValueError(f"{path}: {problem}")."""
+
+
+# ---- reading JSON, streamed -------------------------------------------------------
+
+
+def _open_text(path: str) -> tuple[IO[str], IO[bytes]]:
+    """The file as text (gunzipped if it starts with gzip's magic number),
+    and the raw file under it (for progress)."""
+    raw = open(path, "rb")
+    try:
+        magic = raw.read(2)
+        raw.seek(0)
+        stream: IO[bytes] = raw
+        if magic == b"\x1f\x8b":
+            stream = gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[assignment]
+        return io.TextIOWrapper(stream, encoding="utf-8", newline=""), raw
+    except BaseException:
+        raw.close()
+        raise
+
+
+class _Reader:
+    """A JSON document read in chunks, its top-level object member by
+    member, and the elements of its ``traceEvents`` array one at a time: a
+    trace of millions of events is never held as one parsed document."""
+
+    def __init__(self, path: str, progress: Progress = None):
+        self.path = path
+        self.text, self.raw = _open_text(path)
+        self.gzip = not isinstance(getattr(self.text, "buffer", None), io.BufferedReader)
+        self.size = os.fstat(self.raw.fileno()).st_size
+        self.progress = progress
+        self.buf = ""
+        self.pos = 0
+        self.base = 0  # characters consumed before buf
+        self.eof = False
+        self.scan = json.JSONDecoder(parse_float=decimal.Decimal).scan_once  # type: ignore[attr-defined]
+
+    def close(self) -> None:
+        self.text.close()
+        self.raw.close()
+
+    # -- the buffer --
+
+    def _fill(self, size: int = _CHUNK) -> None:
+        try:
+            chunk = self.text.read(size)
+        except UnicodeDecodeError as exc:
+            raise _Bad(f"not UTF-8 text ({exc.reason})") from None
+        except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
+            raise _Bad(f"truncated or corrupted gzip data ({exc})") from None
+        except OSError as exc:
+            if self.gzip:
+                raise _Bad(f"corrupted gzip data ({exc})") from None
+            raise
+        if not chunk:
+            self.eof = True
+        self.base += self.pos
+        self.buf = self.buf[self.pos:] + chunk
+        self.pos = 0
+        if self.progress is not None:
+            try:
+                done = self.raw.tell()
+            except (OSError, ValueError):
+                done = 0
+            self.progress(min(done, self.size), self.size)
+
+    def _skip_ws(self) -> str:
+        """Skips whitespace; the next character, "" at the end."""
+        while True:
+            self.pos = _WS.match(self.buf, self.pos).end()  # type: ignore[union-attr]
+            if self.pos < len(self.buf):
+                return self.buf[self.pos]
+            if self.eof:
+                return ""
+            self._fill()
+
+    def _where(self) -> str:
+        return f"character {self.base + self.pos}"
+
+    def _value(self) -> Any:
+        """The JSON value at the current position (after whitespace)."""
+        self._skip_ws()
+        size = _CHUNK
+        while True:
+            if len(self.buf) - self.pos < 4096 and not self.eof:
+                self._fill()
+            try:
+                value, end = self.scan(self.buf, self.pos)
+            except StopIteration as exc:  # its value: where a value was expected
+                problem, at = "expecting a value", exc.value if type(exc.value) is int else self.pos
+            except json.JSONDecodeError as exc:
+                problem, at = exc.msg, exc.pos
+            else:
+                # A number (or literal) that reaches the end of the buffer may go on.
+                if end < len(self.buf) or self.eof:
+                    self.pos = end
+                    return value
+                problem, at = "", len(self.buf)
+            if self.eof:
+                # An error at the very end (in a cut literal, escape or string).
+                if len(self.buf) - at <= 8 or problem.startswith("Unterminated string"):
+                    raise _Bad(f"not JSON: truncated (the file ends in the middle of the "
+                               f"document, at character {self.base + len(self.buf)})")
+                raise _Bad(f"not JSON: {problem} at character {self.base + at}")
+            # Incomplete in the buffer: read more, twice as much each time, so
+            # that a huge value is parsed again only a few times.
+            self._fill(size)
+            size *= 2
+
+    def _expect(self, chars: str, context: str) -> str:
+        c = self._skip_ws()
+        if c == "":
+            raise _Bad(f"not JSON: truncated at {self._where()} (the file ends in {context})")
+        if c not in chars:
+            raise _Bad(f"not JSON: expecting {' or '.join(repr(x) for x in chars)} in "
+                       f"{context} at {self._where()}, found {c!r}")
+        self.pos += 1
+        return c
+
+    # -- the document --
+
+    def read(self, sink: Optional["_Sink"], skip_events: bool = False) -> tuple[dict[str, Any], bool]:
+        """Reads the whole document: gives each element of traceEvents to
+        sink (skip_events: only checks they parse), returns (the other
+        members of the top-level object, whether traceEvents was there)."""
+        self._fill()
+        c = self._skip_ws()
+        if c == "":
+            raise _Bad("empty file (not a trace)")
+        if c != "{":
+            value = self._value()  # raises if it is not JSON at all
+            self._end()
+            kind = {list: "an array", str: "a string", bool: "a boolean"}.get(
+                type(value), "a number" if isinstance(value, (int, decimal.Decimal)) else "null")
+            hint = (" (a Chrome trace in array form, not written by frametrace)"
+                    if isinstance(value, list) else "")
+            raise _Bad(f"not a trace: the JSON document is {kind}, not an object{hint}")
+        self.pos += 1
+        top: dict[str, Any] = {}
+        saw_events = False
+        if self._skip_ws() == "}":
+            self.pos += 1
+        else:
+            while True:
+                if self._skip_ws() != '"':
+                    self._expect('"', "the top-level object")
+                key = self._value()
+                self._expect(":", "the top-level object")
+                if key == "traceEvents" and self._skip_ws() == "[":
+                    saw_events = True
+                    self._events(None if skip_events else sink)
+                else:
+                    top[key] = self._value()
+                if self._expect(",}", "the top-level object") == "}":
+                    break
+        self._end()
+        return top, saw_events
+
+    def _events(self, sink: Optional["_Sink"]) -> None:
+        self.pos += 1  # "["
+        if self._skip_ws() == "]":
+            self.pos += 1
+            return
+        fast = sink.fast.match if sink is not None and sink.fast is not None else None
+        while True:
+            if fast is not None:
+                # The events as frametrace's C writer lays them out, each
+                # with its separator, matched without building a dict.
+                on_fast = sink.on_fast  # type: ignore[union-attr]
+                self._skip_ws()
+                buf, pos = self.buf, self.pos
+                while True:
+                    if len(buf) - pos < 8192 and not self.eof:
+                        self.pos = pos
+                        self._fill()
+                        buf, pos = self.buf, self.pos
+                    m = fast(buf, pos)
+                    if m is None:
+                        break
+                    on_fast(m)
+                    pos = m.end()
+                self.pos = pos
+            value = self._value()
+            if sink is not None:
+                sink.on_event(value)
+            if self._expect(",]", "traceEvents") == "]":
+                return
+
+    def _end(self) -> None:
+        if self._skip_ws() != "":
+            raise _Bad(f"not JSON: extra data after the document at {self._where()}")
+
+
+class _Sink:
+    """Where the elements of traceEvents go: on_event(element) for each, or
+    on_fast(match) for those the regular expression fast matches (with
+    their separator)."""
+
+    fast: Optional["re.Pattern[str]"] = None
+
+    def on_event(self, ev: Any) -> None:
+        raise NotImplementedError
+
+    def on_fast(self, m: "re.Match[str]") -> None:
+        raise NotImplementedError
+
+
+def _read(path: str, sink: Optional[_Sink], progress: Progress = None,
+          skip_events: bool = False) -> tuple[dict[str, Any], bool]:
+    reader = _Reader(path, progress)
+    try:
+        return reader.read(sink, skip_events)
+    finally:
+        reader.close()
+
+
+# ---- fields -------------------------------------------------------------------------
+
+_THOUSAND = decimal.Decimal(1000)
+
+
+def _ns(value: Any, what: str) -> int:
+    """Microseconds (a JSON number) -> exact nanoseconds."""
+    if type(value) is int:
+        return value * 1000
+    if isinstance(value, decimal.Decimal):
+        ns = value * _THOUSAND
+        if ns == ns.to_integral_value():
+            return int(ns)
+        raise _Bad(f"{what}: {value} us is not a whole number of nanoseconds")
+    raise _Bad(f"{what}: a number of microseconds expected, not {_show(value)}")
+
+
+def _int(value: Any, what: str) -> int:
+    if type(value) is not int:
+        raise _Bad(f"{what}: an integer expected, not {_show(value)}")
+    return value
+
+
+def _str(value: Any, what: str) -> str:
+    if not isinstance(value, str):
+        raise _Bad(f"{what}: a string expected, not {_show(value)}")
+    return value
+
+
+def _bool(value: Any, what: str) -> bool:
+    if not isinstance(value, bool):
+        raise _Bad(f"{what}: true or false expected, not {_show(value)}")
+    return value
+
+
+def _dict(value: Any, what: str) -> dict:
+    if not isinstance(value, dict):
+        raise _Bad(f"{what}: an object expected, not {_show(value)}")
+    return value
+
+
+def _show(value: Any) -> str:
+    text = json.dumps(value, default=str) if not isinstance(value, str) else json.dumps(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _get(obj: dict, key: str, what: str) -> Any:
+    try:
+        return obj[key]
+    except KeyError:
+        raise _Bad(f"{what}: no {key!r}") from None
+
+
+# ---- otherData.frametrace -------------------------------------------------------------
+
+
+@dataclass
+class _Process:
+    """What the Chrome file says about one process."""
+
+    pid: int
+    origin_ns: int  # ts 0, on the process's own monotonic clock (merged: see shift)
+    start_ns: int
+    stop_ns: int
+    dropped: int
+    thread_ids: dict  # chrome tid -> thread_id
+    metadata: dict
+    clock_anchor: Optional[dict]
+    shift_ns: int = 0  # merged files: added to the process's own times
+    original_pid: Optional[int] = None
+    source: Optional[str] = None
+    process_name: Optional[str] = None
+
+
+def _process(other: dict, what: str) -> _Process:
+    thread_ids = {}
+    for k, v in _dict(_get(other, "thread_ids", what), f"{what}.thread_ids").items():
+        try:
+            tid = int(k)
+        except ValueError:
+            raise _Bad(f"{what}.thread_ids: key {k!r} is not a thread id") from None
+        thread_ids[tid] = _int(v, f"{what}.thread_ids[{k!r}]")
+    anchor = other.get("clock_anchor")
+    if anchor is not None:
+        anchor = _dict(anchor, f"{what}.clock_anchor")
+        _int(_get(anchor, "monotonic_ns", f"{what}.clock_anchor"), f"{what}.clock_anchor.monotonic_ns")
+        _int(_get(anchor, "wall_ns", f"{what}.clock_anchor"), f"{what}.clock_anchor.wall_ns")
+    return _Process(
+        pid=_int(_get(other, "pid", what), f"{what}.pid"),
+        origin_ns=_int(_get(other, "origin_ns", what), f"{what}.origin_ns"),
+        start_ns=_int(_get(other, "start_ns", what), f"{what}.start_ns"),
+        stop_ns=_int(_get(other, "stop_ns", what), f"{what}.stop_ns"),
+        dropped=_int(other.get("dropped", 0), f"{what}.dropped"),
+        thread_ids=thread_ids,
+        metadata=_dict(other.get("metadata") or {}, f"{what}.metadata"),
+        clock_anchor=anchor,
+        shift_ns=_int(other.get("shift_ns", 0), f"{what}.shift_ns"),
+        original_pid=other.get("original_pid"),
+        source=other.get("source"),
+        process_name=other.get("process_name"),
+    )
+
+
+def _frametrace_other(top: dict, saw_events: bool) -> dict:
+    """otherData.frametrace of a Chrome document, checked."""
+    if not saw_events:
+        if "traceEvents" in top:
+            raise _Bad("traceEvents is not a list")
+        raise _Bad("not a trace: no traceEvents (neither a Chrome trace nor frametrace's "
+                   "portable format)")
+    other = top.get("otherData")
+    if not isinstance(other, dict) or not isinstance(other.get("frametrace"), dict):
+        raise _Bad("a Chrome trace not written by frametrace (no otherData.frametrace)")
+    ft = other["frametrace"]
+    if ft.get("format", FORMAT) != FORMAT or ft.get("version", VERSION) != VERSION:
+        raise _Bad(f"unsupported otherData.frametrace format {ft.get('format')!r} "
+                   f"version {ft.get('version')!r}")
+    return ft
+
+
+def _processes(ft: dict) -> tuple[list[_Process], bool]:
+    """The processes of otherData.frametrace, and whether it is a merge."""
+    if ft.get("merged"):
+        inputs = ft.get("inputs")
+        if not isinstance(inputs, list) or not inputs:
+            raise _Bad("otherData.frametrace.inputs: a non-empty list expected in a merged trace")
+        procs = [_process(_dict(p, f"otherData.frametrace.inputs[{i}]"),
+                          f"otherData.frametrace.inputs[{i}]") for i, p in enumerate(inputs)]
+        pids = [p.pid for p in procs]
+        if len(set(pids)) != len(pids):
+            raise _Bad("otherData.frametrace.inputs: two processes with the same pid")
+        _int(_get(ft, "origin_ns", "otherData.frametrace"), "otherData.frametrace.origin_ns")
+        return procs, True
+    return [_process(ft, "otherData.frametrace")], False
+
+
+def read_other_data(path: PathLike) -> dict:
+    """``otherData.frametrace`` of a Chrome trace frametrace wrote, read
+    without keeping its events (ValueError if it is not one)."""
+    path = os.fspath(path)
+    try:
+        ft = _tail_other(path)
+        if ft is not None:
+            return _frametrace_other({"otherData": {"frametrace": ft}}, True)
+        top, saw = _read(path, None, skip_events=True)
+        return _frametrace_other(top, saw)
+    except _Bad as exc:
+        raise ValueError(f"{path}: {exc}") from None
+
+
+# ---- Chrome -> Trace ---------------------------------------------------------------------
+
+
+# An event exactly as frametrace's C writer lays it out, with its separator.
+_JSON_UINT = r"(0|[1-9][0-9]*)"
+_JSON_STR = r'"([^"\\\x00-\x1f]*(?:\\.[^"\\\x00-\x1f]*)*)"'
+_FAST_CALL = re.compile(
+    r'\{"ph":"X","cat":"(python|c)","pid":' + _JSON_UINT + ',"tid":' + _JSON_UINT
+    + r',"ts":(-?(?:0|[1-9][0-9]*))\.([0-9]{3}),"dur":' + _JSON_UINT + r'\.([0-9]{3}),'
+    + '"name":' + _JSON_STR + ',"args":\\{"file":' + _JSON_STR
+    + '(,"open_at_start":true)?(,"open_at_stop":true)?\\}\\},\n')
+
+
+def _unescape(raw: str, what: str) -> str:
+    try:
+        value = json.loads(f'"{raw}"')
+    except ValueError as exc:
+        raise _Bad(f"{what}: not a valid JSON string ({exc})") from None
+    return value
+
+
+class _Plan:
+    """How a Chrome file's events become Events, from its otherData.frametrace:
+    the origin of its times and the thread id of each (pid, Chrome tid)."""
+
+    def __init__(self, ft: dict):
+        self.ft = ft
+        self.procs, self.merged = _processes(ft)
+        self.by_pid = {p.pid: p for p in self.procs}
+        self.origin = (_int(ft.get("origin_ns"), "otherData.frametrace.origin_ns")
+                       if self.merged else self.procs[0].origin_ns)
+        # Thread ids: the file's, made distinct across the processes of a merge.
+        self.tid_map: dict[tuple[int, int], int] = {}
+        used: set[int] = set()
+        for p in self.procs:
+            mine: dict[int, int] = {}
+            for ctid, thread_id in p.thread_ids.items():
+                new = thread_id
+                if self.merged and new in used:
+                    # A forked process's main thread has its parent's ident.
+                    new = ctid if ctid not in used else p.pid << 64 | thread_id
+                used.add(new)
+                mine[ctid] = new
+                self.tid_map[(p.pid, ctid)] = new
+            p.thread_ids = mine
+
+    def thread_id(self, pid: int, ctid: int) -> int:
+        """The thread id of an event of (pid, Chrome tid).  A tid missing from
+        thread_ids (a thread whose threading ident an earlier thread of the
+        trace had, which write_chrome could not tell apart; or a thread with
+        ranges and no Python events) keeps its Chrome tid as id."""
+        if not self.merged:
+            pid = self.procs[0].pid  # one process: its events' pid is not checked
+        elif pid not in self.by_pid:
+            raise _Bad(f"events of pid {pid}, none of the merged processes "
+                       f"(otherData.frametrace.inputs)")
+        return self.tid_map.get((pid, ctid), ctid)
+
+
+class _ChromeEvents(_Sink):
+    """Collects a Chrome document's events while it streams past, nested per
+    thread: as Events when the plan is known (otherData.frametrace read from
+    the end of the file first), else as tuples of times relative to the
+    origin, made Events once the document has been read."""
+
+    fast = _FAST_CALL
+
+    def __init__(self, plan: Optional[_Plan] = None) -> None:
+        self.plan = plan
+        # Events, or (name, filename, lineno, kind, pid, tid, ts, end, depth, parent, oas, oast)
+        self.calls: list[Any] = []
+        self.ranges: list[tuple] = []  # (name, pid, tid, ts, end, oas, oae)
+        self.steps: list[tuple] = []  # (name, step, pid, ts, end)
+        self.thread_names: dict[tuple[int, int], tuple[str, Any]] = {}  # (pid, tid) -> (name, thread_id)
+        self.process_names: dict[int, str] = {}
+        self.threads: dict[tuple[int, int], tuple] = {}  # (pid, tid) -> (pid, tid, thread_id, stack)
+        self.files: dict[str, tuple[str, int]] = {}  # args.file -> (filename, lineno)
+        self.raw_files: dict[str, tuple[str, int]] = {}  # the same, by its JSON text
+        self.names: dict[str, str] = {}
+        self.raw_names: dict[str, str] = {}
+        self.n = 0
+        self.last_pid: Optional[str] = None  # the thread of the previous fast-path event
+        self.last_tid: Optional[str] = None
+        self.last: Any = None
+        self.origin = plan.origin if plan is not None else 0
+
+    def _thread(self, pid: int, tid: int) -> tuple:
+        """(pid, tid, thread_id, stack of the thread's open events)."""
+        key = (pid, tid)
+        t = self.threads.get(key)
+        if t is None:
+            thread_id = self.plan.thread_id(pid, tid) if self.plan is not None else pid
+            t = self.threads[key] = (pid, tid, thread_id, [])
+        return t
+
+    def on_fast(self, m: "re.Match[str]") -> None:
+        n = self.n
+        self.n = n + 1
+        cat, pid_s, tid_s, ts_us, ts_frac, dur_us, dur_frac, raw_name, raw_file, oas_s, oast_s = m.groups()
+        name = self.raw_names.get(raw_name)
+        if name is None:
+            name = _unescape(raw_name, f"traceEvents[{n}].name") if "\\" in raw_name else raw_name
+            name = self.raw_names[raw_name] = self.names.setdefault(name, name)
+        loc = self.raw_files.get(raw_file)
+        if loc is None:
+            what = f"traceEvents[{n}].args.file"
+            loc = self.raw_files[raw_file] = self._where(
+                _unescape(raw_file, what) if "\\" in raw_file else raw_file, what)
+        ts = self.origin + int(ts_us + ts_frac)
+        end = ts + int(dur_us + dur_frac)
+        oas = oas_s is not None
+        oast = oast_s is not None
+        # The thread: most often the previous event's.
+        if pid_s == self.last_pid and tid_s == self.last_tid:
+            pid, tid, thread_id, stack = self.last
+        else:
+            self.last = pid, tid, thread_id, stack = self._thread(int(pid_s), int(tid_s))
+            self.last_pid, self.last_tid = pid_s, tid_s
+        calls = self.calls
+        # The parent: the innermost event of the thread still enclosing this
+        # one (and, for an event open at the start or stop, open there too).
+        while stack:
+            top = calls[stack[-1]]
+            if (top[6] <= ts and end <= top[7]
+                    and (top[10] or not oas) and (top[11] or not oast)):
+                break
+            stack.pop()
+        depth = len(stack)
+        parent = stack[-1] if stack else -1
+        stack.append(len(calls))
+        kind = "py" if cat == "python" else "c"
+        if self.plan is not None:
+            calls.append(Event((name, loc[0], loc[1], kind, thread_id, tid, ts, end, depth,
+                                parent, oas, oast)))
+        else:
+            calls.append((name, loc[0], loc[1], kind, pid, tid, ts, end, depth, parent, oas, oast))
+
+    def on_event(self, ev: Any) -> None:
+        n = self.n
+        self.n += 1
+        if type(ev) is not dict:
+            raise _Bad(f"traceEvents[{n}]: an object expected, not {_show(ev)}")
+        ph = ev.get("ph")
+        if ph == "X":
+            cat = ev.get("cat")
+            if cat == "python" or cat == "c":
+                self._call(n, ev, "py" if cat == "python" else "c")
+            elif cat == "range":
+                self._range(n, ev)
+            elif cat == "step":
+                self._step(n, ev)
+            # Other categories: not frametrace's; left out.
+        elif ph == "M":
+            name = ev.get("name")
+            args = ev.get("args")
+            if name == "thread_name" and isinstance(args, dict):
+                what = f"traceEvents[{n}] (thread_name)"
+                self.thread_names[(_int(_get(ev, "pid", what), f"{what}.pid"),
+                                   _int(_get(ev, "tid", what), f"{what}.tid"))] = (
+                    _str(_get(args, "name", f"{what}.args"), f"{what}.args.name"),
+                    args.get("thread_id"))
+            elif name == "process_name" and isinstance(args, dict):
+                what = f"traceEvents[{n}] (process_name)"
+                self.process_names[_int(_get(ev, "pid", what), f"{what}.pid")] = _str(
+                    _get(args, "name", f"{what}.args"), f"{what}.args.name")
+        elif not isinstance(ph, str):
+            raise _Bad(f"traceEvents[{n}]: no \"ph\" (event phase)")
+
+    def _span(self, n: int, ev: dict, what: str) -> tuple[int, int, int, int]:
+        pid = _int(_get(ev, "pid", what), f"{what}.pid")
+        tid = _int(_get(ev, "tid", what), f"{what}.tid")
+        ts = _ns(_get(ev, "ts", what), f"{what}.ts")
+        dur = _ns(_get(ev, "dur", what), f"{what}.dur")
+        if dur < 0:
+            raise _Bad(f"{what}.dur: negative ({ev['dur']})")
+        return pid, tid, ts, ts + dur
+
+    @staticmethod
+    def _where(where: str, what: str) -> tuple[str, int]:
+        filename, colon, line = where.rpartition(":")
+        if not colon or not line.isdigit() or not line.isascii():
+            raise _Bad(f"{what}: \"path:line\" expected, not {_show(where)}")
+        return filename, int(line)
+
+    def _call(self, n: int, ev: dict, kind: str) -> None:
+        what = f"traceEvents[{n}]"
+        pid, tid, ts, end = self._span(n, ev, what)
+        name = ev.get("name")
+        if type(name) is not str:
+            raise _Bad(f"{what}.name: a string expected, not {_show(name)}")
+        name = self.names.setdefault(name, name)
+        args = ev.get("args")
+        if type(args) is not dict:
+            raise _Bad(f"{what}.args: an object expected, not {_show(args)}")
+        where = _str(_get(args, "file", f"{what}.args"), f"{what}.args.file")
+        loc = self.files.get(where)
+        if loc is None:
+            loc = self.files[where] = self._where(where, f"{what}.args.file")
+        oas = _bool(args.get("open_at_start", False), f"{what}.args.open_at_start")
+        oast = _bool(args.get("open_at_stop", False), f"{what}.args.open_at_stop")
+        ts += self.origin
+        end += self.origin
+        _pid, _tid, thread_id, stack = self._thread(pid, tid)
+        calls = self.calls
+        while stack:
+            top = calls[stack[-1]]
+            if (top[6] <= ts and end <= top[7]
+                    and (top[10] or not oas) and (top[11] or not oast)):
+                break
+            stack.pop()
+        depth = len(stack)
+        parent = stack[-1] if stack else -1
+        stack.append(len(calls))
+        if self.plan is not None:
+            calls.append(Event((name, loc[0], loc[1], kind, thread_id, tid, ts, end, depth,
+                                parent, oas, oast)))
+        else:
+            calls.append((name, loc[0], loc[1], kind, pid, tid, ts, end, depth, parent, oas, oast))
+
+    def _range(self, n: int, ev: dict) -> None:
+        what = f"traceEvents[{n}] (range)"
+        pid, tid, ts, end = self._span(n, ev, what)
+        args = ev.get("args") or {}
+        if type(args) is not dict:
+            raise _Bad(f"{what}.args: an object expected, not {_show(args)}")
+        self.ranges.append((_str(ev.get("name"), f"{what}.name"), pid, tid, ts, end,
+                            _bool(args.get("open_at_start", False), f"{what}.args.open_at_start"),
+                            _bool(args.get("open_at_end", False), f"{what}.args.open_at_end")))
+
+    def _step(self, n: int, ev: dict) -> None:
+        what = f"traceEvents[{n}] (step)"
+        pid, _tid, ts, end = self._span(n, ev, what)
+        args = _dict(ev.get("args") or {}, f"{what}.args")
+        name = _str(ev.get("name"), f"{what}.name")
+        step = args.get("step")
+        if step is None:
+            step = int(name[5:]) if name.startswith("step#") and name[5:].isdigit() else 0
+        self.steps.append((name, _int(step, f"{what}.args.step"), pid, ts, end))
+
+
+def _chrome_trace(col: _ChromeEvents, ft: dict) -> Trace:
+    if col.plan is not None:
+        if col.plan.ft != ft:
+            raise _Bad("otherData.frametrace is not the one found at the end of the file")
+        plan = col.plan
+    else:
+        plan = _Plan(ft)
+    procs, merged, origin = plan.procs, plan.merged, plan.origin
+    calls = col.calls
+    if col.plan is None:
+        # Tuples of times relative to the origin: Events now.
+        thread_of = {key: plan.thread_id(*key) for key in col.threads}
+        calls[:] = [Event((name, filename, lineno, kind, thread_of[(pid, ctid)], ctid,
+                           origin + ts, origin + end, depth, parent, oas, oast))
+                    for name, filename, lineno, kind, pid, ctid, ts, end, depth, parent, oas, oast
+                    in calls]
+    ranges = [RangeRecord(name, plan.thread_id(pid, ctid), origin + ts, origin + end, oas, oae)
+              for name, pid, ctid, ts, end, oas, oae in col.ranges]
+    steps = [StepRecord(name, step, origin + ts, origin + end)
+             for name, step, _pid, ts, end in col.steps]
+
+    names: dict[Any, str] = {}
+    for (pid, ctid), (tname, _thread_id) in col.thread_names.items():
+        t = plan.tid_map.get((pid if merged else procs[0].pid, ctid))
+        if t is None:
+            continue  # the steps track, or a thread without events
+        names[t] = f"{tname} [pid {pid}]" if merged else tname
+
+    if not merged:
+        p = procs[0]
+        return Trace(
+            events=calls, ranges=ranges, steps=steps,
+            session_start_ns=p.origin_ns,
+            session_end_ns=_int(p.metadata.get("session_end_ns", p.stop_ns),
+                                "otherData.frametrace.metadata.session_end_ns"),
+            tracer_start_ns=p.start_ns, tracer_stop_ns=p.stop_ns,
+            dropped=p.dropped, pid=p.pid, thread_names=names,
+            cycle=_int(p.metadata.get("cycle", 0), "otherData.frametrace.metadata.cycle"),
+        )
+    processes: list[dict[str, Any]] = []
+    ends = []
+    for p in procs:
+        end = p.metadata.get("session_end_ns", p.stop_ns)
+        ends.append((end if type(end) is int else p.stop_ns) + p.shift_ns)
+        processes.append({
+            "pid": p.pid,
+            "original_pid": p.original_pid if p.original_pid is not None else p.pid,
+            "source": p.source,
+            "process_name": col.process_names.get(p.pid, p.process_name),
+            "thread_ids": dict(p.thread_ids),
+            "shift_ns": p.shift_ns,
+            "tracer_start_ns": p.start_ns + p.shift_ns,
+            "tracer_stop_ns": p.stop_ns + p.shift_ns,
+            "dropped": p.dropped,
+            "metadata": p.metadata,
+        })
+    return MergedTrace(
+        events=calls, ranges=ranges, steps=steps,
+        session_start_ns=origin,
+        session_end_ns=max(ends),
+        tracer_start_ns=min(p.start_ns + p.shift_ns for p in procs),
+        tracer_stop_ns=max(p.stop_ns + p.shift_ns for p in procs),
+        dropped=sum(p.dropped for p in procs), pid=procs[0].pid, thread_names=names,
+        processes=processes,
+    )
+
+
+# ---- portable JSON -> Trace -------------------------------------------------------------
+
+
+def _portable_trace(doc: dict) -> Trace:
+    if doc.get("version") != VERSION:
+        raise _Bad(f"unsupported frametrace trace version {doc.get('version')!r}")
+    md = _dict(doc.get("metadata") or {}, "metadata")
+    fields = _get(doc, "event_fields", "the document")
+    if not isinstance(fields, list) or sorted(map(str, fields)) != sorted(EVENT_FIELDS):
+        raise _Bad(f"event_fields: the {len(EVENT_FIELDS)} fields {', '.join(EVENT_FIELDS)} "
+                   f"expected, not {_show(fields)}")
+    order = [fields.index(f) for f in EVENT_FIELDS]
+    checks: list[Callable[[Any, str], Any]] = [
+        _str, _str, _int, _kind, _int, _int, _int, _int, _int, _int, _bool, _bool]
+    raw_events = _get(doc, "events", "the document")
+    if not isinstance(raw_events, list):
+        raise _Bad(f"events: a list expected, not {_show(raw_events)}")
+    events = []
+    for i, raw in enumerate(raw_events):
+        if not isinstance(raw, list) or len(raw) != len(EVENT_FIELDS):
+            raise _Bad(f"events[{i}]: a list of {len(EVENT_FIELDS)} fields expected, not {_show(raw)}")
+        values = [check(raw[j], f"events[{i}].{f}") for check, j, f in zip(checks, order, EVENT_FIELDS)]
+        if not -1 <= values[9] < i:
+            raise _Bad(f"events[{i}].parent: {values[9]} is not -1 or an earlier event")
+        events.append(Event(values))
+
+    def record(cls: Any, i: int, raw: Any, what: str) -> Any:
+        raw = _dict(raw, f"{what}[{i}]")
+        try:
+            rec = cls(**raw)
+        except TypeError as exc:
+            raise _Bad(f"{what}[{i}]: {exc}") from None
+        for f, v in rec._asdict().items():
+            (_str if f == "name" else _bool if f.startswith("open_") else _int)(v, f"{what}[{i}].{f}")
+        return rec
+
+    ranges = [record(RangeRecord, i, r, "ranges") for i, r in enumerate(doc.get("ranges") or [])]
+    steps = [record(StepRecord, i, s, "steps") for i, s in enumerate(doc.get("steps") or [])]
+
+    def opt_int(*keys: str) -> Optional[int]:
+        for k in keys:
+            if md.get(k) is not None:
+                return _int(md[k], f"metadata.{k}")
+        return None
+
+    def by_thread(key: str, check: Callable[[Any, str], Any]) -> dict:
+        out = {}
+        for k, v in _dict(md.get(key) or {}, f"metadata.{key}").items():
+            try:
+                out[int(k)] = check(v, f"metadata.{key}[{k!r}]")
+            except ValueError:
+                raise _Bad(f"metadata.{key}: key {k!r} is not a thread id") from None
+        return out
+
+    start = opt_int("tracer_start_ns", "start_ns")
+    stop = opt_int("tracer_stop_ns", "stop_ns")
+    first = min((e.start_ns for e in events), default=0)
+    last = max((e.end_ns for e in events), default=0)
+    session_start = opt_int("session_start_ns")
+    session_end = opt_int("session_end_ns")
+    return Trace(
+        events=events, ranges=ranges, steps=steps,
+        session_start_ns=session_start if session_start is not None else (start if start is not None else first),
+        session_end_ns=session_end if session_end is not None else (stop if stop is not None else last),
+        tracer_start_ns=start, tracer_stop_ns=stop,
+        dropped=opt_int("dropped") or 0,
+        dropped_by_thread=by_thread("dropped_by_thread", _int),
+        pid=opt_int("pid") or 0,
+        thread_names=by_thread("thread_names", _str),
+        cycle=opt_int("cycle") or 0,
+    )
+
+
+def _kind(value: Any, what: str) -> str:
+    if value not in ("py", "c"):
+        raise _Bad(f"{what}: \"py\" or \"c\" expected, not {_show(value)}")
+    return value
+
+
+# ---- load ---------------------------------------------------------------------------------
+
+
+def load(path: PathLike, *, progress: Progress = None) -> Trace:
+    """The ``frametrace.Trace`` of a trace file: Chrome trace JSON
+    frametrace wrote (``write_chrome``, ``Trace.to_chrome``, ``frametrace
+    run``, ``frametrace merge``: a ``MergedTrace``), or frametrace's
+    portable JSON (``Trace.save``); ``.json`` or gzip-compressed.
+
+    Raises ValueError naming the file and the problem for anything else
+    (OSError when it cannot be opened).  progress, if given, is called as
+    ``progress(done, total)`` now and then: bytes of the file read so far,
+    of its size."""
+    path = os.fspath(path)
+    plan = None
+    ft = _tail_other(path)
+    if ft is not None:
+        try:
+            plan = _Plan(_frametrace_other({"otherData": {"frametrace": ft}}, True))
+        except _Bad:
+            plan = None  # reported below, once the whole document has been read
+    col = _ChromeEvents(plan)
+    gc_was_enabled = gc.isenabled()
+    gc.disable()  # millions of new objects, no cycles: no collections meanwhile
+    try:
+        top, saw_events = _read(path, col, progress)
+        if not saw_events and top.get("format") == FORMAT:
+            return _portable_trace(top)
+        return _chrome_trace(col, _frametrace_other(top, saw_events))
+    except _Bad as exc:
+        raise ValueError(f"{path}: {exc}") from None
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+
+
+# ---- merge -------------------------------------------------------------------------------
+
+
+def _tail_other(path: str) -> Optional[dict]:
+    """otherData.frametrace from the end of the file (where write_chrome
+    puts it), without parsing the events; None when not found there."""
+    keep = 1 << 20
+    try:
+        with open(path, "rb") as raw:
+            if raw.read(2) == b"\x1f\x8b":
+                raw.seek(0)
+                tail = b""
+                with gzip.GzipFile(fileobj=raw, mode="rb") as gz:
+                    while True:
+                        chunk = gz.read(1 << 22)
+                        if not chunk:
+                            break
+                        tail = (tail + chunk)[-keep:]
+            else:
+                raw.seek(0, os.SEEK_END)
+                raw.seek(max(0, raw.tell() - keep))
+                tail = raw.read()
+        text = tail.decode("utf-8", errors="replace")
+        i = text.rfind('"otherData"')
+        if i < 0:
+            return None
+        j = _WS.match(text, i + len('"otherData"')).end()  # type: ignore[union-attr]
+        if text[j:j + 1] != ":":
+            return None
+        j = _WS.match(text, j + 1).end()  # type: ignore[union-attr]
+        other, end = json.JSONDecoder(parse_float=decimal.Decimal).raw_decode(text, j)
+        if not re.fullmatch(r"[ \t\n\r]*\}[ \t\n\r]*", text[end:]):
+            return None
+    except (OSError, EOFError, zlib.error, ValueError):
+        return None
+    ft = other.get("frametrace") if isinstance(other, dict) else None
+    return ft if isinstance(ft, dict) else None
+
+
+def _us_text(ns: int) -> str:
+    """Nanoseconds as microseconds with three decimals, as write_chrome writes them."""
+    sign = "-" if ns < 0 else ""
+    ns = abs(ns)
+    return f"{sign}{ns // 1000}.{ns % 1000:03d}"
+
+
+def _plain(value: Any) -> Any:
+    """value with its decimals made JSON numbers again (for json.dumps)."""
+    if isinstance(value, decimal.Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
+class _MergeSink(_Sink):
+    """Writes the events of one input to the merged file: pids mapped, ts
+    moved by shift_ns, everything else as it was."""
+
+    fast = _FAST_CALL
+
+    def __init__(self, out: Callable[[str], None], pids: dict, default_pid: Optional[int],
+                 shift_ns: int, renames: dict, first: bool):
+        self.out = out
+        self.pids = pids  # old pid -> new pid
+        self.default_pid = default_pid  # one process: any pid becomes it
+        self.shift = shift_ns
+        self.renames = renames  # new pid -> suffix for its process_name
+        self.sep = "" if first else ",\n"
+        self.pid_text: dict[str, str] = {}
+        self.checked: set[str] = set()
+        self.process_names: dict[int, str] = {}
+        self.n = 0
+        self.count = 0  # Python/C events
+
+    def _pid(self, pid: int, what: str) -> int:
+        new = self.pids.get(pid, self.default_pid)
+        if new is None:
+            raise _Bad(f"{what}: pid {pid} is none of the file's processes")
+        return new
+
+    def on_fast(self, m: "re.Match[str]") -> None:
+        n = self.n
+        self.n = n + 1
+        self.count += 1
+        s = m.string
+        pid_s = m.group(2)
+        pid = self.pid_text.get(pid_s)
+        if pid is None:
+            pid = self.pid_text[pid_s] = str(self._pid(int(pid_s), f"traceEvents[{n}]"))
+        for k in (8, 9):
+            raw = m.group(k)
+            if "\\" in raw and raw not in self.checked:
+                _unescape(raw, f"traceEvents[{n}]")
+                self.checked.add(raw)
+        ts = _us_text(int(m.group(4) + m.group(5)) + self.shift)
+        self.out(f"{self.sep}{s[m.start():m.start(2)]}{pid}{s[m.end(2):m.start(4)]}{ts}"
+                 f"{s[m.end(5):m.end() - 2]}")
+        self.sep = ",\n"
+
+    def on_event(self, ev: Any) -> None:
+        n = self.n
+        self.n = n + 1
+        what = f"traceEvents[{n}]"
+        if type(ev) is not dict:
+            raise _Bad(f"{what}: an object expected, not {_show(ev)}")
+        if not isinstance(ev.get("ph"), str):
+            raise _Bad(f"{what}: no \"ph\" (event phase)")
+        ev = dict(ev)
+        if "pid" in ev:
+            ev["pid"] = self._pid(_int(ev["pid"], f"{what}.pid"), what)
+        if ev["ph"] == "X" and ev.get("cat") in ("python", "c"):
+            self.count += 1
+        ts = ev.pop("ts", None)
+        dur = ev.pop("dur", None)
+        args = ev.get("args")
+        if ev["ph"] == "M" and ev.get("name") == "process_name" and isinstance(args, dict):
+            name = args.get("name")
+            if isinstance(name, str) and isinstance(ev.get("pid"), int):
+                self.process_names[ev["pid"]] = name
+                if ev["pid"] in self.renames:
+                    ev["args"] = dict(args, name=name + self.renames[ev["pid"]])
+        text = json.dumps(_plain(ev), separators=(",", ":"))
+        extra = ""
+        if ts is not None:
+            extra += ',"ts":' + _us_text(_ns(ts, f"{what}.ts") + self.shift)
+        if dur is not None:
+            extra += ',"dur":' + _us_text(_ns(dur, f"{what}.dur"))
+        if extra:
+            text = text[:-1] + extra + "}" if len(ev) else "{" + extra[1:] + "}"
+        self.out(self.sep + text)
+        self.sep = ",\n"
+
+
+def _anchor_wall(ft: dict, origin: int, what: str) -> int:
+    """The wall-clock time of a file's ts 0."""
+    anchor = ft.get("clock_anchor")
+    if not isinstance(anchor, dict):
+        raise _Bad(f"{what}: no otherData.frametrace.clock_anchor: the trace cannot be "
+                   f"placed on a common timeline")
+    mono = _int(anchor.get("monotonic_ns"), f"{what}: otherData.frametrace.clock_anchor.monotonic_ns")
+    wall = _int(anchor.get("wall_ns"), f"{what}: otherData.frametrace.clock_anchor.wall_ns")
+    return wall - mono + origin
+
+
+def merge(inputs: list, output: PathLike, *, progress: Progress = None) -> dict:
+    """Merges Chrome traces frametrace wrote (of several processes, or of
+    merges) into one file at output (``.json.gz``: compressed), each process
+    on its own track, all on one timeline: each file's timestamps are moved
+    by the difference between the wall-clock time of its origin (from the
+    ``clock_anchor`` it records) and the earliest one.  A pid already taken
+    by an earlier input is replaced by the next free number (the process
+    name says so).  The file has an ``otherData.frametrace`` that
+    ``load()`` reads back (a ``MergedTrace``), with ``inputs``: for each
+    process its source file, pid and original_pid, origin, tracer start and
+    stop, dropped count, thread ids, clock anchor, metadata, and
+    ``shift_ns`` (added to its own monotonic times to give the merged
+    trace's).
+
+    Works on the JSON, streaming each input once more after reading the
+    metadata at its end: memory stays small whatever the sizes.  Returns
+    the merged ``otherData.frametrace``.  ValueError (naming the file) for
+    an input that is not a Chrome trace frametrace wrote; the output is
+    only replaced once everything is written.  progress(done, total): bytes
+    of the inputs read, of their total size."""
+    paths = [os.fspath(p) for p in inputs]
+    if not paths:
+        raise ValueError("merge: no input files")
+    output = os.fspath(output)
+
+    # Pass 1: what each file says of itself.
+    files = []
+    for path in paths:
+        try:
+            ft = _tail_other(path)
+            if ft is None:
+                top, saw = _read(path, None, skip_events=True)
+                if not saw and top.get("format") == FORMAT:
+                    raise _Bad("frametrace's portable JSON format: merge takes Chrome traces "
+                               "(write_chrome, Trace.to_chrome, frametrace run)")
+                ft = _frametrace_other(top, saw)
+            ft = _frametrace_other({"otherData": {"frametrace": ft}}, True)
+            procs, merged = _processes(ft)
+            origin = _int(ft.get("origin_ns"), "otherData.frametrace.origin_ns")
+            wall = _anchor_wall(ft, origin, "the trace")
+        except _Bad as exc:
+            raise ValueError(f"{path}: {exc}") from None
+        files.append((path, ft, procs, merged, origin, wall))
+
+    common_wall = min(f[5] for f in files)
+    reference = min(range(len(files)), key=lambda i: files[i][5])
+    ref_origin = files[reference][4]
+
+    # New pids and the inputs' descriptions.
+    taken = {p.pid for f in files for p in f[2]}
+    assigned: set[int] = set()
+    plans = []
+    described: list[dict[str, Any]] = []
+    for path, ft, procs, merged, origin, wall in files:
+        offset = wall - common_wall  # ns added to the file's ts
+        file_shift = ref_origin + offset - origin  # own monotonic -> merged monotonic
+        pids: dict[int, int] = {}
+        renames: dict[int, str] = {}
+        for p in procs:
+            new = p.pid
+            if new in assigned:  # an earlier input's: the next number no input has
+                new += 1
+                while new in assigned or new in taken:
+                    new += 1
+            assigned.add(new)
+            pids[p.pid] = new
+            original = p.original_pid if p.original_pid is not None else p.pid
+            if new != p.pid:
+                renames[new] = f" (pid {original} of {os.path.basename(p.source or path)})"
+            described.append({
+                "source": p.source or path,
+                "pid": new,
+                "original_pid": original,
+                "process_name": p.process_name,
+                "origin_ns": p.origin_ns,
+                "start_ns": p.start_ns,
+                "stop_ns": p.stop_ns,
+                "dropped": p.dropped,
+                "thread_ids": {str(k): v for k, v in p.thread_ids.items()},
+                "clock_anchor": p.clock_anchor,
+                "metadata": p.metadata,
+                "shift_ns": p.shift_ns + file_shift,
+            })
+        plans.append((path, ft, pids, None if merged else pids[procs[0].pid], offset, renames))
+
+    total = sum(os.path.getsize(p) for p in paths)
+    done_before = 0
+    parent = os.path.dirname(output)
+    if parent:
+        os.makedirs(parent, exist_ok=True)
+    tmp = f"{output}.tmp{os.getpid()}"
+    count = 0
+    try:
+        opener: Any = (lambda p: gzip.open(p, "wt", encoding="utf-8", compresslevel=1)) \
+            if output.endswith(".gz") else (lambda p: open(p, "w", encoding="utf-8"))
+        with opener(tmp) as fh:
+            pending: list[str] = []
+
+            def out(text: str) -> None:
+                pending.append(text)
+                if len(pending) >= 4096:
+                    fh.write("".join(pending))
+                    pending.clear()
+
+            fh.write('{"traceEvents":[\n')
+            first = True
+            for i, (path, ft, pids, default_pid, offset, renames) in enumerate(plans):
+                sink = _MergeSink(out, pids, default_pid, offset, renames, first)
+                size = os.path.getsize(path)
+                step = None
+                if progress is not None:
+                    base = done_before
+
+                    def step(done: int, _total: int, base: int = base) -> None:
+                        progress(base + done, total)  # type: ignore[misc]
+                try:
+                    top, saw = _read(path, sink, step)
+                    again = _frametrace_other(top, saw)
+                except _Bad as exc:
+                    raise ValueError(f"{path}: {exc}") from None
+                if again != ft:
+                    raise ValueError(f"{path}: otherData.frametrace is not the one at the end of "
+                                     f"the file")
+                first = first and sink.sep == ""
+                count += sink.count
+                done_before += size
+                for d in described:
+                    if d["pid"] in sink.process_names and d["process_name"] is None:
+                        d["process_name"] = sink.process_names[d["pid"]]
+            fh.write("".join(pending))
+            pending.clear()
+            merged_other = {
+                "format": FORMAT,
+                "version": VERSION,
+                "merged": True,
+                "origin_ns": ref_origin,
+                "start_ns": min(d["start_ns"] + d["shift_ns"] for d in described),
+                "stop_ns": max(d["stop_ns"] + d["shift_ns"] for d in described),
+                "pid": described[0]["pid"],
+                "dropped": sum(d["dropped"] for d in described),
+                "thread_ids": {},
+                "clock_anchor": {"monotonic_ns": ref_origin, "wall_ns": common_wall},
+                "metadata": {"merged_from": paths, "events": count},
+                "inputs": described,
+            }
+            fh.write('\n],"displayTimeUnit":"ns","otherData":')
+            fh.write(json.dumps({"frametrace": _plain(merged_other)}, separators=(",", ":")))
+            fh.write("}\n")
+        os.replace(tmp, output)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return merged_other
