@@ -199,8 +199,7 @@ ft_write_chrome(ft_tracer *tracer, PyObject *args, PyObject *kwargs)
     size_t pos = 0;
     for (Py_ssize_t t = 0; t < nthreads && !interrupted; t++) {
         for (; pos < thread_end[t] && !interrupted; pos++) {
-            if (pos && pos % FT_PROGRESS_EVERY == 0
-                && out_progress(progress, pos, vec.len, &_save) < 0) {
+            if (out_progress(progress, pos, vec.len, &_save) < 0) {
                 interrupted = 1;
                 break;
             }

@@ -144,16 +144,17 @@ out_close(out_t *out)
     return failed ? -1 : 0;
 }
 
-/* Calls progress(done, total) (if not NULL) from a loop that let the GIL
- * go: takes it back for the call.  Returns -1 if the callback raised (the
- * exception is set once the GIL is held again by the caller's
- * Py_END_ALLOW_THREADS). */
+/* Every FT_PROGRESS_EVERY events, calls progress(done, total) (if not
+ * NULL) from a loop that let the GIL go: takes it back for the call.
+ * Returns -1 if the callback raised (the exception is set once the GIL is
+ * held again by the caller's Py_END_ALLOW_THREADS). */
 #define FT_PROGRESS_EVERY ((size_t)1 << 20)
 
 static inline int
 out_progress(PyObject *progress, size_t done, size_t total, PyThreadState **save)
 {
-    if (progress == NULL || progress == Py_None) {
+    if (done == 0 || done % FT_PROGRESS_EVERY != 0
+        || progress == NULL || progress == Py_None) {
         return 0;
     }
     PyEval_RestoreThread(*save);

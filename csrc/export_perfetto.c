@@ -450,8 +450,7 @@ ft_write_perfetto(ft_tracer *tracer, PyObject *args, PyObject *kwargs)
         size_t depth = 0;
         emit_packet(&out, &firsts[t]);
         for (; pos < thread_end[t] && !interrupted; pos++) {
-            if (pos && pos % FT_PROGRESS_EVERY == 0
-                && out_progress(progress, pos, vec.len, &_save) < 0) {
+            if (out_progress(progress, pos, vec.len, &_save) < 0) {
                 interrupted = 1;
                 break;
             }

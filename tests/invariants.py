@@ -43,6 +43,17 @@ def check_invariants(tracer, events) -> None:
             assert a.end_ns <= b.start_ns, (a, b)
 
 
+def traced(func, *args, **options):
+    """Runs func(*args) under a tracer; its events, checked."""
+    import frametrace
+
+    with frametrace.trace(**options) as tracer:
+        func(*args)
+    events = tracer.getEvents()
+    check_invariants(tracer, events)
+    return tracer, events
+
+
 def subtree(events, index):
     """(name, kind, [children...]) of events[index], children in order."""
     kids = defaultdict(list)

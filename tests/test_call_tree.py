@@ -6,19 +6,11 @@ import weakref
 import pytest
 
 import frametrace
-from invariants import check_invariants, find, only, qual, subtree
+from invariants import check_invariants, find, only, qual, subtree, traced
 from targets import calls
 
 PY = "py"
 C = "c"
-
-
-def traced(func, *args, **options):
-    with frametrace.trace(**options) as tracer:
-        func(*args)
-    events = tracer.getEvents()
-    check_invariants(tracer, events)
-    return tracer, events
 
 
 def test_known_program_exact_tree():

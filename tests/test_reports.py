@@ -12,7 +12,7 @@ import pytest
 
 import frametrace
 from frametrace import reports
-from invariants import check_invariants, only, qual
+from invariants import check_invariants, only, qual, traced
 from targets import calls
 
 CALLS = calls.__file__
@@ -44,14 +44,6 @@ def tree():
 
 def rows_by_name(table):
     return {r.name: r for r in table.rows}
-
-
-def traced(func, *args, **options):
-    with frametrace.trace(**options) as tracer:
-        func(*args)
-    events = tracer.getEvents()
-    check_invariants(tracer, events)
-    return tracer, events
 
 
 def program_and_recursion():

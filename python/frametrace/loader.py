@@ -553,6 +553,22 @@ class _ChromeEvents(_Sink):
         self.last: Any = None
         self.origin = plan.origin if plan is not None else 0
 
+    def _place(self, stack: list, ts: int, end: int, oas: bool, oast: bool) -> tuple[int, int]:
+        """Depth and parent of the next event of a thread: the innermost
+        event still enclosing it (and, for one open at the start or stop,
+        open there too).  Pushes it on the thread's stack."""
+        calls = self.calls
+        while stack:
+            top = calls[stack[-1]]
+            if (top[6] <= ts and end <= top[7]
+                    and (top[10] or not oas) and (top[11] or not oast)):
+                break
+            stack.pop()
+        depth = len(stack)
+        parent = stack[-1] if stack else -1
+        stack.append(len(calls))
+        return depth, parent
+
     def _thread(self, pid: int, tid: int) -> tuple:
         """(pid, tid, thread_id, stack of the thread's open events)."""
         key = (pid, tid)
@@ -586,17 +602,7 @@ class _ChromeEvents(_Sink):
             self.last = pid, tid, thread_id, stack = self._thread(int(pid_s), int(tid_s))
             self.last_pid, self.last_tid = pid_s, tid_s
         calls = self.calls
-        # The parent: the innermost event of the thread still enclosing this
-        # one (and, for an event open at the start or stop, open there too).
-        while stack:
-            top = calls[stack[-1]]
-            if (top[6] <= ts and end <= top[7]
-                    and (top[10] or not oas) and (top[11] or not oast)):
-                break
-            stack.pop()
-        depth = len(stack)
-        parent = stack[-1] if stack else -1
-        stack.append(len(calls))
+        depth, parent = self._place(stack, ts, end, oas, oast)
         kind = "py" if cat == "python" else "c"
         if self.plan is not None:
             calls.append(Event((name, loc[0], loc[1], kind, thread_id, tid, ts, end, depth,
@@ -671,15 +677,7 @@ class _ChromeEvents(_Sink):
         end += self.origin
         _pid, _tid, thread_id, stack = self._thread(pid, tid)
         calls = self.calls
-        while stack:
-            top = calls[stack[-1]]
-            if (top[6] <= ts and end <= top[7]
-                    and (top[10] or not oas) and (top[11] or not oast)):
-                break
-            stack.pop()
-        depth = len(stack)
-        parent = stack[-1] if stack else -1
-        stack.append(len(calls))
+        depth, parent = self._place(stack, ts, end, oas, oast)
         if self.plan is not None:
             calls.append(Event((name, loc[0], loc[1], kind, thread_id, tid, ts, end, depth,
                                 parent, oas, oast)))
