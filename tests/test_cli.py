@@ -90,6 +90,10 @@ def test_run_script_with_arguments(tmp_path, program):
     # The command's own frames are not in the trace: the program starts fresh.
     module = next(e for e in trace.events if e.name == "<module>" and e.filename.endswith("prog.py"))
     assert not module.open_at_start
+    # Read and compiled before the start: the program's <module> is the
+    # main thread's only root, with no runpy or exec() around it.
+    roots = [e for e in trace.events if e.depth == 0 and e.thread_id == module.thread_id]
+    assert roots == [module]
     package = os.path.dirname(frametrace.__file__)
     assert not any(e.filename.startswith(package) for e in trace.events)
     assert len({e.thread_id for e in trace.events}) == 2
@@ -144,6 +148,14 @@ def test_run_failing_script(tmp_path, program):
     assert load(tmp_path / "fail.json").events  # the trace was still written
 
 
+def test_run_script_with_a_syntax_error(tmp_path):
+    (tmp_path / "bad.py").write_text("x = 1\ndef f(:\n    pass\n")
+    proc = frametrace_cmd("run", "bad.py", cwd=tmp_path, check=1)
+    assert "SyntaxError" in proc.stderr and 'bad.py", line 2' in proc.stderr
+    assert "cli.py" not in proc.stderr and "Traceback" not in proc.stderr
+    assert not (tmp_path / "frametrace.json").exists()  # nothing ran
+
+
 def test_run_exit_code_preserved(tmp_path, program):
     proc = frametrace_cmd("run", "scripts/prog.py", "--exit", "3", cwd=tmp_path, check=3)
     assert "written to" in proc.stderr
@@ -167,6 +179,93 @@ def two_runs(tmp_path, program):
     frametrace_cmd("run", "-o", "a.json", "scripts/prog.py", cwd=tmp_path, check=0)
     frametrace_cmd("run", "-o", "b.json.gz", "scripts/prog.py", cwd=tmp_path, check=0)
     return tmp_path / "a.json", tmp_path / "b.json.gz"
+
+
+STEP_PROGRAM = """\
+import sys
+import frametrace
+
+def step_work(i):
+    return sum(j * j for j in range(100 + i))
+
+def train(steps):
+    for i in range(steps):
+        step_work(i)
+        frametrace.step()
+    if "--fail" in sys.argv:
+        raise ValueError("diverged")
+
+train(int(sys.argv[1]))
+print("done")
+"""
+
+
+@pytest.fixture
+def step_program(tmp_path):
+    path = tmp_path / "loop.py"
+    path.write_text(STEP_PROGRAM)
+    return path
+
+
+def test_run_steps_writes_each_cycle(tmp_path, step_program):
+    proc = frametrace_cmd("run", "--steps", "wait=1,active=2,repeat=2", "-o", "out/t.json",
+                          "loop.py", "10", cwd=tmp_path, check=0)
+    assert proc.stdout == "done\n"
+    assert sorted(os.listdir(tmp_path / "out")) == ["t.0.json", "t.1.json"]
+    assert "steps 1-2 (cycle 0)" in proc.stderr and "steps 4-5 (cycle 1)" in proc.stderr
+    package = os.path.dirname(frametrace.__file__)
+    for cycle, steps in ((0, [1, 2]), (1, [4, 5])):
+        trace = load(tmp_path / "out" / f"t.{cycle}.json")
+        assert trace.cycle == cycle
+        assert [s.step for s in trace.steps] == steps
+        work = [e for e in trace.events if e.name == "step_work"]
+        assert len(work) == 2 and not any(e.open_at_start or e.open_at_stop for e in work)
+        # Each traced call lies in its step; nothing of frametrace is traced.
+        for e, s in zip(work, trace.steps):
+            assert s.start_ns <= e.start_ns <= e.end_ns <= s.end_ns
+        assert not any(e.filename.startswith(package) for e in trace.events)
+        assert not any("runpy" in e.filename for e in trace.events)
+        assert {e.name for e in trace.events} == {
+            "<module>", "train", "step_work", "step_work.<locals>.<genexpr>", "sum"}
+
+
+def test_run_steps_python_steps_and_failures(tmp_path, step_program):
+    proc = frametrace_cmd("run", "--steps", "3", "--python-steps", "1", "loop.py", "6",
+                          "--fail", cwd=tmp_path, check=1)
+    assert "ValueError: diverged" in proc.stderr and "done" not in proc.stdout
+    trace = load(tmp_path / "frametrace.0.json")
+    assert [s.step for s in trace.steps] == [0, 1, 2]
+    assert [e.name for e in trace.events if e.name == "step_work"] == ["step_work"]
+    # Python traced in step 0 only: the loop is cut at the tracer's stop.
+    assert trace.tracer_stop_ns <= trace.steps[1].start_ns < trace.session_end_ns
+    assert all(e.end_ns <= trace.tracer_stop_ns for e in trace.events)
+    (loop,) = [e for e in trace.events if e.name == "train"]
+    assert loop.open_at_stop and loop.end_ns == trace.tracer_stop_ns
+    # A program that ends before its schedule records anything.
+    proc = frametrace_cmd("run", "--steps", "skip_first=20,active=2", "loop.py", "4",
+                          cwd=tmp_path, check=2)
+    assert proc.stdout == "done\n"
+    assert "no trace written" in proc.stderr and "frametrace.step() 4 times" in proc.stderr
+    # Without frametrace, frametrace.step() does nothing.
+    plain = subprocess.run([sys.executable, "loop.py", "3"], cwd=tmp_path, capture_output=True,
+                           text=True, env=dict(os.environ, PYTHONPATH=os.path.dirname(
+                               os.path.dirname(frametrace.__file__))))
+    assert plain.returncode == 0 and plain.stdout == "done\n"
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--steps", "active=x"], "active must be an integer, not 'x'"),
+    (["--steps", "act=2"], "key=value pairs with keys"),
+    (["--steps", "wait=1"], "active=N is required"),
+    (["--steps", "active=0"], "active must be >= 1"),
+    (["--steps", "wait=-1,active=1"], "wait must be >= 0"),
+    (["--python-steps", "1"], "--python-steps needs --steps"),
+    (["--steps", "active=2", "--python-steps", "3"], "larger than the schedule's active=2"),
+])
+def test_run_steps_bad_options(tmp_path, step_program, args, words):
+    proc = frametrace_cmd("run", *args, "loop.py", "2", cwd=tmp_path, check=2)
+    assert words in proc.stderr
+    assert proc.stdout == ""  # the program did not run
 
 
 def test_summary_flamegraph_and_merge(tmp_path, two_runs):

@@ -95,7 +95,39 @@ def test_open_at_start_and_stop_and_overflow(tmp_path):
         trace = load(tmp_path / "t.json")
         assert_same_events(trace.events, events)
         assert trace.dropped == tracer.dropped
+        assert trace.dropped_by_thread == tracer.dropped_by_thread
         assert (buffer_size == 97) == (trace.dropped > 0)
+
+
+def test_dropped_by_thread_survives_the_file_and_a_merge(tmp_path):
+    both_alive = threading.Barrier(2)  # distinct idents: none ends before the other starts
+
+    def work(n, barrier=None):
+        for _ in range(n):
+            busy(1)
+        if barrier is not None:
+            barrier.wait()
+
+    with frametrace.trace(buffer_size=64) as tracer:
+        threads = [threading.Thread(target=work, args=(n, both_alive)) for n in (50, 200)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        work(120)
+    by_thread = tracer.dropped_by_thread
+    assert len([n for n in by_thread.values() if n > 0]) == 3  # each thread overflowed
+    assert len(set(by_thread.values())) == 3  # and by different amounts
+    write_chrome(tmp_path / "t.json", tracer)
+    trace = load(tmp_path / "t.json")
+    assert trace.dropped_by_thread == by_thread
+    assert sum(trace.dropped_by_thread.values()) == trace.dropped == tracer.dropped
+    merged = frametrace.loader.merge([tmp_path / "t.json"], tmp_path / "all.json")
+    assert merged["inputs"][0]["dropped_by_thread"]
+    again = load(tmp_path / "all.json")
+    assert again.dropped == tracer.dropped
+    assert sorted(again.dropped_by_thread.values()) == sorted(by_thread.values())
+    assert again.processes[0]["dropped_by_thread"] == again.dropped_by_thread
 
 
 def test_names_and_files_needing_escapes(tmp_path):

@@ -2,13 +2,14 @@
 from __future__ import annotations
 
 import importlib.metadata
+import json
 import os
 import re
 
 import pytest
 
 import frametrace
-from frametrace.export import read_json
+from frametrace.loader import load, read_other_data
 from frametrace.pytest_plugin import trace_filename
 from frametrace.testing import assert_no_events_after_stop, assert_well_nested
 
@@ -42,8 +43,11 @@ def traces(directory) -> list[str]:
     return sorted(os.listdir(directory)) if os.path.isdir(directory) else []
 
 
-def events_of(document) -> list[frametrace.Event]:
-    return [frametrace.Event(tuple(row)) for row in document["events"]]
+def read_trace(path) -> tuple[frametrace.Trace, dict, dict]:
+    """The trace a failure wrote, its otherData.frametrace and the plugin's
+    metadata there."""
+    other = read_other_data(path)
+    return load(path), other, other["metadata"]
 
 
 def test_passing_and_failing_tests_use_the_fixture(pytester):
@@ -251,27 +255,31 @@ def test_failures_option_writes_the_failing_test_trace(pytester):
     result.stdout.fnmatch_lines(["*- frametrace -*", f"trace of a failing test written to {path}"])
     assert result.stdout.str().count(str(path)) == 2
 
-    doc = read_json(path)
-    meta = doc["metadata"]
+    # Chrome trace JSON, as Perfetto opens it.
+    with open(path, encoding="utf-8") as fh:
+        chrome = json.load(fh)
+    assert {"ph", "ts", "dur", "pid", "tid", "name", "cat"} <= set(chrome["traceEvents"][-1])
+    trace, other, meta = read_trace(path)
     assert meta["nodeid"] == nodeid and meta["when"] == "call"
-    assert meta["pid"] == os.getpid()  # in process: this process
+    assert other["pid"] == trace.pid == os.getpid()  # in process: this process
     assert meta["failure"].startswith("assert 2 == 3")
-    assert isinstance(meta["start_ns"], int) and meta["start_ns"] <= meta["stop_ns"]
-    assert meta["dropped"] == 0
-    events = events_of(doc)
+    assert isinstance(other["start_ns"], int) and other["start_ns"] <= other["stop_ns"]
+    assert trace.dropped == 0
+    events = trace.events
     assert_well_nested(events)
-    assert_no_events_after_stop(events, meta["stop_ns"])
-    assert min(e.start_ns for e in events) >= meta["start_ns"]
+    assert_no_events_after_stop(events, trace.tracer_stop_ns)
+    assert min(e.start_ns for e in events) >= trace.tracer_start_ns
 
     # The failing test's own calls, inside the range that marks its body.
     names = [e.name for e in events]
     assert names.count("test_fails") == 1 and names.count("known_function_xyz") == 2
     assert "test_passes" not in names and "test_fails_untraced" not in names
-    (body,) = doc["ranges"]
-    assert body["name"] == f"test body: {nodeid}" and body["thread_id"] == meta["thread_id"]
-    assert meta["start_ns"] <= body["start_ns"] <= body["end_ns"] <= meta["stop_ns"]
+    (body,) = trace.ranges
+    assert body.name == f"test body: {nodeid}" and body.thread_id == meta["thread_id"]
+    assert (body.start_ns, body.end_ns) == (meta["body_start_ns"], meta["body_end_ns"])
+    assert trace.tracer_start_ns <= body.start_ns <= body.end_ns <= trace.tracer_stop_ns
     test_event = events[names.index("test_fails")]
-    assert body["start_ns"] <= test_event.start_ns <= test_event.end_ns <= body["end_ns"]
+    assert body.start_ns <= test_event.start_ns <= test_event.end_ns <= body.end_ns
     for e in events:
         if e.name == "known_function_xyz":
             assert events[e.parent].name == "test_fails"
@@ -338,18 +346,18 @@ def test_failures_option_setup_and_teardown_failures(pytester):
     }
     assert traces(directory) == sorted(expected)  # one per test, even failing twice
     for name, when in expected.items():
-        doc = read_json(directory / name)
-        assert doc["metadata"]["when"] == when
-        events = events_of(doc)
+        trace, _other, meta = read_trace(directory / name)
+        assert meta["when"] == when
+        events = trace.events
         assert_well_nested(events)
-        assert_no_events_after_stop(events, doc["metadata"]["stop_ns"])
+        assert_no_events_after_stop(events, trace.tracer_stop_ns)
         if when == "setup":
             # The body never ran; the trace ends with the failing fixture.
-            assert doc["ranges"] == [] and doc["metadata"]["body_start_ns"] is None
+            assert trace.ranges == [] and meta["body_start_ns"] is None
             assert [e.name for e in events].count("setup_work") == 1
-            assert "broken after the tracer started" in doc["metadata"]["failure"]
+            assert "broken after the tracer started" in meta["failure"]
         else:
-            assert len(doc["ranges"]) == 1
+            assert len(trace.ranges) == 1
     result.stdout.fnmatch_lines([
         "*ERROR at setup of test_setup_error_traced*",
         "*- frametrace -*",

@@ -100,6 +100,38 @@ def test_events_of_a_session_trace_are_sound():
         check_invariants(Stopped, trace.events)
         assert trace.tracer_stop_ns <= trace.session_end_ns
         assert len([e for e in trace.events if e.name == "model"]) == models  # all active steps
+        # Exactly the loop's calls: none of the session's own between steps
+        # (neither its Python code nor C calls made from it).
+        (root,) = [e for e in trace.events if e.name == "run_training"]
+        inside = [e for e in trace.events if e.depth >= root.depth]
+        assert {e.name for e in inside} <= {"run_training", "training_loop", "model", "sum"}
+        assert len([e for e in inside if e.name == "sum"]) == models
+        # The rest: the test's callers (pytest), open since before the start.
+        assert all(e.open_at_start and e.depth < root.depth for e in trace.events
+                   if e not in inside)
+
+
+def test_frametrace_step_steps_the_running_session():
+    frametrace.step()  # no session: nothing happens
+    traces = []
+
+    def loop(steps):
+        for i in range(steps):
+            model([i])
+            frametrace.step()
+
+    with frametrace.profile(schedule=frametrace.schedule(wait=1, warmup=0, active=2),
+                            on_trace_ready=traces.append) as prof:
+        loop(6)
+        assert prof.step_num == 6
+    assert [[s.step for s in t.steps] for t in traces] == [[1, 2], [4, 5], []][:len(traces)]
+    for t in traces[:2]:
+        assert [e.name for e in t.events if e.name == "model"] == ["model", "model"]
+        # frametrace.step() itself is the session's: not in the trace.
+        assert not [e for e in t.events if e.name == "step" or
+                    e.filename == frametrace.session.__file__]
+    frametrace.step()  # after the session: nothing happens
+    assert prof.step_num == 6
 
 
 def test_profile_without_schedule_records_everything():

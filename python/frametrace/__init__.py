@@ -7,7 +7,7 @@
 from ._tracer import DEFAULT_BUFFER_SIZE, MAX_BUFFER_SIZE, Event
 from .loader import MergedTrace, load
 from .schedule import ProfilerAction, Schedule, schedule
-from .session import Profile, RangeRecord, StepRecord, Trace, profile, range, save
+from .session import Profile, RangeRecord, StepRecord, Trace, profile, range, save, step
 from .tracer import Tracer, trace
 
 __version__ = "0.1.0"
@@ -30,5 +30,6 @@ __all__ = [
     "range",
     "save",
     "schedule",
+    "step",
     "trace",
 ]

@@ -1,6 +1,7 @@
 """The ``frametrace`` command (also ``python -m frametrace``).
 
-    frametrace run [-o trace.json] [--buffer-size N] [--no-c-calls] script.py [args...]
+    frametrace run [-o trace.json] [--buffer-size N] [--no-c-calls]
+                   [--steps SPEC [--python-steps N]] script.py [args...]
     frametrace run [options] -m package.module [args...]
     frametrace summary trace.json [--sort self|total|calls|mean|name] [--limit N] [--per-thread]
     frametrace flamegraph trace.json [-o out.svg]
@@ -13,12 +14,28 @@ its exit code (an uncaught exception: its traceback and 1).  The program is
 traced from just before its first line to just after its last (threads
 still running then are cut there, flagged open_at_stop; ``atexit``
 handlers are not traced).  The command's own frames and runpy's are kept
-out of the trace; what runpy calls to read and compile the script (or to
-find the module) shows as a few root events before ``exec`` runs the
-program's ``<module>``.  The trace is written as Chrome trace JSON
+out of the trace.  A script file is read and compiled before tracing
+starts and its code called as a function, so the main thread's trace has
+one root, the program's ``<module>``; with ``-m``, a directory or a zip
+file, what runpy calls to find and compile the code shows as a few root
+events before ``exec`` runs it.  The trace is written as Chrome trace JSON
 (``frametrace.json`` by default; ``.json.gz`` compressed), then where it is
 and a short summary are printed on stderr, so that the program's stdout
 stays its own.
+
+``run --steps SPEC`` runs the program under a profiling session
+(``frametrace.profile``) instead: the program marks the end of each step of
+its loop with ``frametrace.step()`` (a no-op when nothing is profiling, so
+the program runs as well without frametrace), and only the steps SPEC
+selects are traced.  SPEC is ``N`` (the first N steps: steps 0 to N-1) or a
+schedule, ``wait=W,warmup=U,active=A[,repeat=R][,skip_first=S]`` with the
+meaning of ``frametrace.schedule`` (omitted: wait and warmup 0, repeat 0:
+cycles on until the program ends).  The trace of each cycle is written when
+its last active step ends, while the program runs, as the output's name
+with ``.CYCLE`` before the extension (``frametrace.0.json``, ...).  With
+``--python-steps N``, Python is traced in only the first N active steps of
+each cycle; the remaining ones are still timed as steps.  Nothing recorded:
+a message, exit status 2 unless the program failed.
 
 Bad input (a missing script or module, a file that is not a trace
 frametrace wrote) prints what is wrong on stderr and exits with 2.  Long
@@ -27,12 +44,14 @@ work shows its progress on stderr when stderr is a terminal.
 from __future__ import annotations
 
 import argparse
+import builtins
 import os
 import platform
 import runpy
 import sys
 import time
 import traceback
+import types
 from typing import IO, Any, Optional, Sequence
 
 from .export import TerminalProgress as Progress
@@ -52,7 +71,7 @@ def _error(command: str, message: str) -> int:
 
 # ---- run ------------------------------------------------------------------------------
 
-_RUN_VALUE_OPTIONS = ("-o", "--output", "--buffer-size")
+_RUN_VALUE_OPTIONS = ("-o", "--output", "--buffer-size", "--steps", "--python-steps")
 _RUN_FLAGS = ("--no-c-calls", "-h", "--help")
 
 
@@ -71,7 +90,7 @@ def _split_run(argv: Sequence[str]) -> tuple[list[str], Optional[str], Optional[
             own += argv[i:i + 2]
             i += 2
             continue
-        if a.startswith(("--output=", "--buffer-size=")) or (a.startswith("-o") and len(a) > 2):
+        if a.startswith(tuple(o + "=" for o in _RUN_VALUE_OPTIONS if o.startswith("--"))) or (a.startswith("-o") and len(a) > 2):
             own.append(a)
             i += 1
             continue
@@ -175,12 +194,18 @@ def _check_program(script: Optional[str], module: Optional[str]) -> Optional[str
 
 def _run(ns: argparse.Namespace, script: Optional[str], module: Optional[str],
          args: list[str]) -> int:
-    from . import export, reports
+    from .session import Profile
     from .tracer import Tracer
 
     output = os.path.abspath(ns.output)
     try:
         tracer = Tracer(buffer_size=ns.buffer_size, c_calls=not ns.no_c_calls)
+        if ns.python_steps is not None and ns.steps is None:
+            raise ValueError("--python-steps needs --steps")
+        writer = _CycleWriter(output) if ns.steps is not None else None
+        session = None if ns.steps is None else Profile(
+            schedule=ns.steps, python_steps=ns.python_steps, on_trace_ready=writer,
+            buffer_size=ns.buffer_size, c_calls=not ns.no_c_calls)
     except (TypeError, ValueError) as exc:
         return _error("run", str(exc))
 
@@ -197,42 +222,119 @@ def _run(ns: argparse.Namespace, script: Optional[str], module: Optional[str],
         else:
             sys.path[0:1] = [os.path.dirname(os.path.realpath(script))]
         command = ["python", script] + args
+    process_name = " ".join(["python"] + command[1:2 + (module is not None)])
+    metadata = {"command": command, "cwd": os.getcwd(), "python": platform.python_version()}
     try:
         problem = _check_program(script, module)
         if problem is not None:
             return _error("run", problem)
 
+        prepared = None
         if module is None:
-            # What run_path imports and looks up first, done now: not traced.
-            import pkgutil
+            if os.path.isdir(script) or _is_zip(script):  # type: ignore[arg-type]
+                # What run_path imports and looks up first, done now: not traced.
+                import pkgutil
 
-            pkgutil.get_importer(script)  # type: ignore[arg-type]
+                pkgutil.get_importer(script)  # type: ignore[arg-type]
+            else:
+                # Read and compiled before tracing starts: the trace begins
+                # with the program's first line.
+                try:
+                    code = _compile_script(script)  # type: ignore[arg-type]
+                except SyntaxError as exc:
+                    exc.__traceback__ = None  # as python reports it: no frames of ours
+                    return _report_error(exc, set())
+                except (OSError, ValueError) as exc:
+                    return _error("run", f"can't read {script!r}: {exc}")
+                prepared = _main_module(code, script)  # type: ignore[arg-type]
         skip = set(_code_objects_on_stack())
+        skip.add(_execute.__code__)
         for func in _runpy_functions():
             skip.add(func.__code__)
-        for code in skip:
-            tracer._ignore(code)
 
         sys.stdout.flush()
-        error: Optional[BaseException] = None
-        try:
-            tracer.start()
-        except RuntimeError as exc:  # another profiler (coverage, cProfile) is installed
-            return _error("run", str(exc))
-        try:
-            if module is not None:
-                runpy.run_module(module, run_name="__main__", alter_sys=True)
-            else:
-                runpy.run_path(script, run_name="__main__")  # type: ignore[arg-type]
-        except BaseException as exc:  # noqa: B036 - the program's SystemExit and all
+        if session is None:
+            for skipped in skip:
+                tracer._ignore(skipped)
+            try:
+                tracer.start()
+            except RuntimeError as exc:  # another profiler (coverage, cProfile) is installed
+                return _error("run", str(exc))
+            error = _execute(script, module, prepared)
             tracer.stop()
-            error = exc
         else:
-            tracer.stop()
+            assert writer is not None
+            session._ignored += tuple(skip)
+            writer.process_name = process_name
+            writer.metadata = dict(metadata, steps=ns.steps_text)
+            try:
+                session.__enter__()
+            except RuntimeError as exc:
+                return _error("run", str(exc))
+            error = _execute(script, module, prepared)
+            session.__exit__(None, None, None)
     finally:
         sys.argv = saved_argv
         sys.path[:] = saved_path
 
+    status = _report_error(error, skip)
+    if session is None:
+        return _write_run_trace(tracer, output, process_name,
+                                dict(metadata, exit_code=status), status)
+    assert writer is not None
+    return _report_cycles(writer, session, ns.steps_text, status)
+
+
+def _compile_script(script: str) -> Any:
+    """The code of a script file, as runpy.run_path reads it: a compiled
+    .pyc file, or source."""
+    import io
+    import pkgutil
+
+    with io.open_code(os.path.abspath(script)) as fh:
+        code = pkgutil.read_code(fh)
+    if code is None:
+        with io.open_code(os.path.abspath(script)) as fh:
+            code = compile(fh.read(), script, "exec")
+    return code
+
+
+def _execute(script: Optional[str], module: Optional[str],
+             prepared: Optional[tuple[Any, Any]]) -> Optional[BaseException]:
+    """Runs the program as __main__ (prepared: a script's module and code,
+    from _main_module); what it raised (SystemExit too), or None."""
+    try:
+        if module is not None:
+            runpy.run_module(module, run_name="__main__", alter_sys=True)
+        elif prepared is None:
+            runpy.run_path(script, run_name="__main__")  # type: ignore[arg-type]
+        else:
+            main, program = prepared
+            # As a function, not through exec(): the trace's first event is
+            # the program's <module>, with no exec() call around it.
+            saved = sys.modules["__main__"]
+            sys.modules["__main__"] = main
+            try:
+                program()
+            finally:
+                sys.modules["__main__"] = saved
+    except BaseException as exc:  # noqa: B036 - the program's SystemExit and all
+        return exc
+    return None
+
+
+def _main_module(code: Any, script: str) -> tuple[Any, Any]:
+    """Module __main__ for a script's code, with the globals run_path gives
+    it, and the code as a function of its globals."""
+    main = types.ModuleType("__main__")
+    main.__dict__.update(__file__=script, __cached__=None, __loader__=None, __package__="",
+                         __spec__=None, __builtins__=builtins)
+    return main, types.FunctionType(code, main.__dict__)
+
+
+def _report_error(error: Optional[BaseException], skip: set) -> int:
+    """The program's exit status; prints its uncaught exception as Python
+    would."""
     status = 0
     if isinstance(error, SystemExit):
         status = _exit_code(error)
@@ -252,18 +354,19 @@ def _run(ns: argparse.Namespace, script: Optional[str], module: Optional[str],
         sys.stdout.flush()
     except Exception:  # noqa: BLE001
         pass
+    return status
+
+
+def _write_run_trace(tracer: Any, output: str, process_name: str, metadata: dict,
+                     status: int) -> int:
+    from . import export, reports
 
     err = sys.stderr
     started = time.monotonic()
     progress = Progress(f"{PROG}: writing {output}")
     try:
-        count = export.write_chrome(
-            output, tracer,
-            process_name=" ".join(["python"] + command[1:2 + (module is not None)]),
-            metadata={"command": command, "exit_code": status, "cwd": os.getcwd(),
-                      "python": platform.python_version()},
-            progress=progress,
-        )
+        count = export.write_chrome(output, tracer, process_name=process_name,
+                                    metadata=metadata, progress=progress)
     except OSError as exc:
         progress.close()
         print(f"{PROG} run: could not write the trace to {output}: {exc}", file=err)
@@ -274,13 +377,112 @@ def _run(ns: argparse.Namespace, script: Optional[str], module: Optional[str],
     threads = len({e.thread_id for e in events})
     print(f"{PROG}: {count:,} events of {threads} thread{'s' if threads != 1 else ''} "
           f"written to {output} ({seconds:.2f} s)", file=err)
-    if tracer.dropped:
-        print(f"{PROG}: {tracer.dropped:,} events were dropped (the oldest, per thread: "
-              f"--buffer-size is {tracer.buffer_size:,} events)", file=err)
+    _report_dropped(tracer.dropped, tracer.buffer_size)
     table = reports.summary(events, limit=RUN_SUMMARY_LIMIT, thread_names=tracer.thread_names)
     print(table, file=err)
     tracer.clear()
     return status
+
+
+def _report_dropped(dropped: int, buffer_size: int, where: str = "") -> None:
+    if dropped:
+        print(f"{PROG}: {dropped:,} events{where} were dropped (the oldest, per thread: "
+              f"--buffer-size is {buffer_size:,} events)", file=sys.stderr)
+
+
+class _CycleWriter:
+    """run --steps's on_trace_ready: writes each cycle's trace as
+    ``<output stem>.<cycle><ext>`` while the program runs, and never raises
+    into the program (a failed write is reported at the end)."""
+
+    def __init__(self, output: str):
+        self.output = output
+        self.process_name = ""
+        self.metadata: dict = {}
+        self.written: list[tuple[str, Any, float]] = []  # (path, trace, seconds)
+        self.failed: list[tuple[str, str]] = []  # (path, error)
+
+    def path(self, cycle: int) -> str:
+        base, ext = self.output, ""
+        for suffix in (".json.gz", ".json", ".gz"):
+            if base.endswith(suffix):
+                base, ext = base[: -len(suffix)], suffix
+                break
+        return f"{base}.{cycle}{ext}"
+
+    def __call__(self, trace: Any) -> None:
+        path = self.path(trace.cycle)
+        started = time.monotonic()
+        if trace.tracer is None:
+            self.failed.append((path, "no Python was traced in this cycle (--python-steps 0)"))
+            return
+        progress = Progress(f"{PROG}: writing {path}")
+        try:
+            trace.to_chrome(path, process_name=self.process_name, metadata=self.metadata)
+        except (OSError, RuntimeError) as exc:
+            self.failed.append((path, str(exc)))
+        else:
+            self.written.append((path, trace, time.monotonic() - started))
+            trace.tracer.clear()  # the file has it; the events are kept for the summary
+        finally:
+            progress.close()
+
+
+def _report_cycles(writer: _CycleWriter, session: Any, steps_text: str, status: int) -> int:
+    from . import reports
+
+    err = sys.stderr
+    for path, trace, seconds in writer.written:
+        first, last = trace.steps[0].step, trace.steps[-1].step
+        threads = len({e.thread_id for e in trace.events})
+        print(f"{PROG}: steps {first}-{last} (cycle {trace.cycle}): {len(trace.events):,} events "
+              f"of {threads} thread{'s' if threads != 1 else ''} written to {path} "
+              f"({seconds:.2f} s)", file=err)
+        _report_dropped(trace.dropped, session._tracer_options["buffer_size"],
+                        f" of cycle {trace.cycle}")
+    for path, problem in writer.failed:
+        print(f"{PROG} run: could not write the trace to {path}: {problem}", file=err)
+    if not writer.written and not writer.failed:
+        calls = session.step_num
+        print(f"{PROG} run: no trace written: --steps {steps_text} records none of the "
+              f"program's {calls + 1} step{'s' if calls else ''} (it called frametrace.step() "
+              f"{calls} time{'s' if calls != 1 else ''})", file=err)
+        return status or 2
+    if writer.written:
+        trace = writer.written[0][1]
+        print(f"{PROG}: summary of cycle {trace.cycle}:", file=err)
+        print(reports.summary(trace, limit=RUN_SUMMARY_LIMIT), file=err)
+    return status or (2 if writer.failed else 0)
+
+
+def _parse_steps(text: str) -> Any:
+    """--steps: ``N`` (the first N steps) or ``key=value,...`` with the keys
+    of frametrace.schedule()."""
+    from .schedule import schedule
+
+    text = text.strip()
+    if text.isdigit():
+        return schedule(wait=0, warmup=0, active=int(text), repeat=1)
+    options: dict[str, int] = {"wait": 0, "warmup": 0}
+    keys = ("skip_first", "wait", "warmup", "active", "repeat")
+    for part in text.split(","):
+        key, sep, value = part.partition("=")
+        key = key.strip()
+        if not sep or key not in keys:
+            raise argparse.ArgumentTypeError(
+                f"{text!r}: give N (the first N steps) or key=value pairs with keys "
+                f"{', '.join(keys)} (e.g. wait=1,warmup=1,active=3,repeat=2)")
+        try:
+            options[key] = int(value)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r}: {key} must be an integer, "
+                                             f"not {value.strip()!r}") from None
+    if "active" not in options:
+        raise argparse.ArgumentTypeError(f"{text!r}: active=N is required")
+    try:
+        return schedule(**options)
+    except (TypeError, ValueError) as exc:
+        raise argparse.ArgumentTypeError(f"{text!r}: {exc}") from None
 
 
 def _is_zip(path: str) -> bool:
@@ -398,7 +600,7 @@ def _parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     run = sub.add_parser(
         "run", help="run a Python program under the tracer and write its trace",
         usage=f"{PROG} run [-o trace.json] [--buffer-size N] [--no-c-calls] "
-              f"(script.py | -m module) [args ...]",
+              f"[--steps SPEC [--python-steps N]] (script.py | -m module) [args ...]",
         description="Run a program as python would (same sys.argv, as __main__, its exit "
                     "code), traced from its first line to its last; write the trace as "
                     "Chrome trace JSON and print a summary on stderr.")
@@ -410,6 +612,14 @@ def _parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
                           f"when full, the oldest events are dropped")
     run.add_argument("--no-c-calls", action="store_true",
                      help="do not record calls of C functions")
+    run.add_argument("--steps", type=_parse_steps, metavar="SPEC",
+                     help="trace only some steps of the program, which marks them with "
+                          "frametrace.step(): N (the first N steps) or a schedule, "
+                          "wait=W,warmup=U,active=A[,repeat=R][,skip_first=S]; each cycle's "
+                          "trace is written as OUTPUT's name with .CYCLE before the extension")
+    run.add_argument("--python-steps", type=_non_negative, metavar="N",
+                     help="with --steps: trace Python in only the first N active steps of "
+                          "each cycle (the steps go on being timed)")
     run.add_argument("-m", dest="module", metavar="module",
                      help="run a module as a script, as python -m does")
     run.add_argument("script", nargs="?", help="the program (a .py file, a directory or a "
@@ -443,6 +653,17 @@ def _parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     return parser, run
 
 
+def _option_text(own: Sequence[str], option: str) -> str:
+    """The text given to option (its last use), as typed."""
+    text = ""
+    for i, a in enumerate(own):
+        if a == option and i + 1 < len(own):
+            text = own[i + 1]
+        elif a.startswith(option + "="):
+            text = a[len(option) + 1:]
+    return text
+
+
 def _non_negative(text: str) -> int:
     value = int(text)
     if value < 0:
@@ -460,6 +681,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             own, script, module, args = _split_run(argv[1:])
             target = ["-m", module] if module is not None else ["--", script] if script else []
             ns = parser.parse_args(["run"] + own + target)
+            ns.steps_text = _option_text(own, "--steps")
             if script is None and module is None:
                 run_parser.error("give the program to run: a script or -m module")
             return _run(ns, script, module, args)

@@ -164,6 +164,9 @@ def write_chrome(
         "stop_ns": tracer.stop_ns,
         "pid": pid,
         "dropped": tracer.dropped,
+        # Keyed like the events, by Chrome tid: the loader maps both alike.
+        "dropped_by_thread": {str(native.get(tid, tid)): n
+                              for tid, n in tracer.dropped_by_thread.items()},
         "thread_ids": {str(chrome_tid): tid for tid, chrome_tid in chrome_tids},
         # For merging traces of several processes: this moment on both clocks.
         "clock_anchor": {"monotonic_ns": time.monotonic_ns(), "wall_ns": time.time_ns()},

@@ -27,7 +27,7 @@ Two formats are read (``.json`` or gzip-compressed, whatever the name says):
   and ``StepRecord``s; ``"M"`` thread_name events give ``thread_names``.
   The session's end is ``otherData.frametrace.metadata.session_end_ns`` when
   there (``Trace.to_chrome``), else the tracer's stop.  ``dropped_by_thread``
-  is not in the file (only the total): it loads empty.
+  comes from ``otherData.frametrace.dropped_by_thread`` (keyed by Chrome tid).
 - frametrace's portable JSON (``"format": "frametrace"``: ``Trace.save``,
   the pytest plugin's failure traces; see ``frametrace.export``), whose
   events keep their own ``depth`` and ``parent``.
@@ -382,6 +382,7 @@ class _Process:
     start_ns: int
     stop_ns: int
     dropped: int
+    dropped_by_thread: dict  # chrome tid -> events dropped
     thread_ids: dict  # chrome tid -> thread_id
     metadata: dict
     clock_anchor: Optional[dict]
@@ -399,6 +400,13 @@ def _process(other: dict, what: str) -> _Process:
         except ValueError:
             raise _Bad(f"{what}.thread_ids: key {k!r} is not a thread id") from None
         thread_ids[tid] = _int(v, f"{what}.thread_ids[{k!r}]")
+    dropped_by_thread = {}
+    for k, v in _dict(other.get("dropped_by_thread") or {}, f"{what}.dropped_by_thread").items():
+        try:
+            tid = int(k)
+        except ValueError:
+            raise _Bad(f"{what}.dropped_by_thread: key {k!r} is not a thread id") from None
+        dropped_by_thread[tid] = _int(v, f"{what}.dropped_by_thread[{k!r}]")
     anchor = other.get("clock_anchor")
     if anchor is not None:
         anchor = _dict(anchor, f"{what}.clock_anchor")
@@ -410,6 +418,7 @@ def _process(other: dict, what: str) -> _Process:
         start_ns=_int(_get(other, "start_ns", what), f"{what}.start_ns"),
         stop_ns=_int(_get(other, "stop_ns", what), f"{what}.stop_ns"),
         dropped=_int(other.get("dropped", 0), f"{what}.dropped"),
+        dropped_by_thread=dropped_by_thread,
         thread_ids=thread_ids,
         metadata=_dict(other.get("metadata") or {}, f"{what}.metadata"),
         clock_anchor=anchor,
@@ -733,6 +742,12 @@ def _chrome_trace(col: _ChromeEvents, ft: dict) -> Trace:
             continue  # the steps track, or a thread without events
         names[t] = f"{tname} [pid {pid}]" if merged else tname
 
+    dropped_by_thread: dict[int, int] = {}
+    for p in procs:
+        for ctid, n in p.dropped_by_thread.items():
+            t = plan.thread_id(p.pid, ctid)
+            dropped_by_thread[t] = dropped_by_thread.get(t, 0) + n
+
     if not merged:
         p = procs[0]
         return Trace(
@@ -741,8 +756,8 @@ def _chrome_trace(col: _ChromeEvents, ft: dict) -> Trace:
             session_end_ns=_int(p.metadata.get("session_end_ns", p.stop_ns),
                                 "otherData.frametrace.metadata.session_end_ns"),
             tracer_start_ns=p.start_ns, tracer_stop_ns=p.stop_ns,
-            dropped=p.dropped, pid=p.pid, thread_names=names,
-            cycle=_int(p.metadata.get("cycle", 0), "otherData.frametrace.metadata.cycle"),
+            dropped=p.dropped, dropped_by_thread=dropped_by_thread, pid=p.pid,
+            thread_names=names, cycle=_int(p.metadata.get("cycle", 0), "otherData.frametrace.metadata.cycle"),
         )
     processes: list[dict[str, Any]] = []
     ends = []
@@ -759,6 +774,7 @@ def _chrome_trace(col: _ChromeEvents, ft: dict) -> Trace:
             "tracer_start_ns": p.start_ns + p.shift_ns,
             "tracer_stop_ns": p.stop_ns + p.shift_ns,
             "dropped": p.dropped,
+            "dropped_by_thread": {p.thread_ids.get(k, k): n for k, n in p.dropped_by_thread.items()},
             "metadata": p.metadata,
         })
     return MergedTrace(
@@ -767,8 +783,8 @@ def _chrome_trace(col: _ChromeEvents, ft: dict) -> Trace:
         session_end_ns=max(ends),
         tracer_start_ns=min(p.start_ns + p.shift_ns for p in procs),
         tracer_stop_ns=max(p.stop_ns + p.shift_ns for p in procs),
-        dropped=sum(p.dropped for p in procs), pid=procs[0].pid, thread_names=names,
-        processes=processes,
+        dropped=sum(p.dropped for p in procs), dropped_by_thread=dropped_by_thread,
+        pid=procs[0].pid, thread_names=names, processes=processes,
     )
 
 
@@ -1112,6 +1128,7 @@ def merge(inputs: list, output: PathLike, *, progress: Progress = None) -> dict:
                 "start_ns": p.start_ns,
                 "stop_ns": p.stop_ns,
                 "dropped": p.dropped,
+                "dropped_by_thread": {str(k): v for k, v in p.dropped_by_thread.items()},
                 "thread_ids": {str(k): v for k, v in p.thread_ids.items()},
                 "clock_anchor": p.clock_anchor,
                 "metadata": p.metadata,

@@ -10,8 +10,11 @@ around the test body::
 
 With ``--frametrace-failures=DIR`` the trace of every failing test that used
 the fixture is written to ``DIR/<nodeid made filesystem-safe>-<hash>.json``
-in the portable format of :mod:`frametrace.export`, and the path is shown in
-the failure report (section "frametrace") and in the terminal summary.
+as Chrome trace JSON (open it in https://ui.perfetto.dev, or read it back
+with ``frametrace.load``), and the path is shown in the failure report
+(section "frametrace") and in the terminal summary.  The test body is a
+range named ``test body: <nodeid>``; ``otherData.frametrace.metadata``
+holds the node id, the failing phase and its message.
 
 Loaded by the ``pytest11`` entry point
 ``frametrace = "frametrace.pytest_plugin:entry_point"``, or explicitly with
@@ -36,7 +39,8 @@ from typing import Any, Generator, Iterator
 import pytest
 
 from . import __version__
-from .export import trace_document, write_json
+from .export import write_chrome
+from .session import RangeRecord
 from .tracer import Tracer
 
 __all__ = ["entry_point", "frametrace_tracer", "trace_filename"]
@@ -205,22 +209,16 @@ def trace_filename(nodeid: str) -> str:
 def _write_trace(item: pytest.Item, state: _TestTrace, report: pytest.TestReport, directory: str) -> str:
     tracer = state.tracer
     tracer.stop()  # still running if setup failed after the fixture started
-    events = tracer.getEvents()
     crash = getattr(report.longrepr, "reprcrash", None)
     failure = crash.message if crash is not None else report.longreprtext.strip().rsplit("\n", 1)[-1]
+    # start_ns, stop_ns, dropped and the pid are in otherData.frametrace already.
     metadata = {
         "nodeid": item.nodeid,
         "when": report.when,
         "failure": failure,
-        "pid": os.getpid(),
         "thread_id": state.thread_id,
-        "start_ns": tracer.start_ns,
-        "stop_ns": tracer.stop_ns,
         "body_start_ns": state.body_start_ns,
         "body_end_ns": state.body_end_ns,
-        "dropped": tracer.dropped,
-        # JSON object keys are strings.
-        "dropped_by_thread": {str(tid): n for tid, n in tracer.dropped_by_thread.items()},
         "buffer_size": tracer.buffer_size,
         "c_calls": tracer.c_calls,
         "python": platform.python_version(),
@@ -230,11 +228,11 @@ def _write_trace(item: pytest.Item, state: _TestTrace, report: pytest.TestReport
     # and the body; the range marks the body itself.
     ranges = []
     if state.body_start_ns is not None:
-        ranges.append({
-            "name": f"test body: {item.nodeid}",
-            "thread_id": state.thread_id,
-            "start_ns": state.body_start_ns,
-            "end_ns": state.body_end_ns if state.body_end_ns is not None else tracer.stop_ns,
-        })
-    document = trace_document(events, metadata=metadata, ranges=ranges)
-    return write_json(os.path.join(directory, trace_filename(item.nodeid)), document)
+        end = state.body_end_ns if state.body_end_ns is not None else tracer.stop_ns
+        assert end is not None  # the tracer is stopped
+        ranges.append(RangeRecord(f"test body: {item.nodeid}", state.thread_id,
+                                  state.body_start_ns, end))
+    path = os.path.join(directory, trace_filename(item.nodeid))
+    write_chrome(path, tracer, process_name=f"pytest {item.nodeid}", ranges=ranges,
+                 metadata=metadata)
+    return path

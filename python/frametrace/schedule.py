@@ -67,14 +67,15 @@ class Schedule:
         if step < self.skip_first:
             return ProfilerAction.NONE
         step -= self.skip_first
-        if self.repeat and step // self.cycle_length >= self.repeat:
+        cycle_length = self.wait + self.warmup + self.active  # not the property: a call
+        if self.repeat and step // cycle_length >= self.repeat:
             return ProfilerAction.NONE
-        pos = step % self.cycle_length
+        pos = step % cycle_length
         if pos < self.wait:
             return ProfilerAction.NONE
         if pos < self.wait + self.warmup:
             return ProfilerAction.WARMUP
-        if pos < self.cycle_length - 1:
+        if pos < cycle_length - 1:
             return ProfilerAction.RECORD
         return ProfilerAction.RECORD_AND_SAVE
 

@@ -93,17 +93,21 @@ class Trace:
             "thread_names": {str(k): v for k, v in self.thread_names.items()},
         }
 
-    def to_chrome(self, path: Union[str, "os.PathLike[str]"]) -> str:
+    def to_chrome(self, path: Union[str, "os.PathLike[str]"], *,
+                  process_name: Optional[str] = None, metadata: Optional[dict] = None) -> str:
         """Writes the trace as Chrome trace event JSON (Perfetto UI,
         chrome://tracing; ``.json.gz`` compressed): the Python/C events from
-        the tracer's records, the ranges and the steps; returns the path."""
+        the tracer's records, the ranges and the steps; returns the path.
+        metadata (JSON-ready) goes to ``otherData.frametrace.metadata``."""
         from .export import write_chrome
 
         if self.tracer is None:
             raise RuntimeError("this trace has no tracer records (python_steps=0)")
-        write_chrome(path, self.tracer, pid=self.pid, thread_names=self.thread_names,
-                     ranges=self.ranges, steps=self.steps, origin_ns=self.session_start_ns,
-                     metadata={"cycle": self.cycle, "session_end_ns": self.session_end_ns})
+        write_chrome(path, self.tracer, pid=self.pid, process_name=process_name,
+                     thread_names=self.thread_names, ranges=self.ranges, steps=self.steps,
+                     origin_ns=self.session_start_ns,
+                     metadata={**(metadata or {}), "cycle": self.cycle,
+                               "session_end_ns": self.session_end_ns})
         return os.fspath(path)
 
     def summary(self, sort: str = "self", limit: Optional[int] = 30, *,
@@ -251,6 +255,7 @@ class Profile:
         on_trace_ready: Optional[Callable[[Trace], Any]] = None,
         buffer_size: int = _tracer.DEFAULT_BUFFER_SIZE,
         c_calls: bool = True,
+        _ignore: Sequence[Any] = (),
     ):
         if schedule is not None and not callable(schedule):
             raise TypeError(f"schedule must be frametrace.schedule(...) or a callable, "
@@ -267,9 +272,15 @@ class Profile:
             raise TypeError(f"on_trace_ready must be callable, not {type(on_trace_ready).__name__}")
         Tracer(buffer_size=buffer_size, c_calls=c_calls)  # checks both now
         self.schedule = schedule
+        # Decided once, not with isinstance() at each step: a C call the
+        # tracer would record.  Schedule._action is ignored code, with no calls.
+        self._step_action: Optional[Callable[[int], ProfilerAction]] = (
+            schedule._action if isinstance(schedule, Schedule) else schedule)
         self.python_steps = python_steps
         self.on_trace_ready = on_trace_ready
         self._tracer_options: dict[str, Any] = {"buffer_size": buffer_size, "c_calls": c_calls}
+        # Code kept out of this session's traces besides its own (the CLI's, runpy's).
+        self._ignored = _SESSION_CODE + tuple(_ignore)
         self.step_num = 0
         self.last_trace: Optional[Trace] = None
         self._action = ProfilerAction.NONE
@@ -346,12 +357,10 @@ class Profile:
 
     def _begin_step(self, now: int) -> None:
         self._step_start = now
-        if self.schedule is None:
+        if self._step_action is None:
             self._action = ProfilerAction.RECORD
-        elif isinstance(self.schedule, Schedule):
-            self._action = self.schedule._action(self.step_num)  # no calls: untraced
         else:
-            self._action = self.schedule(self.step_num)
+            self._action = self._step_action(self.step_num)
         if self._action in _RECORDING and self._window is None:
             self._open_window(now)
 
@@ -362,8 +371,8 @@ class Profile:
         _tracer._set_range_sink(window.marks)
         if self.python_steps != 0:
             tracer = Tracer(**self._tracer_options)
-            for func in _SESSION_CODE:
-                tracer._ignore(func)
+            for code in self._ignored:
+                tracer._ignore(code)
             window.tracer = tracer
             tracer.start()
 
@@ -435,6 +444,16 @@ def profile(
                    buffer_size=buffer_size, c_calls=c_calls)
 
 
+def step() -> None:
+    """Ends the current step of the running session (``prof.step()`` of the
+    ``frametrace.profile`` that is active, in any thread), and does nothing
+    when no session runs: a program can mark its steps and run untraced,
+    under ``frametrace run --steps``, or under its own session."""
+    session = _current
+    if session is not None:
+        session.step()
+
+
 def _nested_code(func: Callable, name: str):
     return next(c for c in func.__code__.co_consts if getattr(c, "co_name", None) == name)
 
@@ -443,5 +462,5 @@ def _nested_code(func: Callable, name: str):
 _SESSION_CODE: tuple = (
     Profile.__enter__, Profile.step, Profile.stop, Profile.__exit__,
     Profile._begin_step, Profile._open_window, Profile._close_window, Profile._release,
-    Schedule._action, _nested_code(range.__call__, "ranged"),
+    Schedule._action, _nested_code(range.__call__, "ranged"), step,
 )
