@@ -197,6 +197,82 @@ static PyMethodDef module_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
+/* os.register_at_fork() callbacks.  Called from C inside os.fork(): no
+ * profile event, so never recorded. */
+static PyObject *
+before_fork(PyObject *module, PyObject *Py_UNUSED(ignored))
+{
+    ft_tracer *tracer = ft_get_state(module)->active;
+    if (tracer != NULL) {
+        ft_tracer_before_fork(tracer);
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+after_fork_in_parent(PyObject *module, PyObject *Py_UNUSED(ignored))
+{
+    ft_tracer *tracer = ft_get_state(module)->active;
+    if (tracer != NULL) {
+        tracer->fork_anchored = 0;  /* the parent goes on: the anchor stays */
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+after_fork_in_child(PyObject *module, PyObject *Py_UNUSED(ignored))
+{
+    ft_tracer *tracer = ft_get_state(module)->active;
+    if (tracer != NULL) {
+        Py_INCREF(tracer);
+        ft_tracer_after_fork_child(tracer);
+        Py_DECREF(tracer);
+    }
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef fork_defs[] = {
+    {"_before_fork", before_fork, METH_NOARGS, NULL},
+    {"_after_fork_in_parent", after_fork_in_parent, METH_NOARGS, NULL},
+    {"_after_fork_in_child", after_fork_in_child, METH_NOARGS, NULL},
+};
+
+static int
+register_at_fork(PyObject *module)
+{
+    PyObject *os = PyImport_ImportModule("os");
+    if (os == NULL) {
+        return -1;
+    }
+    PyObject *reg = PyObject_GetAttrString(os, "register_at_fork");
+    Py_DECREF(os);
+    if (reg == NULL) {
+        /* No fork on this platform. */
+        PyErr_Clear();
+        return 0;
+    }
+    static const char *const keys[] = {
+        "before", "after_in_parent", "after_in_child",
+    };
+    PyObject *kwargs = PyDict_New();
+    int rc = kwargs == NULL ? -1 : 0;
+    for (size_t i = 0; rc == 0 && i < 3; i++) {
+        PyObject *func = PyCFunction_NewEx(&fork_defs[i], module, NULL);
+        rc = func == NULL ? -1 : PyDict_SetItemString(kwargs, keys[i], func);
+        Py_XDECREF(func);
+    }
+    if (rc == 0) {
+        PyObject *empty = PyTuple_New(0);
+        PyObject *res = empty ? PyObject_Call(reg, empty, kwargs) : NULL;
+        rc = res == NULL ? -1 : 0;
+        Py_XDECREF(res);
+        Py_XDECREF(empty);
+    }
+    Py_XDECREF(kwargs);
+    Py_DECREF(reg);
+    return rc;
+}
+
 static int
 module_exec(PyObject *module)
 {
@@ -262,7 +338,7 @@ module_exec(PyObject *module)
         || PyModule_AddIntConstant(module, "MAX_BUFFER_SIZE", 1 << 28) < 0) {
         return -1;
     }
-    return 0;
+    return register_at_fork(module);
 }
 
 static int

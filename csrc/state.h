@@ -95,6 +95,8 @@ typedef struct ft_tracer {
     PyObject *prev_thread_hook;  /* strong: threading's profile hook before
                                     start(), restored by stop() */
     uint64_t intern_failures; /* functions that could not be named */
+    ft_anchor fork_anchor;    /* taken just before os.fork(), while active */
+    int fork_anchored;
     PyObject *weakreflist;
 } ft_tracer;
 
@@ -128,6 +130,10 @@ extern PyType_Spec ft_range_spec;
 extern PyMethodDef ft_set_range_sink_def;
 
 /* tracer.c */
+/* os.fork() while a tracer is active: the parent goes on tracing; in the
+ * child the tracer is stopped as of the moment just before the fork. */
+void ft_tracer_before_fork(ft_tracer *tracer);
+void ft_tracer_after_fork_child(ft_tracer *tracer);
 extern PyType_Spec ft_tracer_spec;
 extern PyType_Spec ft_hook_spec;
 extern PyStructSequence_Desc ft_event_desc;

@@ -453,17 +453,19 @@ tracer_start(ft_tracer *self, PyObject *Py_UNUSED(ignored))
     Py_RETURN_NONE;
 }
 
-/* The latched stop: the first call records stop_ns and removes the hook;
- * every later call does nothing.  Never fails. */
+/* The latched stop: the first call records stop_ns (now, or at the anchor
+ * `at` taken earlier) and removes the hook; every later call does nothing.
+ * Never fails. */
 static void
-latch_stop(ft_tracer *self)
+latch_stop_at(ft_tracer *self, const ft_anchor *at)
 {
     if (self->phase != FT_PHASE_ACTIVE) {
         return;
     }
     /* Every record was written before this anchor: converted, none can
-     * end after stop_ns. */
-    self->stop_ns = ft_clock_anchor(&self->clock).ns;
+     * end after stop_ns.  With an earlier anchor, the records after it
+     * are past stop_ns: the replay drops them. */
+    self->stop_ns = at != NULL ? at->ns : ft_clock_anchor(&self->clock).ns;
     self->phase = FT_PHASE_STOPPED;
     /* Before uninstalling, which may run Python code: threads starting
      * meanwhile must not register with a stopping tracer. */
@@ -478,6 +480,31 @@ latch_stop(ft_tracer *self)
         ft_name_thread(self->threads[i], names);
     }
     Py_XDECREF(names);
+}
+
+static void
+latch_stop(ft_tracer *self)
+{
+    latch_stop_at(self, NULL);
+}
+
+void
+ft_tracer_before_fork(ft_tracer *self)
+{
+    if (self->phase == FT_PHASE_ACTIVE) {
+        self->fork_anchor = ft_clock_anchor(&self->clock);
+        self->fork_anchored = 1;
+    }
+}
+
+void
+ft_tracer_after_fork_child(ft_tracer *self)
+{
+    /* The other threads are gone, and the child's at-fork callbacks have
+     * run since the anchor: the trace ends where the fork began.  The
+     * child traces nothing unless it starts a tracer of its own. */
+    latch_stop_at(self, self->fork_anchored ? &self->fork_anchor : NULL);
+    self->fork_anchored = 0;
 }
 
 static PyObject *

@@ -289,6 +289,7 @@ class Profile:
         self._cycle = 0
         self._entered = False
         self._finished = False
+        self._forked = False  # this process is a fork of the one that entered
 
     # -- the public protocol ---------------------------------------------
 
@@ -310,7 +311,10 @@ class Profile:
         return self
 
     def step(self) -> None:
-        """Ends the current step of the loop and starts the next."""
+        """Ends the current step of the loop and starts the next (nothing, in
+        a process forked from the one running the session)."""
+        if self._forked:
+            return
         if not self._entered or self._finished:
             raise RuntimeError("step() called outside a session: use it inside "
                                "'with frametrace.profile(...) as prof:'")
@@ -413,6 +417,23 @@ class Profile:
             if self._window.tracer is not None:
                 self._window.tracer.stop()
             self._window = None
+
+
+def _after_fork_in_child() -> None:
+    """A forked child does not go on with its parent's session: the
+    extension stopped the window's tracer at the fork; here the session is
+    detached, so that it records nothing and delivers no trace."""
+    global _current, _current_lock
+    _current_lock = threading.Lock()  # another thread may have held it
+    session, _current = _current, None
+    if session is not None:
+        session._forked = True
+        session._window = None
+        _tracer._set_range_sink(None)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _thread_names(tracer: Optional[Tracer]) -> dict:
