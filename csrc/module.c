@@ -338,6 +338,9 @@ module_exec(PyObject *module)
         || PyModule_AddIntConstant(module, "MAX_BUFFER_SIZE", 1 << 28) < 0) {
         return -1;
     }
+    if (ft_testing_add_profile_toggles(module) < 0) {
+        return -1;
+    }
     return register_at_fork(module);
 }
 

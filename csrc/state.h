@@ -143,6 +143,9 @@ PyObject *ft_testing_replay(PyObject *module, PyObject *args,
                             PyObject *kwargs);
 
 PyObject *ft_testing_ticks_to_ns(PyObject *module, PyObject *args);
+/* _testing_profile_off() and _testing_profile_on(saved): an extension that
+ * swaps the profile function mid-call. */
+int ft_testing_add_profile_toggles(PyObject *module);
 
 /* events.c: replays a stopped tracer's records into a list of events. */
 PyObject *ft_build_events(ft_tracer *tracer);

@@ -231,3 +231,87 @@ done:
     PyMem_Free(clock.anchors);
     return result;
 }
+
+/* An extension that takes the profile function away inside one C call and
+ * gives it back inside another: the first call's return and the second's
+ * call never reach the hook.  Bound to no module, so that the tracer
+ * records them like any extension's functions. */
+typedef struct {
+    Py_tracefunc func;
+    PyObject *obj;  /* strong */
+} saved_profile;
+
+static void
+saved_profile_free(PyObject *capsule)
+{
+    saved_profile *saved = PyCapsule_GetPointer(capsule, "frametrace.saved_profile");
+    if (saved != NULL) {
+        Py_XDECREF(saved->obj);
+        PyMem_Free(saved);
+    }
+}
+
+static PyObject *
+profile_off(PyObject *Py_UNUSED(self), PyObject *Py_UNUSED(ignored))
+{
+    PyThreadState *ts = PyThreadState_Get();
+    saved_profile *saved = PyMem_Malloc(sizeof(*saved));
+    if (saved == NULL) {
+        return PyErr_NoMemory();
+    }
+    saved->func = ts->c_profilefunc;
+    saved->obj = Py_XNewRef(ts->c_profileobj);
+    PyObject *capsule = PyCapsule_New(saved, "frametrace.saved_profile",
+                                      saved_profile_free);
+    if (capsule == NULL) {
+        Py_XDECREF(saved->obj);
+        PyMem_Free(saved);
+        return NULL;
+    }
+    PyEval_SetProfile(NULL, NULL);
+    if (PyErr_Occurred()) {  /* an audit hook refused */
+        Py_DECREF(capsule);
+        return NULL;
+    }
+    return capsule;
+}
+
+static PyObject *
+profile_on(PyObject *Py_UNUSED(self), PyObject *capsule)
+{
+    saved_profile *saved = PyCapsule_GetPointer(capsule, "frametrace.saved_profile");
+    if (saved == NULL) {
+        return NULL;
+    }
+    PyEval_SetProfile(saved->func, saved->obj);
+    if (PyErr_Occurred()) {
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef profile_toggle_defs[] = {
+    {"profile_off", profile_off, METH_NOARGS,
+     "Removes this thread's profile function; returns it, for profile_on()."},
+    {"profile_on", profile_on, METH_O,
+     "Installs the profile function profile_off() returned."},
+};
+
+int
+ft_testing_add_profile_toggles(PyObject *module)
+{
+    static const char *const attrs[] = {"_testing_profile_off",
+                                        "_testing_profile_on"};
+    for (size_t i = 0; i < 2; i++) {
+        PyObject *func = PyCFunction_NewEx(&profile_toggle_defs[i], NULL, NULL);
+        if (func == NULL) {
+            return -1;
+        }
+        int rc = PyModule_AddObjectRef(module, attrs[i], func);
+        Py_DECREF(func);
+        if (rc < 0) {
+            return -1;
+        }
+    }
+    return 0;
+}

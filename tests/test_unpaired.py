@@ -79,3 +79,58 @@ def test_unpaired_c_events_are_contained():
             # Its return was never seen: it ends with its parent.
             assert ln.end_ns == parent.end_ns
     assert not a.open_at_stop and a.start_ns >= events[s].end_ns
+
+
+# An extension that takes the profile function away inside one C call and
+# gives it back inside another (frametrace._tracer's test-only toggles,
+# which the tracer records like any extension's functions).
+from frametrace import _tracer  # noqa: E402
+
+
+def untraced_work():
+    return sum(range(10))
+
+
+def swap_then_c_call():
+    saved = _tracer._testing_profile_off()  # its return never reaches the hook
+    untraced_work()
+    _tracer._testing_profile_on(saved)  # nor its call: the hook was off
+    return len("ab")
+
+
+def swap_then_return():
+    saved = _tracer._testing_profile_off()
+    untraced_work()
+    _tracer._testing_profile_on(saved)
+
+
+def swap_program():
+    swap_then_c_call()
+    swap_then_return()
+    after()
+
+
+def test_c_call_whose_return_never_arrives_ends_within_its_parent():
+    with frametrace.trace() as tracer:
+        swap_program()
+    events = tracer.getEvents()
+    check_invariants(tracer, events)
+    names = [e.name for e in events]
+    assert "untraced_work" not in names and "sum" not in names
+    # CPython decides at call time whether a C call's return is reported:
+    # profile_on's, called with no hook, is not; it leaves no record.
+    assert "profile_on" not in names
+    offs = [i for i, e in enumerate(events) if e.name == "profile_off"]
+    assert len(offs) == 2
+    first, second = (events[i] for i in offs)
+    c_parent, r_parent = events[first.parent], events[second.parent]
+    assert (c_parent.name, r_parent.name) == ("swap_then_c_call", "swap_then_return")
+    for ev, parent in ((first, c_parent), (second, r_parent)):
+        assert not ev.open_at_stop and not parent.open_at_stop
+        assert parent.start_ns <= ev.start_ns <= ev.end_ns <= parent.end_ns < tracer.stop_ns
+    # Closed by the next C call, which gets its own event...
+    (ln,) = [e for e in events if e.name == "len" and e.parent == first.parent]
+    assert first.end_ns == ln.start_ns and ln.end_ns <= c_parent.end_ns
+    # ...or, with none, by its parent's return: never stretched to the stop.
+    assert second.end_ns == r_parent.end_ns
+    assert events[only(events, "after")].start_ns >= r_parent.end_ns
