@@ -71,6 +71,9 @@ typedef struct { PyObject *type, *value, *tb; } ft_saved_exc;
 #  define FT_RESTORE_EXC(s) PyErr_Restore((s).type, (s).value, (s).tb)
 #endif
 
+/* sys.monitoring (PEP 669). */
+#define FT_HAVE_MONITORING (PY_VERSION_HEX >= 0x030C0000)
+
 #if defined(__GNUC__) || defined(__clang__)
 #  define FT_LIKELY(x) __builtin_expect(!!(x), 1)
 #  define FT_UNLIKELY(x) __builtin_expect(!!(x), 0)

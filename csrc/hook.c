@@ -216,43 +216,48 @@ record(ft_hookobject *hook, ft_thread *th, int64_t ts, PyFrameObject *frame,
     default:
         return;
     }
-    if (FT_UNLIKELY(id == FT_NO_ID)) {
+    ft_record_id(tracer, th, hook, ts, id, kind);
+}
+
+int
+ft_thread_first_ring(ft_tracer *tracer, ft_thread *th, ft_hookobject *hook,
+                     int64_t *ts)
+{
+    /* A thread's first record: allocate its ring now, so idle threads cost
+     * nothing.  Faulting it in takes milliseconds: let the other threads
+     * run meanwhile (one of them may stop the tracer, and then clear it:
+     * th is not touched after that). */
+    ft_ring ring;
+    PyObject *holder = hook != NULL ? (PyObject *)hook : (PyObject *)tracer;
+    Py_INCREF(holder);
+    int rc = ft_ring_alloc_released(&ring, th->capacity);
+    int stopped = hook != NULL ? hook->thread == NULL
+                               : tracer->phase != FT_PHASE_ACTIVE;
+    Py_DECREF(holder);
+    if (stopped) {
+        if (rc == 0) {
+            ft_ring_free(&ring);
+        }
+        return -1;
+    }
+    if (rc < 0) {
         th->lost++;
-        return;
+        return -1;
     }
-    if (id & FT_ID_IGNORED) {
-        return;
+    th->ring = ring;
+    if (th->native_id == 0) {
+        th->native_id = PyThread_get_thread_native_id();
     }
-    if (FT_UNLIKELY(th->ring.buf == NULL)) {
-        /* A thread's first event: allocate its ring now, so idle threads
-         * cost nothing.  Faulting it in takes milliseconds: let the other
-         * threads run meanwhile (one of them may stop the tracer). */
-        ft_ring ring;
-        Py_INCREF(hook);
-        int rc = ft_ring_alloc_released(&ring, th->capacity);
-        int stopped = hook->thread == NULL;
-        Py_DECREF(hook);
-        if (stopped) {
-            if (rc == 0) {
-                ft_ring_free(&ring);
-            }
-            return;
-        }
-        if (rc < 0) {
-            th->lost++;
-            return;
-        }
-        th->ring = ring;
-        if (th->native_id == 0) {
-            th->native_id = PyThread_get_thread_native_id();
-        }
-        /* Faulting the ring in took time: leave it out of the event. */
-        ts = ft_clock_ticks(&tracer->clock);
-    }
-    ft_ring_push(&th->ring, ts, id, kind);
-    if (FT_UNLIKELY(th->ring.pos == 0)) {
-        ft_clock_maybe_anchor(&tracer->clock, ts);
-    }
+    /* Faulting the ring in took time: leave it out of the event. */
+    *ts = ft_clock_ticks(&tracer->clock);
+    return 0;
+}
+
+uint32_t
+ft_c_function_id(ft_tracer *tracer, PyObject *func, const void *key)
+{
+    uint32_t id = ft_functable_find(&tracer->funcs, key);
+    return id != FT_NO_ID ? id : intern_c_function(tracer, func, key);
 }
 
 int

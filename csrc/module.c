@@ -60,6 +60,19 @@ thread_bootstrap(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         PyEval_SetProfile(NULL, NULL);
         Py_RETURN_NONE;
     }
+    if (tracer->backend == FT_BACKEND_MONITORING) {
+        /* sys.monitoring records this thread already; threading calls this
+         * once the thread is in threading._active: only its name is new. */
+        uint64_t id = PyThreadState_Get()->id;
+        for (Py_ssize_t i = 0; i < tracer->nthreads; i++) {
+            if (tracer->threads[i]->tstate_id == id) {
+                ft_name_thread(tracer->threads[i], names);
+            }
+        }
+        Py_XDECREF(names);
+        PyEval_SetProfile(NULL, NULL);
+        Py_RETURN_NONE;
+    }
     /* Fault the thread's ring in first, with the GIL released, so that the
      * time it takes is no part of the thread's trace. */
     ft_ring ring;

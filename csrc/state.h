@@ -72,6 +72,11 @@ typedef struct {
 } ft_hookobject;
 
 enum {
+    FT_BACKEND_SETPROFILE = 0,
+    FT_BACKEND_MONITORING,
+};
+
+enum {
     FT_PHASE_NEW = 0,
     FT_PHASE_ACTIVE,
     FT_PHASE_STOPPED,
@@ -95,6 +100,10 @@ typedef struct ft_tracer {
     PyObject *prev_thread_hook;  /* strong: threading's profile hook before
                                     start(), restored by stop() */
     uint64_t intern_failures; /* functions that could not be named */
+    int backend;              /* FT_BACKEND_* */
+    PyObject *monitor;        /* strong: the callbacks' owner (a hook object
+                                 with no thread), monitoring backend only */
+    uint64_t generation;      /* unique per start(): the callbacks' cache key */
     ft_anchor fork_anchor;    /* taken just before os.fork(), while active */
     int fork_anchored;
     PyObject *weakreflist;
@@ -121,6 +130,47 @@ int ft_ring_alloc_released(ft_ring *ring, uint64_t capacity);
 PyObject *ft_thread_names(void);
 /* Gives thread its name from such a dict.  Runs no Python code. */
 void ft_name_thread(ft_thread *thread, PyObject *names);
+/* A thread's first record: its ring, faulted in with the GIL released
+ * (hook: the thread's hook object, or NULL for the monitoring backend).
+ * 0 with *ts the time after, or -1: record nothing. */
+int ft_thread_first_ring(ft_tracer *tracer, ft_thread *th, ft_hookobject *hook,
+                         int64_t *ts);
+/* The id of C function func under key, naming it if new (slow path: runs
+ * Python code; the caller holds a reference to tracer).  FT_NO_ID if it
+ * cannot be named. */
+uint32_t ft_c_function_id(ft_tracer *tracer, PyObject *func, const void *key);
+
+/* The end of the hot path, shared by both backends. */
+static inline void
+ft_record_id(ft_tracer *tracer, ft_thread *th, ft_hookobject *hook,
+             int64_t ts, uint32_t id, uint32_t kind)
+{
+    if (FT_UNLIKELY(id == FT_NO_ID)) {
+        th->lost++;
+        return;
+    }
+    if (id & FT_ID_IGNORED) {
+        return;
+    }
+    if (FT_UNLIKELY(th->ring.buf == NULL)
+        && ft_thread_first_ring(tracer, th, hook, &ts) < 0) {
+        return;
+    }
+    ft_ring_push(&th->ring, ts, id, kind);
+    if (FT_UNLIKELY(th->ring.pos == 0)) {
+        ft_clock_maybe_anchor(&tracer->clock, ts);
+    }
+}
+
+/* monitor.c: the sys.monitoring backend (3.12+), on tool id 2. */
+#define FT_MONITOR_TOOL_ID 2
+#if FT_HAVE_MONITORING
+/* Why the tool id is taken (a new string), or NULL: free, or an error. */
+PyObject *ft_monitor_conflict(void);
+int ft_monitor_start(ft_tracer *tracer);
+void ft_monitor_stop(ft_tracer *tracer);
+#endif
+
 /* Records one event from the thread-bootstrap path (see module.c). */
 void ft_hook_record(ft_hookobject *hook, int64_t ticks, PyFrameObject *frame,
                     int what, PyObject *arg);

@@ -9,16 +9,69 @@
 /* 2**28 records are 4 GiB per thread: anything larger is a mistake. */
 #define FT_MAX_BUFFER_SIZE ((long long)1 << 28)
 
+static const char *const backend_names[] = {"setprofile", "monitoring"};
+
+/* The backend "auto" picks: sys.monitoring where there is one (cheaper per
+ * event, see benchmarks/README.md), unless FRAMETRACE_BACKEND names one. */
+static int
+default_backend(void)
+{
+    const char *env = getenv("FRAMETRACE_BACKEND");
+    if (env != NULL && strcmp(env, "setprofile") == 0) {
+        return FT_BACKEND_SETPROFILE;
+    }
+    return FT_HAVE_MONITORING ? FT_BACKEND_MONITORING : FT_BACKEND_SETPROFILE;
+}
+
+/* FT_BACKEND_* of the backend argument (NULL: "auto"), or -1 with an
+ * exception. */
+static int
+parse_backend(PyObject *obj)
+{
+    if (obj == NULL || obj == Py_None) {
+        return default_backend();
+    }
+    if (!PyUnicode_Check(obj)) {
+        PyErr_Format(PyExc_TypeError, "backend must be a str (\"auto\", "
+                     "\"setprofile\" or \"monitoring\"), not %.100s",
+                     Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    if (PyUnicode_CompareWithASCIIString(obj, "auto") == 0) {
+        return default_backend();
+    }
+    if (PyUnicode_CompareWithASCIIString(obj, "setprofile") == 0) {
+        return FT_BACKEND_SETPROFILE;
+    }
+    if (PyUnicode_CompareWithASCIIString(obj, "monitoring") == 0) {
+        if (!FT_HAVE_MONITORING) {
+            PyErr_SetString(PyExc_ValueError, "backend=\"monitoring\" needs "
+                            "sys.monitoring (CPython 3.12+); this Python has "
+                            "only \"setprofile\"");
+            return -1;
+        }
+        return FT_BACKEND_MONITORING;
+    }
+    PyErr_Format(PyExc_ValueError, "backend must be \"auto\", \"setprofile\" "
+                 "or \"monitoring\", got %R", obj);
+    return -1;
+}
+
 static PyObject *
 tracer_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
-    static char *kwlist[] = {"buffer_size", "c_calls", NULL};
+    static char *kwlist[] = {"buffer_size", "c_calls", "backend", NULL};
     PyObject *size_obj = NULL;
     PyObject *c_calls_obj = Py_True;
+    PyObject *backend_obj = NULL;
     long long buffer_size = FT_DEFAULT_BUFFER_SIZE;
 
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|O$O:Tracer", kwlist,
-                                     &size_obj, &c_calls_obj)) {
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|O$OO:Tracer", kwlist,
+                                     &size_obj, &c_calls_obj, &backend_obj)) {
+        return NULL;
+    }
+    int backend = parse_backend(backend_obj);
+    if (backend < 0) {
         return NULL;
     }
     if (size_obj != NULL) {
@@ -56,6 +109,7 @@ tracer_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     self->state = state;
     self->buffer_size = (uint64_t)buffer_size;
     self->c_calls = c_calls_obj == Py_True;
+    self->backend = backend;
     self->phase = FT_PHASE_NEW;
     self->clock.use_cycles = ft_clock_cycles_usable();
     if (ft_functable_init(&self->funcs) < 0) {
@@ -180,6 +234,26 @@ is_ours(ft_tracer *self, PyThreadState *ts)
            && ((ft_hookobject *)ts->c_profileobj)->tracer == self;
 }
 
+/* Takes the stack of thread th (running as ts) at stop. */
+static void
+take_stop_stack(ft_tracer *self, ft_thread *th, PyThreadState *ts)
+{
+    if (th == NULL || th->stop_stack != NULL) {
+        return;
+    }
+    PyFrameObject *top = PyThreadState_GetFrame(ts);
+    if (ft_capture_stack(self, top, &th->stop_stack, &th->stop_depth) < 0) {
+        /* Replay then goes without it: only frames lost to overflow are
+         * affected. */
+        PyErr_Clear();
+        th->stop_stack = NULL;
+    }
+    else if (th->stop_stack == NULL) {
+        th->stop_stack = malloc(sizeof(uint32_t));  /* empty */
+    }
+    Py_XDECREF(top);
+}
+
 /* Removes this tracer's hook from every thread, taking each hooked thread's
  * stack first if take_stacks. */
 static void
@@ -196,21 +270,8 @@ uninstall_hooks(ft_tracer *self, int take_stacks)
             continue;
         }
         if (take_stacks && ts->c_profilefunc == ft_hook) {
-            ft_thread *th = ((ft_hookobject *)ts->c_profileobj)->thread;
-            if (th != NULL && th->stop_stack == NULL) {
-                PyFrameObject *top = PyThreadState_GetFrame(ts);
-                if (ft_capture_stack(self, top, &th->stop_stack,
-                                     &th->stop_depth) < 0) {
-                    /* Replay then goes without it: only frames lost to
-                     * overflow are affected. */
-                    PyErr_Clear();
-                    th->stop_stack = NULL;
-                }
-                else if (th->stop_stack == NULL) {
-                    th->stop_stack = malloc(sizeof(uint32_t));  /* empty */
-                }
-                Py_XDECREF(top);
-            }
+            take_stop_stack(self, ((ft_hookobject *)ts->c_profileobj)->thread,
+                            ts);
         }
         if (ntodo == cap) {
             cap = cap ? cap * 2 : 16;
@@ -253,6 +314,27 @@ uninstall_hooks(ft_tracer *self, int take_stacks)
         PyGC_Enable();
     }
 }
+
+#if FT_HAVE_MONITORING
+/* The monitoring backend's threads are found by thread state, not hook. */
+static void
+take_stop_stacks(ft_tracer *self)
+{
+    int gc_was_enabled = PyGC_Disable();
+    PyThreadState *ts = PyInterpreterState_ThreadHead(PyInterpreterState_Get());
+    for (; ts != NULL; ts = PyThreadState_Next(ts)) {
+        for (Py_ssize_t i = 0; i < self->nthreads; i++) {
+            if (self->threads[i]->tstate_id == ts->id) {
+                take_stop_stack(self, self->threads[i], ts);
+                break;
+            }
+        }
+    }
+    if (gc_was_enabled) {
+        PyGC_Enable();
+    }
+}
+#endif
 
 static void
 restore_threading_profile(ft_tracer *self)
@@ -339,7 +421,13 @@ tracer_start(ft_tracer *self, PyObject *Py_UNUSED(ignored))
                         "interpreter; stop it first");
         return NULL;
     }
+#if FT_HAVE_MONITORING
+    int monitoring = self->backend == FT_BACKEND_MONITORING;
+    PyObject *conflict = monitoring ? ft_monitor_conflict() : find_conflict(self);
+#else
+    int monitoring = 0;
     PyObject *conflict = find_conflict(self);
+#endif
     if (conflict != NULL) {
         PyErr_SetObject(PyExc_RuntimeError, conflict);
         Py_DECREF(conflict);
@@ -365,7 +453,8 @@ tracer_start(ft_tracer *self, PyObject *Py_UNUSED(ignored))
         ft_ring_free(&caller_ring);
         return NULL;
     }
-    /* Threads started from now on install the hook themselves. */
+    /* Threads started from now on install the hook themselves (with the
+     * monitoring backend, which sees every thread, they only get named). */
     self->prev_thread_hook = swap_threading_profile(state->thread_bootstrap);
     if (self->prev_thread_hook == NULL
         || ft_clock_start(&self->clock, self->clock.use_cycles) < 0) {
@@ -426,7 +515,7 @@ tracer_start(ft_tracer *self, PyObject *Py_UNUSED(ignored))
     }
     /* Installing runs audit hooks (Python code): check each thread state
      * is still alive first. */
-    for (size_t i = 0; rc == 0 && i < nentries; i++) {
+    for (size_t i = 0; rc == 0 && !monitoring && i < nentries; i++) {
         if (tstate_alive(entries[i].ts, entries[i].id)) {
             rc = _PyEval_SetProfile(entries[i].ts, ft_hook,
                                     (PyObject *)entries[i].hook);
@@ -438,11 +527,19 @@ tracer_start(ft_tracer *self, PyObject *Py_UNUSED(ignored))
     }
     Py_XDECREF(names);
     ft_ring_free(&caller_ring);  /* if it was not handed over */
+#if FT_HAVE_MONITORING
+    if (rc == 0 && monitoring) {
+        rc = ft_monitor_start(self);
+    }
+#endif
     if (rc < 0) {
         ft_saved_exc saved;
         FT_SAVE_EXC(saved);
         state->active = NULL;
         self->phase = FT_PHASE_NEW;
+#if FT_HAVE_MONITORING
+        ft_monitor_stop(self);
+#endif
         uninstall_hooks(self, 0);
         restore_threading_profile(self);
         free_threads(self);
@@ -472,6 +569,12 @@ latch_stop_at(ft_tracer *self, const ft_anchor *at)
     if (self->state->active == self) {
         self->state->active = NULL;
     }
+#if FT_HAVE_MONITORING
+    if (self->backend == FT_BACKEND_MONITORING) {
+        take_stop_stacks(self);
+        ft_monitor_stop(self);
+    }
+#endif
     uninstall_hooks(self, 1);
     restore_threading_profile(self);
     /* Threads may have been renamed while traced. */
@@ -593,6 +696,12 @@ static uint64_t
 thread_dropped(const ft_thread *th)
 {
     return ft_ring_overwritten(&th->ring) + th->lost;
+}
+
+static PyObject *
+tracer_get_backend(ft_tracer *self, void *Py_UNUSED(closure))
+{
+    return PyUnicode_FromString(backend_names[self->backend]);
 }
 
 static PyObject *
@@ -746,6 +855,7 @@ tracer_traverse(ft_tracer *self, visitproc visit, void *arg)
     Py_VISIT(Py_TYPE(self));
     Py_VISIT(self->hooks);
     Py_VISIT(self->prev_thread_hook);
+    Py_VISIT(self->monitor);
     return ft_functable_traverse(&self->funcs, visit, arg);
 }
 
@@ -762,6 +872,7 @@ tracer_clear(ft_tracer *self)
     }
     Py_CLEAR(self->hooks);
     Py_CLEAR(self->prev_thread_hook);
+    Py_CLEAR(self->monitor);
     /* The function table may hold a reference back to this tracer (a code
      * object whose constants reach it): release it to break the cycle. */
     if (self->phase == FT_PHASE_STOPPED) {
@@ -849,6 +960,9 @@ static PyGetSetDef tracer_getset[] = {
      "\"cycles\" (the CPU counter, converted to monotonic ns) or "
      "\"monotonic\" (CLOCK_MONOTONIC read directly); FRAMETRACE_CLOCK="
      "monotonic forces the latter", NULL},
+    {"backend", (getter)tracer_get_backend, NULL,
+     "\"setprofile\" (the PyEval_SetProfile hook) or \"monitoring\" "
+     "(sys.monitoring, CPython 3.12+).", NULL},
     {"c_calls", (getter)tracer_get_c_calls, NULL,
      "whether C function calls are recorded", NULL},
     {NULL, NULL, NULL, NULL, NULL},

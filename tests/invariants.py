@@ -12,6 +12,15 @@ def qual(qualname: str) -> str:
     return qualname if QUALNAMES else qualname.rsplit(".", 1)[-1]
 
 
+def tracing_installed() -> bool:
+    """Whether a hook is in place: a profile function on this thread, or
+    frametrace holding sys.monitoring's profiler tool id."""
+    if sys.getprofile() is not None:
+        return True
+    monitoring = getattr(sys, "monitoring", None)
+    return monitoring is not None and monitoring.get_tool(monitoring.PROFILER_ID) == "frametrace"
+
+
 def check_invariants(tracer, events) -> None:
     start, stop = tracer.start_ns, tracer.stop_ns
     assert start is not None and stop is not None and start <= stop

@@ -5,17 +5,17 @@ import sys
 import threading
 
 import frametrace
-from invariants import check_invariants, only, qual
+from invariants import check_invariants, only, qual, tracing_installed
 from targets import calls
 
 
 def test_tracer_dropped_while_active_stops_tracing():
     tracer = frametrace.Tracer()
     tracer.start()
-    assert sys.getprofile() is not None
+    assert tracing_installed()
     del tracer
     gc.collect()
-    assert sys.getprofile() is None
+    assert not tracing_installed()
     assert threading.getprofile() is None
     with frametrace.trace() as fresh:  # nothing left active
         calls.leaf(1)
@@ -28,9 +28,10 @@ def test_tracer_in_a_cycle_dropped_while_active():
     holder.append(holder)
     holder.append(tracer)
     tracer.start()
+    assert tracing_installed()
     del tracer, holder
     gc.collect()
-    assert sys.getprofile() is None
+    assert not tracing_installed()
 
 
 def test_stop_from_another_thread():

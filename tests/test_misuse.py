@@ -89,8 +89,15 @@ def test_sys_setprofile_refused_and_left_installed():
 
     sys.setprofile(profiler)
     try:
-        with pytest.raises(RuntimeError, match="another profiler"):
-            frametrace.Tracer().start()
+        tracer = frametrace.Tracer()
+        if tracer.backend == "setprofile":
+            with pytest.raises(RuntimeError, match="another profiler"):
+                tracer.start()
+        else:
+            # sys.monitoring has no slot for sys.setprofile to take: both run.
+            with tracer:
+                calls.leaf(2)
+            assert [e.name for e in tracer.getEvents()].count("leaf") == 1
         assert sys.getprofile() is profiler
     finally:
         sys.setprofile(None)
@@ -99,14 +106,35 @@ def test_sys_setprofile_refused_and_left_installed():
         pass
 
 
+@pytest.mark.skipif(sys.version_info < (3, 12), reason="sys.monitoring is 3.12+")
+def test_monitoring_tool_id_held_by_another_tool_refused():
+    monitoring = sys.monitoring
+    monitoring.use_tool_id(monitoring.PROFILER_ID, "someone else")
+    try:
+        with pytest.raises(RuntimeError, match="holds sys.monitoring tool id 2.*'someone else'"):
+            frametrace.Tracer(backend="monitoring").start()
+        assert monitoring.get_tool(monitoring.PROFILER_ID) == "someone else"
+    finally:
+        monitoring.free_tool_id(monitoring.PROFILER_ID)
+
+
+def occupy_the_hook(backend):
+    """Takes what the given backend needs; returns how to give it back."""
+    if backend == "setprofile":
+        sys.setprofile(lambda *a: None)
+        return lambda: sys.setprofile(None)
+    sys.monitoring.use_tool_id(sys.monitoring.PROFILER_ID, "other")
+    return lambda: sys.monitoring.free_tool_id(sys.monitoring.PROFILER_ID)
+
+
 def test_failed_start_can_be_retried():
-    sys.setprofile(lambda *a: None)
     tracer = frametrace.Tracer()
+    release = occupy_the_hook(tracer.backend)
     try:
         with pytest.raises(RuntimeError):
             tracer.start()
     finally:
-        sys.setprofile(None)
+        release()
     assert not tracer.active and tracer.start_ns is None
     with tracer:
         calls.leaf(0)

@@ -5,6 +5,8 @@ replay copes: nothing outlives its parent, nothing is stretched to stop."""
 import sys
 import types
 
+import pytest
+
 import frametrace
 from invariants import check_invariants, only
 
@@ -45,13 +47,49 @@ def raw_c_events():
     return seen
 
 
+def raw_monitoring_c_events():
+    """The same, as sys.monitoring delivers them to the monitoring backend
+    (C calls: builtin functions and method descriptors)."""
+    mon = sys.monitoring
+    tool = 3  # not the profiler's id, which the backend uses
+    seen = []
+    c_types = (types.BuiltinFunctionType, types.MethodDescriptorType)
+
+    def on(event):
+        def callback(code, offset, callable_, arg0):
+            if isinstance(callable_, c_types) and code.co_name in ("direct", "star"):
+                seen.append((code.co_name, event))
+        return callback
+
+    mon.use_tool_id(tool, "test")
+    try:
+        for event, name in ((mon.events.CALL, "c_call"), (mon.events.C_RETURN, "c_return"),
+                            (mon.events.C_RAISE, "c_exception")):
+            mon.register_callback(tool, event, on(name))
+        mon.set_events(tool, mon.events.CALL | mon.events.C_RETURN | mon.events.C_RAISE)
+        run()
+    finally:
+        mon.set_events(tool, 0)
+        for event in (mon.events.CALL, mon.events.C_RETURN, mon.events.C_RAISE):
+            mon.register_callback(tool, event, None)
+        mon.free_tool_id(tool)
+    return seen
+
+
 def test_unpaired_c_events_are_contained():
+    if frametrace.Tracer().backend == "monitoring":
+        raw = raw_monitoring_c_events()
+        check_contained(raw)
+        return
     raw = raw_c_events()
     if (3, 12, 0) <= sys.version_info[:3] <= (3, 12, 4):
         assert ("direct", "c_return") in raw and ("direct", "c_call") not in raw
     if sys.version_info[:3] == (3, 13, 0):
         assert ("star", "c_call") in raw and ("star", "c_return") not in raw
+    check_contained(raw)
 
+
+def check_contained(raw):
     with frametrace.trace() as tracer:
         run()
     events = tracer.getEvents()
@@ -111,6 +149,8 @@ def swap_program():
 
 
 def test_c_call_whose_return_never_arrives_ends_within_its_parent():
+    if frametrace.Tracer().backend != "setprofile":
+        pytest.skip("swaps the PyEval_SetProfile function, which the monitoring backend does not use")
     with frametrace.trace() as tracer:
         swap_program()
     events = tracer.getEvents()

@@ -1,0 +1,366 @@
+/* The sys.monitoring (PEP 669) backend, CPython 3.12+: the same records as
+ * the PyEval_SetProfile hook, from callbacks sys.monitoring calls for every
+ * thread of the interpreter.  A callback finds its thread's ring through a
+ * thread-local cache; the first event of a thread takes the slow path. */
+#include "state.h"
+
+#if FT_HAVE_MONITORING
+
+#include <stdlib.h>
+#include <string.h>
+
+/* The events the profile hook sees, as sys.monitoring names them. */
+enum {
+    MON_PY_START, MON_PY_RESUME, MON_PY_THROW,
+    MON_PY_RETURN, MON_PY_YIELD, MON_PY_UNWIND,
+    MON_CALL, MON_C_RETURN, MON_C_RAISE,
+    MON_NEVENTS,
+};
+
+static const char *const event_names[MON_NEVENTS] = {
+    "PY_START", "PY_RESUME", "PY_THROW",
+    "PY_RETURN", "PY_YIELD", "PY_UNWIND",
+    "CALL", "C_RETURN", "C_RAISE",
+};
+
+/* Which thread's ring this OS thread records into, for the tracer started
+ * as generation tls_generation (generations are never reused, unlike
+ * addresses). */
+static _Thread_local uint64_t tls_generation;
+static _Thread_local ft_thread *tls_thread;
+static uint64_t last_generation;
+
+static inline ft_tracer *
+active_tracer(PyObject *self)
+{
+    ft_tracer *tracer = ((ft_hookobject *)self)->tracer;
+    return tracer != NULL && tracer->phase == FT_PHASE_ACTIVE ? tracer : NULL;
+}
+
+/* Slow path: this thread's first event under this tracer.  Threads alive at
+ * start() were registered then; later ones register here, with the frames
+ * below the event's as their base stack. */
+static ft_thread *
+thread_of_caller(ft_tracer *tracer, int starting)
+{
+    PyThreadState *ts = PyThreadState_Get();
+    ft_thread *th = NULL;
+    for (Py_ssize_t i = 0; i < tracer->nthreads; i++) {
+        if (tracer->threads[i]->tstate_id == ts->id) {
+            th = tracer->threads[i];
+            break;
+        }
+    }
+    if (th == NULL) {
+        ft_saved_exc saved;
+        FT_SAVE_EXC(saved);
+        int64_t base = ft_clock_ticks(&tracer->clock);
+        PyFrameObject *top = PyThreadState_GetFrame(ts);
+        if (starting && top != NULL) {
+            /* A PY_START's frame is the callee: its call is this event. */
+            Py_SETREF(top, PyFrame_GetBack(top));
+        }
+        Py_INCREF(tracer);
+        ft_hookobject *hook = ft_register_thread(tracer, ts, top, base);
+        Py_XDECREF(top);
+        if (hook != NULL) {
+            th = hook->thread;
+            Py_DECREF(hook);  /* tracer->hooks holds it */
+        }
+        PyErr_Clear();  /* never raise from a callback */
+        FT_RESTORE_EXC(saved);
+        int stopped = tracer->phase != FT_PHASE_ACTIVE;
+        Py_DECREF(tracer);
+        if (th == NULL || stopped) {
+            return NULL;
+        }
+        PyObject *names = ft_thread_names();
+        ft_name_thread(th, names);
+        Py_XDECREF(names);
+        if (tracer->phase != FT_PHASE_ACTIVE) {
+            return NULL;
+        }
+    }
+    tls_generation = tracer->generation;
+    tls_thread = th;
+    return th;
+}
+
+static inline ft_thread *
+current_thread(ft_tracer *tracer, int starting)
+{
+    if (FT_LIKELY(tls_generation == tracer->generation)) {
+        return tls_thread;
+    }
+    return thread_of_caller(tracer, starting);
+}
+
+static inline void
+record_code(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+            uint32_t kind)
+{
+    ft_tracer *tracer = active_tracer(self);
+    if (FT_UNLIKELY(tracer == NULL || nargs < 1)) {
+        return;
+    }
+    int64_t ts = ft_clock_ticks(&tracer->clock);
+    ft_thread *th = current_thread(tracer, kind == FT_REC_CALL);
+    if (FT_UNLIKELY(th == NULL || !PyCode_Check(args[0]))) {
+        return;
+    }
+    uint32_t id = ft_functable_find(&tracer->funcs, args[0]);
+    if (FT_UNLIKELY(id == FT_NO_ID)) {
+        id = ft_functable_intern_code(&tracer->funcs, (PyCodeObject *)args[0]);
+    }
+    ft_record_id(tracer, th, NULL, ts, id, kind);
+}
+
+/* What the profile hook reports as a C call: builtin functions and methods,
+ * and method descriptors (called unbound, with self as arg0). */
+static inline const void *
+c_function_key(PyObject *callable)
+{
+    if (PyCFunction_Check(callable)) {
+        return ((PyCFunctionObject *)callable)->m_ml;
+    }
+    if (Py_IS_TYPE(callable, &PyMethodDescr_Type)) {
+        return ((PyMethodDescrObject *)callable)->d_method;
+    }
+    return NULL;
+}
+
+static inline void
+record_c(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+         uint32_t kind)
+{
+    ft_tracer *tracer = active_tracer(self);
+    if (FT_UNLIKELY(tracer == NULL || nargs < 4)) {
+        return;
+    }
+    const void *key = c_function_key(args[2]);
+    if (key == NULL) {
+        return;  /* a Python function, a class, ...: not a C call */
+    }
+    int64_t ts = ft_clock_ticks(&tracer->clock);
+    ft_thread *th = current_thread(tracer, 0);
+    if (FT_UNLIKELY(th == NULL)) {
+        return;
+    }
+    uint32_t id = ft_functable_find(&tracer->funcs, key);
+    if (FT_UNLIKELY(id == FT_NO_ID)) {
+        PyObject *func = args[2];
+        PyObject *bound = NULL;
+        if (!PyCFunction_Check(func)) {
+            /* Named like the bound method the profile hook would see. */
+            descrgetfunc get = Py_TYPE(func)->tp_descr_get;
+            PyObject *obj = args[3];
+            bound = get(func, obj, (PyObject *)Py_TYPE(obj));
+            if (bound == NULL) {
+                PyErr_Clear();
+                th->lost++;
+                return;
+            }
+            func = bound;
+        }
+        Py_INCREF(tracer);
+        id = ft_c_function_id(tracer, func, key);
+        int stopped = tracer->phase != FT_PHASE_ACTIVE;
+        Py_DECREF(tracer);
+        Py_XDECREF(bound);
+        if (stopped) {
+            return;
+        }
+    }
+    ft_record_id(tracer, th, NULL, ts, id, kind);
+}
+
+#define CODE_CALLBACK(name, kind)                                          \
+    static PyObject *                                                      \
+    name(PyObject *self, PyObject *const *args, Py_ssize_t nargs)          \
+    {                                                                      \
+        record_code(self, args, nargs, kind);                              \
+        Py_RETURN_NONE;                                                    \
+    }
+#define C_CALLBACK(name, kind)                                             \
+    static PyObject *                                                      \
+    name(PyObject *self, PyObject *const *args, Py_ssize_t nargs)          \
+    {                                                                      \
+        record_c(self, args, nargs, kind);                                 \
+        Py_RETURN_NONE;                                                    \
+    }
+
+CODE_CALLBACK(on_start, FT_REC_CALL)
+CODE_CALLBACK(on_return, FT_REC_RETURN)
+C_CALLBACK(on_call, FT_REC_C_CALL)
+C_CALLBACK(on_c_return, FT_REC_C_RETURN)
+C_CALLBACK(on_c_raise, FT_REC_C_EXCEPTION)
+
+static PyMethodDef callback_defs[MON_NEVENTS] = {
+    [MON_PY_START] = {"py_start", (PyCFunction)(void (*)(void))on_start,
+                      METH_FASTCALL, NULL},
+    [MON_PY_RESUME] = {"py_resume", (PyCFunction)(void (*)(void))on_start,
+                       METH_FASTCALL, NULL},
+    [MON_PY_THROW] = {"py_throw", (PyCFunction)(void (*)(void))on_start,
+                      METH_FASTCALL, NULL},
+    [MON_PY_RETURN] = {"py_return", (PyCFunction)(void (*)(void))on_return,
+                       METH_FASTCALL, NULL},
+    [MON_PY_YIELD] = {"py_yield", (PyCFunction)(void (*)(void))on_return,
+                      METH_FASTCALL, NULL},
+    [MON_PY_UNWIND] = {"py_unwind", (PyCFunction)(void (*)(void))on_return,
+                       METH_FASTCALL, NULL},
+    [MON_CALL] = {"call", (PyCFunction)(void (*)(void))on_call,
+                  METH_FASTCALL, NULL},
+    [MON_C_RETURN] = {"c_return", (PyCFunction)(void (*)(void))on_c_return,
+                      METH_FASTCALL, NULL},
+    [MON_C_RAISE] = {"c_raise", (PyCFunction)(void (*)(void))on_c_raise,
+                     METH_FASTCALL, NULL},
+};
+
+/* ---- tool id, callbacks, events ------------------------------------------ */
+
+static PyObject *
+monitoring_module(void)
+{
+    PyObject *sys = PyImport_ImportModule("sys");
+    if (sys == NULL) {
+        return NULL;
+    }
+    PyObject *mon = PyObject_GetAttrString(sys, "monitoring");
+    Py_DECREF(sys);
+    return mon;
+}
+
+PyObject *
+ft_monitor_conflict(void)
+{
+    PyObject *mon = monitoring_module();
+    if (mon == NULL) {
+        return NULL;
+    }
+    PyObject *holder = PyObject_CallMethod(mon, "get_tool", "i",
+                                           FT_MONITOR_TOOL_ID);
+    Py_DECREF(mon);
+    if (holder == NULL) {
+        return NULL;
+    }
+    if (holder == Py_None) {
+        Py_DECREF(holder);
+        return NULL;
+    }
+    PyObject *msg = PyUnicode_FromFormat(
+        "another profiler holds sys.monitoring tool id %d (PROFILER_ID): "
+        "%R (cProfile uses it on Python 3.12+); stop it before starting "
+        "frametrace", FT_MONITOR_TOOL_ID, holder);
+    Py_DECREF(holder);
+    return msg;
+}
+
+/* Registers (func, or None) as the callback of every event. */
+static int
+register_callbacks(PyObject *mon, PyObject *events, PyObject *owner,
+                   int with_c, long *mask)
+{
+    *mask = 0;
+    for (int i = 0; i < MON_NEVENTS; i++) {
+        PyObject *flag = PyObject_GetAttrString(events, event_names[i]);
+        if (flag == NULL) {
+            return -1;
+        }
+        long bit = PyLong_AsLong(flag);
+        if (bit == -1 && PyErr_Occurred()) {
+            Py_DECREF(flag);
+            return -1;
+        }
+        PyObject *func = owner == NULL
+            ? Py_NewRef(Py_None)
+            : PyCFunction_NewEx(&callback_defs[i], owner, NULL);
+        PyObject *res = func == NULL ? NULL
+            : PyObject_CallMethod(mon, "register_callback", "iOO",
+                                  FT_MONITOR_TOOL_ID, flag, func);
+        Py_XDECREF(func);
+        Py_DECREF(flag);
+        if (res == NULL) {
+            return -1;
+        }
+        Py_DECREF(res);
+        if (with_c || i < MON_CALL) {
+            *mask |= bit;
+        }
+    }
+    return 0;
+}
+
+int
+ft_monitor_start(ft_tracer *tracer)
+{
+    PyObject *mon = monitoring_module();
+    if (mon == NULL) {
+        return -1;
+    }
+    PyObject *events = PyObject_GetAttrString(mon, "events");
+    PyObject *res = events == NULL ? NULL
+        : PyObject_CallMethod(mon, "use_tool_id", "is", FT_MONITOR_TOOL_ID,
+                              "frametrace");
+    if (res == NULL) {
+        Py_XDECREF(events);
+        Py_DECREF(mon);
+        return -1;
+    }
+    Py_DECREF(res);
+    ft_hookobject *owner = PyObject_New(ft_hookobject,
+                                        tracer->state->hook_type);
+    long mask = 0;
+    int rc = -1;
+    if (owner != NULL) {
+        owner->tracer = tracer;  /* borrowed: cleared by ft_monitor_stop */
+        owner->thread = NULL;
+        tracer->monitor = (PyObject *)owner;
+        tracer->generation = ++last_generation;
+        rc = register_callbacks(mon, events, (PyObject *)owner,
+                                tracer->c_calls, &mask);
+    }
+    if (rc == 0) {
+        res = PyObject_CallMethod(mon, "set_events", "il", FT_MONITOR_TOOL_ID,
+                                  mask);
+        rc = res == NULL ? -1 : 0;
+        Py_XDECREF(res);
+    }
+    Py_DECREF(events);
+    Py_DECREF(mon);
+    return rc;
+}
+
+void
+ft_monitor_stop(ft_tracer *tracer)
+{
+    if (tracer->monitor == NULL) {
+        return;
+    }
+    /* Inert first: events arriving while the calls below run record
+     * nothing. */
+    ((ft_hookobject *)tracer->monitor)->tracer = NULL;
+    Py_CLEAR(tracer->monitor);
+    ft_saved_exc saved;
+    FT_SAVE_EXC(saved);
+    PyObject *mon = monitoring_module();
+    PyObject *events = mon ? PyObject_GetAttrString(mon, "events") : NULL;
+    if (events != NULL) {
+        PyObject *res = PyObject_CallMethod(mon, "set_events", "ii",
+                                            FT_MONITOR_TOOL_ID, 0);
+        Py_XDECREF(res);
+        long mask;
+        if (res != NULL && register_callbacks(mon, events, NULL, 1, &mask) == 0) {
+            res = PyObject_CallMethod(mon, "free_tool_id", "i",
+                                      FT_MONITOR_TOOL_ID);
+            Py_XDECREF(res);
+        }
+    }
+    if (PyErr_Occurred()) {
+        PyErr_WriteUnraisable(NULL);
+    }
+    Py_XDECREF(events);
+    Py_XDECREF(mon);
+    FT_RESTORE_EXC(saved);
+}
+
+#endif /* FT_HAVE_MONITORING */
