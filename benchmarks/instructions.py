@@ -4,7 +4,8 @@ repeatable run to run, unlike wall-clock time on a shared machine.
     python benchmarks/instructions.py            # needs valgrind on PATH
 
 For each workload, the same script runs once per configuration (untraced,
-the do-nothing C profile function, cProfile, frametrace) under callgrind;
+the do-nothing C profile function, cProfile, frametrace with each backend)
+under callgrind;
 each run does the interpreter's start-up, one warm-up call and one measured
 call, so the difference to the untraced run is the measured call's added
 cost.  Cache misses and page faults are not instructions: the wall-clock
@@ -48,12 +49,15 @@ elif mode == "floor":
 elif mode == "cProfile":
     p = cProfile.Profile(); p.enable(); work(); p.disable()
 elif mode == "frametrace":
-    t = frametrace.Tracer(buffer_size=1 << 20); t.start(); work(); t.stop()
+    t = frametrace.Tracer(buffer_size=1 << 20, backend="setprofile"); t.start(); work(); t.stop()
+elif mode == "monitoring":
+    t = frametrace.Tracer(buffer_size=1 << 20, backend="monitoring"); t.start(); work(); t.stop()
 elif mode == "count":
-    t = frametrace.Tracer(buffer_size=1 << 22); t.start(); work(); t.stop()
+    t = frametrace.Tracer(buffer_size=1 << 22, backend="setprofile"); t.start(); work(); t.stop()
     print(2 * len(t.getEvents()))
 '''
-CONFIGS = ("untraced", "floor", "cProfile", "frametrace")
+CONFIGS = ("untraced", "floor", "cProfile", "frametrace") + (
+    ("monitoring",) if sys.version_info >= (3, 12) else ())
 
 
 def instructions(script: str, workload: str, mode: str) -> int:
@@ -77,8 +81,10 @@ def main() -> None:
         script = fh.name
     try:
         print(f"CPython {sys.version.split()[0]}, instructions added per profile event\n")
-        print("| workload | events | floor | cProfile | frametrace | frametrace / floor | frametrace / cProfile |")
-        print("|---|---:|---:|---:|---:|---:|---:|")
+        mon = "monitoring" in CONFIGS
+        print("| workload | events | floor | cProfile | frametrace | frametrace / floor | "
+              "frametrace / cProfile |" + (" monitoring | monitoring / floor | monitoring / cProfile |" if mon else ""))
+        print("|---|---:|---:|---:|---:|---:|---:|" + ("---:|---:|---:|" if mon else ""))
         for workload in ("fib", "builtins", "generators"):
             events = int(subprocess.run([sys.executable, script, workload, "count"],
                                         capture_output=True, text=True, check=True).stdout)
@@ -86,7 +92,9 @@ def main() -> None:
             added = {mode: (ir[mode] - ir["untraced"]) / events for mode in CONFIGS[1:]}
             print(f"| {workload} | {events:,} | {added['floor']:.0f} | {added['cProfile']:.0f} | "
                   f"{added['frametrace']:.0f} | {added['frametrace'] / added['floor']:.2f}x | "
-                  f"{added['frametrace'] / added['cProfile']:.2f}x |")
+                  f"{added['frametrace'] / added['cProfile']:.2f}x |" + (
+                      f" {added['monitoring']:.0f} | {added['monitoring'] / added['floor']:.2f}x | "
+                      f"{added['monitoring'] / added['cProfile']:.2f}x |" if mon else ""))
     finally:
         os.unlink(script)
 

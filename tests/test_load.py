@@ -276,9 +276,12 @@ def test_merged_traces_load_on_one_timeline(tmp_path):
     assert proc_b["shift_ns"] == shift and proc_a["shift_ns"] == 0
     assert merged.tracer_start_ns == tracer_a.start_ns
     assert merged.tracer_stop_ns == max(tracer_a.stop_ns, tracer_b.stop_ns + shift)
-    # Thread ids: b's kept, a's (the same idents) replaced by its native ids.
-    assert {e.thread_id for e in got_b} == {e.thread_id for e in events_b}
-    assert {e.thread_id for e in got_a} == {e.native_thread_id for e in events_a}
+    # Thread ids: b's kept, a's replaced by their native ids where b has the
+    # same idents (the main thread's always; a worker's when it was reused).
+    taken = {e.thread_id for e in events_b}
+    assert {e.thread_id for e in got_b} == taken
+    assert {e.thread_id for e in got_a} == {
+        e.native_thread_id if e.thread_id in taken else e.thread_id for e in events_a}
     # Parents index the merged list: a's come after b's events.
     for got, want, offset in ((got_a, events_a, len(events_b)), (got_b, events_b, 0)):
         assert [tuple(e)[:4] + tuple(e)[5:6] + (e.depth, e.parent) + tuple(e)[10:]

@@ -71,7 +71,8 @@ def _error(command: str, message: str) -> int:
 
 # ---- run ------------------------------------------------------------------------------
 
-_RUN_VALUE_OPTIONS = ("-o", "--output", "--buffer-size", "--steps", "--python-steps")
+_RUN_VALUE_OPTIONS = ("-o", "--output", "--buffer-size", "--steps", "--python-steps",
+                      "--backend")
 _RUN_FLAGS = ("--no-c-calls", "-h", "--help")
 
 
@@ -199,13 +200,14 @@ def _run(ns: argparse.Namespace, script: Optional[str], module: Optional[str],
 
     output = os.path.abspath(ns.output)
     try:
-        tracer = Tracer(buffer_size=ns.buffer_size, c_calls=not ns.no_c_calls)
+        tracer = Tracer(buffer_size=ns.buffer_size, c_calls=not ns.no_c_calls,
+                        backend=ns.backend)
         if ns.python_steps is not None and ns.steps is None:
             raise ValueError("--python-steps needs --steps")
         writer = _CycleWriter(output) if ns.steps is not None else None
         session = None if ns.steps is None else Profile(
             schedule=ns.steps, python_steps=ns.python_steps, on_trace_ready=writer,
-            buffer_size=ns.buffer_size, c_calls=not ns.no_c_calls)
+            buffer_size=ns.buffer_size, c_calls=not ns.no_c_calls, backend=ns.backend)
     except (TypeError, ValueError) as exc:
         return _error("run", str(exc))
 
@@ -612,6 +614,9 @@ def _parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
                           f"when full, the oldest events are dropped")
     run.add_argument("--no-c-calls", action="store_true",
                      help="do not record calls of C functions")
+    run.add_argument("--backend", choices=("auto", "setprofile", "monitoring"), default="auto",
+                     help="how calls are seen: PyEval_SetProfile, or sys.monitoring "
+                          "(CPython 3.12+); auto (default): sys.monitoring where there is one")
     run.add_argument("--steps", type=_parse_steps, metavar="SPEC",
                      help="trace only some steps of the program, which marks them with "
                           "frametrace.step(): N (the first N steps) or a schedule, "

@@ -255,6 +255,7 @@ class Profile:
         on_trace_ready: Optional[Callable[[Trace], Any]] = None,
         buffer_size: int = _tracer.DEFAULT_BUFFER_SIZE,
         c_calls: bool = True,
+        backend: str = "auto",
         _ignore: Sequence[Any] = (),
     ):
         if schedule is not None and not callable(schedule):
@@ -270,7 +271,7 @@ class Profile:
                                  f"active={schedule.active}: Python can only be traced in active steps")
         if on_trace_ready is not None and not callable(on_trace_ready):
             raise TypeError(f"on_trace_ready must be callable, not {type(on_trace_ready).__name__}")
-        Tracer(buffer_size=buffer_size, c_calls=c_calls)  # checks both now
+        Tracer(buffer_size=buffer_size, c_calls=c_calls, backend=backend)  # checks them now
         self.schedule = schedule
         # Decided once, not with isinstance() at each step: a C call the
         # tracer would record.  Schedule._action is ignored code, with no calls.
@@ -278,7 +279,8 @@ class Profile:
             schedule._action if isinstance(schedule, Schedule) else schedule)
         self.python_steps = python_steps
         self.on_trace_ready = on_trace_ready
-        self._tracer_options: dict[str, Any] = {"buffer_size": buffer_size, "c_calls": c_calls}
+        self._tracer_options: dict[str, Any] = {"buffer_size": buffer_size, "c_calls": c_calls,
+                                               "backend": backend}
         # Code kept out of this session's traces besides its own (the CLI's, runpy's).
         self._ignored = _SESSION_CODE + tuple(_ignore)
         self.step_num = 0
@@ -450,6 +452,7 @@ def profile(
     on_trace_ready: Optional[Callable[[Trace], Any]] = None,
     buffer_size: int = _tracer.DEFAULT_BUFFER_SIZE,
     c_calls: bool = True,
+    backend: str = "auto",
 ) -> Profile:
     """A profiling session (a context manager).
 
@@ -462,7 +465,7 @@ def profile(
     them to files).  ``prof.stop()`` stops Python tracing early.
     """
     return Profile(schedule=schedule, python_steps=python_steps, on_trace_ready=on_trace_ready,
-                   buffer_size=buffer_size, c_calls=c_calls)
+                   buffer_size=buffer_size, c_calls=c_calls, backend=backend)
 
 
 def step() -> None:

@@ -24,7 +24,8 @@ class Tracer(_tracer.Tracer):
     def __call__(self, func: F) -> F:
         if not callable(func):
             raise TypeError(f"Tracer() decorates a callable, not {type(func).__name__}")
-        options: dict[str, Any] = {"buffer_size": self.buffer_size, "c_calls": self.c_calls}
+        options: dict[str, Any] = {"buffer_size": self.buffer_size, "c_calls": self.c_calls,
+                                   "backend": self.backend}
         template = self
 
         @functools.wraps(func)
