@@ -455,7 +455,14 @@ def test_svg_real_trace(tmp_path):
     path = reports.write_flamegraph_svg(events, tmp_path / "f.svg", title="known <program>")
     root, frames = frames_of(path)
     text = open(path, encoding="utf-8").read()
-    assert "<script" not in text and "href" not in text and "@import" not in text
+    # Self-contained: the one script is inline (click to zoom), nothing is fetched.
+    assert text.count("<script") == 1 and "src=" not in text
+    assert "href" not in text and "@import" not in text and "url(" not in text
+    for g in root.iter(SVG + "g"):
+        if g.get("class") == "f":  # what the zoom script reads: the drawn geometry
+            rect = g.find(SVG + "rect")
+            assert (g.get("data-x"), g.get("data-w")) == (rect.get("x"), rect.get("width"))
+            assert g.get("data-n") and int(g.get("data-l")) >= 0
     names = {t.split("\n")[0] for t, *_ in frames}
     for expected in (f"program ({CALLS}:35)", f"leaf ({CALLS}:15)", "math.sqrt", "sum",
                      f"{qual('numbers')} ({CALLS}:26)", "all threads"):

@@ -731,6 +731,51 @@ def _color(name: str, kind: str) -> str:
     return "rgb(200,200,200)"  # all, threads
 
 
+# Click a frame to zoom in on it (its callees fill the width, its callers
+# span it); click "all" to zoom out.  Labels are cut as _label() cuts them.
+_ZOOM_SCRIPT = """<script type="text/ecmascript"><![CDATA[
+(function () {
+  var PAD = %(pad)s, INNER = %(inner).2f, CHAR_W = %(char_w).2f;
+  var frames = Array.prototype.slice.call(document.querySelectorAll("g.f"));
+  function label(text, px) {
+    var fits = Math.floor((px - 4) / CHAR_W);
+    if (fits < 3) return "";
+    return text.length <= fits ? text : text.slice(0, fits - 2) + "..";
+  }
+  function place(g, x, w) {
+    var rect = g.querySelector("rect"), text = g.querySelector("text");
+    g.style.display = w > 0 ? "" : "none";
+    rect.setAttribute("x", x.toFixed(2));
+    rect.setAttribute("width", w.toFixed(2));
+    if (text) {
+      text.setAttribute("x", (x + 3).toFixed(2));
+      text.textContent = label(g.getAttribute("data-n"), w);
+    }
+  }
+  function zoom(target) {
+    var tl = +target.getAttribute("data-l"), tx = +target.getAttribute("data-x"),
+        tw = +target.getAttribute("data-w"), scale = INNER / tw, eps = 1e-6;
+    frames.forEach(function (g) {
+      var l = +g.getAttribute("data-l"), x = +g.getAttribute("data-x"),
+          w = +g.getAttribute("data-w");
+      if (l < tl) {  // a caller: spans the width if it encloses the target
+        place(g, PAD, x <= tx + eps && x + w >= tx + tw - eps ? INNER : 0);
+      } else if (x >= tx - eps && x + w <= tx + tw + eps) {
+        place(g, PAD + (x - tx) * scale, w * scale);
+      } else {
+        place(g, 0, 0);
+      }
+    });
+  }
+  frames.forEach(function (g) {
+    g.style.cursor = "pointer";
+    g.addEventListener("click", function () { zoom(g); });
+  });
+})();
+]]></script>
+"""
+
+
 def _label(text: str, px: float) -> str:
     fits = int((px - 4) / _CHAR_W)
     if fits < 3:
@@ -741,8 +786,9 @@ def _label(text: str, px: float) -> str:
 def write_flamegraph_svg(events: Any, path: PathLike, *, title: str = "frametrace",
                          width: int = 1200,
                          thread_names: Optional[Mapping[Any, str]] = None) -> str:
-    """Writes a flame graph of the trace as a self-contained SVG (no script,
-    no external font or link: it opens in any browser or viewer); returns the
+    """Writes a flame graph of the trace as a self-contained SVG (no external
+    font, script or link: it opens in any browser or viewer; in a browser, a
+    click on a frame zooms in on it, a click on "all" zooms out); returns the
     path.
 
     Events with the same call path on a thread merge into one frame; a
@@ -842,11 +888,14 @@ def write_flamegraph_svg(events: Any, path: PathLike, *, title: str = "frametrac
         fy = base - (level + 1) * _FRAME_H
         text = _label(label, fw)
         out.append(
-            f'<g class="f"><title>{_xml(tiptext)}</title>'
+            f'<g class="f" data-l="{level}" data-n="{_xml(label)}" data-x="{fx:.2f}" '
+            f'data-w="{fw:.2f}"><title>{_xml(tiptext)}</title>'
             f'<rect x="{fx:.2f}" y="{fy}" width="{fw:.2f}" height="{_FRAME_H - 1}" rx="2" '
             f'fill="{fill or _color(label, "")}"/>'
             + (f'<text x="{fx + 3:.2f}" y="{fy + _FRAME_H - 4}">{_xml(text)}</text>' if text else "")
             + "</g>\n")
+    if frames:
+        out.append(_ZOOM_SCRIPT % {"pad": _PAD, "inner": inner, "char_w": _CHAR_W})
     out.append("</svg>\n")
     path = _prepare(path)
     with open(path, "w", encoding="utf-8", newline="\n") as fh:
