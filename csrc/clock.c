@@ -109,11 +109,24 @@ ft_clock_to_ns(const ft_clock *clock, int64_t ticks, size_t *cursor)
     /* Beyond the last anchor this extrapolates along the last segment:
      * only records after stop get there, and they are discarded. */
     const ft_anchor *lo = &a[i], *hi = &a[i + 1];
+    /* Differences in 128 bits (or long double): anchors given to the test
+     * entry point may span more than int64, a real clock's never do. */
 #ifdef __SIZEOF_INT128__
-    __int128 num = (__int128)(ticks - lo->ticks) * (hi->ns - lo->ns);
-    return lo->ns + (int64_t)(num / (hi->ticks - lo->ticks));
+    __int128 dt = (__int128)ticks - lo->ticks, span = (__int128)hi->ticks - lo->ticks;
+    __int128 dns = (__int128)hi->ns - lo->ns;
+    __int128 big = (__int128)1 << 62;
+    __int128 v;
+    if (dt < big && dns < big) {
+        v = lo->ns + dt * dns / span;
+    }
+    else {
+        v = lo->ns + (__int128)((long double)dt / (long double)span * (long double)dns);
+    }
+    return v > INT64_MAX ? INT64_MAX : v < INT64_MIN ? INT64_MIN : (int64_t)v;
 #else
-    long double frac = (long double)(ticks - lo->ticks) / (hi->ticks - lo->ticks);
-    return lo->ns + (int64_t)(frac * (hi->ns - lo->ns));
+    long double frac = ((long double)ticks - lo->ticks) / ((long double)hi->ticks - lo->ticks);
+    long double v = lo->ns + frac * ((long double)hi->ns - lo->ns);
+    return v >= 9.2233720368547758e18L ? INT64_MAX
+           : v <= -9.2233720368547758e18L ? INT64_MIN : (int64_t)v;
 #endif
 }

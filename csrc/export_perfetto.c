@@ -289,33 +289,172 @@ track_packet(pb_t *pkt, uint64_t uuid, uint64_t parent, long long pid,
     return failed ? -1 : 0;
 }
 
-/* Slices of a track given as Python (name, start_ns, end_ns) tuples, named
- * inline: there are few of them. */
-static int
-emit_spans(out_t *out, PyObject *spans, uint64_t track, uint64_t category)
+/* The session's tracks, copied out of their Python lists before anything
+ * else runs: converting a value may run Python code (__index__), which must
+ * not be able to free what is being read, nor the tracer's records. */
+typedef struct {
+    PyObject *name;  /* strong */
+    int64_t start, end;
+} span_t;
+
+typedef struct {
+    PyObject *name;  /* strong */
+    int category;
+    span_t *spans;
+    Py_ssize_t nspans;
+} track_t;
+
+static void
+free_tracks(track_t *tracks, Py_ssize_t n)
 {
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(spans); i++) {
-        PyObject *name;
-        long long start, end;
-        if (!PyArg_ParseTuple(PyList_GET_ITEM(spans, i),
-                              "ULL;a span is (name, start_ns, end_ns)",
-                              &name, &start, &end)) {
-            return -1;
+    for (Py_ssize_t i = 0; tracks != NULL && i < n; i++) {
+        for (Py_ssize_t j = 0; j < tracks[i].nspans; j++) {
+            Py_XDECREF(tracks[i].spans[j].name);
         }
+        free(tracks[i].spans);
+        Py_XDECREF(tracks[i].name);
+    }
+    free(tracks);
+}
+
+/* obj as an int64; TypeError or ValueError naming what. */
+static int
+as_int64(PyObject *obj, const char *what, int64_t *out)
+{
+    PyObject *index = PyNumber_Index(obj);
+    if (index == NULL) {
+        PyErr_Format(PyExc_TypeError, "%s must be an int, not %.100s", what,
+                     Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    int overflow;
+    long long v = PyLong_AsLongLongAndOverflow(index, &overflow);
+    Py_DECREF(index);
+    if (overflow) {
+        PyErr_Format(PyExc_ValueError, "%s is out of the 64-bit range", what);
+        return -1;
+    }
+    if (v == -1 && PyErr_Occurred()) {
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+/* A tuple of n items with a str first, copied out of item. */
+static PyObject *
+named_tuple_of(PyObject *item, Py_ssize_t n, const char *what)
+{
+    if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != n
+        || !PyUnicode_Check(PyTuple_GET_ITEM(item, 0))) {
+        PyErr_Format(PyExc_TypeError, "%s, not %.100s", what,
+                     Py_TYPE(item)->tp_name);
+        return NULL;
+    }
+    return Py_NewRef(item);
+}
+
+static int
+parse_spans(PyObject *list, track_t *track)
+{
+    if (!PyList_Check(list)) {
+        PyErr_Format(PyExc_TypeError, "a track's spans must be a list, not "
+                     "%.100s", Py_TYPE(list)->tp_name);
+        return -1;
+    }
+    PyObject *snapshot = PySequence_Tuple(list);
+    if (snapshot == NULL) {
+        return -1;
+    }
+    Py_ssize_t n = PyTuple_GET_SIZE(snapshot);
+    track->spans = calloc((size_t)n + 1, sizeof(span_t));
+    if (track->spans == NULL) {
+        Py_DECREF(snapshot);
+        PyErr_NoMemory();
+        return -1;
+    }
+    int rc = 0;
+    for (Py_ssize_t i = 0; rc == 0 && i < n; i++) {
+        PyObject *span = named_tuple_of(PyTuple_GET_ITEM(snapshot, i), 3,
+                                        "a span is (name, start_ns, end_ns)");
+        if (span == NULL) {
+            rc = -1;
+            break;
+        }
+        span_t *out = &track->spans[track->nspans];
+        if (as_int64(PyTuple_GET_ITEM(span, 1), "a span's start_ns", &out->start) < 0
+            || as_int64(PyTuple_GET_ITEM(span, 2), "a span's end_ns", &out->end) < 0) {
+            rc = -1;
+        }
+        else {
+            out->name = Py_NewRef(PyTuple_GET_ITEM(span, 0));
+            track->nspans++;
+        }
+        Py_DECREF(span);
+    }
+    Py_DECREF(snapshot);
+    return rc;
+}
+
+static int
+parse_tracks(PyObject *list, track_t **tracks, Py_ssize_t *ntracks)
+{
+    *tracks = NULL;
+    *ntracks = 0;
+    PyObject *snapshot = PySequence_Tuple(list);
+    if (snapshot == NULL) {
+        return -1;
+    }
+    Py_ssize_t n = PyTuple_GET_SIZE(snapshot);
+    *tracks = calloc((size_t)n + 1, sizeof(track_t));
+    if (*tracks == NULL) {
+        Py_DECREF(snapshot);
+        PyErr_NoMemory();
+        return -1;
+    }
+    int rc = 0;
+    for (Py_ssize_t i = 0; rc == 0 && i < n; i++) {
+        PyObject *item = named_tuple_of(PyTuple_GET_ITEM(snapshot, i), 3,
+                                        "a track is (name, category, spans)");
+        if (item == NULL) {
+            rc = -1;
+            break;
+        }
+        track_t *track = &(*tracks)[*ntracks];
+        int64_t category;
+        track->name = Py_NewRef(PyTuple_GET_ITEM(item, 0));
+        (*ntracks)++;
+        if (as_int64(PyTuple_GET_ITEM(item, 1), "a track's category", &category) < 0
+            || parse_spans(PyTuple_GET_ITEM(item, 2), track) < 0) {
+            rc = -1;
+        }
+        track->category = category == 1;
+        Py_DECREF(item);
+    }
+    Py_DECREF(snapshot);
+    return rc;
+}
+
+/* Slices of a track, named inline: there are few of them. */
+static int
+emit_spans(out_t *out, const track_t *track, uint64_t uuid, uint64_t category)
+{
+    for (Py_ssize_t i = 0; i < track->nspans; i++) {
+        const span_t *span = &track->spans[i];
         pb_t ev = {0}, pkt = {0};
         pb_varint(&ev, TE_TYPE, SLICE_BEGIN);
-        pb_varint(&ev, TE_TRACK_UUID, track);
+        pb_varint(&ev, TE_TRACK_UUID, uuid);
         pb_varint(&ev, TE_CATEGORY_IIDS, category);
-        pb_str(&ev, TE_NAME, name);
-        pb_varint(&pkt, PKT_TIMESTAMP, (uint64_t)start);
+        pb_str(&ev, TE_NAME, span->name);
+        pb_varint(&pkt, PKT_TIMESTAMP, (uint64_t)span->start);
         pb_varint(&pkt, PKT_SEQUENCE_ID, SEQUENCE_ID);
         pb_varint(&pkt, PKT_SEQUENCE_FLAGS, SEQ_NEEDS_INCREMENTAL_STATE);
         pb_message(&pkt, PKT_TRACK_EVENT, &ev);
         int failed = pkt.failed;
         if (!failed) {
             emit_packet(out, &pkt);
-            emit_slice(out, SLICE_END, (uint64_t)end, SEQUENCE_ID, track, 0,
-                       0, 0);
+            emit_slice(out, SLICE_END, (uint64_t)span->end, SEQUENCE_ID, uuid,
+                       0, 0, 0);
         }
         free(ev.p);
         free(pkt.p);
@@ -352,11 +491,37 @@ ft_write_perfetto(ft_tracer *tracer, PyObject *args, PyObject *kwargs)
     pb_t pkt = {0};
     PyObject *result = NULL;
     size_t *stack = NULL;
+    track_t *session_tracks = NULL;
+    Py_ssize_t nsession_tracks = 0;
+    PyObject **thread_names = NULL;
+    Py_ssize_t nnames = 0;
 
     if (pid < 0 || process_name == NULL || names == NULL || tracks == NULL) {
         PyErr_SetString(PyExc_TypeError, "_write_perfetto() needs pid, "
                         "process_name, thread_names and tracks");
         goto done;
+    }
+    /* Everything that can run Python code first (converting the tracks,
+     * looking the threads' names up), then the tracer's records: a
+     * clear() meanwhile makes the replay refuse, not read freed memory. */
+    if (parse_tracks(tracks, &session_tracks, &nsession_tracks) < 0) {
+        goto done;
+    }
+    thread_names = calloc((size_t)tracer->nthreads + 1, sizeof(PyObject *));
+    if (thread_names == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    nnames = tracer->nthreads;
+    for (Py_ssize_t t = 0; t < nnames && t < tracer->nthreads; t++) {
+        PyObject *key = PyLong_FromUnsignedLong(tracer->threads[t]->thread_id);
+        PyObject *name = key ? PyDict_GetItemWithError(names, key) : NULL;
+        Py_XDECREF(key);
+        if (PyErr_Occurred()) {
+            goto done;
+        }
+        thread_names[t] = name != NULL && PyUnicode_Check(name) ? Py_NewRef(name)
+                                                                 : NULL;
     }
     if (ft_export_replay(tracer, "_write_perfetto()", &vec, &thread_end) < 0) {
         goto done;
@@ -375,17 +540,14 @@ ft_write_perfetto(ft_tracer *tracer, PyObject *args, PyObject *kwargs)
         goto done;
     }
     emit_packet(&out, &pkt);
+    if (tracer->nthreads != nnames) {
+        PyErr_SetString(PyExc_RuntimeError, "_write_perfetto(): the tracer "
+                        "changed while its arguments were read");
+        goto done;
+    }
     for (Py_ssize_t t = 0; t < tracer->nthreads; t++) {
         const ft_thread *th = tracer->threads[t];
-        PyObject *key = PyLong_FromUnsignedLong(th->thread_id);
-        PyObject *name = key ? PyDict_GetItemWithError(names, key) : NULL;
-        Py_XDECREF(key);
-        if (PyErr_Occurred()) {
-            goto done;
-        }
-        if (name != NULL && !PyUnicode_Check(name)) {
-            name = NULL;
-        }
+        PyObject *name = thread_names[t];
         pkt.len = 0;
         long long tid = (long long)(th->native_id ? th->native_id : th->thread_id);
         if (track_packet(&pkt, FIRST_THREAD_UUID + (uint64_t)t, PROCESS_UUID,
@@ -397,23 +559,17 @@ ft_write_perfetto(ft_tracer *tracer, PyObject *args, PyObject *kwargs)
     }
     /* The session's tracks: after the threads', uuids of their own. */
     uint64_t next_uuid = FIRST_THREAD_UUID + (uint64_t)tracer->nthreads;
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(tracks); i++) {
-        PyObject *track_name, *spans;
-        int category;
-        if (!PyArg_ParseTuple(PyList_GET_ITEM(tracks, i),
-                              "UiO!;a track is (name, category, spans)",
-                              &track_name, &category, &PyList_Type, &spans)) {
-            goto done;
-        }
+    for (Py_ssize_t i = 0; i < nsession_tracks; i++) {
+        const track_t *track = &session_tracks[i];
         uint64_t uuid = next_uuid++;
         pkt.len = 0;
-        if (track_packet(&pkt, uuid, PROCESS_UUID, pid, -1, track_name, 0) < 0) {
+        if (track_packet(&pkt, uuid, PROCESS_UUID, pid, -1, track->name, 0) < 0) {
             PyErr_NoMemory();
             goto done;
         }
         emit_packet(&out, &pkt);
-        if (emit_spans(&out, spans, uuid,
-                       category == 1 ? CATEGORY_STEP : CATEGORY_RANGE) < 0) {
+        if (emit_spans(&out, track, uuid,
+                       track->category ? CATEGORY_STEP : CATEGORY_RANGE) < 0) {
             goto done;
         }
     }
@@ -488,6 +644,11 @@ done:
     out_close(&out);
     free(pkt.p);
     free(stack);
+    free_tracks(session_tracks, nsession_tracks);
+    for (Py_ssize_t t = 0; thread_names != NULL && t < nnames; t++) {
+        Py_XDECREF(thread_names[t]);
+    }
+    free(thread_names);
     free(thread_end);
     ft_eventvec_free(&vec);
     Py_DECREF(path_obj);

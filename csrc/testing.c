@@ -126,6 +126,11 @@ ft_testing_replay(PyObject *Py_UNUSED(module), PyObject *args,
         PyObject *kind_obj;
         unsigned long func;
         uint32_t kind;
+        if (!PyTuple_Check(rec)) {
+            PyErr_Format(PyExc_TypeError, "a record is a (ts, kind, func_id) "
+                         "tuple, not %.100s", Py_TYPE(rec)->tp_name);
+            goto done;
+        }
         if (!PyArg_ParseTuple(rec, "LOk;a record is (ts, kind, func_id)",
                               &ts, &kind_obj, &func)
             || parse_kind(kind_obj, &kind) < 0) {
@@ -184,25 +189,46 @@ done:
     return result;
 }
 
+/* (ticks, ns) pairs and ticks from Python: tuples copied first, so that an
+ * __index__ changing the caller's lists cannot change what is read. */
+static int
+parse_anchor(PyObject *item, long long *t, long long *ns)
+{
+    if (!PyTuple_Check(item)) {
+        PyErr_Format(PyExc_TypeError, "an anchor is a (ticks, ns) tuple, not "
+                     "%.100s", Py_TYPE(item)->tp_name);
+        return -1;
+    }
+    return PyArg_ParseTuple(item, "LL;an anchor is (ticks, ns)", t, ns) ? 0 : -1;
+}
+
 PyObject *
 ft_testing_ticks_to_ns(PyObject *Py_UNUSED(module), PyObject *args)
 {
-    PyObject *anchors, *ticks;
-    if (!PyArg_ParseTuple(args, "O!O!:_ticks_to_ns", &PyList_Type, &anchors,
-                          &PyList_Type, &ticks)) {
+    PyObject *anchor_list, *tick_list;
+    if (!PyArg_ParseTuple(args, "O!O!:_ticks_to_ns", &PyList_Type, &anchor_list,
+                          &PyList_Type, &tick_list)) {
         return NULL;
     }
-    Py_ssize_t n = PyList_GET_SIZE(anchors);
-    ft_clock clock = {.use_cycles = 1};
-    clock.anchors = PyMem_Malloc(((size_t)n + 1) * sizeof(ft_anchor));
-    if (clock.anchors == NULL) {
-        return PyErr_NoMemory();
-    }
+    PyObject *anchors = PySequence_Tuple(anchor_list);
+    PyObject *ticks = anchors ? PySequence_Tuple(tick_list) : NULL;
     PyObject *result = NULL;
+    ft_clock clock = {.use_cycles = 1};
+    long long *values = NULL;
+    if (ticks == NULL) {
+        goto done;
+    }
+    Py_ssize_t n = PyTuple_GET_SIZE(anchors), nticks = PyTuple_GET_SIZE(ticks);
+    /* No anchors: ticks are ns. */
+    clock.anchors = PyMem_Malloc(((size_t)n + 1) * sizeof(ft_anchor));
+    values = PyMem_Malloc(((size_t)nticks + 1) * sizeof(long long));
+    if (clock.anchors == NULL || values == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
     for (Py_ssize_t i = 0; i < n; i++) {
         long long t, ns;
-        if (!PyArg_ParseTuple(PyList_GET_ITEM(anchors, i),
-                              "LL;an anchor is (ticks, ns)", &t, &ns)) {
+        if (parse_anchor(PyTuple_GET_ITEM(anchors, i), &t, &ns) < 0) {
             goto done;
         }
         if (i && (t <= clock.anchors[i - 1].ticks
@@ -214,12 +240,16 @@ ft_testing_ticks_to_ns(PyObject *Py_UNUSED(module), PyObject *args)
         clock.anchors[i].ns = ns;
     }
     clock.nanchors = (size_t)n;
-    result = PyList_New(PyList_GET_SIZE(ticks));
+    for (Py_ssize_t i = 0; i < nticks; i++) {
+        values[i] = PyLong_AsLongLong(PyTuple_GET_ITEM(ticks, i));
+        if (values[i] == -1 && PyErr_Occurred()) {
+            goto done;
+        }
+    }
+    result = PyList_New(nticks);
     size_t cursor = 0;
-    for (Py_ssize_t i = 0; result && i < PyList_GET_SIZE(ticks); i++) {
-        long long t = PyLong_AsLongLong(PyList_GET_ITEM(ticks, i));
-        PyObject *ns = (t == -1 && PyErr_Occurred())
-            ? NULL : PyLong_FromLongLong(ft_clock_to_ns(&clock, t, &cursor));
+    for (Py_ssize_t i = 0; result && i < nticks; i++) {
+        PyObject *ns = PyLong_FromLongLong(ft_clock_to_ns(&clock, values[i], &cursor));
         if (ns == NULL) {
             Py_CLEAR(result);
             break;
@@ -228,7 +258,10 @@ ft_testing_ticks_to_ns(PyObject *Py_UNUSED(module), PyObject *args)
     }
 
 done:
+    PyMem_Free(values);
     PyMem_Free(clock.anchors);
+    Py_XDECREF(anchors);
+    Py_XDECREF(ticks);
     return result;
 }
 

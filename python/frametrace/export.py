@@ -89,15 +89,55 @@ def _prepare(path: str | os.PathLike[str], tracer: Any, pid: int | None,
              thread_names: Mapping[int, str] | None, writer: str) -> tuple[str, int, dict]:
     """What both writers start with: the checks, the output folder, the pid
     and the threads' names."""
+    from ._tracer import Tracer
+
+    if not isinstance(tracer, Tracer):
+        raise TypeError(f"{writer}() writes a frametrace.Tracer's records, not "
+                        f"{type(tracer).__name__}")
     if tracer.stop_ns is None or tracer.active:
         raise RuntimeError(f"{writer}() needs a stopped tracer")
+    if pid is not None:
+        _check_int64("pid", pid, minimum=0)
+    if thread_names is not None and not isinstance(thread_names, Mapping):
+        raise TypeError(f"thread_names must be a mapping {{thread_id: name}}, not "
+                        f"{type(thread_names).__name__}")
+    names = dict(tracer.thread_names)
+    for tid, name in (thread_names or {}).items():
+        if isinstance(tid, bool) or not isinstance(tid, int):
+            raise TypeError(f"thread_names keys must be thread ids (int), not {type(tid).__name__}")
+        if not isinstance(name, str):
+            raise TypeError(f"thread_names[{tid!r}] must be a str, not {type(name).__name__}")
+        names[tid] = name
     path = os.fspath(path)
     parent = os.path.dirname(path)
     if parent:
         os.makedirs(parent, exist_ok=True)
-    names = dict(tracer.thread_names)
-    names.update(thread_names or {})
     return path, os.getpid() if pid is None else pid, names
+
+
+def _check_int64(what: str, value: Any, minimum: int = -(1 << 63)) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{what} must be an int, not {type(value).__name__}")
+    if not minimum <= value < 1 << 63:
+        raise ValueError(f"{what} must be between {minimum} and 2**63-1, got {value}")
+    return value
+
+
+def _spans(kind: str, items: Iterable[Any], fields: Sequence[str]) -> list:
+    """ranges/steps checked: each a record with these fields, times int64."""
+    if isinstance(items, (str, bytes)) or not isinstance(items, Iterable):
+        raise TypeError(f"{kind} must be a list of records, not {type(items).__name__}")
+    out = list(items)
+    for i, item in enumerate(out):
+        for f in fields:
+            if not hasattr(item, f):
+                raise TypeError(f"{kind}[{i}] must be a frametrace record with {', '.join(fields)}, "
+                                f"not {type(item).__name__}")
+        if not isinstance(item.name, str):
+            raise TypeError(f"{kind}[{i}].name must be a str, not {type(item.name).__name__}")
+        for f in ("start_ns", "end_ns"):
+            _check_int64(f"{kind}[{i}].{f}", getattr(item, f))
+    return out
 
 
 def _us(ns: int) -> float:
@@ -134,7 +174,11 @@ def write_chrome(
     ``terminal_progress``).
     """
     path, pid, names = _prepare(path, tracer, pid, thread_names, "write_chrome")
-    origin = tracer.start_ns if origin_ns is None else origin_ns
+    if process_name is not None and not isinstance(process_name, str):
+        raise TypeError(f"process_name must be a str, not {type(process_name).__name__}")
+    origin = tracer.start_ns if origin_ns is None else _check_int64("origin_ns", origin_ns)
+    ranges = _spans("ranges", ranges, ("name", "thread_id", "start_ns", "end_ns"))
+    steps = _spans("steps", steps, ("name", "step", "start_ns", "end_ns"))
     # Every traced thread, also one whose ident an earlier thread had: the
     # C writer's tid is the native id where known.
     chrome_tids = [(tid, ntid or tid) for tid, ntid in tracer._threads]
@@ -219,8 +263,11 @@ def write_perfetto(
     tracer's CLOCK_MONOTONIC nanoseconds.
     """
     path, pid, names = _prepare(path, tracer, pid, thread_names, "write_perfetto")
+    if process_name is not None and not isinstance(process_name, str):
+        raise TypeError(f"process_name must be a str, not {type(process_name).__name__}")
+    ranges = _spans("ranges", ranges, ("name", "thread_id", "start_ns", "end_ns"))
+    steps = _spans("steps", steps, ("name", "step", "start_ns", "end_ns"))
     tracks = []
-    steps = list(steps)
     if steps:
         tracks.append(("steps", 1, [(s.name, s.start_ns, s.end_ns) for s in steps]))
     by_thread: dict = {}
@@ -230,7 +277,8 @@ def write_perfetto(
         tracks.append((f"ranges: {names.get(tid, tid)}", 0, spans))
     compress = path.endswith(".gz")
     return tracer._write_perfetto(path, pid=pid, process_name=process_name or f"python {pid}",
-                                  thread_names={int(k): str(v) for k, v in names.items()},
+                                  thread_names={k: v for k, v in names.items()
+                                                if isinstance(k, int) and not isinstance(k, bool)},
                                   tracks=tracks, compress=compress, progress=progress)
 
 

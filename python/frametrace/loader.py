@@ -327,6 +327,10 @@ def _ns(value: Any, what: str) -> int:
     if type(value) is int:
         return value * 1000
     if isinstance(value, decimal.Decimal):
+        # int64 nanoseconds are 19 digits: a larger exponent is no time of
+        # ours (and exact arithmetic on it would take long, or overflow).
+        if not value.is_finite() or value.adjusted() > 18:
+            raise _Bad(f"{what}: {_show(value)} us is out of range")
         ns = value * _THOUSAND
         if ns == ns.to_integral_value():
             return int(ns)
@@ -474,6 +478,8 @@ def read_other_data(path: PathLike) -> dict:
         return _frametrace_other(top, saw)
     except _Bad as exc:
         raise ValueError(f"{path}: {exc}") from None
+    except RecursionError:
+        raise ValueError(f"{path}: JSON nested too deeply to be a trace") from None
 
 
 # ---- Chrome -> Trace ---------------------------------------------------------------------
@@ -882,7 +888,10 @@ def load(path: PathLike, *, progress: Progress = None) -> Trace:
     of its size."""
     path = os.fspath(path)
     plan = None
-    ft = _tail_other(path)
+    try:
+        ft = _tail_other(path)
+    except RecursionError:
+        ft = None  # the full read below says what is wrong
     if ft is not None:
         try:
             plan = _Plan(_frametrace_other({"otherData": {"frametrace": ft}}, True))
@@ -898,6 +907,10 @@ def load(path: PathLike, *, progress: Progress = None) -> Trace:
         return _chrome_trace(col, _frametrace_other(top, saw_events))
     except _Bad as exc:
         raise ValueError(f"{path}: {exc}") from None
+    except RecursionError:
+        raise ValueError(f"{path}: JSON nested too deeply to be a trace") from None
+    except decimal.DecimalException as exc:
+        raise ValueError(f"{path}: a number out of range ({type(exc).__name__})") from None
     finally:
         if gc_was_enabled:
             gc.enable()
@@ -1021,6 +1034,10 @@ class _MergeSink(_Sink):
         ts = ev.pop("ts", None)
         dur = ev.pop("dur", None)
         args = ev.get("args")
+        if ev["ph"] == "M" and ev.get("name") in ("process_name", "thread_name") \
+                and isinstance(args, dict):
+            # Checked as load() checks them: merge writes nothing load() rejects.
+            _str(_get(args, "name", f"{what}.args"), f"{what}.args.name")
         if ev["ph"] == "M" and ev.get("name") == "process_name" and isinstance(args, dict):
             name = args.get("name")
             if isinstance(name, str) and isinstance(ev.get("pid"), int):
@@ -1092,6 +1109,8 @@ def merge(inputs: list, output: PathLike, *, progress: Progress = None) -> dict:
             wall = _anchor_wall(ft, origin, "the trace")
         except _Bad as exc:
             raise ValueError(f"{path}: {exc}") from None
+        except RecursionError:
+            raise ValueError(f"{path}: JSON nested too deeply to be a trace") from None
         files.append((path, ft, procs, merged, origin, wall))
 
     common_wall = min(f[5] for f in files)

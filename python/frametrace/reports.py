@@ -85,6 +85,14 @@ def _source(events: Any) -> tuple[Sequence[Any], dict[Any, str]]:
                         f"or a frametrace.Trace, not {type(events).__name__}")
     if not isinstance(events, _SequenceABC):
         events = list(events)
+    for i, ev in enumerate(events):
+        # The reports take names and files apart as strings.
+        try:
+            name, filename = ev[0], ev[1]
+        except (TypeError, IndexError, KeyError):
+            break  # reported by the pass over the events, with the fields expected
+        if type(name) is not str or type(filename) is not str:
+            raise TypeError(f"event {i} {ev!r}: its name and filename must be str")
     return events, names
 
 
@@ -495,6 +503,9 @@ def pstats_label(name: str, filename: str, lineno: int, kind: str, *,
       of builtin types (``dict.fromkeys``) as ``<built-in method fromkeys>``:
       those keys differ from cProfile's.
     """
+    if not isinstance(name, str) or not isinstance(filename, str):
+        raise TypeError(f"name and filename must be str, not {type(name).__name__} "
+                        f"and {type(filename).__name__}")
     if kind != "c":
         return (filename, lineno, name if qualnames else name.rsplit(".", 1)[-1])
     label = _c_labels.get(name)

@@ -81,6 +81,10 @@ class Trace:
     the exporters stream from its records."""
 
     def metadata(self) -> dict:
+        for field_name in ("dropped_by_thread", "thread_names"):
+            if not isinstance(getattr(self, field_name), dict):
+                raise TypeError(f"Trace.{field_name} must be a dict, not "
+                                f"{type(getattr(self, field_name)).__name__}")
         return {
             "pid": self.pid,
             "cycle": self.cycle,
@@ -157,6 +161,11 @@ class Trace:
     def save(self, path: Union[str, "os.PathLike[str]"]) -> str:
         """Writes the trace in frametrace's portable JSON format (``.json``,
         or ``.json.gz`` compressed); returns the path."""
+        for field_name, record in (("ranges", RangeRecord), ("steps", StepRecord)):
+            for i, item in enumerate(getattr(self, field_name)):
+                if not isinstance(item, record):
+                    raise TypeError(f"Trace.{field_name}[{i}] must be a frametrace."
+                                    f"{record.__name__}, not {type(item).__name__}")
         doc = trace_document(
             self.events,
             metadata=self.metadata(),

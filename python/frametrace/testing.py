@@ -42,6 +42,7 @@ _KINDS = ("py", "c")
 def describe_event(events: Sequence[Event], index: int) -> str:
     """One line naming ``events[index]``: index, name, kind, thread, times
     and where its code is, as the failure messages show it."""
+    _check_events(events)
     ev = events[index]
     where = ev.filename if ev.lineno <= 0 else f"{ev.filename}:{ev.lineno}"
     flags = "".join(
@@ -239,3 +240,5 @@ def _check_events(events: object) -> None:
                 f"events[{i}] is a {type(ev).__name__}, not a frametrace.Event"
                 " (rows read from a JSON trace: frametrace.Event(tuple(row)))"
             )
+        if not isinstance(ev.name, str) or not isinstance(ev.filename, str):
+            raise TypeError(f"events[{i}] has a name or filename that is not a str: {ev!r}")
