@@ -97,6 +97,7 @@ ft_replay_all(ft_tracer *tracer, ft_eventvec *vec, size_t **thread_end)
             .base_ticks = th->base_ticks,
             .base_stack = th->base_stack,
             .base_depth = (size_t)th->base_depth,
+            .base_known = 1,
             .stop_stack = th->stop_stack,
             .stop_depth = (size_t)th->stop_depth,
             .stop_ns = tracer->stop_ns,

@@ -122,17 +122,32 @@ record_code(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
     ft_record_id(tracer, th, NULL, ts, id, kind);
 }
 
-/* What the profile hook reports as a C call: builtin functions and methods,
- * and method descriptors (called unbound, with self as arg0). */
+/* What CPython's own profile layer (on sys.monitoring) reports as a C call:
+ * builtin functions and methods, method descriptors called with a self of
+ * their type (arg0), and from 3.13 a bound method wrapping a builtin.
+ * *callable becomes what names it. */
 static inline const void *
-c_function_key(PyObject *callable)
+c_function_key(PyObject **callable, PyObject *arg0)
 {
-    if (PyCFunction_Check(callable)) {
-        return ((PyCFunctionObject *)callable)->m_ml;
+    PyObject *func = *callable;
+    if (PyCFunction_Check(func)) {
+        return ((PyCFunctionObject *)func)->m_ml;
     }
-    if (Py_IS_TYPE(callable, &PyMethodDescr_Type)) {
-        return ((PyMethodDescrObject *)callable)->d_method;
+    if (Py_IS_TYPE(func, &PyMethodDescr_Type)) {
+        /* With no self, or one of another type, it cannot be bound, and the
+         * profile layer reports nothing. */
+        if (!PyObject_TypeCheck(arg0, PyDescr_TYPE(func))) {
+            return NULL;
+        }
+        return ((PyMethodDescrObject *)func)->d_method;
     }
+#if PY_VERSION_HEX >= 0x030D0000
+    if (Py_IS_TYPE(func, &PyMethod_Type)
+        && PyCFunction_Check(PyMethod_GET_FUNCTION(func))) {
+        *callable = PyMethod_GET_FUNCTION(func);
+        return ((PyCFunctionObject *)*callable)->m_ml;
+    }
+#endif
     return NULL;
 }
 
@@ -144,7 +159,8 @@ record_c(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
     if (FT_UNLIKELY(tracer == NULL || nargs < 4)) {
         return;
     }
-    const void *key = c_function_key(args[2]);
+    PyObject *callable = args[2];
+    const void *key = c_function_key(&callable, args[3]);
     if (key == NULL) {
         return;  /* a Python function, a class, ...: not a C call */
     }
@@ -155,7 +171,7 @@ record_c(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
     }
     uint32_t id = ft_functable_find(&tracer->funcs, key);
     if (FT_UNLIKELY(id == FT_NO_ID)) {
-        PyObject *func = args[2];
+        PyObject *func = callable;
         PyObject *bound = NULL;
         if (!PyCFunction_Check(func)) {
             /* Named like the bound method the profile hook would see. */

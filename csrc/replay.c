@@ -35,6 +35,8 @@ typedef struct {
     size_t stack_cap;
     int64_t window_start;
     int64_t prev_ts;        /* time of the previous record */
+    int base_known;         /* every frame open at the window start is on
+                               the stack: no overflow, base stack given */
 } replay_ctx;
 
 static int
@@ -162,6 +164,21 @@ on_return(replay_ctx *ctx, const ft_record *rec)
         close_down_to(ctx, pos - 1, rec->ts);
         return 0;
     }
+    int python_open = 0;
+    for (size_t i = 0; i < ctx->depth && !python_open; i++) {
+        python_open = !ctx->recorded.items[ctx->stack[i]].is_c;
+    }
+    if (ctx->base_known || python_open) {
+        /* Not a frame from before the window: those are all on the stack
+         * (the base stack), or every frame called since has returned.  Its call was not reported (CPython 3.11's throw()
+         * into a yield from): it ran inside the open frame, at most since
+         * the previous record. */
+        if (push_frame(ctx, rec->func, 0, ctx->prev_ts, 1) < 0) {
+            return -1;
+        }
+        close_down_to(ctx, ctx->depth - 1, rec->ts);
+        return 0;
+    }
     /* The frame was open before the window began. */
     close_down_to(ctx, 0, rec->ts);
     if (vec_reserve(&ctx->prewindow, 1) < 0) {
@@ -267,6 +284,7 @@ ft_replay_thread(const ft_replay_input *in, ft_eventvec *out)
     uint64_t count = ft_ring_count(ring);
     int overflowed = ft_ring_overwritten(ring) > 0;
     int rc = -1;
+    ctx.base_known = !overflowed && in->base_known;
 
     size_t cursor = 0;
     int64_t base_ns = ft_clock_to_ns(in->clock, in->base_ticks, &cursor);

@@ -34,6 +34,8 @@ typedef struct {
     const uint32_t *base_stack;   /* Python frames open then, outermost
                                      first */
     size_t base_depth;
+    int base_known;               /* base_stack holds every frame open then
+                                     (a tracer's always does) */
     const uint32_t *stop_stack;   /* Python frames open at stop, or NULL */
     size_t stop_depth;
     int64_t stop_ns;

@@ -53,11 +53,19 @@ def raw_monitoring_c_events():
     mon = sys.monitoring
     tool = 3  # not the profiler's id, which the backend uses
     seen = []
-    c_types = (types.BuiltinFunctionType, types.MethodDescriptorType)
+
+    def is_c_call(callable_, arg0):
+        # What CPython's profile layer reports as a C call (csrc/monitor.c).
+        if isinstance(callable_, types.BuiltinFunctionType):
+            return True
+        if isinstance(callable_, types.MethodDescriptorType):
+            return isinstance(arg0, callable_.__objclass__)
+        return (sys.version_info >= (3, 13) and isinstance(callable_, types.MethodType)
+                and isinstance(callable_.__func__, types.BuiltinFunctionType))
 
     def on(event):
         def callback(code, offset, callable_, arg0):
-            if isinstance(callable_, c_types) and code.co_name in ("direct", "star"):
+            if is_c_call(callable_, arg0) and code.co_name in ("direct", "star"):
                 seen.append((code.co_name, event))
         return callback
 
