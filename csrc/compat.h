@@ -71,6 +71,14 @@ typedef struct { PyObject *type, *value, *tb; } ft_saved_exc;
 #  define FT_RESTORE_EXC(s) PyErr_Restore((s).type, (s).value, (s).tb)
 #endif
 
+/* Whether the interpreter is shutting down: a tracer freed then must not
+ * import modules (which fails, and would print). */
+#if PY_VERSION_HEX >= 0x030D0000
+#  define FT_FINALIZING() Py_IsFinalizing()
+#else
+#  define FT_FINALIZING() _Py_IsFinalizing()
+#endif
+
 /* sys.monitoring (PEP 669). */
 #define FT_HAVE_MONITORING (PY_VERSION_HEX >= 0x030C0000)
 

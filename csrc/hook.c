@@ -205,8 +205,10 @@ record(ft_hookobject *hook, ft_thread *th, int64_t ts, PyFrameObject *frame,
             Py_INCREF(hook);
             Py_INCREF(tracer);
             id = intern_c_function(tracer, arg, key);
-            int stopped = hook->thread == NULL;
+            /* The tracer's last reference may be ours now: its release
+             * stops it (hook->thread goes NULL) and frees it. */
             Py_DECREF(tracer);
+            int stopped = hook->thread == NULL;
             Py_DECREF(hook);
             if (stopped) {
                 return;
@@ -233,20 +235,26 @@ ft_thread_first_ring(ft_tracer *tracer, ft_thread *th, ft_hookobject *hook,
     int rc = ft_ring_alloc_released(&ring, th->capacity);
     int stopped = hook != NULL ? hook->thread == NULL
                                : tracer->phase != FT_PHASE_ACTIVE;
-    Py_DECREF(holder);
     if (stopped) {
         if (rc == 0) {
             ft_ring_free(&ring);
         }
-        return -1;
     }
-    if (rc < 0) {
+    else if (rc < 0) {
         th->lost++;
-        return -1;
     }
-    th->ring = ring;
-    if (th->native_id == 0) {
-        th->native_id = PyThread_get_thread_native_id();
+    else {
+        th->ring = ring;
+        if (th->native_id == 0) {
+            th->native_id = PyThread_get_thread_native_id();
+        }
+    }
+    /* All references but ours may have gone meanwhile: then releasing it
+     * frees the tracer (the monitoring backend's holder) or stops it. */
+    int last = Py_REFCNT(holder) == 1;
+    Py_DECREF(holder);
+    if (stopped || rc < 0 || last) {
+        return -1;
     }
     /* Faulting the ring in took time: leave it out of the event. */
     *ts = ft_clock_ticks(&tracer->clock);

@@ -87,7 +87,9 @@ thread_bootstrap(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         PyEval_SetProfile(NULL, NULL);
         Py_RETURN_NONE;
     }
-    Py_DECREF(tracer);  /* still active: state->active points at it */
+    /* Held to the end: the last reference may be dropped meanwhile (del
+     * while this thread faulted its ring in), and then its release frees
+     * the tracer. */
     int64_t ts = ft_clock_ticks(&tracer->clock);
     PyFrameObject *frame = (PyFrameObject *)args[0];
     PyObject *event = args[1];
@@ -110,7 +112,6 @@ thread_bootstrap(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
      * its caller. */
     PyFrameObject *top = what == PyTrace_CALL ? PyFrame_GetBack(frame)
                                               : (PyFrameObject *)Py_NewRef(frame);
-    Py_INCREF(tracer);
     /* GC off: registering allocates, and a collection could run Python
      * code and let another thread in while the tracer is being updated. */
     int gc_was_enabled = PyGC_Disable();

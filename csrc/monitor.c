@@ -76,15 +76,19 @@ thread_of_caller(ft_tracer *tracer, int starting)
         }
         PyErr_Clear();  /* never raise from a callback */
         FT_RESTORE_EXC(saved);
-        int stopped = tracer->phase != FT_PHASE_ACTIVE;
-        Py_DECREF(tracer);
-        if (th == NULL || stopped) {
-            return NULL;
+        if (th != NULL && tracer->phase == FT_PHASE_ACTIVE) {
+            PyObject *names = ft_thread_names();  /* Python code */
+            if (tracer->phase == FT_PHASE_ACTIVE) {
+                ft_name_thread(th, names);
+            }
+            Py_XDECREF(names);
         }
-        PyObject *names = ft_thread_names();
-        ft_name_thread(th, names);
-        Py_XDECREF(names);
-        if (tracer->phase != FT_PHASE_ACTIVE) {
+        /* Ours may be the last reference now: releasing it frees the
+         * tracer, and th with it. */
+        int gone = th == NULL || tracer->phase != FT_PHASE_ACTIVE
+                   || Py_REFCNT(tracer) == 1;
+        Py_DECREF(tracer);
+        if (gone) {
             return NULL;
         }
     }
@@ -187,7 +191,7 @@ record_c(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
         }
         Py_INCREF(tracer);
         id = ft_c_function_id(tracer, func, key);
-        int stopped = tracer->phase != FT_PHASE_ACTIVE;
+        int stopped = tracer->phase != FT_PHASE_ACTIVE || Py_REFCNT(tracer) == 1;
         Py_DECREF(tracer);
         Py_XDECREF(bound);
         if (stopped) {
@@ -379,7 +383,12 @@ ft_monitor_stop(ft_tracer *tracer)
         }
     }
     if (PyErr_Occurred()) {
-        PyErr_WriteUnraisable(NULL);
+        if (FT_FINALIZING()) {
+            PyErr_Clear();  /* sys.monitoring goes away with the interpreter */
+        }
+        else {
+            PyErr_WriteUnraisable(NULL);
+        }
     }
     Py_XDECREF(events);
     Py_XDECREF(mon);

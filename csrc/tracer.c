@@ -344,6 +344,10 @@ restore_threading_profile(ft_tracer *self)
     if (prev == NULL) {
         return;
     }
+    if (FT_FINALIZING()) {
+        Py_DECREF(prev);  /* threading is going away with everything else */
+        return;
+    }
     PyObject *threading = PyImport_ImportModule("threading");
     PyObject *current = threading
         ? PyObject_CallMethod(threading, "getprofile", NULL) : NULL;
