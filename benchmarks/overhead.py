@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import cProfile
 import gc
-import math
 import os
 import platform
 import resource
@@ -26,76 +25,12 @@ import time
 
 import frametrace
 from frametrace import _tracer
+from workloads import builtins_loop, count_callbacks, fib, markdown_table as table, methods, pipeline
 
 perf_ns = time.perf_counter_ns
 
-# ---- workloads ---------------------------------------------------------------
+# ---- workloads (benchmarks/workloads.py) -------------------------------------
 # Each takes roughly 0.2-0.5 s untraced on CPython 3.10-3.13 at full size.
-
-
-def fib(n):
-    return n if n < 2 else fib(n - 1) + fib(n - 2)
-
-
-class Vec:
-    __slots__ = ("x", "y")
-
-    def __init__(self, x, y):
-        self.x = x
-        self.y = y
-
-    def add(self, other):
-        return Vec(self.x + other.x, self.y + other.y)
-
-    def scale(self, k):
-        return Vec(self.x * k, self.y * k)
-
-    def dot(self, other):
-        return self.x * other.x + self.y * other.y
-
-
-def methods(n):
-    v, w, total = Vec(1.0, 2.0), Vec(0.5, -0.25), 0.0
-    for _ in range(n):
-        v = v.add(w).scale(0.5)
-        total += v.dot(w)
-    return total
-
-
-def builtins_loop(n):
-    # Mostly C calls: each is a c_call/c_return pair for the profilers.
-    items = [1, "ab", (1, 2), 3.5, [4], {"k": 1}]
-    table = {1: 2, "ab": 3}
-    total = 0.0
-    for i in range(n):
-        x = items[i % 6]
-        if isinstance(x, (str, tuple, list, dict)):
-            total += len(x)
-        if isinstance(x, (int, str)):
-            total += table.get(x, 0)
-        total += math.sqrt(i)
-    return total
-
-
-def numbers(n):
-    yield from range(n)
-
-
-def squares(it):
-    for x in it:
-        yield x * x
-
-
-def evens(it):
-    for x in it:
-        if not x & 1:
-            yield x
-
-
-def pipeline(n):
-    # Every resume and yield of a generator is a call and a return event.
-    return sum(evens(squares(numbers(n))))
-
 
 # (name, function, full size, --quick size)
 WORKLOADS = [
@@ -109,27 +44,6 @@ WORKLOADS = [
 GET_EVENTS_FIB = 28
 
 # ---- counting profile events -------------------------------------------------
-
-
-def count_callbacks(fn, arg):
-    """Profile callbacks fn(arg) triggers: the events every configuration
-    pays for.  A Python profile function gets the same events as a C one."""
-    n = 0
-
-    def count(frame, event, arg):
-        nonlocal n
-        n += 1
-
-    sys.setprofile(count)
-    fn(arg)
-    sys.setprofile(None)
-    return n
-
-
-def harness_callbacks():
-    # The sys.setprofile() calls themselves add a couple of events: measure
-    # them with an empty function (whose own call and return stay counted).
-    return count_callbacks(lambda _: None, None) - 2
 
 
 def frametrace_callbacks(fn, arg):
@@ -265,14 +179,6 @@ def fmt_ratio(num, den):
     return f"{num / den:.2f}x"
 
 
-def table(header, rows):
-    lines = ["| " + " | ".join(header) + " |",
-             "|" + "|".join("---" if i == 0 else "---:"
-                            for i in range(len(header))) + "|"]
-    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
-    return "\n".join(lines)
-
-
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=None,
@@ -287,17 +193,16 @@ def main(argv=None):
 
     began = time.perf_counter()
     notes = []
-    harness = harness_callbacks()
     timing_rows, compare_rows = [], []
 
     for wname, fn, full, quick in WORKLOADS:
         arg = quick if args.quick else full
-        n_events = count_callbacks(fn, arg) - harness
+        n_events = count_callbacks(fn, arg)
 
         # Cross-check the count against frametrace's own events, on a small
         # run so that building the events stays cheap.
         small = max(1, arg // 8) if wname != "fib" else arg - 5
-        expected = count_callbacks(fn, small) - harness
+        expected = count_callbacks(fn, small)
         seen, dropped = frametrace_callbacks(fn, small)
         if seen != expected or dropped:
             notes.append(f"{wname}: at size {small}, sys.setprofile counted "

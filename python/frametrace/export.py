@@ -68,6 +68,8 @@ def read_json(path: str | os.PathLike[str]) -> dict[str, Any]:
             doc = json.load(fh)
     except (OSError, ValueError, EOFError) as exc:
         raise ValueError(f"{path}: not a readable frametrace trace: {exc}") from exc
+    except RecursionError:
+        raise ValueError(f"{path}: JSON nested too deeply to be a frametrace trace") from None
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise ValueError(f"{path}: not a frametrace trace (no \"format\": \"{FORMAT}\")")
     if doc.get("version") != VERSION:
