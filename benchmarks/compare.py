@@ -130,19 +130,30 @@ def _pb_fields(buf, pos, end):
             raise ValueError(f"protobuf wire type {wire}")
 
 
-def count_perfetto_slices(path):
+def count_perfetto_slices(path, chunk_size=1 << 24):
     """TrackEvents of type SLICE_BEGIN in a Perfetto trace: Trace.packet (1)
     -> TracePacket.track_event (11) -> TrackEvent.type (9) == 1."""
-    with open(path, "rb") as fh:
-        buf = fh.read()
-    n = 0
-    for _, ps, pe in _pb_fields(buf, 0, len(buf)):
-        for field, s, e in _pb_fields(buf, ps, pe):
-            if field == 11 and e is not None:
-                for tf, value, te in _pb_fields(buf, s, e):
-                    if tf == 9 and te is None and value == 1:
-                        n += 1
-    return n
+    n, buf = 0, b""
+    with open(path, "rb") as fh:  # in chunks: the file can be GBs
+        while True:
+            chunk = fh.read(chunk_size)
+            if not chunk:
+                return n
+            buf += chunk
+            done = 0
+            try:
+                for _, ps, pe in _pb_fields(buf, 0, len(buf)):
+                    if pe > len(buf):
+                        break  # the packet goes on in the next chunk
+                    for field, s, e in _pb_fields(buf, ps, pe):
+                        if field == 11 and e is not None:
+                            for tf, value, te in _pb_fields(buf, s, e):
+                                if tf == 9 and te is None and value == 1:
+                                    n += 1
+                    done = pe
+            except IndexError:  # a packet header cut by the chunk's end
+                pass
+            buf = buf[done:]
 
 
 # ---- the configurations --------------------------------------------------------

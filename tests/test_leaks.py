@@ -10,6 +10,8 @@ import textwrap
 
 import pytest
 
+from invariants import child_env, needs_plain_allocator
+
 TIMEOUT = 300  # against hangs only: the run takes about a second
 # The expensive runs: once on each backend (the clock does not matter).
 SETUPS = ["cycles"] + (["monitoring"] if sys.version_info >= (3, 12) else [])
@@ -18,7 +20,7 @@ each_backend = pytest.mark.parametrize("clock", SETUPS, indirect=True)
 
 def run_json(program, timeout=TIMEOUT):
     """Runs program in a fresh interpreter; the JSON it printed last."""
-    env = dict(os.environ, PYTHONPATH=os.path.dirname(__file__))
+    env = child_env(PYTHONPATH=os.path.dirname(__file__))
     proc = subprocess.run([sys.executable, "-X", "faulthandler", "-c", textwrap.dedent(program)],
                           capture_output=True, text=True, timeout=timeout, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -104,6 +106,7 @@ THOUSAND_TRACERS = STATUS + """
 
 
 @each_backend
+@needs_plain_allocator
 def test_1000_tracers_give_back_memory_and_references():
     out = run_json(THOUSAND_TRACERS)
     b, a = out["before"], out["after"]

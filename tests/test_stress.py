@@ -20,7 +20,8 @@ import weakref
 import pytest
 
 import frametrace
-from invariants import check_invariants, find, only, qual, subtree, tracing_installed
+from invariants import (check_invariants, child_env, find, needs_plain_allocator, only, qual,
+                        subtree, tracing_installed)
 from targets import calls
 
 PY = "py"
@@ -615,7 +616,7 @@ def run_exit_program(name):
     if key not in _exit_runs:
         code, program = EXIT_PROGRAMS[name]
         src = f"SPIN = {SPIN}\n" + textwrap.dedent(program)
-        env = dict(os.environ, PYTHONPATH=os.path.dirname(__file__))
+        env = child_env(PYTHONPATH=os.path.dirname(__file__))
         proc = subprocess.run([sys.executable, "-X", "faulthandler", "-c", src],
                               capture_output=True, text=True, timeout=TIMEOUT, env=env)
         _exit_runs[key] = (code, proc)
@@ -989,7 +990,7 @@ BIG_TIMEOUT = 300  # the long run takes seconds on a quiet machine
 
 def run_json(program, timeout=BIG_TIMEOUT):
     """Runs program in a fresh interpreter; the JSON it printed last."""
-    env = dict(os.environ, PYTHONPATH=os.path.dirname(__file__))
+    env = child_env(PYTHONPATH=os.path.dirname(__file__))
     proc = subprocess.run([sys.executable, "-X", "faulthandler", "-c", textwrap.dedent(program)],
                           capture_output=True, text=True, timeout=timeout, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -1054,6 +1055,7 @@ BIG_RUN = STATUS + """
     pytest.param("monitoring", 500_000, marks=pytest.mark.skipif(
         sys.version_info < (3, 12), reason="sys.monitoring is 3.12+")),
 ], indirect=["clock"])
+@needs_plain_allocator
 def test_long_trace_through_a_1m_ring_stays_within_the_ring(n):
     out = run_json(BIG_RUN.format(n=n))
     ring = out["capacity"] * 16
