@@ -107,3 +107,28 @@ def only(events, name, **fields):
     found = find(events, name, **fields)
     assert len(found) == 1, (name, fields, [events[i] for i in found])
     return found[0]
+
+
+def run_json(program, timeout=300):
+    """Runs program (indented source is fine) in a fresh interpreter; the
+    JSON it printed last.  It must exit 0 and print nothing on stderr."""
+    import json
+    import subprocess
+    import textwrap
+
+    env = child_env(PYTHONPATH=os.path.dirname(__file__))
+    proc = subprocess.run([sys.executable, "-X", "faulthandler", "-c", textwrap.dedent(program)],
+                          capture_output=True, text=True, timeout=timeout, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stderr == "", proc.stderr[-3000:]
+    return json.loads(proc.stdout.splitlines()[-1])
+
+
+# Source for child programs: status("VmRSS") in bytes, from /proc.
+PROC_STATUS = """
+    def status(field):
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1]) * 1024
+"""

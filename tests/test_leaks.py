@@ -10,7 +10,7 @@ import textwrap
 
 import pytest
 
-from invariants import child_env, needs_plain_allocator
+from invariants import PROC_STATUS, child_env, needs_plain_allocator, run_json
 
 TIMEOUT = 300  # against hangs only: the run takes about a second
 # The expensive runs: once on each backend (the clock does not matter).
@@ -18,23 +18,7 @@ SETUPS = ["cycles"] + (["monitoring"] if sys.version_info >= (3, 12) else [])
 each_backend = pytest.mark.parametrize("clock", SETUPS, indirect=True)
 
 
-def run_json(program, timeout=TIMEOUT):
-    """Runs program in a fresh interpreter; the JSON it printed last."""
-    env = child_env(PYTHONPATH=os.path.dirname(__file__))
-    proc = subprocess.run([sys.executable, "-X", "faulthandler", "-c", textwrap.dedent(program)],
-                          capture_output=True, text=True, timeout=timeout, env=env)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert proc.stderr == "", proc.stderr[-3000:]
-    return json.loads(proc.stdout.splitlines()[-1])
-
-
-STATUS = """
-    def status(field):
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith(field + ":"):
-                    return int(line.split()[1]) * 1024
-"""
+STATUS = PROC_STATUS
 
 
 # ---- 1000 tracers started, stopped and dropped ---------------------------

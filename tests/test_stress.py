@@ -20,7 +20,8 @@ import weakref
 import pytest
 
 import frametrace
-from invariants import (check_invariants, child_env, find, needs_plain_allocator, only, qual,
+from invariants import (PROC_STATUS, check_invariants, child_env, find, needs_plain_allocator,
+                        only, qual, run_json,
                         subtree, tracing_installed)
 from targets import calls
 
@@ -991,23 +992,7 @@ def test_c_methods_bound_to_classes_named_after_their_defining_class():
 BIG_TIMEOUT = 300  # the long run takes seconds on a quiet machine
 
 
-def run_json(program, timeout=BIG_TIMEOUT):
-    """Runs program in a fresh interpreter; the JSON it printed last."""
-    env = child_env(PYTHONPATH=os.path.dirname(__file__))
-    proc = subprocess.run([sys.executable, "-X", "faulthandler", "-c", textwrap.dedent(program)],
-                          capture_output=True, text=True, timeout=timeout, env=env)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert proc.stderr == "", proc.stderr[-3000:]
-    return json.loads(proc.stdout.splitlines()[-1])
-
-
-STATUS = """
-    def status(field):
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith(field + ":"):
-                    return int(line.split()[1]) * 1024
-"""
+STATUS = PROC_STATUS
 
 
 # ---- 8. memory bounded by the ring, however many events -------------------
