@@ -251,63 +251,46 @@ class EvilSequence(Evil, collections.abc.Sequence):
         return self._act(len(list(self.value or ())))
 
 
-class EvilInt(int):
-    """An int (subclass) whose repr/str/eq/hash misbehave: C code that takes
-    any PyLong takes it."""
+class _MisbehavingValue:
+    """repr/format/eq/hash that raise while armed, for a subclass of a
+    builtin value type (the type itself does the rest)."""
 
     how = "raise"
 
     def _act(self):
         if _STATE["armed"] and self.how == "raise":
-            raise UserError("EvilInt")
+            raise UserError(type(self).__name__)
 
     def __repr__(self):
         self._act()
-        return int.__repr__(self)
-
-    __str__ = __repr__
+        return super().__repr__()
 
     def __format__(self, spec):
         self._act()
-        return int.__format__(self, spec)
+        return super().__format__(spec)
 
     def __eq__(self, other):
         self._act()
-        return int.__eq__(self, other)
+        return super().__eq__(other)
 
     def __hash__(self):
         self._act()
-        return int.__hash__(self)
+        return super().__hash__()
 
 
-class EvilText(str):
-    """A str (subclass) whose eq/hash/repr/format misbehave."""
+class EvilInt(_MisbehavingValue, int):
+    """An int (subclass) whose repr/str/eq/hash misbehave: C code that takes
+    any PyLong takes it."""
 
-    how = "raise"
+    __str__ = _MisbehavingValue.__repr__
 
-    def _act(self):
-        if _STATE["armed"] and self.how == "raise":
-            raise UserError("EvilText")
 
-    def __repr__(self):
-        self._act()
-        return str.__repr__(self)
-
-    def __format__(self, spec):
-        self._act()
-        return str.__format__(self, spec)
-
-    def __eq__(self, other):
-        self._act()
-        return str.__eq__(self, other)
+class EvilText(_MisbehavingValue, str):
+    """A str (subclass) whose eq/ne/hash/repr/format misbehave."""
 
     def __ne__(self, other):
         self._act()
         return str.__ne__(self, other)
-
-    def __hash__(self):
-        self._act()
-        return str.__hash__(self)
 
 
 def _evil_int(value, how):

@@ -88,9 +88,11 @@ def _chrome_event(ph: str, name: str, cat: str, pid: int, tid: int, **fields: An
 
 
 def _prepare(path: str | os.PathLike[str], tracer: Any, pid: int | None,
-             thread_names: Mapping[int, str] | None, writer: str) -> tuple[str, int, dict]:
-    """What both writers start with: the checks, the output folder, the pid
-    and the threads' names."""
+             thread_names: Mapping[int, str] | None, process_name: str | None,
+             ranges: Iterable[Any], steps: Iterable[Any],
+             writer: str) -> tuple[str, int, dict, list, list]:
+    """What both writers start with: the checks, the output folder, the pid,
+    the threads' names, and the ranges and steps as lists."""
     from ._tracer import Tracer
 
     if not isinstance(tracer, Tracer):
@@ -100,6 +102,10 @@ def _prepare(path: str | os.PathLike[str], tracer: Any, pid: int | None,
         raise RuntimeError(f"{writer}() needs a stopped tracer")
     if pid is not None:
         _check_int64("pid", pid, minimum=0)
+    if process_name is not None and not isinstance(process_name, str):
+        raise TypeError(f"process_name must be a str, not {type(process_name).__name__}")
+    ranges = _spans("ranges", ranges, ("name", "thread_id", "start_ns", "end_ns"))
+    steps = _spans("steps", steps, ("name", "step", "start_ns", "end_ns"))
     if thread_names is not None and not isinstance(thread_names, Mapping):
         raise TypeError(f"thread_names must be a mapping {{thread_id: name}}, not "
                         f"{type(thread_names).__name__}")
@@ -114,7 +120,7 @@ def _prepare(path: str | os.PathLike[str], tracer: Any, pid: int | None,
     parent = os.path.dirname(path)
     if parent:
         os.makedirs(parent, exist_ok=True)
-    return path, os.getpid() if pid is None else pid, names
+    return path, os.getpid() if pid is None else pid, names, ranges, steps
 
 
 def _check_int64(what: str, value: Any, minimum: int = -(1 << 63)) -> int:
@@ -175,12 +181,11 @@ def write_chrome(
     ``progress(done, total)`` is called every 2**20 events (see
     ``terminal_progress``).
     """
-    path, pid, names = _prepare(path, tracer, pid, thread_names, "write_chrome")
-    if process_name is not None and not isinstance(process_name, str):
-        raise TypeError(f"process_name must be a str, not {type(process_name).__name__}")
-    origin = tracer.start_ns if origin_ns is None else _check_int64("origin_ns", origin_ns)
-    ranges = _spans("ranges", ranges, ("name", "thread_id", "start_ns", "end_ns"))
-    steps = _spans("steps", steps, ("name", "step", "start_ns", "end_ns"))
+    if origin_ns is not None:
+        _check_int64("origin_ns", origin_ns)
+    path, pid, names, ranges, steps = _prepare(path, tracer, pid, thread_names, process_name,
+                                               ranges, steps, "write_chrome")
+    origin = tracer.start_ns if origin_ns is None else origin_ns
     # Every traced thread, also one whose ident an earlier thread had: the
     # C writer's tid is the native id where known.
     chrome_tids = [(tid, ntid or tid) for tid, ntid in tracer._threads]
@@ -191,7 +196,6 @@ def write_chrome(
     for tid, chrome_tid in chrome_tids:
         lines.append(_chrome_event("M", "thread_name", "__metadata", pid, chrome_tid,
                                    args={"name": names.get(tid, f"thread {tid}"), "thread_id": tid}))
-    steps = list(steps)
     if steps:
         lines.append(_chrome_event("M", "thread_name", "__metadata", pid, STEPS_TID,
                                    args={"name": "steps"}))
@@ -264,11 +268,8 @@ def write_perfetto(
     each thread's ranges on tracks of their own.  Timestamps are the
     tracer's CLOCK_MONOTONIC nanoseconds.
     """
-    path, pid, names = _prepare(path, tracer, pid, thread_names, "write_perfetto")
-    if process_name is not None and not isinstance(process_name, str):
-        raise TypeError(f"process_name must be a str, not {type(process_name).__name__}")
-    ranges = _spans("ranges", ranges, ("name", "thread_id", "start_ns", "end_ns"))
-    steps = _spans("steps", steps, ("name", "step", "start_ns", "end_ns"))
+    path, pid, names, ranges, steps = _prepare(path, tracer, pid, thread_names, process_name,
+                                               ranges, steps, "write_perfetto")
     tracks = []
     if steps:
         tracks.append(("steps", 1, [(s.name, s.start_ns, s.end_ns) for s in steps]))
