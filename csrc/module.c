@@ -306,8 +306,22 @@ module_exec(PyObject *module)
     if (state->hook_type == NULL) {
         return -1;
     }
+#if FT_HAVE_MONITORING
+    state->callback_type = (PyTypeObject *)PyType_FromModuleAndSpec(
+        module, &ft_callback_spec, NULL);
+    if (state->callback_type == NULL) {
+        return -1;
+    }
+#endif
     state->event_type = PyStructSequence_NewType(&ft_event_desc);
     if (state->event_type == NULL) {
+        return -1;
+    }
+    /* events.c allocates Events as tuples of their fields. */
+    if (state->event_type->tp_itemsize != sizeof(PyObject *)
+        || !PyType_IsSubtype(state->event_type, &PyTuple_Type)) {
+        PyErr_SetString(PyExc_RuntimeError, "frametrace.Event is not laid "
+                        "out as a tuple in this Python");
         return -1;
     }
     if (PyModule_AddObjectRef(module, "Event",
@@ -364,6 +378,7 @@ module_traverse(PyObject *module, visitproc visit, void *arg)
     ft_state *state = ft_get_state(module);
     Py_VISIT(state->tracer_type);
     Py_VISIT(state->hook_type);
+    Py_VISIT(state->callback_type);
     Py_VISIT(state->event_type);
     Py_VISIT(state->range_type);
     Py_VISIT(state->range_sink);
@@ -377,6 +392,7 @@ module_clear(PyObject *module)
     ft_state *state = ft_get_state(module);
     Py_CLEAR(state->tracer_type);
     Py_CLEAR(state->hook_type);
+    Py_CLEAR(state->callback_type);
     Py_CLEAR(state->event_type);
     Py_CLEAR(state->range_type);
     Py_CLEAR(state->range_sink);

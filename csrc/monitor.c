@@ -201,18 +201,31 @@ record_c(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
     ft_record_id(tracer, th, NULL, ts, id, kind);
 }
 
+/* The callbacks: objects of their own type, called through their
+ * vectorcall slot straight from sys.monitoring, with none of a builtin
+ * function's argument handling in between. */
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject *owner;  /* strong: the hook object holding the tracer */
+} ft_callback;
+
 #define CODE_CALLBACK(name, kind)                                          \
     static PyObject *                                                      \
-    name(PyObject *self, PyObject *const *args, Py_ssize_t nargs)          \
+    name(PyObject *callable, PyObject *const *args, size_t nargsf,         \
+         PyObject *Py_UNUSED(kwnames))                                     \
     {                                                                      \
-        record_code(self, args, nargs, kind);                              \
+        record_code(((ft_callback *)callable)->owner, args,                \
+                    PyVectorcall_NARGS(nargsf), kind);                     \
         Py_RETURN_NONE;                                                    \
     }
 #define C_CALLBACK(name, kind)                                             \
     static PyObject *                                                      \
-    name(PyObject *self, PyObject *const *args, Py_ssize_t nargs)          \
+    name(PyObject *callable, PyObject *const *args, size_t nargsf,         \
+         PyObject *Py_UNUSED(kwnames))                                     \
     {                                                                      \
-        record_c(self, args, nargs, kind);                                 \
+        record_c(((ft_callback *)callable)->owner, args,                   \
+                 PyVectorcall_NARGS(nargsf), kind);                        \
         Py_RETURN_NONE;                                                    \
     }
 
@@ -222,26 +235,60 @@ C_CALLBACK(on_call, FT_REC_C_CALL)
 C_CALLBACK(on_c_return, FT_REC_C_RETURN)
 C_CALLBACK(on_c_raise, FT_REC_C_EXCEPTION)
 
-static PyMethodDef callback_defs[MON_NEVENTS] = {
-    [MON_PY_START] = {"py_start", (PyCFunction)(void (*)(void))on_start,
-                      METH_FASTCALL, NULL},
-    [MON_PY_RESUME] = {"py_resume", (PyCFunction)(void (*)(void))on_start,
-                       METH_FASTCALL, NULL},
-    [MON_PY_THROW] = {"py_throw", (PyCFunction)(void (*)(void))on_start,
-                      METH_FASTCALL, NULL},
-    [MON_PY_RETURN] = {"py_return", (PyCFunction)(void (*)(void))on_return,
-                       METH_FASTCALL, NULL},
-    [MON_PY_YIELD] = {"py_yield", (PyCFunction)(void (*)(void))on_return,
-                      METH_FASTCALL, NULL},
-    [MON_PY_UNWIND] = {"py_unwind", (PyCFunction)(void (*)(void))on_return,
-                       METH_FASTCALL, NULL},
-    [MON_CALL] = {"call", (PyCFunction)(void (*)(void))on_call,
-                  METH_FASTCALL, NULL},
-    [MON_C_RETURN] = {"c_return", (PyCFunction)(void (*)(void))on_c_return,
-                      METH_FASTCALL, NULL},
-    [MON_C_RAISE] = {"c_raise", (PyCFunction)(void (*)(void))on_c_raise,
-                     METH_FASTCALL, NULL},
+static const vectorcallfunc callback_funcs[MON_NEVENTS] = {
+    [MON_PY_START] = on_start,
+    [MON_PY_RESUME] = on_start,
+    [MON_PY_THROW] = on_start,
+    [MON_PY_RETURN] = on_return,
+    [MON_PY_YIELD] = on_return,
+    [MON_PY_UNWIND] = on_return,
+    [MON_CALL] = on_call,
+    [MON_C_RETURN] = on_c_return,
+    [MON_C_RAISE] = on_c_raise,
 };
+
+static void
+callback_dealloc(ft_callback *self)
+{
+    PyTypeObject *type = Py_TYPE(self);
+    Py_XDECREF(self->owner);
+    PyObject_Free(self);
+    Py_DECREF(type);
+}
+
+static PyMemberDef callback_members[] = {
+    {"__vectorcalloffset__", Py_T_PYSSIZET, offsetof(ft_callback, vectorcall),
+     Py_READONLY, NULL},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyType_Slot callback_slots[] = {
+    {Py_tp_doc, "A frametrace sys.monitoring callback (internal)."},
+    {Py_tp_dealloc, callback_dealloc},
+    {Py_tp_call, PyVectorcall_Call},
+    {Py_tp_members, callback_members},
+    {0, NULL},
+};
+
+PyType_Spec ft_callback_spec = {
+    .name = "frametrace._tracer._MonitoringCallback",
+    .basicsize = sizeof(ft_callback),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE
+             | Py_TPFLAGS_DISALLOW_INSTANTIATION | Py_TPFLAGS_HAVE_VECTORCALL,
+    .slots = callback_slots,
+};
+
+static PyObject *
+new_callback(ft_state *state, PyObject *owner, int event)
+{
+    ft_callback *cb = PyObject_New(ft_callback, state->callback_type);
+    if (cb == NULL) {
+        return NULL;
+    }
+    cb->vectorcall = callback_funcs[event];
+    cb->owner = Py_NewRef(owner);
+    return (PyObject *)cb;
+}
 
 /* ---- tool id, callbacks, events ------------------------------------------ */
 
@@ -284,8 +331,8 @@ ft_monitor_conflict(void)
 
 /* Registers (func, or None) as the callback of every event. */
 static int
-register_callbacks(PyObject *mon, PyObject *events, PyObject *owner,
-                   int with_c, long *mask)
+register_callbacks(ft_state *state, PyObject *mon, PyObject *events,
+                   PyObject *owner, int with_c, long *mask)
 {
     *mask = 0;
     for (int i = 0; i < MON_NEVENTS; i++) {
@@ -300,7 +347,7 @@ register_callbacks(PyObject *mon, PyObject *events, PyObject *owner,
         }
         PyObject *func = owner == NULL
             ? Py_NewRef(Py_None)
-            : PyCFunction_NewEx(&callback_defs[i], owner, NULL);
+            : new_callback(state, owner, i);
         PyObject *res = func == NULL ? NULL
             : PyObject_CallMethod(mon, "register_callback", "iOO",
                                   FT_MONITOR_TOOL_ID, flag, func);
@@ -343,7 +390,7 @@ ft_monitor_start(ft_tracer *tracer)
         owner->thread = NULL;
         tracer->monitor = (PyObject *)owner;
         tracer->generation = ++last_generation;
-        rc = register_callbacks(mon, events, (PyObject *)owner,
+        rc = register_callbacks(tracer->state, mon, events, (PyObject *)owner,
                                 tracer->c_calls, &mask);
     }
     if (rc == 0) {
@@ -376,7 +423,8 @@ ft_monitor_stop(ft_tracer *tracer)
                                             FT_MONITOR_TOOL_ID, 0);
         Py_XDECREF(res);
         long mask;
-        if (res != NULL && register_callbacks(mon, events, NULL, 1, &mask) == 0) {
+        if (res != NULL && register_callbacks(tracer->state, mon, events, NULL, 1,
+                                          &mask) == 0) {
             res = PyObject_CallMethod(mon, "free_tool_id", "i",
                                       FT_MONITOR_TOOL_ID);
             Py_XDECREF(res);

@@ -23,15 +23,23 @@ typedef struct {
 
 _Static_assert(sizeof(ft_record) == 16, "a record must stay 16 bytes");
 
+struct ft_prefault;
+
 typedef struct {
     ft_record *buf;     /* NULL until the thread's first event */
     uint64_t capacity;  /* records */
     uint64_t pos;       /* next slot to write */
     uint64_t written;   /* records ever written */
+    struct ft_prefault *prefault;  /* background fault-in of the part past
+                                      the first pages, or NULL */
 } ft_ring;
 
-/* Returns 0, or -1 (no memory) leaving the ring empty. */
+/* Returns 0, or -1 (no memory) leaving the ring empty.  The first pages
+ * are faulted in before it returns, the rest by a background thread, so
+ * that the writer takes no page fault. */
 int ft_ring_alloc(ft_ring *ring, uint64_t capacity);
+/* Stops the background fault-in (waiting for at most one chunk of it) and
+ * unmaps.  Never blocks on the GIL. */
 void ft_ring_free(ft_ring *ring);
 
 static inline void

@@ -18,6 +18,8 @@ typedef struct {
     PyTypeObject *hook_type;     /* strong */
     PyTypeObject *event_type;    /* strong: struct sequence */
     PyTypeObject *range_type;    /* strong */
+    PyTypeObject *callback_type; /* strong: sys.monitoring callbacks (3.12+),
+                                    else NULL */
     PyObject *range_sink;        /* strong: list receiving range marks while
                                     a session records, or NULL */
     PyObject *thread_bootstrap;  /* strong: callable given to
@@ -168,6 +170,7 @@ ft_record_id(ft_tracer *tracer, ft_thread *th, ft_hookobject *hook,
 /* Why the tool id is taken (a new string), or NULL: free, or an error. */
 PyObject *ft_monitor_conflict(void);
 int ft_monitor_start(ft_tracer *tracer);
+extern PyType_Spec ft_callback_spec;
 void ft_monitor_stop(ft_tracer *tracer);
 #endif
 
