@@ -232,7 +232,7 @@ ft_thread_first_ring(ft_tracer *tracer, ft_thread *th, ft_hookobject *hook,
     ft_ring ring;
     PyObject *holder = hook != NULL ? (PyObject *)hook : (PyObject *)tracer;
     Py_INCREF(holder);
-    int rc = ft_ring_alloc_released(&ring, th->capacity);
+    int rc = ft_ring_alloc_released(&ring, th->capacity, *ts);
     int stopped = hook != NULL ? hook->thread == NULL
                                : tracer->phase != FT_PHASE_ACTIVE;
     if (stopped) {
@@ -296,11 +296,11 @@ ft_hook_record(ft_hookobject *hook, int64_t ticks, PyFrameObject *frame,
 /* ---- threads ----------------------------------------------------------- */
 
 int
-ft_ring_alloc_released(ft_ring *ring, uint64_t capacity)
+ft_ring_alloc_released(ft_ring *ring, uint64_t capacity, int64_t origin)
 {
     int rc;
     Py_BEGIN_ALLOW_THREADS
-    rc = ft_ring_alloc(ring, capacity);
+    rc = ft_ring_alloc(ring, capacity, origin);
     Py_END_ALLOW_THREADS
     return rc;
 }

@@ -77,7 +77,8 @@ thread_bootstrap(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
      * time it takes is no part of the thread's trace. */
     ft_ring ring;
     Py_INCREF(tracer);
-    int ring_rc = ft_ring_alloc_released(&ring, tracer->buffer_size);
+    int ring_rc = ft_ring_alloc_released(&ring, tracer->buffer_size,
+                                         ft_clock_ticks(&tracer->clock));
     if (state->active != tracer || tracer->phase != FT_PHASE_ACTIVE) {
         if (ring_rc == 0) {
             ft_ring_free(&ring);
@@ -199,10 +200,12 @@ static PyMethodDef module_methods[] = {
     {"_replay", (PyCFunction)(void (*)(void))ft_testing_replay,
      METH_VARARGS | METH_KEYWORDS,
      "_replay($module, records, *, base_ts, stop_ns, capacity=None, "
-     "base_stack=[], stop_stack=None)\n--\n\n"
+     "base_stack=[], stop_stack=None, with_dropped=False)\n--\n\n"
      "Replay hand-written (ts, kind, func_id) records of one thread through "
-     "a ring of the given capacity; returns (func, kind, start, end, parent, "
-     "depth, open_at_start, open_at_stop) tuples.  For tests."},
+     "a ring of capacity 8-byte words (default: room for all); returns "
+     "(func, kind, start, end, parent, depth, open_at_start, open_at_stop) "
+     "tuples, and with_dropped the records overwritten too, as (events, "
+     "dropped).  For tests."},
     {"_ticks_to_ns", ft_testing_ticks_to_ns, METH_VARARGS,
      "_ticks_to_ns($module, anchors, ticks, /)\n--\n\n"
      "Convert ticks to ns through (ticks, ns) anchors.  For tests."},

@@ -281,18 +281,23 @@ ft_replay_thread(const ft_replay_input *in, ft_eventvec *out)
     replay_ctx ctx;
     memset(&ctx, 0, sizeof(ctx));
     const ft_ring *ring = in->ring;
-    uint64_t count = ft_ring_count(ring);
-    int overflowed = ft_ring_overwritten(ring) > 0;
+    int overflowed = ft_ring_overflowed(ring);
     int rc = -1;
     ctx.base_known = !overflowed && in->base_known;
 
+    ft_ring_reader reader;
+    ft_ring_reader_init(&reader, ring);
     size_t cursor = 0;
     int64_t base_ns = ft_clock_to_ns(in->clock, in->base_ticks, &cursor);
     ctx.window_start = base_ns;
     if (overflowed) {
         /* The base stack is stale: the records that left it are gone. */
-        int64_t first = ft_clock_to_ns(in->clock, ft_ring_at(ring, 0)->ts,
-                                       &cursor);
+        ft_ring_reader peek = reader;
+        ft_record oldest;
+        int64_t first = in->stop_ns;
+        if (ft_ring_read(&peek, &oldest)) {
+            first = ft_clock_to_ns(in->clock, oldest.ts, &cursor);
+        }
         ctx.window_start = first < in->stop_ns ? first : in->stop_ns;
     }
     else {
@@ -305,8 +310,8 @@ ft_replay_thread(const ft_replay_input *in, ft_eventvec *out)
     ctx.prev_ts = ctx.window_start;
 
     cursor = 0;
-    for (uint64_t i = 0; i < count; i++) {
-        ft_record converted = *ft_ring_at(ring, i);
+    ft_record converted;
+    while (ft_ring_read(&reader, &converted)) {
         const ft_record *rec = &converted;
         converted.ts = ft_clock_to_ns(in->clock, converted.ts, &cursor);
         if (rec->ts > in->stop_ns) {

@@ -26,7 +26,7 @@ static size_t
 ring_bytes(uint64_t capacity)
 {
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
-    size_t bytes = (size_t)capacity * sizeof(ft_record);
+    size_t bytes = (size_t)capacity * sizeof(uint64_t);
     return (bytes + page - 1) / page * page;
 }
 
@@ -134,16 +134,17 @@ stop_prefault(struct ft_prefault *pf)
 #endif /* FT_HAVE_BACKGROUND_PREFAULT */
 
 int
-ft_ring_alloc(ft_ring *ring, uint64_t capacity)
+ft_ring_alloc(ft_ring *ring, uint64_t capacity, int64_t origin)
 {
     memset(ring, 0, sizeof(*ring));
-    if (capacity == 0 || capacity > (SIZE_MAX / 2) / sizeof(ft_record)) {
+    ring->last = origin;
+    if (capacity == 0 || capacity > (SIZE_MAX / 2) / sizeof(uint64_t)) {
         return -1;
     }
 #ifdef FT_RING_MALLOC
     /* Sanitizer builds: from the heap, where AddressSanitizer sees an
      * overrun. */
-    ring->buf = calloc((size_t)capacity, sizeof(ft_record));
+    ring->buf = calloc((size_t)capacity, sizeof(uint64_t));
     if (ring->buf == NULL) {
         return -1;
     }
@@ -201,4 +202,145 @@ ft_ring_free(ft_ring *ring)
 #endif
     }
     memset(ring, 0, sizeof(*ring));
+}
+
+/* ---- the two-word form and reading back --------------------------------- */
+
+#define DELTA_WORD_BIT ((uint64_t)1 << 3)
+#define ESCAPE_DELTA_MAX (((int64_t)1 << 59) - 1)
+
+/* 1 when the ring wrapped. */
+static inline int
+put_word(ft_ring *ring, uint64_t word)
+{
+    ring->buf[ring->pos] = word;
+    if (++ring->pos == ring->capacity) {
+        ring->pos = 0;
+        ring->wraps++;
+        return 1;
+    }
+    return 0;
+}
+
+int
+ft_ring_push_escape(ft_ring *ring, int64_t ts, uint32_t func, uint32_t kind)
+{
+    int64_t delta = (int64_t)((uint64_t)ts - (uint64_t)ring->last);
+    /* 2**59 ticks is years: only a clock gone wrong.  Clamped, the times
+     * read back stay consistent with each other. */
+    if (delta > ESCAPE_DELTA_MAX) {
+        delta = ESCAPE_DELTA_MAX;
+    }
+    else if (delta < -ESCAPE_DELTA_MAX) {
+        delta = -ESCAPE_DELTA_MAX;
+    }
+    int wrapped = put_word(ring, FT_WORD_ESCAPE | (uint64_t)(kind & 7) << 4
+                                 | (uint64_t)func << 32);
+    wrapped |= put_word(ring, FT_WORD_ESCAPE | DELTA_WORD_BIT
+                              | (uint64_t)delta << 4);
+    ring->escapes++;
+    ring->last = (int64_t)((uint64_t)ring->last + (uint64_t)delta);
+    return wrapped;
+}
+
+static inline uint64_t
+retained_words(const ft_ring *ring)
+{
+    uint64_t written = ft_ring_written(ring);
+    return written < ring->capacity ? written : ring->capacity;
+}
+
+/* The i-th retained word, oldest first. */
+static inline uint64_t
+word_at(const ft_ring *ring, uint64_t i)
+{
+    uint64_t first = ft_ring_overflowed(ring) ? ring->pos : 0;
+    uint64_t idx = first + i;
+    if (idx >= ring->capacity) {
+        idx -= ring->capacity;
+    }
+    return ring->buf[idx];
+}
+
+static inline int
+is_escape(uint64_t word)
+{
+    return (word & 7) == FT_WORD_ESCAPE;
+}
+
+/* The delta a word contributes: a header's is in the delta word after it. */
+static inline uint64_t
+word_delta(uint64_t word)
+{
+    if (!is_escape(word)) {
+        return word >> FT_WORD_DELTA_SHIFT;
+    }
+    if (word & DELTA_WORD_BIT) {
+        /* Arithmetic shift: the delta is signed. */
+        return (uint64_t)((int64_t)word >> 4);
+    }
+    return 0;
+}
+
+void
+ft_ring_reader_init(ft_ring_reader *reader, const ft_ring *ring)
+{
+    reader->ring = ring;
+    reader->next = 0;
+    reader->words = retained_words(ring);
+    uint64_t sum = 0;
+    for (uint64_t i = 0; i < reader->words; i++) {
+        sum += word_delta(word_at(ring, i));
+    }
+    reader->ts = (uint64_t)ring->last - sum;
+}
+
+int
+ft_ring_read(ft_ring_reader *reader, ft_record *rec)
+{
+    while (reader->next < reader->words) {
+        uint64_t word = word_at(reader->ring, reader->next++);
+        if (!is_escape(word)) {
+            reader->ts += word >> FT_WORD_DELTA_SHIFT;
+            rec->ts = (int64_t)reader->ts;
+            rec->func = (uint32_t)(word >> 3) & ((1u << FT_WORD_ID_BITS) - 1);
+            rec->kind = (uint32_t)word & 7;
+            return 1;
+        }
+        if (word & DELTA_WORD_BIT) {
+            /* The oldest word, its header overwritten: a lost record. */
+            reader->ts += word_delta(word);
+            continue;
+        }
+        if (reader->next == reader->words) {
+            break;  /* never written without its delta word */
+        }
+        reader->ts += word_delta(word_at(reader->ring, reader->next++));
+        rec->ts = (int64_t)reader->ts;
+        rec->func = (uint32_t)(word >> 32);
+        rec->kind = (uint32_t)(word >> 4) & 7;
+        return 1;
+    }
+    return 0;
+}
+
+uint64_t
+ft_ring_overwritten(const ft_ring *ring)
+{
+    if (!ft_ring_overflowed(ring)) {
+        return 0;
+    }
+    uint64_t records = ft_ring_written(ring) - ring->escapes;
+    uint64_t words = retained_words(ring);
+    if (ring->escapes == 0) {
+        return records - words;
+    }
+    uint64_t retained = 0;
+    for (uint64_t i = 0; i < words; i++) {
+        uint64_t word = word_at(ring, i);
+        /* A header and its delta word are one record; a lone delta word
+         * (at the oldest end) is none. */
+        retained += !is_escape(word) || !(word & DELTA_WORD_BIT);
+    }
+    return records - retained;
 }

@@ -1,4 +1,4 @@
-/* Per-thread ring buffers of fixed-size records.  Plain C: no PyObject*.
+/* Per-thread ring buffers of 8-byte records.  Plain C: no PyObject*.
  * Each ring is written by exactly one thread (its owner, holding the GIL),
  * so there is no lock; overflow overwrites the oldest record. */
 #ifndef FT_RING_H
@@ -15,69 +15,124 @@ enum {
     FT_REC_C_EXCEPTION = 4,
 };
 
+/* A record as replay reads it back. */
 typedef struct {
-    int64_t ts;       /* CLOCK_MONOTONIC ns */
+    int64_t ts;       /* ticks (ns once converted) */
     uint32_t func;    /* index in the tracer's function table */
     uint32_t kind;    /* FT_REC_* */
 } ft_record;
 
-_Static_assert(sizeof(ft_record) == 16, "a record must stay 16 bytes");
+/* The ring stores a record in one 8-byte word: kind in bits 0-2, the
+ * function id in bits 3-23, and in bits 24-63 the ticks since the thread's
+ * previous record (or the ring's origin).  A record whose id or delta does
+ * not fit (an id past 2**21, a thread idle for minutes) takes two words, an
+ * escape: a header (kind bits FT_WORD_ESCAPE, bit 3 clear, its kind in bits
+ * 4-6, its id in bits 32-63) and then a delta word (kind bits
+ * FT_WORD_ESCAPE, bit 3 set, a signed 60-bit delta in bits 4-63).  Deltas
+ * chain every record to ring->last, the time of the newest one, so the
+ * oldest retained record's time is known after any overwriting. */
+#define FT_WORD_ESCAPE 7u
+#define FT_WORD_ID_BITS 21
+#define FT_WORD_ID_LIMIT ((uint32_t)1 << FT_WORD_ID_BITS)
+#define FT_WORD_DELTA_BITS 40
+#define FT_WORD_DELTA_SHIFT (64 - FT_WORD_DELTA_BITS)
 
 struct ft_prefault;
 
 typedef struct {
-    ft_record *buf;     /* NULL until the thread's first event */
-    uint64_t capacity;  /* records */
-    uint64_t pos;       /* next slot to write */
-    uint64_t written;   /* records ever written */
+    uint64_t *buf;      /* NULL until the thread's first event */
+    uint64_t capacity;  /* words */
+    uint64_t pos;       /* next word to write */
+    uint64_t wraps;     /* times pos went back to 0 */
+    uint64_t escapes;   /* two-word records ever written */
+    int64_t last;       /* ticks of the newest record (the origin before) */
     struct ft_prefault *prefault;  /* background fault-in of the part past
                                       the first pages, or NULL */
 } ft_ring;
 
-/* Returns 0, or -1 (no memory) leaving the ring empty.  The first pages
+/* Returns 0, or -1 (no memory) leaving the ring empty.  origin: ticks no
+ * record precedes (the first record's delta is from it).  The first pages
  * are faulted in before it returns, the rest by a background thread, so
  * that the writer takes no page fault. */
-int ft_ring_alloc(ft_ring *ring, uint64_t capacity);
+int ft_ring_alloc(ft_ring *ring, uint64_t capacity, int64_t origin);
 /* Stops the background fault-in (waiting for at most one chunk of it) and
  * unmaps.  Never blocks on the GIL. */
 void ft_ring_free(ft_ring *ring);
 
-static inline void
+#if defined(__GNUC__) || defined(__clang__)
+#  define FT_RING_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#else
+#  define FT_RING_UNLIKELY(x) (x)
+#endif
+
+/* The two-word form (ring.c): out of line, it is rare. */
+int ft_ring_push_escape(ft_ring *ring, int64_t ts, uint32_t func,
+                        uint32_t kind);
+
+/* For func < FT_WORD_ID_LIMIT.  Returns 1 when the ring wrapped (back to
+ * its first word), else 0. */
+static inline int
+ft_ring_push_narrow(ft_ring *ring, int64_t ts, uint32_t func, uint32_t kind)
+{
+    uint64_t delta = (uint64_t)ts - (uint64_t)ring->last;
+    /* A negative delta is huge unsigned: it takes the escape too. */
+    if (FT_RING_UNLIKELY(delta >> FT_WORD_DELTA_BITS)) {
+        return ft_ring_push_escape(ring, ts, func, kind);
+    }
+    /* Fields read before the store: through a uint64_t pointer it could
+     * alias them, and they would be read again. */
+    uint64_t pos = ring->pos;
+    uint64_t capacity = ring->capacity;
+    ring->last = ts;
+    ring->buf[pos] = delta << FT_WORD_DELTA_SHIFT | (uint64_t)func << 3 | kind;
+    if (FT_RING_UNLIKELY(++pos == capacity)) {
+        ring->pos = 0;
+        ring->wraps++;
+        return 1;
+    }
+    ring->pos = pos;
+    return 0;
+}
+
+/* Any record; returns 1 when the ring wrapped. */
+static inline int
 ft_ring_push(ft_ring *ring, int64_t ts, uint32_t func, uint32_t kind)
 {
-    ft_record *rec = &ring->buf[ring->pos];
-    rec->ts = ts;
-    rec->func = func;
-    rec->kind = kind;
-    if (++ring->pos == ring->capacity) {
-        ring->pos = 0;
+    if (FT_RING_UNLIKELY(func >= FT_WORD_ID_LIMIT)) {
+        return ft_ring_push_escape(ring, ts, func, kind);
     }
-    ring->written++;
+    return ft_ring_push_narrow(ring, ts, func, kind);
 }
 
-/* Records overwritten by newer ones. */
+/* Words ever written. */
 static inline uint64_t
-ft_ring_overwritten(const ft_ring *ring)
+ft_ring_written(const ft_ring *ring)
 {
-    return ring->written > ring->capacity ? ring->written - ring->capacity : 0;
+    return ring->wraps * ring->capacity + ring->pos;
 }
 
-static inline uint64_t
-ft_ring_count(const ft_ring *ring)
+/* Reads a ring's retained records back, oldest first. */
+typedef struct {
+    const ft_ring *ring;
+    uint64_t next;    /* words read, from the oldest retained */
+    uint64_t words;   /* words retained */
+    uint64_t ts;      /* time of the previous record (mod 2**64) */
+} ft_ring_reader;
+
+/* O(words): sums the retained deltas back from ring->last. */
+void ft_ring_reader_init(ft_ring_reader *reader, const ft_ring *ring);
+/* The next record into *rec: 1, or 0 past the newest. */
+int ft_ring_read(ft_ring_reader *reader, ft_record *rec);
+
+/* Whether records were overwritten by newer ones. */
+static inline int
+ft_ring_overflowed(const ft_ring *ring)
 {
-    return ring->written < ring->capacity ? ring->written : ring->capacity;
+    return ft_ring_written(ring) > ring->capacity;
 }
 
-/* The i-th retained record, oldest first (0 <= i < ft_ring_count()). */
-static inline const ft_record *
-ft_ring_at(const ft_ring *ring, uint64_t i)
-{
-    uint64_t first = ring->written > ring->capacity ? ring->pos : 0;
-    uint64_t idx = first + i;
-    if (idx >= ring->capacity) {
-        idx -= ring->capacity;
-    }
-    return &ring->buf[idx];
-}
+/* Records overwritten by newer ones (O(words) when the ring overflowed and
+ * holds escapes, else O(1)). */
+uint64_t ft_ring_overwritten(const ft_ring *ring);
 
 #endif /* FT_RING_H */

@@ -125,7 +125,7 @@ int ft_capture_stack(ft_tracer *tracer, PyFrameObject *top,
 void ft_thread_free(ft_thread *thread);
 /* ft_ring_alloc() with the GIL released meanwhile (faulting a ring in takes
  * milliseconds).  Other threads run: callers check their state again. */
-int ft_ring_alloc_released(ft_ring *ring, uint64_t capacity);
+int ft_ring_alloc_released(ft_ring *ring, uint64_t capacity, int64_t origin);
 /* {ident: name} of the threads threading knows (new reference; NULL when
  * even that failed).  Runs Python code; never raises: names are best
  * effort. */
@@ -147,19 +147,31 @@ static inline void
 ft_record_id(ft_tracer *tracer, ft_thread *th, ft_hookobject *hook,
              int64_t ts, uint32_t id, uint32_t kind)
 {
-    if (FT_UNLIKELY(id == FT_NO_ID)) {
-        th->lost++;
-        return;
+    int wrapped;
+    /* One test on the common path: FT_NO_ID, FT_ID_IGNORED and ids too
+     * wide for a one-word record are all past it. */
+    if (FT_LIKELY(id < FT_WORD_ID_LIMIT)) {
+        if (FT_UNLIKELY(th->ring.buf == NULL)
+            && ft_thread_first_ring(tracer, th, hook, &ts) < 0) {
+            return;
+        }
+        wrapped = ft_ring_push_narrow(&th->ring, ts, id, kind);
     }
-    if (id & FT_ID_IGNORED) {
-        return;
+    else {
+        if (id == FT_NO_ID) {
+            th->lost++;
+            return;
+        }
+        if (id & FT_ID_IGNORED) {
+            return;
+        }
+        if (th->ring.buf == NULL
+            && ft_thread_first_ring(tracer, th, hook, &ts) < 0) {
+            return;
+        }
+        wrapped = ft_ring_push_escape(&th->ring, ts, id, kind);
     }
-    if (FT_UNLIKELY(th->ring.buf == NULL)
-        && ft_thread_first_ring(tracer, th, hook, &ts) < 0) {
-        return;
-    }
-    ft_ring_push(&th->ring, ts, id, kind);
-    if (FT_UNLIKELY(th->ring.pos == 0)) {
+    if (FT_UNLIKELY(wrapped)) {
         ft_clock_maybe_anchor(&tracer->clock, ts);
     }
 }

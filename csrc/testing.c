@@ -67,7 +67,8 @@ ft_testing_replay(PyObject *Py_UNUSED(module), PyObject *args,
                   PyObject *kwargs)
 {
     static char *kwlist[] = {"records", "base_ts", "stop_ns", "capacity",
-                             "base_stack", "stop_stack", NULL};
+                             "base_stack", "stop_stack", "with_dropped",
+                             NULL};
     PyObject *records, *capacity_obj = Py_None;
     PyObject *base_obj = NULL, *stop_obj = Py_None;
     long long base_ts = LLONG_MIN, stop_ns = LLONG_MIN;
@@ -76,11 +77,12 @@ ft_testing_replay(PyObject *Py_UNUSED(module), PyObject *args,
     uint32_t *base = NULL, *stop = NULL;
     size_t nbase, nstop;
     PyObject *result = NULL;
+    int with_dropped = 0;
 
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!|$LLOOO:_replay", kwlist,
-                                     &PyList_Type, &records, &base_ts,
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!|$LLOOOp:_replay",
+                                     kwlist, &PyList_Type, &records, &base_ts,
                                      &stop_ns, &capacity_obj, &base_obj,
-                                     &stop_obj)) {
+                                     &stop_obj, &with_dropped)) {
         return NULL;
     }
     if (base_ts == LLONG_MIN || stop_ns == LLONG_MIN) {
@@ -93,7 +95,8 @@ ft_testing_replay(PyObject *Py_UNUSED(module), PyObject *args,
         return NULL;
     }
     Py_ssize_t n = PyTuple_GET_SIZE(records);
-    long long capacity = n ? n : 1;
+    /* By default room for every record, even all in two words. */
+    long long capacity = n ? 2 * (long long)n : 1;
     if (capacity_obj != Py_None) {
         capacity = PyLong_AsLongLong(capacity_obj);
         if (capacity == -1 && PyErr_Occurred()) {
@@ -115,11 +118,13 @@ ft_testing_replay(PyObject *Py_UNUSED(module), PyObject *args,
             goto done;
         }
     }
-    if (ft_ring_alloc(&ring, (uint64_t)capacity) < 0) {
+    /* capacity is in ring words: a record that needs two (an id past
+     * 2**21, a delta past 2**40) takes two. */
+    if (ft_ring_alloc(&ring, (uint64_t)capacity, base_ts) < 0) {
         PyErr_NoMemory();
         goto done;
     }
-    long long prev_ts = 0;
+    long long prev_ts = base_ts;
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *rec = PyTuple_GET_ITEM(records, i);
         long long ts;
@@ -143,6 +148,17 @@ ft_testing_replay(PyObject *Py_UNUSED(module), PyObject *args,
         if (i && ts < prev_ts) {
             PyErr_SetString(PyExc_ValueError,
                             "records must be in time order, as a ring's are");
+            goto done;
+        }
+        /* A ring stores deltas of up to 2**59 ticks (years of a real
+         * clock), the first from base_ts. */
+        unsigned long long gap = ts >= prev_ts
+            ? (unsigned long long)ts - (unsigned long long)prev_ts
+            : (unsigned long long)prev_ts - (unsigned long long)ts;
+        if (gap >= (1ULL << 59)) {
+            PyErr_SetString(PyExc_ValueError,
+                            "records must be less than 2**59 ns apart, and "
+                            "the first from base_ts");
             goto done;
         }
         prev_ts = ts;
@@ -179,6 +195,10 @@ ft_testing_replay(PyObject *Py_UNUSED(module), PyObject *args,
             goto done;
         }
         PyList_SET_ITEM(result, (Py_ssize_t)i, item);
+    }
+    if (with_dropped) {
+        Py_SETREF(result, Py_BuildValue("(OK)", result, (unsigned long long)
+                                        ft_ring_overwritten(&ring)));
     }
 
 done:

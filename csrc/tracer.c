@@ -398,6 +398,7 @@ register_existing(ft_tracer *self, PyThreadState *ts, PyObject *names,
             th->native_id = PyThread_get_thread_native_id();
         }
         th->ring = *caller_ring;
+        th->ring.last = self->clock.anchors[0].ticks;  /* start() */
         memset(caller_ring, 0, sizeof(*caller_ring));
     }
     return hook;
@@ -444,7 +445,8 @@ tracer_start(ft_tracer *self, PyObject *Py_UNUSED(ignored))
      * threads' names, threading's hook, and faulting the caller's ring in
      * (which takes a while, and is no part of the trace). */
     ft_ring caller_ring;
-    if (ft_ring_alloc(&caller_ring, self->buffer_size) < 0) {
+    /* Its origin is set once the clock has started. */
+    if (ft_ring_alloc(&caller_ring, self->buffer_size, 0) < 0) {
         PyErr_Format(PyExc_MemoryError, "cannot allocate a ring of %llu "
                      "events (buffer_size)",
                      (unsigned long long)self->buffer_size);

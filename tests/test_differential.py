@@ -33,7 +33,7 @@ from reference_tracer import ReferenceTracer, walk
 FILENAME = "<frametrace-differential>"
 EXAMPLES = int(os.environ.get("FRAMETRACE_HYPOTHESIS_EXAMPLES", "150"))
 MAX_COST = 150  # rough bound on the calls of one function's execution
-# Rings of the default 16 MiB take milliseconds to fault in, per thread; the
+# Rings of the default 8 MiB take milliseconds to fault in, per thread; the
 # programs record far fewer events (no drops is checked).
 BUFFER = 1 << 16
 

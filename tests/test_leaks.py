@@ -33,7 +33,7 @@ THOUSAND_TRACERS = STATUS + """
         calls.branch(3)
 
     def cycle(i):
-        big = i % 100 == 0  # a full 16 MiB ring now and then
+        big = i % 100 == 0  # a full 8 MiB ring now and then
         t = frametrace.Tracer(buffer_size=frametrace.DEFAULT_BUFFER_SIZE if big else 1024)
         t.start()
         calls.program()
@@ -97,7 +97,7 @@ def test_1000_tracers_give_back_memory_and_references():
     assert a["refs"] == b["refs"]  # no slack for references
     assert a["tracers"] == b["tracers"] == 0
     # Slack for caches and free lists settling (measured: +1..15 kB, +16..270
-    # blocks); a leak of one small ring (16 KiB) or of 64 bytes per tracer
+    # blocks); a leak of one small ring (8 KiB) or of 64 bytes per tracer
     # would exceed it.
     assert a["traced"] - b["traced"] < 64 << 10, (b, a)
     assert a["blocks"] - b["blocks"] < 1000, (b, a)

@@ -20,7 +20,8 @@ def run(program, **kwargs):
     return run_json(textwrap.dedent(PROC_STATUS) + textwrap.dedent(program), **kwargs)
 
 
-RING = 1 << 23  # records: 128 MiB, 112 MiB of it past the part faulted in at once
+WORD = 8  # bytes of a ring record
+RING = 1 << 24  # records: 128 MiB, 112 MiB of it past the part faulted in at once
 
 
 def test_the_traced_thread_takes_no_page_fault_in_a_large_ring():
@@ -43,11 +44,11 @@ def test_the_traced_thread_takes_no_page_fault_in_a_large_ring():
         # The background thread is far faster than any writer, but a busy
         # machine may not run it at once: wait until the ring is resident.
         deadline = time.monotonic() + 60
-        while status("VmRSS") - rss_before < {RING} * 16 * 0.95:
+        while status("VmRSS") - rss_before < {RING * WORD} * 0.95:
             assert time.monotonic() < deadline, "the ring was never faulted in"
             time.sleep(0.01)
         faults_before = resource.getrusage(resource.RUSAGE_THREAD).ru_minflt
-        loop(3_000_000)  # 6M events: 96 MiB of records
+        loop(6_000_000)  # 12M events: 96 MiB of records
         faults = resource.getrusage(resource.RUSAGE_THREAD).ru_minflt - faults_before
         t.stop()
         print(json.dumps(dict(faults=faults, dropped=t.dropped)))
@@ -69,7 +70,7 @@ def test_a_ring_freed_while_it_is_faulted_in_is_given_back(end):
 
         rss_before = status("VmRSS")
         for i in range(20):
-            # 4 GiB rings: freed long before the background thread is done.
+            # 2 GiB rings: freed long before the background thread is done.
             t = frametrace.Tracer(buffer_size=frametrace.MAX_BUFFER_SIZE)
             t.start()
             leaf()
@@ -83,7 +84,7 @@ def test_a_ring_freed_while_it_is_faulted_in_is_given_back(end):
             gc.collect()
         print(json.dumps(dict(grown=status("VmRSS") - rss_before)))
     """)
-    # Each ring is 4 GiB: any one of them left behind would show.
+    # Each ring is 2 GiB: any one of them left behind would show.
     assert result["grown"] < 64 << 20, result
 
 

@@ -1046,7 +1046,7 @@ BIG_RUN = STATUS + """
 @needs_plain_allocator
 def test_long_trace_through_a_1m_ring_stays_within_the_ring(n):
     out = run_json(BIG_RUN.format(n=n))
-    ring = out["capacity"] * 16
+    ring = out["capacity"] * 8  # bytes of a record
     assert out["produced"] == 40 * n + 2
     # Exactly what did not fit is counted as dropped, all on this thread.
     assert out["dropped"] == out["produced"] - out["capacity"]

@@ -86,4 +86,5 @@ def _replay(
     capacity: int | None = None,
     base_stack: list[int] = ...,
     stop_stack: list[int] | None = None,
-) -> list[tuple[int, str, int, int, int, int, bool, bool]]: ...
+    with_dropped: bool = False,
+) -> Any: ...  # the events, or (events, dropped) with with_dropped
