@@ -134,10 +134,16 @@ static inline const void *
 c_function_key(PyObject **callable, PyObject *arg0)
 {
     PyObject *func = *callable;
-    if (PyCFunction_Check(func)) {
+    PyTypeObject *type = Py_TYPE(func);
+    /* CALL fires for every call: exact types first, so that a Python
+     * function or a class costs no PyType_IsSubtype() call. */
+    if (type == &PyCFunction_Type || type == &PyCMethod_Type) {
         return ((PyCFunctionObject *)func)->m_ml;
     }
-    if (Py_IS_TYPE(func, &PyMethodDescr_Type)) {
+    if (type == &PyFunction_Type || PyType_Check(func)) {
+        return NULL;
+    }
+    if (type == &PyMethodDescr_Type) {
         /* With no self, or one of another type, it cannot be bound, and the
          * profile layer reports nothing. */
         if (!PyObject_TypeCheck(arg0, PyDescr_TYPE(func))) {
@@ -146,12 +152,18 @@ c_function_key(PyObject **callable, PyObject *arg0)
         return ((PyMethodDescrObject *)func)->d_method;
     }
 #if PY_VERSION_HEX >= 0x030D0000
-    if (Py_IS_TYPE(func, &PyMethod_Type)
-        && PyCFunction_Check(PyMethod_GET_FUNCTION(func))) {
-        *callable = PyMethod_GET_FUNCTION(func);
-        return ((PyCFunctionObject *)*callable)->m_ml;
+    if (type == &PyMethod_Type) {
+        PyObject *inner = PyMethod_GET_FUNCTION(func);
+        if (Py_IS_TYPE(inner, &PyFunction_Type) || !PyCFunction_Check(inner)) {
+            return NULL;
+        }
+        *callable = inner;
+        return ((PyCFunctionObject *)inner)->m_ml;
     }
 #endif
+    if (PyCFunction_Check(func)) {  /* a subclass */
+        return ((PyCFunctionObject *)func)->m_ml;
+    }
     return NULL;
 }
 
