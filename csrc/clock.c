@@ -86,8 +86,34 @@ ft_clock_free(ft_clock *clock)
     memset(clock, 0, sizeof(*clock));
 }
 
+#ifdef __SIZEOF_INT128__
+/* lo_ns + floor(dt * dns / span) for 0 < dt <= span, dns < 2**62: the
+ * segment's slope is whole + rem / span, and rem / span is held as a 64-bit
+ * binary fraction, off by less than one unit of its last place; one
+ * comparison corrects the at most 1 that this can put the quotient low. */
+static int64_t
+segment_to_ns(ft_clock_cursor *c, const ft_anchor *lo, const ft_anchor *hi,
+              uint64_t dt)
+{
+    if (!c->ready) {
+        c->span = (uint64_t)(hi->ticks - lo->ticks);
+        uint64_t dns = (uint64_t)(hi->ns - lo->ns);
+        c->whole = dns / c->span;
+        c->rem = dns % c->span;
+        c->frac = (uint64_t)(((unsigned __int128)c->rem << 64) / c->span);
+        c->ready = 1;
+    }
+    unsigned __int128 exact_num = (unsigned __int128)dt * c->rem;
+    uint64_t q = (uint64_t)(((unsigned __int128)dt * c->frac) >> 64);
+    if ((unsigned __int128)(q + 1) * c->span <= exact_num) {
+        q++;
+    }
+    return lo->ns + (int64_t)(dt * c->whole + q);
+}
+#endif
+
 int64_t
-ft_clock_to_ns(const ft_clock *clock, int64_t ticks, size_t *cursor)
+ft_clock_to_ns(const ft_clock *clock, int64_t ticks, ft_clock_cursor *cursor)
 {
     if (clock == NULL || !clock->use_cycles || clock->nanchors == 0) {
         return ticks;
@@ -98,14 +124,17 @@ ft_clock_to_ns(const ft_clock *clock, int64_t ticks, size_t *cursor)
         /* Before the first anchor (cannot happen for a record). */
         return a[0].ns;
     }
-    size_t i = *cursor < n - 1 ? *cursor : n - 2;
+    size_t i = cursor->segment < n - 1 ? cursor->segment : n - 2;
     if (a[i].ticks > ticks) {
         i = 0;
     }
     while (i + 2 < n && a[i + 1].ticks < ticks) {
         i++;
     }
-    *cursor = i;
+    if (i != cursor->segment) {
+        cursor->segment = i;
+        cursor->ready = 0;
+    }
     /* Beyond the last anchor this extrapolates along the last segment:
      * only records after stop get there, and they are discarded. */
     const ft_anchor *lo = &a[i], *hi = &a[i + 1];
@@ -116,6 +145,9 @@ ft_clock_to_ns(const ft_clock *clock, int64_t ticks, size_t *cursor)
     __int128 dns = (__int128)hi->ns - lo->ns;
     __int128 big = (__int128)1 << 62;
     __int128 v;
+    if (dt <= span && span > 0 && span < big && dns >= 0 && dns < big) {
+        return segment_to_ns(cursor, lo, hi, (uint64_t)dt);
+    }
     if (dt < big && dns < big) {
         v = lo->ns + dt * dns / span;
     }

@@ -85,9 +85,20 @@ ft_clock_maybe_anchor(ft_clock *clock, int64_t ticks)
     }
 }
 
-/* ticks -> ns.  *cursor is a segment hint (start at 0); conversions of
- * increasing ticks with the same cursor cost O(1) each.  clock may be NULL
- * (ticks are ns). */
-int64_t ft_clock_to_ns(const ft_clock *clock, int64_t ticks, size_t *cursor);
+/* Where the last conversion was: its segment, and that segment's slope
+ * split for exact conversion without a division per timestamp. */
+typedef struct {
+    size_t segment;
+    int ready;            /* the fields below describe segment */
+    uint64_t span;        /* ticks across the segment */
+    uint64_t whole;       /* ns per tick, integer part */
+    uint64_t rem;         /* its remainder, < span */
+    uint64_t frac;        /* floor(rem * 2**64 / span) */
+} ft_clock_cursor;
+
+/* ticks -> ns.  cursor starts zeroed; conversions of increasing ticks with
+ * the same cursor cost O(1) each.  clock may be NULL (ticks are ns). */
+int64_t ft_clock_to_ns(const ft_clock *clock, int64_t ticks,
+                       ft_clock_cursor *cursor);
 
 #endif /* FT_CLOCK_H */

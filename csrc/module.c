@@ -316,15 +316,8 @@ module_exec(PyObject *module)
         return -1;
     }
 #endif
-    state->event_type = PyStructSequence_NewType(&ft_event_desc);
+    state->event_type = ft_event_type_new(module);
     if (state->event_type == NULL) {
-        return -1;
-    }
-    /* events.c allocates Events as tuples of their fields. */
-    if (state->event_type->tp_itemsize != sizeof(PyObject *)
-        || !PyType_IsSubtype(state->event_type, &PyTuple_Type)) {
-        PyErr_SetString(PyExc_RuntimeError, "frametrace.Event is not laid "
-                        "out as a tuple in this Python");
         return -1;
     }
     if (PyModule_AddObjectRef(module, "Event",

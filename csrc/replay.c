@@ -287,7 +287,7 @@ ft_replay_thread(const ft_replay_input *in, ft_eventvec *out)
 
     ft_ring_reader reader;
     ft_ring_reader_init(&reader, ring);
-    size_t cursor = 0;
+    ft_clock_cursor cursor = {0};
     int64_t base_ns = ft_clock_to_ns(in->clock, in->base_ticks, &cursor);
     ctx.window_start = base_ns;
     if (overflowed) {
@@ -309,7 +309,7 @@ ft_replay_thread(const ft_replay_input *in, ft_eventvec *out)
     }
     ctx.prev_ts = ctx.window_start;
 
-    cursor = 0;
+    cursor = (ft_clock_cursor){0};
     ft_record converted;
     while (ft_ring_read(&reader, &converted)) {
         const ft_record *rec = &converted;

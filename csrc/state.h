@@ -16,7 +16,7 @@ struct ft_tracer;
 typedef struct {
     PyTypeObject *tracer_type;   /* strong */
     PyTypeObject *hook_type;     /* strong */
-    PyTypeObject *event_type;    /* strong: struct sequence */
+    PyTypeObject *event_type;    /* strong */
     PyTypeObject *range_type;    /* strong */
     PyTypeObject *callback_type; /* strong: sys.monitoring callbacks (3.12+),
                                     else NULL */
@@ -201,7 +201,6 @@ void ft_tracer_before_fork(ft_tracer *tracer);
 void ft_tracer_after_fork_child(ft_tracer *tracer);
 extern PyType_Spec ft_tracer_spec;
 extern PyType_Spec ft_hook_spec;
-extern PyStructSequence_Desc ft_event_desc;
 
 /* testing.c: _replay(records, ...), for the replay's own tests. */
 PyObject *ft_testing_replay(PyObject *module, PyObject *args,
@@ -211,6 +210,17 @@ PyObject *ft_testing_ticks_to_ns(PyObject *module, PyObject *args);
 /* _testing_profile_off() and _testing_profile_on(saved): an extension that
  * swaps the profile function mid-call. */
 int ft_testing_add_profile_toggles(PyObject *module);
+
+/* event_type.c: frametrace.Event. */
+PyTypeObject *ft_event_type_new(PyObject *module);
+/* A function's shared (name, filename, lineno, kind) tuple, for
+ * ft_event_from_record(). */
+PyObject *ft_event_info(ft_state *state, PyObject *name, PyObject *filename,
+                        int lineno, int is_c);
+/* An Event of a replayed record; info from ft_event_info(), thread the
+ * (thread_id, native_thread_id) tuple.  Both must hold only str and int. */
+PyObject *ft_event_from_record(PyTypeObject *type, PyObject *info,
+                               PyObject *thread, const ft_event *ev);
 
 /* events.c: replays a stopped tracer's records into a list of events. */
 PyObject *ft_build_events(ft_tracer *tracer);

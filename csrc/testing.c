@@ -268,7 +268,7 @@ ft_testing_ticks_to_ns(PyObject *Py_UNUSED(module), PyObject *args)
         }
     }
     result = PyList_New(nticks);
-    size_t cursor = 0;
+    ft_clock_cursor cursor = {0};
     for (Py_ssize_t i = 0; result && i < nticks; i++) {
         PyObject *ns = PyLong_FromLongLong(ft_clock_to_ns(&clock, values[i], &cursor));
         if (ns == NULL) {
