@@ -87,28 +87,21 @@ ft_clock_free(ft_clock *clock)
 }
 
 #ifdef __SIZEOF_INT128__
-/* lo_ns + floor(dt * dns / span) for 0 < dt <= span, dns < 2**62: the
- * segment's slope is whole + rem / span, and rem / span is held as a 64-bit
- * binary fraction, off by less than one unit of its last place; one
- * comparison corrects the at most 1 that this can put the quotient low. */
-static int64_t
-segment_to_ns(ft_clock_cursor *c, const ft_anchor *lo, const ft_anchor *hi,
-              uint64_t dt)
+/* Makes cursor describe the segment lo..hi, for ft_clock_convert(): span
+ * and dns below 2**62, so that dt * whole and the sum fit. */
+static void
+cursor_set_segment(ft_clock_cursor *c, const ft_anchor *lo,
+                   const ft_anchor *hi)
 {
-    if (!c->ready) {
-        c->span = (uint64_t)(hi->ticks - lo->ticks);
-        uint64_t dns = (uint64_t)(hi->ns - lo->ns);
-        c->whole = dns / c->span;
-        c->rem = dns % c->span;
-        c->frac = (uint64_t)(((unsigned __int128)c->rem << 64) / c->span);
-        c->ready = 1;
-    }
-    unsigned __int128 exact_num = (unsigned __int128)dt * c->rem;
-    uint64_t q = (uint64_t)(((unsigned __int128)dt * c->frac) >> 64);
-    if ((unsigned __int128)(q + 1) * c->span <= exact_num) {
-        q++;
-    }
-    return lo->ns + (int64_t)(dt * c->whole + q);
+    c->lo_ticks = lo->ticks;
+    c->hi_ticks = hi->ticks;
+    c->lo_ns = lo->ns;
+    c->span = (uint64_t)(hi->ticks - lo->ticks);
+    uint64_t dns = (uint64_t)(hi->ns - lo->ns);
+    c->whole = dns / c->span;
+    c->rem = dns % c->span;
+    c->frac = (uint64_t)(((unsigned __int128)c->rem << 64) / c->span);
+    c->ready = 1;
 }
 #endif
 
@@ -131,10 +124,8 @@ ft_clock_to_ns(const ft_clock *clock, int64_t ticks, ft_clock_cursor *cursor)
     while (i + 2 < n && a[i + 1].ticks < ticks) {
         i++;
     }
-    if (i != cursor->segment) {
-        cursor->segment = i;
-        cursor->ready = 0;
-    }
+    cursor->segment = i;
+    cursor->ready = 0;
     /* Beyond the last anchor this extrapolates along the last segment:
      * only records after stop get there, and they are discarded. */
     const ft_anchor *lo = &a[i], *hi = &a[i + 1];
@@ -145,8 +136,10 @@ ft_clock_to_ns(const ft_clock *clock, int64_t ticks, ft_clock_cursor *cursor)
     __int128 dns = (__int128)hi->ns - lo->ns;
     __int128 big = (__int128)1 << 62;
     __int128 v;
-    if (dt <= span && span > 0 && span < big && dns >= 0 && dns < big) {
-        return segment_to_ns(cursor, lo, hi, (uint64_t)dt);
+    if (dt >= 0 && dt <= span && span > 0 && span < big && dns >= 0
+        && dns < big) {
+        cursor_set_segment(cursor, lo, hi);
+        return ft_clock_convert(clock, ticks, cursor);
     }
     if (dt < big && dns < big) {
         v = lo->ns + dt * dns / span;

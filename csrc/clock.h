@@ -90,15 +90,39 @@ ft_clock_maybe_anchor(ft_clock *clock, int64_t ticks)
 typedef struct {
     size_t segment;
     int ready;            /* the fields below describe segment */
-    uint64_t span;        /* ticks across the segment */
+    int64_t lo_ticks;     /* the segment's anchors */
+    int64_t hi_ticks;
+    int64_t lo_ns;
     uint64_t whole;       /* ns per tick, integer part */
     uint64_t rem;         /* its remainder, < span */
     uint64_t frac;        /* floor(rem * 2**64 / span) */
+    uint64_t span;        /* hi_ticks - lo_ticks */
 } ft_clock_cursor;
 
 /* ticks -> ns.  cursor starts zeroed; conversions of increasing ticks with
  * the same cursor cost O(1) each.  clock may be NULL (ticks are ns). */
 int64_t ft_clock_to_ns(const ft_clock *clock, int64_t ticks,
                        ft_clock_cursor *cursor);
+
+/* The same, inline for ticks in the cursor's segment: lo_ns + floor(dt *
+ * slope), the slope's fraction held as a 64-bit binary fraction that is off
+ * by less than one unit of its last place, so the quotient is at most 1 low
+ * and one comparison corrects it. */
+static inline int64_t
+ft_clock_convert(const ft_clock *clock, int64_t ticks, ft_clock_cursor *c)
+{
+#ifdef __SIZEOF_INT128__
+    if (c->ready && ticks >= c->lo_ticks && ticks <= c->hi_ticks) {
+        uint64_t dt = (uint64_t)(ticks - c->lo_ticks);
+        uint64_t q = (uint64_t)(((unsigned __int128)dt * c->frac) >> 64);
+        if ((unsigned __int128)(q + 1) * c->span
+            <= (unsigned __int128)dt * c->rem) {
+            q++;
+        }
+        return c->lo_ns + (int64_t)(dt * c->whole + q);
+    }
+#endif
+    return ft_clock_to_ns(clock, ticks, c);
+}
 
 #endif /* FT_CLOCK_H */

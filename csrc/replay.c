@@ -288,7 +288,7 @@ ft_replay_thread(const ft_replay_input *in, ft_eventvec *out)
     ft_ring_reader reader;
     ft_ring_reader_init(&reader, ring);
     ft_clock_cursor cursor = {0};
-    int64_t base_ns = ft_clock_to_ns(in->clock, in->base_ticks, &cursor);
+    int64_t base_ns = ft_clock_convert(in->clock, in->base_ticks, &cursor);
     ctx.window_start = base_ns;
     if (overflowed) {
         /* The base stack is stale: the records that left it are gone. */
@@ -296,7 +296,7 @@ ft_replay_thread(const ft_replay_input *in, ft_eventvec *out)
         ft_record oldest;
         int64_t first = in->stop_ns;
         if (ft_ring_read(&peek, &oldest)) {
-            first = ft_clock_to_ns(in->clock, oldest.ts, &cursor);
+            first = ft_clock_convert(in->clock, oldest.ts, &cursor);
         }
         ctx.window_start = first < in->stop_ns ? first : in->stop_ns;
     }
@@ -313,7 +313,7 @@ ft_replay_thread(const ft_replay_input *in, ft_eventvec *out)
     ft_record converted;
     while (ft_ring_read(&reader, &converted)) {
         const ft_record *rec = &converted;
-        converted.ts = ft_clock_to_ns(in->clock, converted.ts, &cursor);
+        converted.ts = ft_clock_convert(in->clock, converted.ts, &cursor);
         if (rec->ts > in->stop_ns) {
             break;  /* raced the stop: not part of the trace */
         }

@@ -270,7 +270,7 @@ ft_testing_ticks_to_ns(PyObject *Py_UNUSED(module), PyObject *args)
     result = PyList_New(nticks);
     ft_clock_cursor cursor = {0};
     for (Py_ssize_t i = 0; result && i < nticks; i++) {
-        PyObject *ns = PyLong_FromLongLong(ft_clock_to_ns(&clock, values[i], &cursor));
+        PyObject *ns = PyLong_FromLongLong(ft_clock_convert(&clock, values[i], &cursor));
         if (ns == NULL) {
             Py_CLEAR(result);
             break;
