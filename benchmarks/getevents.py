@@ -24,10 +24,11 @@ import frametrace
 n, backend = int(sys.argv[2]), sys.argv[3]
 def fib(k):
     return k if k < 2 else fib(k - 1) + fib(k - 2)
-a, b = 1, 1
+calls_before, calls = 1, 1  # fib(k) makes fib_calls(k-1) + fib_calls(k-2) + 1 calls
 for _ in range(n - 1):
-    a, b = b, a + b + 1
-tracer = frametrace.Tracer(buffer_size=min(frametrace.MAX_BUFFER_SIZE, 1 << (2 * b).bit_length()),
+    calls_before, calls = calls, calls + calls_before + 1
+# Two profile events per call; a power of two that keeps them all.
+tracer = frametrace.Tracer(buffer_size=min(frametrace.MAX_BUFFER_SIZE, 1 << (2 * calls).bit_length()),
                            backend=backend)
 with tracer:
     fib(n)

@@ -21,7 +21,6 @@ enum {
     FT_EVENT_NFIELDS
 };
 
-
 typedef struct {
     PyObject_HEAD
     PyObject *info;     /* strong; see above */
@@ -118,12 +117,6 @@ event_as_tuple(ft_eventobject *self)
     return tuple;
 }
 
-static int
-is_event(PyObject *obj, PyTypeObject *event_type)
-{
-    return Py_TYPE(obj) == event_type;
-}
-
 static PyObject *
 event_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
@@ -214,12 +207,10 @@ static PyGetSetDef event_getset[] = {
     FIELD(F_PARENT, "parent",
           "index of the parent event in the list, or -1"),
     FIELD(F_OPEN_START, "open_at_start",
-          "its entry was not recorded (running at start, or "
-                        "its record was overwritten): starts at the earliest "
-                        "time the records allow"),
+          "its entry was not recorded (running at start, or its record "
+          "was overwritten): starts at the earliest time the records allow"),
     FIELD(F_OPEN_STOP, "open_at_stop",
-          "still running at stop(): ends at the tracer's "
-                       "stop_ns"),
+          "still running at stop(): ends at the tracer's stop_ns"),
     {NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -230,6 +221,16 @@ event_length(PyObject *Py_UNUSED(self))
 }
 
 static PyObject *
+event_item(ft_eventobject *self, Py_ssize_t i)
+{
+    if (i < 0 || i >= FT_EVENT_NFIELDS) {
+        PyErr_SetString(PyExc_IndexError, "Event index out of range");
+        return NULL;
+    }
+    return event_field(self, i);
+}
+
+static PyObject *
 event_subscript(ft_eventobject *self, PyObject *key)
 {
     if (PyIndex_Check(key)) {
@@ -237,14 +238,7 @@ event_subscript(ft_eventobject *self, PyObject *key)
         if (i == -1 && PyErr_Occurred()) {
             return NULL;
         }
-        if (i < 0) {
-            i += FT_EVENT_NFIELDS;
-        }
-        if (i < 0 || i >= FT_EVENT_NFIELDS) {
-            PyErr_SetString(PyExc_IndexError, "Event index out of range");
-            return NULL;
-        }
-        return event_field(self, i);
+        return event_item(self, i < 0 ? i + FT_EVENT_NFIELDS : i);
     }
     if (PySlice_Check(key)) {
         PyObject *tuple = event_as_tuple(self);
@@ -258,16 +252,6 @@ event_subscript(ft_eventobject *self, PyObject *key)
     PyErr_Format(PyExc_TypeError, "Event indices must be integers or "
                  "slices, not %.100s", Py_TYPE(key)->tp_name);
     return NULL;
-}
-
-static PyObject *
-event_item(ft_eventobject *self, Py_ssize_t i)
-{
-    if (i < 0 || i >= FT_EVENT_NFIELDS) {
-        PyErr_SetString(PyExc_IndexError, "Event index out of range");
-        return NULL;
-    }
-    return event_field(self, i);
 }
 
 static int
@@ -297,8 +281,7 @@ event_iter(ft_eventobject *self)
 static PyObject *
 event_richcompare(ft_eventobject *self, PyObject *other, int op)
 {
-    PyTypeObject *type = Py_TYPE(self);
-    int other_is_event = is_event(other, type);
+    int other_is_event = Py_TYPE(other) == Py_TYPE(self);
     if (!other_is_event && !PyTuple_Check(other)) {
         Py_RETURN_NOTIMPLEMENTED;
     }
@@ -481,7 +464,6 @@ static PyMethodDef event_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-
 static PyType_Slot event_slots[] = {
     {Py_tp_doc,
      "Event(sequence)\n--\n\n"
@@ -543,23 +525,21 @@ ft_event_type_new(PyObject *module)
     if (rc < 0) {
         goto error;
     }
-    static const char *const counts[] = {
-        "n_fields", "n_sequence_fields", NULL,
+    static const struct {
+        const char *name;
+        long value;
+    } counts[] = {
+        {"n_fields", FT_EVENT_NFIELDS},
+        {"n_sequence_fields", FT_EVENT_NFIELDS},
+        {"n_unnamed_fields", 0},
     };
-    for (int i = 0; counts[i] != NULL; i++) {
-        PyObject *n = PyLong_FromLong(FT_EVENT_NFIELDS);
-        rc = n ? PyDict_SetItemString(type->tp_dict, counts[i], n) : -1;
+    for (size_t i = 0; i < sizeof(counts) / sizeof(counts[0]); i++) {
+        PyObject *n = PyLong_FromLong(counts[i].value);
+        rc = n ? PyDict_SetItemString(type->tp_dict, counts[i].name, n) : -1;
         Py_XDECREF(n);
         if (rc < 0) {
             goto error;
         }
-    }
-    PyObject *zero = PyLong_FromLong(0);
-    rc = zero ? PyDict_SetItemString(type->tp_dict, "n_unnamed_fields", zero)
-              : -1;
-    Py_XDECREF(zero);
-    if (rc < 0) {
-        goto error;
     }
     PyType_Modified(type);
     return type;

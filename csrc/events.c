@@ -73,6 +73,8 @@ ft_build_events(ft_tracer *tracer)
     ft_eventvec vec = {0};
     size_t *thread_end = NULL;
     PyObject **infos = NULL;
+    /* One per function and kind (see event_info()). */
+    size_t ninfos = 2 * ((size_t)tracer->funcs.nfuncs + 1);
     PyObject *list = NULL;
     Py_ssize_t nthreads = tracer->nthreads;
 
@@ -84,7 +86,7 @@ ft_build_events(ft_tracer *tracer)
     if (ft_replay_all(tracer, &vec, &thread_end) < 0) {
         goto nomem;
     }
-    infos = calloc(2 * ((size_t)tracer->funcs.nfuncs + 1), sizeof(PyObject *));
+    infos = calloc(ninfos, sizeof(PyObject *));
     if (infos == NULL) {
         goto nomem;
     }
@@ -125,7 +127,7 @@ error:
     Py_CLEAR(list);
 done:
     if (infos != NULL) {
-        for (size_t i = 0; i < 2 * ((size_t)tracer->funcs.nfuncs + 1); i++) {
+        for (size_t i = 0; i < ninfos; i++) {
             Py_XDECREF(infos[i]);
         }
         free(infos);
