@@ -4,7 +4,8 @@ import os
 
 from setuptools import Extension, setup
 
-extra_compile_args = ["-std=c11", "-Wall", "-Wextra"]
+# Hidden symbols: calls between the C files are direct, not through the PLT.
+extra_compile_args = ["-std=c11", "-Wall", "-Wextra", "-fvisibility=hidden"]
 if os.environ.get("FRAMETRACE_WERROR"):
     extra_compile_args.append("-Werror")
 extra_compile_args += os.environ.get("FRAMETRACE_CFLAGS", "").split()

@@ -85,9 +85,11 @@ typedef struct { PyObject *type, *value, *tb; } ft_saved_exc;
 #if defined(__GNUC__) || defined(__clang__)
 #  define FT_LIKELY(x) __builtin_expect(!!(x), 1)
 #  define FT_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#  define FT_NOINLINE __attribute__((noinline))
 #else
 #  define FT_LIKELY(x) (x)
 #  define FT_UNLIKELY(x) (x)
+#  define FT_NOINLINE
 #endif
 
 #endif /* FT_COMPAT_H */

@@ -163,39 +163,73 @@ intern_c_function(ft_tracer *tracer, PyObject *arg, const void *key)
 
 /* ---- the hot path ---------------------------------------------------- */
 
-static inline void
+void
+ft_record_id_slow(ft_tracer *tracer, ft_thread *th, ft_hookobject *hook,
+                  int64_t ts, uint32_t id, uint32_t kind)
+{
+    int wrapped;
+    if (id < FT_WORD_ID_LIMIT) {
+        if (th->ring.buf == NULL
+            && ft_thread_first_ring(tracer, th, hook, &ts) < 0) {
+            return;
+        }
+        wrapped = ft_ring_push_narrow(&th->ring, ts, id, kind);
+    }
+    else {
+        if (id == FT_NO_ID) {
+            th->lost++;
+            return;
+        }
+        if (id & FT_ID_IGNORED) {
+            return;
+        }
+        if (th->ring.buf == NULL
+            && ft_thread_first_ring(tracer, th, hook, &ts) < 0) {
+            return;
+        }
+        wrapped = ft_ring_push_escape(&th->ring, ts, id, kind);
+    }
+    if (wrapped) {
+        ft_clock_maybe_anchor(&tracer->clock, ts);
+    }
+}
+
+/* The record kind of each profile event (PyTrace_*); -1: not recorded. */
+static const int8_t record_kind[] = {
+    [PyTrace_CALL] = FT_REC_CALL,
+    [PyTrace_EXCEPTION] = -1,
+    [PyTrace_LINE] = -1,
+    [PyTrace_RETURN] = FT_REC_RETURN,
+    [PyTrace_C_CALL] = FT_REC_C_CALL,
+    [PyTrace_C_EXCEPTION] = FT_REC_C_EXCEPTION,
+    [PyTrace_C_RETURN] = FT_REC_C_RETURN,
+    [PyTrace_OPCODE] = -1,
+};
+
+/* Any event, a function seen for the first time included.  Out of line:
+ * inlined, its calls would give the hook's common case a stack frame. */
+static FT_NOINLINE int
 record(ft_hookobject *hook, ft_thread *th, int64_t ts, PyFrameObject *frame,
        int what, PyObject *arg)
 {
     ft_tracer *tracer = hook->tracer;
     const void *key;
-    uint32_t kind;
     uint32_t id;
 
-    switch (what) {
-    case PyTrace_CALL:
-        kind = FT_REC_CALL;
-        goto python_frame;
-    case PyTrace_RETURN:
-        kind = FT_REC_RETURN;
-    python_frame:
+    if (what < 0 || (size_t)what >= Py_ARRAY_LENGTH(record_kind)
+        || record_kind[what] < 0) {
+        return 0;
+    }
+    if (what == PyTrace_CALL || what == PyTrace_RETURN) {
         key = ft_frame_code(frame);
         id = ft_functable_find(&tracer->funcs, key);
         if (FT_UNLIKELY(id == FT_NO_ID)) {
             id = ft_functable_intern_code(&tracer->funcs, (PyCodeObject *)key);
         }
-        break;
-    case PyTrace_C_CALL:
-        kind = FT_REC_C_CALL;
-        goto c_function;
-    case PyTrace_C_RETURN:
-        kind = FT_REC_C_RETURN;
-        goto c_function;
-    case PyTrace_C_EXCEPTION:
-        kind = FT_REC_C_EXCEPTION;
-    c_function:
+    }
+    else {
         if (!tracer->c_calls) {
-            return;
+            return 0;
         }
         key = c_function_key(arg);
         id = ft_functable_find(&tracer->funcs, key);
@@ -211,14 +245,12 @@ record(ft_hookobject *hook, ft_thread *th, int64_t ts, PyFrameObject *frame,
             int stopped = hook->thread == NULL;
             Py_DECREF(hook);
             if (stopped) {
-                return;
+                return 0;
             }
         }
-        break;
-    default:
-        return;
     }
-    ft_record_id(tracer, th, hook, ts, id, kind);
+    ft_record_id(tracer, th, hook, ts, id, (uint32_t)record_kind[what]);
+    return 0;
 }
 
 int
@@ -268,6 +300,18 @@ ft_c_function_id(ft_tracer *tracer, PyObject *func, const void *key)
     return id != FT_NO_ID ? id : intern_c_function(tracer, func, key);
 }
 
+/* ft_hook() for what its common case leaves: reads the clock itself. */
+static FT_NOINLINE int
+hook_general(ft_hookobject *hook, ft_thread *th, PyFrameObject *frame,
+             int what, PyObject *arg)
+{
+    ft_tracer *tracer = hook->tracer;
+    if (what >= PyTrace_C_CALL && !tracer->c_calls) {
+        return 0;  /* before reading the clock */
+    }
+    return record(hook, th, ft_clock_ticks(&tracer->clock), frame, what, arg);
+}
+
 int
 ft_hook(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg)
 {
@@ -276,12 +320,32 @@ ft_hook(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg)
     if (FT_UNLIKELY(th == NULL)) {
         return 0;  /* the tracer stopped */
     }
+    /* The common case inline, with no call that would need a stack frame
+     * (3.10; 3.11+ must call PyFrame_GetCode()): the cycle counter, a
+     * Python function or an exact builtin function seen before, a one-word
+     * record, a ring with room.  Anything else goes out of line. */
     ft_tracer *tracer = hook->tracer;
-    if (what >= PyTrace_C_CALL && !tracer->c_calls) {
-        return 0;  /* before reading the clock */
+    const void *key;
+    if (what == PyTrace_CALL || what == PyTrace_RETURN) {
+        key = ft_frame_code(frame);
     }
-    record(hook, th, ft_clock_ticks(&tracer->clock), frame, what, arg);
-    return 0;
+    else if (what >= PyTrace_C_CALL && what <= PyTrace_C_RETURN
+             && Py_IS_TYPE(arg, &PyCFunction_Type) && tracer->c_calls) {
+        key = ((PyCFunctionObject *)arg)->m_ml;
+    }
+    else {
+        return hook_general(hook, th, frame, what, arg);
+    }
+    if (FT_UNLIKELY(!tracer->clock.use_cycles)) {
+        return hook_general(hook, th, frame, what, arg);
+    }
+    int64_t ts = ft_cycles();
+    uint32_t id = ft_functable_find(&tracer->funcs, key);
+    if (FT_LIKELY(ft_ring_try_push(&th->ring, ts, id,
+                                   (uint32_t)record_kind[what]))) {
+        return 0;
+    }
+    return record(hook, th, ts, frame, what, arg);
 }
 
 void
@@ -289,7 +353,7 @@ ft_hook_record(ft_hookobject *hook, int64_t ticks, PyFrameObject *frame,
                int what, PyObject *arg)
 {
     if (hook->thread != NULL) {
-        record(hook, hook->thread, ticks, frame, what, arg);
+        (void)record(hook, hook->thread, ticks, frame, what, arg);
     }
 }
 

@@ -106,6 +106,36 @@ current_thread(ft_tracer *tracer, int starting)
     return thread_of_caller(tracer, starting);
 }
 
+/* The thread of the caller if this thread's cache is for tracer (the
+ * common case), else NULL. */
+static inline ft_thread *
+cached_thread(const ft_tracer *tracer)
+{
+    return FT_LIKELY(tls_generation == tracer->generation) ? tls_thread : NULL;
+}
+
+/* record_code() for what its common case leaves. */
+static FT_NOINLINE void
+record_code_general(ft_tracer *tracer, PyObject *code, uint32_t kind,
+                    int64_t ts)
+{
+    ft_thread *th = current_thread(tracer, kind == FT_REC_CALL);
+    if (th == NULL || !PyCode_Check(code)) {
+        return;
+    }
+    uint32_t id = ft_functable_find(&tracer->funcs, code);
+    if (id == FT_NO_ID) {
+        id = ft_functable_intern_code(&tracer->funcs, (PyCodeObject *)code);
+    }
+    ft_record_id(tracer, th, NULL, ts, id, kind);
+}
+
+static FT_NOINLINE void
+record_code_now(ft_tracer *tracer, PyObject *code, uint32_t kind)
+{
+    record_code_general(tracer, code, kind, ft_clock_ticks(&tracer->clock));
+}
+
 static inline void
 record_code(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
             uint32_t kind)
@@ -114,16 +144,23 @@ record_code(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
     if (FT_UNLIKELY(tracer == NULL || nargs < 1)) {
         return;
     }
-    int64_t ts = ft_clock_ticks(&tracer->clock);
-    ft_thread *th = current_thread(tracer, kind == FT_REC_CALL);
-    if (FT_UNLIKELY(th == NULL || !PyCode_Check(args[0]))) {
+    /* The common case inline, with no call that would need a stack frame:
+     * the cycle counter, the thread seen before, a code object seen
+     * before, a one-word record, a ring with room. */
+    PyObject *code = args[0];
+    if (FT_UNLIKELY(!tracer->clock.use_cycles)) {
+        record_code_now(tracer, code, kind);
         return;
     }
-    uint32_t id = ft_functable_find(&tracer->funcs, args[0]);
-    if (FT_UNLIKELY(id == FT_NO_ID)) {
-        id = ft_functable_intern_code(&tracer->funcs, (PyCodeObject *)args[0]);
+    int64_t ts = ft_cycles();
+    ft_thread *th = cached_thread(tracer);
+    if (FT_LIKELY(th != NULL && Py_IS_TYPE(code, &PyCode_Type)
+                  && ft_ring_try_push(&th->ring, ts,
+                                      ft_functable_find(&tracer->funcs, code),
+                                      kind))) {
+        return;
     }
-    ft_record_id(tracer, th, NULL, ts, id, kind);
+    record_code_general(tracer, code, kind, ts);
 }
 
 /* What CPython's own profile layer (on sys.monitoring) reports as a C call:
@@ -167,26 +204,20 @@ c_function_key(PyObject **callable, PyObject *arg0)
     return NULL;
 }
 
-static inline void
-record_c(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
-         uint32_t kind)
+/* record_c() for what its common case leaves: the thread's first event,
+ * a C function seen for the first time, and the rest of ft_record_id(). */
+static FT_NOINLINE void
+record_c_general(ft_tracer *tracer, PyObject *const *args, uint32_t kind,
+                 int64_t ts)
 {
-    ft_tracer *tracer = active_tracer(self);
-    if (FT_UNLIKELY(tracer == NULL || nargs < 4)) {
-        return;
-    }
     PyObject *callable = args[2];
     const void *key = c_function_key(&callable, args[3]);
-    if (key == NULL) {
-        return;  /* a Python function, a class, ...: not a C call */
-    }
-    int64_t ts = ft_clock_ticks(&tracer->clock);
     ft_thread *th = current_thread(tracer, 0);
-    if (FT_UNLIKELY(th == NULL)) {
+    if (th == NULL) {
         return;
     }
     uint32_t id = ft_functable_find(&tracer->funcs, key);
-    if (FT_UNLIKELY(id == FT_NO_ID)) {
+    if (id == FT_NO_ID) {
         PyObject *func = callable;
         PyObject *bound = NULL;
         if (!PyCFunction_Check(func)) {
@@ -211,6 +242,52 @@ record_c(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
         }
     }
     ft_record_id(tracer, th, NULL, ts, id, kind);
+}
+
+static inline void
+record_c(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+         uint32_t kind)
+{
+    ft_tracer *tracer = active_tracer(self);
+    if (FT_UNLIKELY(tracer == NULL || nargs < 4)) {
+        return;
+    }
+    /* CALL fires for every call, of Python functions too: those leave
+     * first, then the common case runs inline as in record_code(). */
+    PyObject *callable = args[2];
+    PyTypeObject *type = Py_TYPE(callable);
+    const void *key;
+    if (type == &PyFunction_Type) {
+        return;
+    }
+    if (type == &PyCFunction_Type) {
+        key = ((PyCFunctionObject *)callable)->m_ml;
+    }
+    else if (type == &PyMethodDescr_Type
+             && Py_IS_TYPE(args[3], PyDescr_TYPE(callable))) {
+        key = ((PyMethodDescrObject *)callable)->d_method;
+    }
+    else {
+        /* Anything else: decided, and recorded, out of line. */
+        if (c_function_key(&callable, args[3]) != NULL) {
+            record_c_general(tracer, args, kind,
+                             ft_clock_ticks(&tracer->clock));
+        }
+        return;
+    }
+    if (FT_UNLIKELY(!tracer->clock.use_cycles)) {
+        record_c_general(tracer, args, kind, ft_clock_ticks(&tracer->clock));
+        return;
+    }
+    int64_t ts = ft_cycles();
+    ft_thread *th = cached_thread(tracer);
+    if (FT_LIKELY(th != NULL
+                  && ft_ring_try_push(&th->ring, ts,
+                                      ft_functable_find(&tracer->funcs, key),
+                                      kind))) {
+        return;
+    }
+    record_c_general(tracer, args, kind, ts);
 }
 
 /* The callbacks: objects of their own type, called through their

@@ -94,6 +94,27 @@ ft_ring_push_narrow(ft_ring *ring, int64_t ts, uint32_t func, uint32_t kind)
     return 0;
 }
 
+/* The common case, inline and branch-light: an id and a delta that fit one
+ * word, and a ring already allocated (capacity 0 before) with room before
+ * its last word.  Returns 1 when stored; 0 with nothing written, and the
+ * caller takes the general path (ft_ring_push() and what goes with it). */
+static inline int
+ft_ring_try_push(ft_ring *ring, int64_t ts, uint32_t func, uint32_t kind)
+{
+    uint64_t delta = (uint64_t)ts - (uint64_t)ring->last;
+    uint64_t pos = ring->pos;
+    if (FT_RING_UNLIKELY((func >= FT_WORD_ID_LIMIT)
+                         | ((delta >> FT_WORD_DELTA_BITS) != 0)
+                         | (pos + 1 >= ring->capacity))) {
+        return 0;
+    }
+    uint64_t *buf = ring->buf;
+    ring->last = ts;
+    buf[pos] = delta << FT_WORD_DELTA_SHIFT | (uint64_t)func << 3 | kind;
+    ring->pos = pos + 1;
+    return 1;
+}
+
 /* Any record; returns 1 when the ring wrapped. */
 static inline int
 ft_ring_push(ft_ring *ring, int64_t ts, uint32_t func, uint32_t kind)

@@ -142,37 +142,19 @@ int ft_thread_first_ring(ft_tracer *tracer, ft_thread *th, ft_hookobject *hook,
  * cannot be named. */
 uint32_t ft_c_function_id(ft_tracer *tracer, PyObject *func, const void *key);
 
-/* The end of the hot path, shared by both backends. */
+/* Everything ft_record_id() does not do inline: a thread's first record
+ * (its ring), lost and ignored ids, two-word records, the wrap (hook.c). */
+void ft_record_id_slow(ft_tracer *tracer, ft_thread *th, ft_hookobject *hook,
+                       int64_t ts, uint32_t id, uint32_t kind);
+
+/* The end of the hot path, shared by both backends: one inline store in the
+ * common case, a call out of line otherwise. */
 static inline void
 ft_record_id(ft_tracer *tracer, ft_thread *th, ft_hookobject *hook,
              int64_t ts, uint32_t id, uint32_t kind)
 {
-    int wrapped;
-    /* One test on the common path: FT_NO_ID, FT_ID_IGNORED and ids too
-     * wide for a one-word record are all past it. */
-    if (FT_LIKELY(id < FT_WORD_ID_LIMIT)) {
-        if (FT_UNLIKELY(th->ring.buf == NULL)
-            && ft_thread_first_ring(tracer, th, hook, &ts) < 0) {
-            return;
-        }
-        wrapped = ft_ring_push_narrow(&th->ring, ts, id, kind);
-    }
-    else {
-        if (id == FT_NO_ID) {
-            th->lost++;
-            return;
-        }
-        if (id & FT_ID_IGNORED) {
-            return;
-        }
-        if (th->ring.buf == NULL
-            && ft_thread_first_ring(tracer, th, hook, &ts) < 0) {
-            return;
-        }
-        wrapped = ft_ring_push_escape(&th->ring, ts, id, kind);
-    }
-    if (FT_UNLIKELY(wrapped)) {
-        ft_clock_maybe_anchor(&tracer->clock, ts);
+    if (FT_UNLIKELY(!ft_ring_try_push(&th->ring, ts, id, kind))) {
+        ft_record_id_slow(tracer, th, hook, ts, id, kind);
     }
 }
 
