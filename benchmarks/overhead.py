@@ -1,15 +1,31 @@
-"""Overhead of frametrace against no tracing, a do-nothing C profile function
-(the floor for any PyEval_SetProfile tracer) and cProfile.
+"""Added cost per profile event of frametrace, against the references that
+bound it from below, in one process: many short rounds, each running every
+configuration once, back to back.
 
-Run from the repository root, with frametrace installed in the interpreter:
+    python benchmarks/overhead.py [--rounds 40] [--workloads fib,builtins]
 
-    python benchmarks/overhead.py            # full run, about 1-2 minutes
-    python benchmarks/overhead.py --quick    # smaller workloads, 3 reps
-    python benchmarks/overhead.py --reps 9
+The references (csrc/floors.c, private functions of frametrace._tracer):
 
-It prints Markdown tables.  It is a report, not a test: nothing is asserted,
-and odd results (dropped events, event counts that disagree) are printed as
-notes.  Do not run it next to another benchmark: the timings share the CPUs.
+- floor: a C profile function that does nothing (PyEval_SetProfile), what
+  any tracer on that hook pays;
+- floor+clock: the same, reading the tracer's tick counter and storing one
+  8-byte word per event into a ring of the default size (1M words), the
+  least a ring-buffer tracer does per event;
+- mon-floor, mon-floor+clock (3.12+): the same two as sys.monitoring
+  callbacks on the events of frametrace's monitoring backend.
+
+and cProfile, and frametrace with each backend this Python has (default
+ring: 1M events a thread, wrapping).
+
+Why rounds: this shared VM's speed drifts by tens of percent within
+seconds, which swamps a 10% difference between runs minutes apart.  A round
+runs each configuration once on a workload of 10-60 ms, in an order rotated
+from round to round; a configuration's added cost is taken against the
+same round's untraced run and its ratio against the same round's floor.
+Medians over the rounds, with the interquartile range of the ratios.
+Hooks are installed and the rings allocated before the timed call and
+removed after it: what is timed is the cost per event.  A report, never a
+test: nothing is asserted.  Do not run it beside another benchmark.
 """
 from __future__ import annotations
 
@@ -18,296 +34,210 @@ import cProfile
 import gc
 import os
 import platform
-import resource
 import statistics
 import sys
 import time
 
 import frametrace
 from frametrace import _tracer
-from workloads import builtins_loop, count_callbacks, fib, markdown_table as table, methods, pipeline
+from workloads import BY_NAME, count_callbacks, markdown_table as table
 
-perf_ns = time.perf_counter_ns
-
-# ---- workloads (benchmarks/workloads.py) -------------------------------------
-# Each takes roughly 0.2-0.5 s untraced on CPython 3.10-3.13 at full size.
-
-# (name, function, full size, --quick size)
-WORKLOADS = [
-    ("fib", fib, 31, 28),
-    ("methods", methods, 400_000, 100_000),
-    ("builtins", builtins_loop, 500_000, 125_000),
-    ("generators", pipeline, 2_000_000, 500_000),
-]
-
-# fib(28) makes 1,028,457 calls: the ~1M events of the getEvents() timing.
-GET_EVENTS_FIB = 28
-
-# ---- counting profile events -------------------------------------------------
+clock_ns = time.perf_counter_ns
+HAVE_MONITORING = hasattr(_tracer, "_set_noop_monitoring")
+# Each round's call: 10-60 ms untraced, 0.2-0.8M profile events.
+SIZES = {"fib": 24, "methods": 30_000, "builtins": 50_000, "generators": 150_000,
+         "mixed": 1_600}
+DEFAULT_WORKLOADS = tuple(SIZES)
 
 
-def frametrace_callbacks(fn, arg):
-    """The callbacks frametrace saw for fn(arg), from its events: 2 per
-    event, less the entries/exits that happened outside the trace."""
-    tracer = frametrace.Tracer(buffer_size=1 << 24, c_calls=True)
-    tracer.start()
+# ---- configurations: each runs fn(arg) once and returns the ns it took ------
+
+
+def run_untraced(fn, arg):
+    t0 = clock_ns()
     fn(arg)
-    tracer.stop()
-    events = tracer.getEvents()
-    dropped = tracer.dropped
-    tracer.clear()
-    return sum(2 - e.open_at_start - e.open_at_stop for e in events), dropped
+    return clock_ns() - t0
 
 
-# ---- configurations ----------------------------------------------------------
-# Each returns (wall ns, minor page faults, events dropped).  Setup and
-# teardown (creating a profiler, freeing its records) stay outside the timing;
-# installing and removing the hook is inside, as a user would pay it.
+def run_profile_floor(clock):
+    def run(fn, arg):
+        _tracer._set_noop_profile(True, clock=clock)
+        t0 = clock_ns()
+        fn(arg)
+        t1 = clock_ns()
+        _tracer._set_noop_profile(False)
+        return t1 - t0
+    return run
 
 
-def minflt():
-    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+def run_monitoring_floor(clock):
+    def run(fn, arg):
+        _tracer._set_noop_monitoring(True, clock=clock)
+        t0 = clock_ns()
+        fn(arg)
+        t1 = clock_ns()
+        _tracer._set_noop_monitoring(False)
+        return t1 - t0
+    return run
 
 
-def run_untraced(fn, arg, _):
-    f0 = minflt()
-    t0 = perf_ns()
-    fn(arg)
-    t1 = perf_ns()
-    return t1 - t0, minflt() - f0, 0
-
-
-def run_noop(fn, arg, _):
-    f0 = minflt()
-    t0 = perf_ns()
-    _tracer._set_noop_profile(True)
-    fn(arg)
-    _tracer._set_noop_profile(False)
-    t1 = perf_ns()
-    return t1 - t0, minflt() - f0, 0
-
-
-def run_cprofile(fn, arg, _):
+def run_cprofile(fn, arg):
     prof = cProfile.Profile()
-    f0 = minflt()
-    t0 = perf_ns()
     prof.enable()
+    t0 = clock_ns()
     fn(arg)
+    t1 = clock_ns()
     prof.disable()
-    t1 = perf_ns()
-    faults = minflt() - f0
-    del prof
-    return t1 - t0, faults, 0
+    return t1 - t0
 
 
-def run_frametrace(fn, arg, buffer_size):
-    tracer = frametrace.Tracer(buffer_size=buffer_size, c_calls=True)
-    f0 = minflt()
-    t0 = perf_ns()
-    tracer.start()
-    fn(arg)
-    tracer.stop()
-    t1 = perf_ns()
-    faults = minflt() - f0
-    dropped = tracer.dropped
-    tracer.clear()
-    return t1 - t0, faults, dropped
+def run_frametrace(backend):
+    def run(fn, arg):
+        tracer = frametrace.Tracer(backend=backend)
+        tracer.start()
+        len(())  # this thread's first event: its ring is allocated here
+        t0 = clock_ns()
+        fn(arg)
+        t1 = clock_ns()
+        tracer.stop()
+        tracer.clear()
+        return t1 - t0
+    return run
 
 
-CONFIGS = [
-    ("untraced", run_untraced),
-    ("noop C profile (floor)", run_noop),
-    ("cProfile", run_cprofile),
-    ("frametrace", run_frametrace),
-]
+def configurations():
+    """(name, run, its clock reference or None), untraced and floor first."""
+    configs = [
+        ("untraced", run_untraced, None),
+        ("floor", run_profile_floor(False), None),
+        ("floor+clock", run_profile_floor(True), None),
+    ]
+    if HAVE_MONITORING:
+        configs += [
+            ("mon-floor", run_monitoring_floor(False), None),
+            ("mon-floor+clock", run_monitoring_floor(True), None),
+        ]
+    configs.append(("cProfile", run_cprofile, None))
+    configs.append(("frametrace setprofile", run_frametrace("setprofile"),
+                    "floor+clock"))
+    if HAVE_MONITORING:
+        configs.append(("frametrace monitoring", run_frametrace("monitoring"),
+                        "mon-floor+clock"))
+    return configs
 
 
-def buffer_size_for(n_callbacks):
-    # One record per callback; a power of two with headroom, at least 1<<24.
-    size = 1 << 24
-    while size < n_callbacks * 5 // 4:
-        size <<= 1
-    return min(size, frametrace.MAX_BUFFER_SIZE)
+# ---- measuring ---------------------------------------------------------------
 
 
-def measure_workload(fn, arg, reps, buffer_size):
-    """{config: [(ns, faults, dropped), ...]}, configurations interleaved
-    and their order rotated each repetition, so that drift (thermal, other
-    processes) spreads over all of them."""
-    results = {name: [] for name, _ in CONFIGS}
-    for name, run in CONFIGS:  # warm-up: caches, specialization, allocator
-        run(fn, arg, buffer_size)
-    for rep in range(reps):
-        k = rep % len(CONFIGS)
-        for name, run in CONFIGS[k:] + CONFIGS[:k]:
-            # A collection owed by the previous run's garbage must not land
-            # in this one's timing.
-            gc.collect()
-            results[name].append(run(fn, arg, buffer_size))
-    return results
+def measure(fn, arg, rounds, configs):
+    """{config: [ns of each round]}."""
+    times = {name: [] for name, _, _ in configs}
+    for _, run, _ in configs:  # warm-up: specialization, caches, allocator
+        run(fn, arg)
+    for r in range(rounds):
+        k = r % len(configs)
+        for name, run, _ in configs[k:] + configs[:k]:
+            gc.collect()  # the previous run's garbage is not this one's cost
+            times[name].append(run(fn, arg))
+    return times
 
 
-def measure_get_events(reps):
-    """[(seconds, events, gc_enabled)] for getEvents() on ~1M events."""
-    out = []
-    for rep in range(reps):
-        for gc_on in (True, False):
-            tracer = frametrace.Tracer(buffer_size=1 << 22, c_calls=True)
-            tracer.start()
-            fib(GET_EVENTS_FIB)
-            tracer.stop()
-            gc.collect()
-            if not gc_on:
-                gc.disable()
-            t0 = perf_ns()
-            events = tracer.getEvents()
-            t1 = perf_ns()
-            gc.enable()
-            out.append(((t1 - t0) / 1e9, len(events), gc_on, tracer.dropped))
-            del events
-            tracer.clear()
+def quartiles(values):
+    if len(values) < 2:
+        return values[0], values[0]
+    q = statistics.quantiles(values, n=4)
+    return q[0], q[2]
+
+
+def summarize(times, events, configs):
+    """Per config: median added ns/event, the median and IQR of its per-round
+    ratio to the floor, and for frametrace the median per-round ns above its
+    clock reference."""
+    base = times["untraced"]
+    added = {name: [(t - b) / events for t, b in zip(times[name], base)]
+             for name in times}
+    out = {}
+    for name, _, reference in configs:
+        if name == "untraced":
+            continue
+        ratios = [a / f for a, f in zip(added[name], added["floor"]) if f > 0]
+        row = {
+            "added": statistics.median(added[name]),
+            "ratio": statistics.median(ratios) if ratios else float("nan"),
+            "iqr": quartiles(ratios) if ratios else (float("nan"),) * 2,
+        }
+        if reference:
+            row["above_ref"] = statistics.median(
+                a - r for a, r in zip(added[name], added[reference]))
+            row["reference"] = reference
+        out[name] = row
     return out
 
 
 # ---- report ------------------------------------------------------------------
 
 
-def fmt_ratio(num, den):
-    # An overhead at or below zero is noise: a ratio to it means nothing.
-    if den <= 0:
-        return "n/a"
-    return f"{num / den:.2f}x"
-
-
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--reps", type=int, default=None,
-                        help="timed repetitions per configuration "
-                             "(default 5, or 3 with --quick)")
-    parser.add_argument("--quick", action="store_true",
-                        help="workloads about 4x smaller, fewer repetitions")
+    parser.add_argument("--rounds", type=int, default=30,
+                        help="rounds per workload (default 30)")
+    parser.add_argument("--workloads", default=",".join(DEFAULT_WORKLOADS),
+                        help="comma-separated, of: " + ", ".join(DEFAULT_WORKLOADS))
     args = parser.parse_args(argv)
-    reps = args.reps or (3 if args.quick else 5)
-    if reps < 1:
-        parser.error("--reps must be at least 1")
+    if args.rounds < 1:
+        parser.error("--rounds must be at least 1")
+    names = [w for w in args.workloads.split(",") if w]
+    bad = [w for w in names if w not in DEFAULT_WORKLOADS]
+    if bad or not names:
+        parser.error(f"unknown workload(s) {bad}; choose from {', '.join(DEFAULT_WORKLOADS)}")
 
     began = time.perf_counter()
-    notes = []
-    timing_rows, compare_rows = [], []
-
-    for wname, fn, full, quick in WORKLOADS:
-        arg = quick if args.quick else full
-        n_events = count_callbacks(fn, arg)
-
-        # Cross-check the count against frametrace's own events, on a small
-        # run so that building the events stays cheap.
-        small = max(1, arg // 8) if wname != "fib" else arg - 5
-        expected = count_callbacks(fn, small)
-        seen, dropped = frametrace_callbacks(fn, small)
-        if seen != expected or dropped:
-            notes.append(f"{wname}: at size {small}, sys.setprofile counted "
-                         f"{expected} profile events, frametrace {seen} "
-                         f"(dropped {dropped})")
-
-        buffer_size = buffer_size_for(n_events)
-        results = measure_workload(fn, arg, reps, buffer_size)
-
-        medians = {}
-        for cname, _ in CONFIGS:
-            runs = results[cname]
-            medians[cname] = statistics.median(ns for ns, _, _ in runs)
-            dropped = sum(d for _, _, d in runs)
-            if dropped:
-                notes.append(f"{wname}/{cname}: {dropped} events dropped over "
-                             f"{reps} runs (buffer_size={buffer_size})")
-        base = medians["untraced"]
-        over = {c: medians[c] - base for c in medians}
-        # The machine's noise only ever adds time: the ratios of the fastest
-        # runs are a check on those of the medians.
-        mins = {c: min(ns for ns, _, _ in results[c]) for c in results}
-        over_min = {c: mins[c] - mins["untraced"] for c in mins}
-
-        for cname, _ in CONFIGS:
-            runs = results[cname]
-            secs = [ns / 1e9 for ns, _, _ in runs]
-            faults = statistics.median(f for _, f, _ in runs)
-            per_event = "" if cname == "untraced" else f"{over[cname] / n_events:.1f}"
-            timing_rows.append([
-                wname, f"{n_events:,}", cname,
-                f"{medians[cname] / 1e9:.3f}",
-                f"{min(secs):.3f} - {max(secs):.3f}",
-                f"{medians[cname] / base:.2f}",
-                per_event, f"{faults:,.0f}",
+    configs = configurations()
+    rows, summary_rows = [], []
+    for wname in names:
+        work = BY_NAME[wname]
+        arg = SIZES[wname]
+        events = count_callbacks(work.fn, arg)
+        stats = summarize(measure(work.fn, arg, args.rounds, configs), events, configs)
+        for cname, row in stats.items():
+            lo, hi = row["iqr"]
+            rows.append([wname, cname, f"{events:,}", f"{row['added']:.1f}",
+                         f"{row['ratio']:.2f}x", f"{lo:.2f}-{hi:.2f}",
+                         f"{row['above_ref']:+.1f} ({row['reference']})" if "above_ref" in row else ""])
+        for backend in ("setprofile", "monitoring"):
+            ft = stats.get(f"frametrace {backend}")
+            if ft is None:
+                continue
+            ref = stats[ft["reference"]]
+            summary_rows.append([
+                wname, backend, f"{stats['floor']['added']:.1f}",
+                f"{ft['added']:.1f}", f"{ft['ratio']:.2f}x",
+                f"{ref['ratio']:.2f}x ({ft['reference']})",
+                f"{ft['above_ref']:+.1f}", f"{ft['added'] / stats['cProfile']['added']:.2f}x"
+                if stats["cProfile"]["added"] > 0 else "n/a",
             ])
 
-        floor_ns = over["noop C profile (floor)"]
-        cprof_ns = over["cProfile"]
-        ft_ns = over["frametrace"]
-        compare_rows.append([
-            wname, f"{n_events:,}",
-            f"{floor_ns / n_events:.1f}", f"{cprof_ns / n_events:.1f}",
-            f"{ft_ns / n_events:.1f}",
-            fmt_ratio(ft_ns, floor_ns), fmt_ratio(ft_ns, cprof_ns),
-            fmt_ratio(over_min["frametrace"], over_min["noop C profile (floor)"]),
-            fmt_ratio(over_min["frametrace"], over_min["cProfile"]),
-        ])
-        if floor_ns > 0 and ft_ns > 2 * floor_ns:
-            notes.append(f"{wname}: frametrace's overhead is "
-                         f"{ft_ns / floor_ns:.2f}x the floor's")
-        if cprof_ns > 0 and ft_ns > cprof_ns:
-            notes.append(f"{wname}: frametrace's overhead is "
-                         f"{ft_ns / cprof_ns:.2f}x cProfile's")
-
-    ge = measure_get_events(1 if args.quick else 3)
-    ge_rows = []
-    for gc_on in (True, False):
-        runs = [r for r in ge if r[2] == gc_on]
-        secs = [s for s, _, _, _ in runs]
-        n = runs[0][1]
-        med = statistics.median(secs)
-        ge_rows.append([
-            "enabled" if gc_on else "disabled", f"{n:,}", f"{med:.3f}",
-            f"{min(secs):.3f} - {max(secs):.3f}", f"{n / med:,.0f}",
-        ])
-        if any(d for _, _, _, d in runs):
-            notes.append("getEvents(): events were dropped while recording")
-
-    print(f"## frametrace overhead: Python {platform.python_version()} "
-          f"({platform.python_implementation()}, {platform.machine()})")
+    print(f"## Added cost per profile event: CPython {platform.python_version()} "
+          f"({platform.machine()}, {os.cpu_count()} CPUs)")
     print()
-    print(f"frametrace {frametrace.__version__}; {os.cpu_count()} CPUs; "
-          f"{reps} timed reps per configuration, interleaved; median wall "
-          f"time (time.perf_counter_ns), hook install/removal included."
-          + (" --quick sizes." if args.quick else ""))
-    print("'events' are profile callbacks (call, return, c_call, c_return, "
-          "...), counted with sys.setprofile; overhead ns/event = "
-          "(median - untraced median) / events.")
-    if sys.version_info >= (3, 12):
-        print("On 3.12+ cProfile uses sys.monitoring; the floor and "
-              "frametrace go through PyEval_SetProfile (itself built on "
-              "sys.monitoring).")
+    print(f"`python benchmarks/overhead.py --rounds {args.rounds}"
+          + (f" --workloads {args.workloads}" if args.workloads != ",".join(DEFAULT_WORKLOADS) else "")
+          + f"`: frametrace {frametrace.__version__} ({os.path.dirname(frametrace.__file__)}); "
+          f"{args.rounds} rounds per workload, each configuration once per round, "
+          "order rotated; wall time of one call of the workload (sizes: SIZES). "
+          "'events' are profile callbacks counted with sys.setprofile; added = "
+          "(run - same round's untraced) / events; x floor = median of the "
+          "per-round ratios to the same round's floor, with their interquartile range.")
     print()
-    print(table(["workload", "events", "config", "median s", "min - max s",
-                 "x untraced", "overhead ns/event", "minor faults"],
-                timing_rows))
+    print(table(["workload", "config", "events", "added ns/event", "x floor",
+                 "IQR", "ns above its clock reference"], rows, left=2))
     print()
-    print("### frametrace against the floor and cProfile (overhead ns/event)")
+    print("### frametrace against the floor and its clock reference")
     print()
-    print(table(["workload", "events", "floor", "cProfile", "frametrace",
-                 "frametrace / floor", "frametrace / cProfile",
-                 "/ floor, min runs", "/ cProfile, min runs"],
-                compare_rows))
+    print(table(["workload", "backend", "floor ns/event", "frametrace ns/event",
+                 "x floor", "clock reference x floor", "ns above the reference",
+                 "x cProfile's"], summary_rows, left=2))
     print()
-    print("### getEvents() on ~1M recorded events")
-    print()
-    print(table(["gc", "events", "median s", "min - max s", "events/s"],
-                ge_rows))
-    print()
-    if notes:
-        print("Notes:")
-        for note in notes:
-            print(f"- {note}")
-        print()
     print(f"Total run time: {time.perf_counter() - began:.0f} s")
 
 

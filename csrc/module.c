@@ -157,35 +157,6 @@ static PyMethodDef bootstrap_def = {
     "Installs the active tracer's hook on a new thread (internal).",
 };
 
-/* The floor any PyEval_SetProfile tracer pays: a C profile function that
- * does nothing.  For benchmarks. */
-static int
-noop_profile(PyObject *Py_UNUSED(obj), PyFrameObject *Py_UNUSED(frame),
-             int Py_UNUSED(what), PyObject *Py_UNUSED(arg))
-{
-    return 0;
-}
-
-static PyObject *
-set_noop_profile(PyObject *Py_UNUSED(module), PyObject *enable)
-{
-    int on = PyObject_IsTrue(enable);
-    if (on < 0) {
-        return NULL;
-    }
-    PyThreadState *ts = PyThreadState_Get();
-    if (on && ts->c_profilefunc != NULL && ts->c_profilefunc != noop_profile) {
-        PyErr_SetString(PyExc_RuntimeError,
-                        "a profile function is already installed");
-        return NULL;
-    }
-    PyEval_SetProfile(on ? noop_profile : NULL, NULL);
-    if (PyErr_Occurred()) {
-        return NULL;
-    }
-    Py_RETURN_NONE;
-}
-
 static PyObject *
 monotonic_ns(PyObject *Py_UNUSED(module), PyObject *Py_UNUSED(ignored))
 {
@@ -193,10 +164,23 @@ monotonic_ns(PyObject *Py_UNUSED(module), PyObject *Py_UNUSED(ignored))
 }
 
 static PyMethodDef module_methods[] = {
-    {"_set_noop_profile", set_noop_profile, METH_O,
-     "_set_noop_profile($module, enable, /)\n--\n\n"
+    {"_set_noop_profile", (PyCFunction)(void (*)(void))ft_set_noop_profile,
+     METH_VARARGS | METH_KEYWORDS,
+     "_set_noop_profile($module, enable, /, *, clock=False)\n--\n\n"
      "Install (or remove) a do-nothing C profile function on this thread: "
-     "the overhead floor, for benchmarks."},
+     "the overhead floor, for benchmarks.  With clock, it reads the "
+     "tracer's tick counter and stores a word into a ring per event.  "
+     "Removing leaves any other profile function alone."},
+#if FT_HAVE_MONITORING
+    {"_set_noop_monitoring",
+     (PyCFunction)(void (*)(void))ft_set_noop_monitoring,
+     METH_VARARGS | METH_KEYWORDS,
+     "_set_noop_monitoring($module, enable, /, *, clock=False, c_calls=True)"
+     "\n--\n\n"
+     "Take (or free) sys.monitoring tool id 2 with do-nothing callbacks on "
+     "the events of the monitoring backend: its floor, for benchmarks.  "
+     "clock as for _set_noop_profile()."},
+#endif
     {"_replay", (PyCFunction)(void (*)(void))ft_testing_replay,
      METH_VARARGS | METH_KEYWORDS,
      "_replay($module, records, *, base_ts, stop_ns, capacity=None, "

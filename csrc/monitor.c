@@ -293,12 +293,6 @@ record_c(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
 /* The callbacks: objects of their own type, called through their
  * vectorcall slot straight from sys.monitoring, with none of a builtin
  * function's argument handling in between. */
-typedef struct {
-    PyObject_HEAD
-    vectorcallfunc vectorcall;
-    PyObject *owner;  /* strong: the hook object holding the tracer */
-} ft_callback;
-
 #define CODE_CALLBACK(name, kind)                                          \
     static PyObject *                                                      \
     name(PyObject *callable, PyObject *const *args, size_t nargsf,         \
@@ -368,13 +362,13 @@ PyType_Spec ft_callback_spec = {
 };
 
 static PyObject *
-new_callback(ft_state *state, PyObject *owner, int event)
+new_callback(ft_state *state, PyObject *owner, vectorcallfunc func)
 {
     ft_callback *cb = PyObject_New(ft_callback, state->callback_type);
     if (cb == NULL) {
         return NULL;
     }
-    cb->vectorcall = callback_funcs[event];
+    cb->vectorcall = func;
     cb->owner = Py_NewRef(owner);
     return (PyObject *)cb;
 }
@@ -394,7 +388,7 @@ monitoring_module(void)
 }
 
 PyObject *
-ft_monitor_conflict(void)
+ft_monitor_holder(void)
 {
     PyObject *mon = monitoring_module();
     if (mon == NULL) {
@@ -403,6 +397,13 @@ ft_monitor_conflict(void)
     PyObject *holder = PyObject_CallMethod(mon, "get_tool", "i",
                                            FT_MONITOR_TOOL_ID);
     Py_DECREF(mon);
+    return holder;
+}
+
+PyObject *
+ft_monitor_conflict(void)
+{
+    PyObject *holder = ft_monitor_holder();
     if (holder == NULL) {
         return NULL;
     }
@@ -418,10 +419,13 @@ ft_monitor_conflict(void)
     return msg;
 }
 
-/* Registers (func, or None) as the callback of every event. */
+/* Registers a callback owned by owner for every event (func, or
+ * frametrace's own callback of the event where func is NULL); with no
+ * owner, None.  *mask: the events' bits, the C ones only if with_c. */
 static int
 register_callbacks(ft_state *state, PyObject *mon, PyObject *events,
-                   PyObject *owner, int with_c, long *mask)
+                   PyObject *owner, vectorcallfunc func, int with_c,
+                   long *mask)
 {
     *mask = 0;
     for (int i = 0; i < MON_NEVENTS; i++) {
@@ -434,13 +438,13 @@ register_callbacks(ft_state *state, PyObject *mon, PyObject *events,
             Py_DECREF(flag);
             return -1;
         }
-        PyObject *func = owner == NULL
+        PyObject *cb = owner == NULL
             ? Py_NewRef(Py_None)
-            : new_callback(state, owner, i);
-        PyObject *res = func == NULL ? NULL
+            : new_callback(state, owner, func ? func : callback_funcs[i]);
+        PyObject *res = cb == NULL ? NULL
             : PyObject_CallMethod(mon, "register_callback", "iOO",
-                                  FT_MONITOR_TOOL_ID, flag, func);
-        Py_XDECREF(func);
+                                  FT_MONITOR_TOOL_ID, flag, cb);
+        Py_XDECREF(cb);
         Py_DECREF(flag);
         if (res == NULL) {
             return -1;
@@ -454,7 +458,8 @@ register_callbacks(ft_state *state, PyObject *mon, PyObject *events,
 }
 
 int
-ft_monitor_start(ft_tracer *tracer)
+ft_monitor_take(ft_state *state, const char *name, PyObject *owner,
+                vectorcallfunc func, int c_calls)
 {
     PyObject *mon = monitoring_module();
     if (mon == NULL) {
@@ -463,25 +468,16 @@ ft_monitor_start(ft_tracer *tracer)
     PyObject *events = PyObject_GetAttrString(mon, "events");
     PyObject *res = events == NULL ? NULL
         : PyObject_CallMethod(mon, "use_tool_id", "is", FT_MONITOR_TOOL_ID,
-                              "frametrace");
+                              name);
     if (res == NULL) {
         Py_XDECREF(events);
         Py_DECREF(mon);
         return -1;
     }
     Py_DECREF(res);
-    ft_hookobject *owner = PyObject_New(ft_hookobject,
-                                        tracer->state->hook_type);
     long mask = 0;
-    int rc = -1;
-    if (owner != NULL) {
-        owner->tracer = tracer;  /* borrowed: cleared by ft_monitor_stop */
-        owner->thread = NULL;
-        tracer->monitor = (PyObject *)owner;
-        tracer->generation = ++last_generation;
-        rc = register_callbacks(tracer->state, mon, events, (PyObject *)owner,
-                                tracer->c_calls, &mask);
-    }
+    int rc = register_callbacks(state, mon, events, owner, func, c_calls,
+                                &mask);
     if (rc == 0) {
         res = PyObject_CallMethod(mon, "set_events", "il", FT_MONITOR_TOOL_ID,
                                   mask);
@@ -490,19 +486,15 @@ ft_monitor_start(ft_tracer *tracer)
     }
     Py_DECREF(events);
     Py_DECREF(mon);
+    if (rc < 0) {
+        ft_monitor_release(state);  /* keeps the exception */
+    }
     return rc;
 }
 
 void
-ft_monitor_stop(ft_tracer *tracer)
+ft_monitor_release(ft_state *state)
 {
-    if (tracer->monitor == NULL) {
-        return;
-    }
-    /* Inert first: events arriving while the calls below run record
-     * nothing. */
-    ((ft_hookobject *)tracer->monitor)->tracer = NULL;
-    Py_CLEAR(tracer->monitor);
     ft_saved_exc saved;
     FT_SAVE_EXC(saved);
     PyObject *mon = monitoring_module();
@@ -512,8 +504,9 @@ ft_monitor_stop(ft_tracer *tracer)
                                             FT_MONITOR_TOOL_ID, 0);
         Py_XDECREF(res);
         long mask;
-        if (res != NULL && register_callbacks(tracer->state, mon, events, NULL, 1,
-                                          &mask) == 0) {
+        if (res != NULL
+            && register_callbacks(state, mon, events, NULL, NULL, 1,
+                                  &mask) == 0) {
             res = PyObject_CallMethod(mon, "free_tool_id", "i",
                                       FT_MONITOR_TOOL_ID);
             Py_XDECREF(res);
@@ -530,6 +523,40 @@ ft_monitor_stop(ft_tracer *tracer)
     Py_XDECREF(events);
     Py_XDECREF(mon);
     FT_RESTORE_EXC(saved);
+}
+
+int
+ft_monitor_start(ft_tracer *tracer)
+{
+    ft_hookobject *owner = PyObject_New(ft_hookobject,
+                                        tracer->state->hook_type);
+    if (owner == NULL) {
+        return -1;
+    }
+    owner->tracer = tracer;  /* borrowed: cleared by ft_monitor_stop */
+    owner->thread = NULL;
+    tracer->generation = ++last_generation;
+    if (ft_monitor_take(tracer->state, "frametrace", (PyObject *)owner, NULL,
+                        tracer->c_calls) < 0) {
+        owner->tracer = NULL;
+        Py_DECREF(owner);
+        return -1;
+    }
+    tracer->monitor = (PyObject *)owner;
+    return 0;
+}
+
+void
+ft_monitor_stop(ft_tracer *tracer)
+{
+    if (tracer->monitor == NULL) {
+        return;
+    }
+    /* Inert first: events arriving while the calls below run record
+     * nothing. */
+    ((ft_hookobject *)tracer->monitor)->tracer = NULL;
+    Py_CLEAR(tracer->monitor);
+    ft_monitor_release(tracer->state);
 }
 
 #endif /* FT_HAVE_MONITORING */

@@ -1,0 +1,208 @@
+/* The references the benchmarks measure frametrace against: what the least
+ * a tracer does costs.  The floor is a C profile function that does
+ * nothing: any PyEval_SetProfile tracer pays at least that.  With the clock,
+ * it also reads the tick counter and stores one 8-byte word per event into
+ * a ring, the least a ring-buffer tracer does.  On 3.12+ the same two run as
+ * sys.monitoring callbacks on the events the monitoring backend uses. */
+#include "state.h"
+
+#include <string.h>
+
+/* The ring of the clock variants, with the tracer's clock and ring code. */
+typedef struct {
+    PyObject_HEAD
+    ft_clock clock;   /* only use_cycles: the ticks are never converted */
+    ft_ring ring;
+} floor_ring;
+
+#define FLOOR_RING_WORDS ((uint64_t)1 << 20)  /* the default buffer_size */
+#define FLOOR_TOOL_NAME "frametrace-floor"
+
+static void
+floor_ring_dealloc(floor_ring *self)
+{
+    PyTypeObject *type = Py_TYPE(self);
+    ft_ring_free(&self->ring);
+    PyObject_Free(self);
+    Py_DECREF(type);
+}
+
+static PyType_Slot floor_ring_slots[] = {
+    {Py_tp_doc, "The ring of a benchmark reference hook (internal)."},
+    {Py_tp_dealloc, floor_ring_dealloc},
+    {0, NULL},
+};
+
+static PyType_Spec floor_ring_spec = {
+    .name = "frametrace._tracer._FloorRing",
+    .basicsize = sizeof(floor_ring),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE
+             | Py_TPFLAGS_DISALLOW_INSTANTIATION,
+    .slots = floor_ring_slots,
+};
+
+static PyObject *
+new_floor_ring(PyObject *module)
+{
+    /* Made when a reference is installed, which only benchmarks do: no
+     * module state for it. */
+    PyTypeObject *type = (PyTypeObject *)PyType_FromModuleAndSpec(
+        module, &floor_ring_spec, NULL);
+    if (type == NULL) {
+        return NULL;
+    }
+    floor_ring *self = PyObject_New(floor_ring, type);
+    Py_DECREF(type);  /* the instance holds it */
+    if (self == NULL) {
+        return NULL;
+    }
+    memset(&self->clock, 0, sizeof(self->clock));
+    memset(&self->ring, 0, sizeof(self->ring));
+    self->clock.use_cycles = ft_clock_cycles_usable();
+    if (ft_ring_alloc_released(&self->ring, FLOOR_RING_WORDS,
+                               ft_clock_ticks(&self->clock)) < 0) {
+        Py_DECREF(self);
+        return PyErr_NoMemory();
+    }
+    return (PyObject *)self;
+}
+
+static inline void
+floor_record(floor_ring *self)
+{
+    int64_t ts = ft_clock_ticks(&self->clock);
+    if (!ft_ring_try_push(&self->ring, ts, 0, FT_REC_CALL)) {
+        (void)ft_ring_push(&self->ring, ts, 0, FT_REC_CALL);
+    }
+}
+
+/* ---- PyEval_SetProfile ---------------------------------------------------- */
+
+static int
+noop_profile(PyObject *Py_UNUSED(obj), PyFrameObject *Py_UNUSED(frame),
+             int Py_UNUSED(what), PyObject *Py_UNUSED(arg))
+{
+    return 0;
+}
+
+static int
+clock_profile(PyObject *obj, PyFrameObject *Py_UNUSED(frame),
+              int Py_UNUSED(what), PyObject *Py_UNUSED(arg))
+{
+    floor_record((floor_ring *)obj);
+    return 0;
+}
+
+PyObject *
+ft_set_noop_profile(PyObject *module, PyObject *args, PyObject *kwargs)
+{
+    static char *keywords[] = {"", "clock", NULL};
+    PyObject *enable;
+    int clock = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|$p:_set_noop_profile",
+                                     keywords, &enable, &clock)) {
+        return NULL;
+    }
+    int on = PyObject_IsTrue(enable);
+    if (on < 0) {
+        return NULL;
+    }
+    PyThreadState *ts = PyThreadState_Get();
+    int ours = ts->c_profilefunc == noop_profile
+               || ts->c_profilefunc == clock_profile;
+    if (!on) {
+        /* Removes the reference only, never another tool's function. */
+        if (ours) {
+            PyEval_SetProfile(NULL, NULL);
+        }
+        return PyErr_Occurred() ? NULL : Py_NewRef(Py_None);
+    }
+    if (ts->c_profilefunc != NULL && !ours) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "a profile function is already installed");
+        return NULL;
+    }
+    PyObject *ring = clock ? new_floor_ring(module) : NULL;
+    if (clock && ring == NULL) {
+        return NULL;
+    }
+    PyEval_SetProfile(clock ? clock_profile : noop_profile, ring);
+    Py_XDECREF(ring);  /* the thread state holds it */
+    return PyErr_Occurred() ? NULL : Py_NewRef(Py_None);
+}
+
+/* ---- sys.monitoring ------------------------------------------------------- */
+
+#if FT_HAVE_MONITORING
+static PyObject *
+noop_callback(PyObject *Py_UNUSED(callable), PyObject *const *Py_UNUSED(args),
+              size_t Py_UNUSED(nargsf), PyObject *Py_UNUSED(kwnames))
+{
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+clock_callback(PyObject *callable, PyObject *const *Py_UNUSED(args),
+               size_t Py_UNUSED(nargsf), PyObject *Py_UNUSED(kwnames))
+{
+    floor_record((floor_ring *)((ft_callback *)callable)->owner);
+    Py_RETURN_NONE;
+}
+
+/* Whether the reference holds the tool id; -1 with an exception. */
+static int
+floor_holds_tool(void)
+{
+    PyObject *holder = ft_monitor_holder();
+    if (holder == NULL) {
+        return -1;
+    }
+    int ours = PyUnicode_Check(holder)
+               && PyUnicode_CompareWithASCIIString(holder,
+                                                   FLOOR_TOOL_NAME) == 0;
+    Py_DECREF(holder);
+    return ours;
+}
+
+PyObject *
+ft_set_noop_monitoring(PyObject *module, PyObject *args, PyObject *kwargs)
+{
+    static char *keywords[] = {"", "clock", "c_calls", NULL};
+    PyObject *enable;
+    int clock = 0, c_calls = 1;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs,
+                                     "O|$pp:_set_noop_monitoring", keywords,
+                                     &enable, &clock, &c_calls)) {
+        return NULL;
+    }
+    int on = PyObject_IsTrue(enable);
+    int ours = on < 0 ? -1 : floor_holds_tool();
+    if (ours < 0) {
+        return NULL;
+    }
+    ft_state *state = ft_get_state(module);
+    if (ours) {
+        ft_monitor_release(state);
+    }
+    if (!on) {
+        Py_RETURN_NONE;
+    }
+    PyObject *conflict = ft_monitor_conflict();
+    if (conflict != NULL) {
+        PyErr_SetObject(PyExc_RuntimeError, conflict);
+        Py_DECREF(conflict);
+        return NULL;
+    }
+    if (PyErr_Occurred()) {
+        return NULL;
+    }
+    PyObject *owner = clock ? new_floor_ring(module) : Py_NewRef(Py_None);
+    if (owner == NULL) {
+        return NULL;
+    }
+    int rc = ft_monitor_take(state, FLOOR_TOOL_NAME, owner,
+                             clock ? clock_callback : noop_callback, c_calls);
+    Py_DECREF(owner);  /* the callbacks hold it */
+    return rc < 0 ? NULL : Py_NewRef(Py_None);
+}
+#endif
