@@ -12,21 +12,24 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ns as microseconds with exactly three decimals. */
-static inline void
-out_us(out_t *out, int64_t ns)
+/* ns as microseconds with exactly three decimals, at p; returns the end
+ * (at most FT_US_MAX bytes). */
+#define FT_US_MAX 25
+static inline char *
+put_us(char *p, int64_t ns)
 {
+    uint64_t v = (uint64_t)ns;
     if (ns < 0) {
-        OUT_LIT(out, "-");
-        ns = -ns;
+        *p++ = '-';
+        v = -v;  /* also right for INT64_MIN */
     }
-    out_u64(out, (uint64_t)ns / 1000);
-    char frac[4] = {'.', 0, 0, 0};
-    int r = (int)((uint64_t)ns % 1000);
-    frac[1] = (char)('0' + r / 100);
-    frac[2] = (char)('0' + r / 10 % 10);
-    frac[3] = (char)('0' + r % 10);
-    out_bytes(out, frac, 4);
+    p = put_u64(p, v / 1000);
+    unsigned r = (unsigned)(v % 1000);
+    p[0] = '.';
+    p[1] = (char)('0' + r / 100);
+    p[2] = (char)('0' + r / 10 % 10);
+    p[3] = (char)('0' + r % 10);
+    return p + 4;
 }
 
 /* A JSON string literal of s (UTF-8), quotes included, malloc'd. */
@@ -130,6 +133,10 @@ describe_thread(thread_json *tj, long long pid, uint64_t tid)
         pid, (unsigned long long)tid);
 }
 
+/* The most an event writes besides its thread's head and its function's
+ * tail: the separator, ts, dur, both open flags and the closing braces. */
+#define EVENT_FIXED_MAX (2 + FT_US_MAX + 7 + FT_US_MAX + 21 + 20 + 2)
+
 /* _write_chrome(path, *, pid, origin_ns, prelude, trailer, compress) */
 PyObject *
 ft_write_chrome(ft_tracer *tracer, PyObject *args, PyObject *kwargs)
@@ -191,7 +198,7 @@ ft_write_chrome(ft_tracer *tracer, PyObject *args, PyObject *kwargs)
     /* Writing is pure C on data this call owns (the escaped names and the
      * replayed events): other threads may run meanwhile. */
     Py_ssize_t nthreads = tracer->nthreads;
-    int close_rc, interrupted = 0;
+    int close_rc, interrupted = 0, nomem = 0;
     Py_BEGIN_ALLOW_THREADS
     OUT_LIT(&out, "{\"traceEvents\":[");
     out_bytes(&out, prelude_s, strlen(prelude_s));
@@ -205,27 +212,33 @@ ft_write_chrome(ft_tracer *tracer, PyObject *args, PyObject *kwargs)
             }
             const ft_event *ev = &vec.items[pos];
             const func_json *fj = &funcs[ev->func & ~FT_ID_IGNORED];
+            const char *head = ev->is_c ? tids[t].c : tids[t].py;
+            size_t head_len = ev->is_c ? tids[t].c_len : tids[t].py_len;
+            /* One reservation per event, then plain stores. */
+            char *p = out_reserve(&out, EVENT_FIXED_MAX + head_len
+                                        + fj->tail_len);
+            if (p == NULL) {
+                interrupted = nomem = 1;
+                break;
+            }
             if (!first) {
-                OUT_LIT(&out, ",\n");
+                p = PUT_LIT(p, ",\n");
             }
             first = 0;
-            if (ev->is_c) {
-                out_bytes(&out, tids[t].c, tids[t].c_len);
-            }
-            else {
-                out_bytes(&out, tids[t].py, tids[t].py_len);
-            }
-            out_us(&out, ev->start_ns - origin_ns);
-            OUT_LIT(&out, ",\"dur\":");
-            out_us(&out, ev->end_ns - ev->start_ns);
-            out_bytes(&out, fj->tail, fj->tail_len);
+            memcpy(p, head, head_len);
+            p = put_us(p + head_len, ev->start_ns - origin_ns);
+            p = PUT_LIT(p, ",\"dur\":");
+            p = put_us(p, ev->end_ns - ev->start_ns);
+            memcpy(p, fj->tail, fj->tail_len);
+            p += fj->tail_len;
             if (ev->open_at_start) {
-                OUT_LIT(&out, ",\"open_at_start\":true");
+                p = PUT_LIT(p, ",\"open_at_start\":true");
             }
             if (ev->open_at_stop) {
-                OUT_LIT(&out, ",\"open_at_stop\":true");
+                p = PUT_LIT(p, ",\"open_at_stop\":true");
             }
-            OUT_LIT(&out, "}}");
+            p = PUT_LIT(p, "}}");
+            out_commit(&out, p);
         }
     }
     OUT_LIT(&out, "],");
@@ -233,6 +246,10 @@ ft_write_chrome(ft_tracer *tracer, PyObject *args, PyObject *kwargs)
     OUT_LIT(&out, "}\n");
     close_rc = out_close(&out);
     Py_END_ALLOW_THREADS
+    if (nomem) {
+        PyErr_NoMemory();
+        goto done;
+    }
     if (interrupted) {
         goto done;  /* the callback's exception */
     }

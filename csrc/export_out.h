@@ -70,18 +70,63 @@ out_bytes(out_t *out, const char *s, size_t n)
 
 #define OUT_LIT(out, lit) out_bytes((out), (lit), sizeof(lit) - 1)
 
-/* Decimal digits of v (v >= 0) into the buffer. */
-static inline void
-out_u64(out_t *out, uint64_t v)
+/* Room for n more bytes (flushing, or growing the buffer for a record
+ * larger than it): where to write them, then out_commit() at their end.
+ * NULL when out of memory (the output is failed). */
+static inline char *
+out_reserve(out_t *out, size_t n)
 {
-    char tmp[24];
-    int n = 0;
-    do {
-        tmp[sizeof(tmp) - 1 - n++] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    out_bytes(out, tmp + sizeof(tmp) - n, (size_t)n);
+    if (out->len + n > out->cap) {
+        out_flush(out);
+        if (n > out->cap) {
+            char *grown = realloc(out->buf, n);
+            if (grown == NULL) {
+                out->failed = 1;
+                return NULL;
+            }
+            out->buf = grown;
+            out->cap = n;
+        }
+    }
+    return out->buf + out->len;
 }
+
+static inline void
+out_commit(out_t *out, const char *end)
+{
+    out->len = (size_t)(end - out->buf);
+}
+
+/* Decimal digits of v at p, two at a time; returns their end. */
+static inline char *
+put_u64(char *p, uint64_t v)
+{
+    static const char pairs[] =
+        "00010203040506070809101112131415161718192021222324"
+        "25262728293031323334353637383940414243444546474849"
+        "50515253545556575859606162636465666768697071727374"
+        "75767778798081828384858687888990919293949596979899";
+    char tmp[20];
+    char *t = tmp + sizeof(tmp);
+    while (v >= 100) {
+        t -= 2;
+        memcpy(t, pairs + 2 * (v % 100), 2);
+        v /= 100;
+    }
+    if (v >= 10) {
+        t -= 2;
+        memcpy(t, pairs + 2 * v, 2);
+    }
+    else {
+        *--t = (char)('0' + v);
+    }
+    size_t n = (size_t)(tmp + sizeof(tmp) - t);
+    memcpy(p, t, n);
+    return p + n;
+}
+
+/* Literal bytes at p; returns their end. */
+#define PUT_LIT(p, lit) (memcpy((p), (lit), sizeof(lit) - 1), (p) + sizeof(lit) - 1)
 
 /* Opens path for writing (gzip-compressed if compress and zlib is there);
  * 0, or -1 with errno set (EINVAL: compression asked without zlib). */

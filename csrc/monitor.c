@@ -114,43 +114,49 @@ cached_thread(const ft_tracer *tracer)
     return FT_LIKELY(tls_generation == tracer->generation) ? tls_thread : NULL;
 }
 
+/* The callbacks' result.  None is immortal on 3.12+: no reference to
+ * count, so the recording functions below can end in tail calls and the
+ * common case needs no stack frame. */
+#define NONE Py_None
+
 /* record_code() for what its common case leaves. */
-static FT_NOINLINE void
+static FT_NOINLINE PyObject *
 record_code_general(ft_tracer *tracer, PyObject *code, uint32_t kind,
                     int64_t ts)
 {
     ft_thread *th = current_thread(tracer, kind == FT_REC_CALL);
     if (th == NULL || !PyCode_Check(code)) {
-        return;
+        return NONE;
     }
     uint32_t id = ft_functable_find(&tracer->funcs, code);
     if (id == FT_NO_ID) {
         id = ft_functable_intern_code(&tracer->funcs, (PyCodeObject *)code);
     }
     ft_record_id(tracer, th, NULL, ts, id, kind);
+    return NONE;
 }
 
-static FT_NOINLINE void
+static FT_NOINLINE PyObject *
 record_code_now(ft_tracer *tracer, PyObject *code, uint32_t kind)
 {
-    record_code_general(tracer, code, kind, ft_clock_ticks(&tracer->clock));
+    return record_code_general(tracer, code, kind,
+                               ft_clock_ticks(&tracer->clock));
 }
 
-static inline void
+static inline PyObject *
 record_code(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
             uint32_t kind)
 {
     ft_tracer *tracer = active_tracer(self);
     if (FT_UNLIKELY(tracer == NULL || nargs < 1)) {
-        return;
+        return NONE;
     }
     /* The common case inline, with no call that would need a stack frame:
      * the cycle counter, the thread seen before, a code object seen
      * before, a one-word record, a ring with room. */
     PyObject *code = args[0];
     if (FT_UNLIKELY(!tracer->clock.use_cycles)) {
-        record_code_now(tracer, code, kind);
-        return;
+        return record_code_now(tracer, code, kind);
     }
     int64_t ts = ft_cycles();
     ft_thread *th = cached_thread(tracer);
@@ -158,9 +164,9 @@ record_code(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
                   && ft_ring_try_push(&th->ring, ts,
                                       ft_functable_find(&tracer->funcs, code),
                                       kind))) {
-        return;
+        return NONE;
     }
-    record_code_general(tracer, code, kind, ts);
+    return record_code_general(tracer, code, kind, ts);
 }
 
 /* What CPython's own profile layer (on sys.monitoring) reports as a C call:
@@ -205,16 +211,15 @@ c_function_key(PyObject **callable, PyObject *arg0)
 }
 
 /* record_c() for what its common case leaves: the thread's first event,
- * a C function seen for the first time, and the rest of ft_record_id(). */
-static FT_NOINLINE void
+ * a C function seen for the first time, and the rest of ft_record_id().
+ * key: from c_function_key(), not NULL. */
+static FT_NOINLINE PyObject *
 record_c_general(ft_tracer *tracer, PyObject *const *args, uint32_t kind,
-                 int64_t ts)
+                 int64_t ts, PyObject *callable, const void *key)
 {
-    PyObject *callable = args[2];
-    const void *key = c_function_key(&callable, args[3]);
     ft_thread *th = current_thread(tracer, 0);
     if (th == NULL) {
-        return;
+        return NONE;
     }
     uint32_t id = ft_functable_find(&tracer->funcs, key);
     if (id == FT_NO_ID) {
@@ -228,7 +233,7 @@ record_c_general(ft_tracer *tracer, PyObject *const *args, uint32_t kind,
             if (bound == NULL) {
                 PyErr_Clear();
                 th->lost++;
-                return;
+                return NONE;
             }
             func = bound;
         }
@@ -238,19 +243,41 @@ record_c_general(ft_tracer *tracer, PyObject *const *args, uint32_t kind,
         Py_DECREF(tracer);
         Py_XDECREF(bound);
         if (stopped) {
-            return;
+            return NONE;
         }
     }
     ft_record_id(tracer, th, NULL, ts, id, kind);
+    return NONE;
 }
 
-static inline void
+static FT_NOINLINE PyObject *
+record_c_now(ft_tracer *tracer, PyObject *const *args, uint32_t kind,
+             PyObject *callable, const void *key)
+{
+    return record_c_general(tracer, args, kind,
+                            ft_clock_ticks(&tracer->clock), callable, key);
+}
+
+/* record_c() for a callable of any other type than the common ones: is it
+ * a C call at all? */
+static FT_NOINLINE PyObject *
+record_c_other(ft_tracer *tracer, PyObject *const *args, uint32_t kind)
+{
+    PyObject *callable = args[2];
+    const void *key = c_function_key(&callable, args[3]);
+    if (key == NULL) {
+        return NONE;  /* a class, a bound Python method, ...: not a C call */
+    }
+    return record_c_now(tracer, args, kind, callable, key);
+}
+
+static inline PyObject *
 record_c(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
          uint32_t kind)
 {
     ft_tracer *tracer = active_tracer(self);
     if (FT_UNLIKELY(tracer == NULL || nargs < 4)) {
-        return;
+        return NONE;
     }
     /* CALL fires for every call, of Python functions too: those leave
      * first, then the common case runs inline as in record_code(). */
@@ -258,7 +285,7 @@ record_c(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
     PyTypeObject *type = Py_TYPE(callable);
     const void *key;
     if (type == &PyFunction_Type) {
-        return;
+        return NONE;
     }
     if (type == &PyCFunction_Type) {
         key = ((PyCFunctionObject *)callable)->m_ml;
@@ -268,16 +295,10 @@ record_c(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
         key = ((PyMethodDescrObject *)callable)->d_method;
     }
     else {
-        /* Anything else: decided, and recorded, out of line. */
-        if (c_function_key(&callable, args[3]) != NULL) {
-            record_c_general(tracer, args, kind,
-                             ft_clock_ticks(&tracer->clock));
-        }
-        return;
+        return record_c_other(tracer, args, kind);
     }
     if (FT_UNLIKELY(!tracer->clock.use_cycles)) {
-        record_c_general(tracer, args, kind, ft_clock_ticks(&tracer->clock));
-        return;
+        return record_c_now(tracer, args, kind, callable, key);
     }
     int64_t ts = ft_cycles();
     ft_thread *th = cached_thread(tracer);
@@ -285,9 +306,9 @@ record_c(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
                   && ft_ring_try_push(&th->ring, ts,
                                       ft_functable_find(&tracer->funcs, key),
                                       kind))) {
-        return;
+        return NONE;
     }
-    record_c_general(tracer, args, kind, ts);
+    return record_c_general(tracer, args, kind, ts, callable, key);
 }
 
 /* The callbacks: objects of their own type, called through their
@@ -298,18 +319,16 @@ record_c(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
     name(PyObject *callable, PyObject *const *args, size_t nargsf,         \
          PyObject *Py_UNUSED(kwnames))                                     \
     {                                                                      \
-        record_code(((ft_callback *)callable)->owner, args,                \
-                    PyVectorcall_NARGS(nargsf), kind);                     \
-        Py_RETURN_NONE;                                                    \
+        return record_code(((ft_callback *)callable)->owner, args,         \
+                           PyVectorcall_NARGS(nargsf), kind);              \
     }
 #define C_CALLBACK(name, kind)                                             \
     static PyObject *                                                      \
     name(PyObject *callable, PyObject *const *args, size_t nargsf,         \
          PyObject *Py_UNUSED(kwnames))                                     \
     {                                                                      \
-        record_c(((ft_callback *)callable)->owner, args,                   \
-                 PyVectorcall_NARGS(nargsf), kind);                        \
-        Py_RETURN_NONE;                                                    \
+        return record_c(((ft_callback *)callable)->owner, args,            \
+                        PyVectorcall_NARGS(nargsf), kind);                 \
     }
 
 CODE_CALLBACK(on_start, FT_REC_CALL)
