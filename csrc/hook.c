@@ -21,15 +21,13 @@ type_qualname(PyTypeObject *type)
     return PyUnicode_FromString(dot ? dot + 1 : type->tp_name);
 }
 
-/* The type in self's MRO whose method table holds ml, else type(self): so
- * an inherited C method is named after the class that defines it. */
+/* The type in type's MRO whose own method table holds ml, or NULL. */
 static PyTypeObject *
-defining_type(PyObject *self, PyMethodDef *ml)
+type_defining(PyTypeObject *type, const PyMethodDef *ml)
 {
-    PyTypeObject *type = Py_TYPE(self);
     PyObject *mro = type->tp_mro;
     if (mro == NULL || !PyTuple_Check(mro)) {
-        return type;
+        return NULL;
     }
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(mro); i++) {
         PyObject *base = PyTuple_GET_ITEM(mro, i);
@@ -43,7 +41,28 @@ defining_type(PyObject *self, PyMethodDef *ml)
             }
         }
     }
-    return type;
+    return NULL;
+}
+
+/* The class a C method bound to self is named after: the one whose method
+ * table defines it, whatever it was called on (an inherited method, a
+ * classmethod called on a subclass, a metaclass method such as type.mro
+ * called on int).  Functions are keyed by their method definition, so the
+ * name must not depend on self.  Else type(self), or self for a class. */
+static PyTypeObject *
+defining_type(PyObject *self, const PyMethodDef *ml)
+{
+    PyTypeObject *found = NULL;
+    if (PyType_Check(self)) {
+        found = type_defining((PyTypeObject *)self, ml);
+    }
+    if (found == NULL) {
+        found = type_defining(Py_TYPE(self), ml);
+    }
+    if (found == NULL) {
+        found = PyType_Check(self) ? (PyTypeObject *)self : Py_TYPE(self);
+    }
+    return found;
 }
 
 /* Builds the table entry of the C function called through arg.  Sets
@@ -95,8 +114,7 @@ describe_c_function(ft_tracer *tracer, PyObject *arg, ft_func *func,
         Py_XDECREF(modname);
         return func->name ? 0 : -1;
     }
-    PyTypeObject *type = PyType_Check(self)
-        ? (PyTypeObject *)self : defining_type(self, ml);
+    PyTypeObject *type = defining_type(self, ml);
     /* Methods of frametrace's own objects are the tracer, not the trace. */
     *ignored = PyObject_TypeCheck(self, tracer->state->tracer_type)
                || PyObject_TypeCheck(self, tracer->state->range_type);

@@ -21,18 +21,31 @@ def py_name(code) -> str:
 
 
 def _defining_type(self, func) -> type:
-    """The class in type(self)'s MRO whose own C method table holds func's
-    method definition (an inherited C method is named after the class that
-    defines it), else type(self).  A method_descriptor whose __objclass__ is
-    the class itself came from that class's table; binding it to self gives
-    a builtin equal to func (same self, same C function) only if it is
-    func's definition."""
-    for base in type(self).__mro__:
-        d = vars(base).get(func.__name__)
-        if (isinstance(d, types.MethodDescriptorType) and d.__objclass__ is base
-                and d.__get__(self, type(self)) == func):
-            return base
-    return type(self)
+    """The class whose own C method table holds func's method definition,
+    whatever func was called on: an inherited C method, a classmethod called
+    on a subclass, a metaclass method such as type.mro called on int are all
+    named after the class that defines them (frametrace keys C functions by
+    their definition).  Else type(self), or self for a class.  A descriptor
+    whose __objclass__ is the class itself came from that class's table;
+    binding it to self gives a builtin equal to func (same self, same C
+    function) only if it is func's definition."""
+    def search(cls):
+        for base in cls.__mro__:
+            d = vars(base).get(func.__name__)
+            if isinstance(d, staticmethod):
+                bound = d.__func__
+            elif isinstance(d, types.ClassMethodDescriptorType) and isinstance(self, type):
+                bound = d.__get__(None, self) if d.__objclass__ is base else None
+            elif isinstance(d, types.MethodDescriptorType) and d.__objclass__ is base:
+                bound = d.__get__(self, type(self))
+            else:
+                continue
+            if bound == func:
+                return base
+        return None
+
+    found = search(self) if isinstance(self, type) else None
+    return found or search(type(self)) or (self if isinstance(self, type) else type(self))
 
 
 def c_name(func) -> str:
@@ -50,7 +63,7 @@ def c_name(func) -> str:
         if not isinstance(modname, str) or modname == "builtins":
             return func.__name__
         return f"{modname}.{func.__name__}"
-    owner = self if isinstance(self, type) else _defining_type(self, func)
+    owner = _defining_type(self, func)
     # type.__qualname__ is ht_qualname for heap types and tp_name after its
     # last dot for static ones: what frametrace's type_qualname reads.
     return f"{owner.__qualname__}.{func.__name__}"

@@ -134,6 +134,9 @@ BUILTINS = [
     ("repr(d)", False, None),
     ("getattr(_k, 'missing', None)", False, None),
     ("dict.fromkeys('ab')", False, None),        # C classmethod: self is the type
+    ("_D.fromkeys('ab')", False, None),          # ... a subclass: named dict.fromkeys
+    ("int.mro()", False, None),                  # metaclass method: named type.mro
+    ("str.mro()", False, None),
     ("int.from_bytes(b'\\x01', 'little')", False, None),
     ("_L().append(d)", False, None),             # inherited: named list.append
     ("collections.OrderedDict().get(d)", False, None),  # inherited from dict
@@ -150,10 +153,9 @@ BUILTINS = [
     ("_S() == d", False, None),
 ]
 
-# A C method called on two types: frametrace names both calls after the
-# first type (see test_c_method_of_a_type_is_named_per_type), so BUILTINS
-# calls each such method on one type only.
-TYPE_BOUND_BUG = ["_D.fromkeys('ab')", "dict.fromkeys('ab')", "int.mro()", "str.mro()"]
+# C methods called on two types each: named after their defining class
+# (dict.fromkeys, type.mro) whatever they are called on.
+TYPE_BOUND = ["_D.fromkeys('ab')", "dict.fromkeys('ab')", "int.mro()", "str.mro()"]
 
 CATCH = ["Exception", "ValueError", "KeyError", "(KeyError, StopIteration)"]
 RAISE = ["ValueError", "KeyError", "RuntimeError"]
@@ -533,12 +535,11 @@ def test_method_descriptor_without_self():
         "counts 2 dropped events (csrc/monitor.c record_c)")
 
 
-@pytest.mark.xfail(raises=AssertionError, reason="frametrace bug: a C method "
-                   "called on a type (classmethod dict.fromkeys, type.mro) is named "
-                   "after the first type it is seen called on, for every later type "
-                   "too: csrc/hook.c names a C function once per PyMethodDef")
-def test_c_method_of_a_type_is_named_per_type():
-    body = TYPE_BOUND_BUG
+def test_c_method_of_a_type_is_named_after_its_defining_class():
+    """A classmethod called on a subclass and on its class, a metaclass
+    method called on two classes: each named after the class defining it,
+    the same for every call (C functions are keyed by their definition)."""
+    body = TYPE_BOUND
     source = PRELUDE + "_k = None\n\ndef program(d):\n" + "\n".join(indent(body)) + "\n"
     check_program(Program(source, 0, 0))
 

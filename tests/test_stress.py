@@ -965,14 +965,6 @@ def test_cpython_reports_no_call_for_a_partial():
     assert seen == ["setprofile"]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "C methods bound to a class (classmethods such as dict.fromkeys, and "
-    "metaclass methods such as type.mro) are named after the class they were "
-    "called on (m_self), not the class defining them; and since the function "
-    "table is keyed by the PyMethodDef, every later call of the same method "
-    "on any class gets the first class's name: dict.fromkeys after "
-    "D.fromkeys is reported as 'D.fromkeys', int.mro() after D.mro() as "
-    "'D.mro' (describe_c_function in csrc/hook.c)"))
 def test_c_methods_bound_to_classes_named_after_their_defining_class():
     def run():
         D.fromkeys("ab")
