@@ -71,7 +71,8 @@ ft_testing_replay(PyObject *Py_UNUSED(module), PyObject *args,
                              NULL};
     PyObject *records, *capacity_obj = Py_None;
     PyObject *base_obj = NULL, *stop_obj = Py_None;
-    long long base_ts = LLONG_MIN, stop_ns = LLONG_MIN;
+    PyObject *base_ts_obj = NULL, *stop_ns_obj = NULL;  /* required */
+    long long base_ts, stop_ns;
     ft_ring ring = {0};
     ft_eventvec out = {0};
     uint32_t *base = NULL, *stop = NULL;
@@ -79,14 +80,23 @@ ft_testing_replay(PyObject *Py_UNUSED(module), PyObject *args,
     PyObject *result = NULL;
     int with_dropped = 0;
 
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!|$LLOOOp:_replay",
-                                     kwlist, &PyList_Type, &records, &base_ts,
-                                     &stop_ns, &capacity_obj, &base_obj,
-                                     &stop_obj, &with_dropped)) {
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!|$OOOOOp:_replay",
+                                     kwlist, &PyList_Type, &records,
+                                     &base_ts_obj, &stop_ns_obj, &capacity_obj,
+                                     &base_obj, &stop_obj, &with_dropped)) {
         return NULL;
     }
-    if (base_ts == LLONG_MIN || stop_ns == LLONG_MIN) {
+    if (base_ts_obj == NULL || stop_ns_obj == NULL) {
         PyErr_SetString(PyExc_TypeError, "_replay() needs base_ts and stop_ns");
+        return NULL;
+    }
+    /* Any int64, INT64_MIN included: "given" is not a value. */
+    base_ts = PyLong_AsLongLong(base_ts_obj);
+    if (base_ts == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    stop_ns = PyLong_AsLongLong(stop_ns_obj);
+    if (stop_ns == -1 && PyErr_Occurred()) {
         return NULL;
     }
     /* A copy: parsing may call __index__, which could change the list. */

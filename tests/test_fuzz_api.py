@@ -105,11 +105,7 @@ def fuzz(default):
 # test passes (and fails, strict): then the entry goes, and the test stays as
 # a regression test.
 
-KNOWN_BUGS = {
-    # loader.merge() converts RecursionError while reading each input's
-    # metadata, not while copying its events (its second pass).
-    "merge-recursion": (RecursionError, r"maximum recursion depth"),
-}
+KNOWN_BUGS: dict[str, tuple[type, str]] = {}
 
 
 def _known(exc, ids):
@@ -2292,17 +2288,13 @@ def test_fuzz_merge(data):
         output, expect = spec.make(d)
         if spec.kind in ("loop", "dangling"):
             expect = "any"  # merge renames its file over the link: fine
-        out = attempt(loader.merge, arg, output, allowed=(ValueError, OSError, TypeError),
-                      known=("merge-recursion",))
+        out = attempt(loader.merge, arg, output, allowed=(ValueError, OSError, TypeError))
         if expect == "fail":
             assert not out.ok, f"merge wrote to {output!r}"
         if not out.ok:
             return
         assert isinstance(out.value, dict) and out.value.get("merged") is True
         loaded = attempt(frametrace.load, output, allowed=(ValueError, OSError, TypeError))
-        if not loaded.ok and not all(attempt(frametrace.load, p, allowed=(ValueError, OSError, TypeError)).ok
-                                     for p in inputs):
-            return  # merge checks less than load(): see test_bug_merge_passes_events_load_rejects
         assert loaded.ok, f"merge wrote {output!r}, which load() rejects: {loaded.exc!r}"
         assert isinstance(loaded.value, frametrace.MergedTrace)
         _check_loaded(loaded.value)
@@ -2636,15 +2628,14 @@ def test_read_json_deep_nesting_is_a_valueerror(tmp_path):
         export.read_json(path)
 
 
-# ---- bugs still open -------------------------------------------------------------------------------
+# ---- regressions: bugs this file found, fixed after 2832691 ---------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="export.write_chrome writes ranges' and steps' ts/dur through a float "
-                   "(export._us: round(ns / 1000, 3)), unlike the events (exact, in C): a range or step "
-                   "more than 2**53 ns (~104 days) from origin_ns loses nanoseconds, e.g. origin_ns=0 and "
-                   "a range at 2**60+1 ns loads back at 2**60+24; the README says nanoseconds survive")
 @pytest.mark.parametrize("far", [2**53 + 1, 2**60 + 1])
-def test_bug_write_chrome_ranges_far_from_origin_lose_ns(far, tmp_path):
+def test_write_chrome_ranges_far_from_origin_keep_ns(far, tmp_path):
+    """Found by this file's fuzzing, fixed since: export.write_chrome wrote ranges' and
+    steps' ts/dur through a float (round(ns / 1000, 3)), unlike the events: a range at
+    2**60+1 ns from origin_ns loaded back at 2**60+24.  Now exact decimal text."""
     tracer = stopped_tracer()
     tid = tracer._threads[0][0]
     path = str(tmp_path / "t.json")
@@ -2656,20 +2647,18 @@ def test_bug_write_chrome_ranges_far_from_origin_lose_ns(far, tmp_path):
     assert [(s.start_ns, s.end_ns) for s in trace.steps] == [(far, far + 6)]
 
 
-@pytest.mark.xfail(strict=True, reason="_replay (csrc/testing.c) marks base_ts and stop_ns missing with "
-                   "LLONG_MIN: _replay([], base_ts=-2**63, stop_ns=0), a valid int64, raises TypeError "
-                   "(\"_replay() needs base_ts and stop_ns\")")
 @pytest.mark.parametrize("which", ["base_ts", "stop_ns"])
-def test_bug_replay_int64_min_is_missing(which):
+def test_replay_takes_int64_min(which):
+    """Found by this file's fuzzing, fixed since: _replay (csrc/testing.c) marked base_ts
+    and stop_ns missing with LLONG_MIN, so -2**63, a valid int64, raised TypeError."""
     kwargs = {"base_ts": 0, "stop_ns": 0, which: -(2**63)}
     assert isinstance(_tracer._replay([], **kwargs), list)
 
 
-@pytest.mark.xfail(strict=True, reason="loader.merge() checks an input's events less than load() does (it "
-                   "checks only pids, ts/dur and, since da0930d, process/thread names): a step event without "
-                   "\"dur\", which load() rejects (\"traceEvents[N] (step): no 'dur'\"), is merged, and "
-                   "merge writes a file load() rejects")
-def test_bug_merge_passes_events_load_rejects(tmp_path):
+def test_merge_rejects_events_load_rejects(tmp_path):
+    """Found by this file's fuzzing, fixed since: loader.merge() checked an input's events
+    less than load() did: a step event without "dur" was merged into a file load()
+    rejects.  Both now check events with loader._parse_event."""
     doc = json.loads(loader_bases()["session"])
     step = next(e for e in doc["traceEvents"] if e.get("cat") == "step")
     del step["dur"]
@@ -2684,11 +2673,10 @@ def test_bug_merge_passes_events_load_rejects(tmp_path):
     frametrace.load(tmp_path / "merged.json")
 
 
-@pytest.mark.xfail(strict=True, reason="loader.merge() turns RecursionError into ValueError only in its first "
-                   "pass (each input's otherData): a top-level member other than traceEvents/otherData nested "
-                   "100000 deep (\"displayTimeUnit\":[[[...]]]) raises RecursionError from its second pass, "
-                   "while load() of the same file raises ValueError")
-def test_bug_merge_deep_nesting_recursionerror(tmp_path):
+def test_merge_deep_nesting_is_valueerror(tmp_path):
+    """Found by this file's fuzzing, fixed since: loader.merge() turned RecursionError into
+    ValueError only in its first pass: a top-level member nested 100000 deep raised
+    RecursionError from its second.  Both passes and load() share _named_errors()."""
     path = _chrome_with(tmp_path, '"displayTimeUnit":"ns"',
                         '"displayTimeUnit":' + "[" * 100_000 + "]" * 100_000)
     with pytest.raises(ValueError):

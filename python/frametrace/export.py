@@ -82,9 +82,26 @@ def read_json(path: str | os.PathLike[str]) -> dict[str, Any]:
 STEPS_TID = 0  # the track of a session's steps
 
 
-def _chrome_event(ph: str, name: str, cat: str, pid: int, tid: int, **fields: Any) -> str:
-    return json.dumps({"ph": ph, "name": name, "cat": cat, "pid": pid, "tid": tid, **fields},
+def _us_text(ns: int) -> str:
+    """Nanoseconds as microseconds with exactly three decimals: the JSON
+    number write_chrome writes for ts and dur (no float: every ns survives)."""
+    sign = "-" if ns < 0 else ""
+    ns = abs(ns)
+    return f"{sign}{ns // 1000}.{ns % 1000:03d}"
+
+
+def _chrome_event(ph: str, name: str, cat: str, pid: int, tid: int,
+                  start_end: tuple[int, int] | None = None, **fields: Any) -> str:
+    """One trace event; start_end: its (ts, end) in ns from the origin,
+    written as ts and dur."""
+    head = json.dumps({"ph": ph, "name": name, "cat": cat, "pid": pid, "tid": tid},
                       separators=(",", ":"))
+    times = ""
+    if start_end is not None:
+        ts, end = start_end
+        times = f',"ts":{_us_text(ts)},"dur":{_us_text(end - ts)}'
+    rest = json.dumps(fields, separators=(",", ":"))[1:-1] if fields else ""
+    return head[:-1] + times + ("," + rest if rest else "") + "}"
 
 
 def _prepare(path: str | os.PathLike[str], tracer: Any, pid: int | None,
@@ -148,11 +165,6 @@ def _spans(kind: str, items: Iterable[Any], fields: Sequence[str]) -> list:
     return out
 
 
-def _us(ns: int) -> float:
-    # Three decimals: the nanosecond survives the float.
-    return round(ns / 1000, 3)
-
-
 def write_chrome(
     path: str | os.PathLike[str],
     tracer: Any,
@@ -200,12 +212,12 @@ def write_chrome(
         lines.append(_chrome_event("M", "thread_name", "__metadata", pid, STEPS_TID,
                                    args={"name": "steps"}))
     for s in steps:
-        lines.append(_chrome_event("X", s.name, "step", pid, STEPS_TID, ts=_us(s.start_ns - origin),
-                                   dur=_us(s.end_ns - s.start_ns), args={"step": s.step}))
+        lines.append(_chrome_event("X", s.name, "step", pid, STEPS_TID,
+                                   (s.start_ns - origin, s.end_ns - origin), args={"step": s.step}))
     for r in ranges:
         args = {k: True for k in ("open_at_start", "open_at_end") if getattr(r, k, False)}
         lines.append(_chrome_event("X", r.name, "range", pid, native.get(r.thread_id, r.thread_id),
-                                   ts=_us(r.start_ns - origin), dur=_us(r.end_ns - r.start_ns), args=args))
+                                   (r.start_ns - origin, r.end_ns - origin), args=args))
     other = {
         "format": FORMAT,
         "version": VERSION,

@@ -61,6 +61,7 @@ file and the problem.  A missing or unreadable file raises ``OSError``.
 """
 from __future__ import annotations
 
+import contextlib
 import decimal
 import gc
 import gzip
@@ -70,10 +71,10 @@ import os
 import re
 import zlib
 from dataclasses import dataclass, field
-from typing import IO, Any, Callable, Optional, Union
+from typing import IO, Any, Callable, Iterator, Optional, Union
 
 from ._tracer import Event
-from .export import EVENT_FIELDS, FORMAT, VERSION
+from .export import EVENT_FIELDS, FORMAT, VERSION, _us_text
 from .session import RangeRecord, StepRecord, Trace
 
 __all__ = ["MergedTrace", "load", "merge", "read_other_data"]
@@ -306,6 +307,20 @@ class _Sink:
 
     def on_fast(self, m: "re.Match[str]") -> None:
         raise NotImplementedError
+
+
+@contextlib.contextmanager
+def _named_errors(path: str) -> Iterator[None]:
+    """What is wrong with a file, as the ValueError naming it that load()
+    and merge() raise."""
+    try:
+        yield
+    except _Bad as exc:
+        raise ValueError(f"{path}: {exc}") from None
+    except RecursionError:
+        raise ValueError(f"{path}: JSON nested too deeply to be a trace") from None
+    except decimal.DecimalException as exc:
+        raise ValueError(f"{path}: a number out of range ({type(exc).__name__})") from None
 
 
 def _read(path: str, sink: Optional[_Sink], progress: Progress = None,
@@ -541,6 +556,124 @@ class _Plan:
         return self.tid_map.get((pid, ctid), ctid)
 
 
+def _where(where: str, what: str) -> tuple[str, int]:
+    filename, colon, line = where.rpartition(":")
+    if not colon or not line.isdigit() or not line.isascii():
+        raise _Bad(f"{what}: \"path:line\" expected, not {_show(where)}")
+    return filename, int(line)
+
+
+def _span(ev: dict, what: str) -> tuple[int, int, int, int]:
+    """(pid, tid, ts, end) of a complete event, ns from the origin."""
+    pid = _int(_get(ev, "pid", what), f"{what}.pid")
+    tid = _int(_get(ev, "tid", what), f"{what}.tid")
+    ts = _ns(_get(ev, "ts", what), f"{what}.ts")
+    dur = _ns(_get(ev, "dur", what), f"{what}.dur")
+    if dur < 0:
+        raise _Bad(f"{what}.dur: negative ({ev['dur']})")
+    return pid, tid, ts, ts + dur
+
+
+class _Strings:
+    """Function names and "path:line" locations, checked (and unescaped,
+    from a fast-path event's JSON text) once per distinct text, shared
+    between events."""
+
+    def __init__(self) -> None:
+        self.names: dict[str, str] = {}
+        self.raw_names: dict[str, str] = {}
+        self.files: dict[str, tuple[str, int]] = {}  # args.file -> (filename, lineno)
+        self.raw_files: dict[str, tuple[str, int]] = {}  # the same, by its JSON text
+
+    def name(self, name: str) -> str:
+        return self.names.setdefault(name, name)
+
+    def loc(self, where: str, what: str) -> tuple[str, int]:
+        loc = self.files.get(where)
+        if loc is None:
+            loc = self.files[where] = _where(where, what)
+        return loc
+
+    def raw_name(self, raw: str, n: int) -> str:
+        name = self.raw_names.get(raw)
+        if name is None:
+            name = _unescape(raw, f"traceEvents[{n}].name") if "\\" in raw else raw
+            name = self.raw_names[raw] = self.name(name)
+        return name
+
+    def raw_loc(self, raw: str, n: int) -> tuple[str, int]:
+        loc = self.raw_files.get(raw)
+        if loc is None:
+            what = f"traceEvents[{n}].args.file"
+            loc = self.raw_files[raw] = _where(_unescape(raw, what) if "\\" in raw else raw, what)
+        return loc
+
+
+def _parse_event(ev: Any, n: int, strings: _Strings) -> Optional[tuple[str, tuple]]:
+    """traceEvents[n] checked as load() reads it, whoever reads it (load and
+    merge accept the same events): ("call", (kind, pid, tid, ts, end, name,
+    (filename, lineno), open_at_start, open_at_stop)), ("range", (name, pid,
+    tid, ts, end, open_at_start, open_at_end)), ("step", (name, step, pid,
+    ts, end)), ("thread_name", (pid, tid, name, thread_id)),
+    ("process_name", (pid, name)), or None: not frametrace's, left out.
+    Times in ns from the file's origin."""
+    what = f"traceEvents[{n}]"
+    if type(ev) is not dict:
+        raise _Bad(f"{what}: an object expected, not {_show(ev)}")
+    ph = ev.get("ph")
+    if ph == "X":
+        cat = ev.get("cat")
+        if cat == "python" or cat == "c":
+            pid, tid, ts, end = _span(ev, what)
+            name = ev.get("name")
+            if type(name) is not str:
+                raise _Bad(f"{what}.name: a string expected, not {_show(name)}")
+            args = ev.get("args")
+            if type(args) is not dict:
+                raise _Bad(f"{what}.args: an object expected, not {_show(args)}")
+            where = _str(_get(args, "file", f"{what}.args"), f"{what}.args.file")
+            return "call", ("py" if cat == "python" else "c", pid, tid, ts, end,
+                            strings.name(name), strings.loc(where, f"{what}.args.file"),
+                            _bool(args.get("open_at_start", False), f"{what}.args.open_at_start"),
+                            _bool(args.get("open_at_stop", False), f"{what}.args.open_at_stop"))
+        if cat == "range":
+            what += " (range)"
+            pid, tid, ts, end = _span(ev, what)
+            args = ev.get("args") or {}
+            if type(args) is not dict:
+                raise _Bad(f"{what}.args: an object expected, not {_show(args)}")
+            return "range", (_str(ev.get("name"), f"{what}.name"), pid, tid, ts, end,
+                             _bool(args.get("open_at_start", False), f"{what}.args.open_at_start"),
+                             _bool(args.get("open_at_end", False), f"{what}.args.open_at_end"))
+        if cat == "step":
+            what += " (step)"
+            pid, _tid, ts, end = _span(ev, what)
+            args = _dict(ev.get("args") or {}, f"{what}.args")
+            name = _str(ev.get("name"), f"{what}.name")
+            step = args.get("step")
+            if step is None:
+                step = int(name[5:]) if name.startswith("step#") and name[5:].isdigit() else 0
+            return "step", (name, _int(step, f"{what}.args.step"), pid, ts, end)
+        return None  # other categories: not frametrace's
+    if ph == "M":
+        name = ev.get("name")
+        args = ev.get("args")
+        if name == "thread_name" and isinstance(args, dict):
+            what += " (thread_name)"
+            return "thread_name", (_int(_get(ev, "pid", what), f"{what}.pid"),
+                                   _int(_get(ev, "tid", what), f"{what}.tid"),
+                                   _str(_get(args, "name", f"{what}.args"), f"{what}.args.name"),
+                                   args.get("thread_id"))
+        if name == "process_name" and isinstance(args, dict):
+            what += " (process_name)"
+            return "process_name", (_int(_get(ev, "pid", what), f"{what}.pid"),
+                                    _str(_get(args, "name", f"{what}.args"), f"{what}.args.name"))
+        return None
+    if not isinstance(ph, str):
+        raise _Bad(f"{what}: no \"ph\" (event phase)")
+    return None
+
+
 class _ChromeEvents(_Sink):
     """Collects a Chrome document's events while it streams past, nested per
     thread: as Events when the plan is known (otherData.frametrace read from
@@ -558,10 +691,7 @@ class _ChromeEvents(_Sink):
         self.thread_names: dict[tuple[int, int], tuple[str, Any]] = {}  # (pid, tid) -> (name, thread_id)
         self.process_names: dict[int, str] = {}
         self.threads: dict[tuple[int, int], tuple] = {}  # (pid, tid) -> (pid, tid, thread_id, stack)
-        self.files: dict[str, tuple[str, int]] = {}  # args.file -> (filename, lineno)
-        self.raw_files: dict[str, tuple[str, int]] = {}  # the same, by its JSON text
-        self.names: dict[str, str] = {}
-        self.raw_names: dict[str, str] = {}
+        self.strings = _Strings()
         self.n = 0
         self.last_pid: Optional[str] = None  # the thread of the previous fast-path event
         self.last_tid: Optional[str] = None
@@ -597,15 +727,8 @@ class _ChromeEvents(_Sink):
         n = self.n
         self.n = n + 1
         cat, pid_s, tid_s, ts_us, ts_frac, dur_us, dur_frac, raw_name, raw_file, oas_s, oast_s = m.groups()
-        name = self.raw_names.get(raw_name)
-        if name is None:
-            name = _unescape(raw_name, f"traceEvents[{n}].name") if "\\" in raw_name else raw_name
-            name = self.raw_names[raw_name] = self.names.setdefault(name, name)
-        loc = self.raw_files.get(raw_file)
-        if loc is None:
-            what = f"traceEvents[{n}].args.file"
-            loc = self.raw_files[raw_file] = self._where(
-                _unescape(raw_file, what) if "\\" in raw_file else raw_file, what)
+        name = self.strings.raw_name(raw_name, n)
+        loc = self.strings.raw_loc(raw_file, n)
         ts = self.origin + int(ts_us + ts_frac)
         end = ts + int(dur_us + dur_frac)
         oas = oas_s is not None
@@ -628,96 +751,32 @@ class _ChromeEvents(_Sink):
     def on_event(self, ev: Any) -> None:
         n = self.n
         self.n += 1
-        if type(ev) is not dict:
-            raise _Bad(f"traceEvents[{n}]: an object expected, not {_show(ev)}")
-        ph = ev.get("ph")
-        if ph == "X":
-            cat = ev.get("cat")
-            if cat == "python" or cat == "c":
-                self._call(n, ev, "py" if cat == "python" else "c")
-            elif cat == "range":
-                self._range(n, ev)
-            elif cat == "step":
-                self._step(n, ev)
-            # Other categories: not frametrace's; left out.
-        elif ph == "M":
-            name = ev.get("name")
-            args = ev.get("args")
-            if name == "thread_name" and isinstance(args, dict):
-                what = f"traceEvents[{n}] (thread_name)"
-                self.thread_names[(_int(_get(ev, "pid", what), f"{what}.pid"),
-                                   _int(_get(ev, "tid", what), f"{what}.tid"))] = (
-                    _str(_get(args, "name", f"{what}.args"), f"{what}.args.name"),
-                    args.get("thread_id"))
-            elif name == "process_name" and isinstance(args, dict):
-                what = f"traceEvents[{n}] (process_name)"
-                self.process_names[_int(_get(ev, "pid", what), f"{what}.pid")] = _str(
-                    _get(args, "name", f"{what}.args"), f"{what}.args.name")
-        elif not isinstance(ph, str):
-            raise _Bad(f"traceEvents[{n}]: no \"ph\" (event phase)")
-
-    def _span(self, n: int, ev: dict, what: str) -> tuple[int, int, int, int]:
-        pid = _int(_get(ev, "pid", what), f"{what}.pid")
-        tid = _int(_get(ev, "tid", what), f"{what}.tid")
-        ts = _ns(_get(ev, "ts", what), f"{what}.ts")
-        dur = _ns(_get(ev, "dur", what), f"{what}.dur")
-        if dur < 0:
-            raise _Bad(f"{what}.dur: negative ({ev['dur']})")
-        return pid, tid, ts, ts + dur
-
-    @staticmethod
-    def _where(where: str, what: str) -> tuple[str, int]:
-        filename, colon, line = where.rpartition(":")
-        if not colon or not line.isdigit() or not line.isascii():
-            raise _Bad(f"{what}: \"path:line\" expected, not {_show(where)}")
-        return filename, int(line)
-
-    def _call(self, n: int, ev: dict, kind: str) -> None:
-        what = f"traceEvents[{n}]"
-        pid, tid, ts, end = self._span(n, ev, what)
-        name = ev.get("name")
-        if type(name) is not str:
-            raise _Bad(f"{what}.name: a string expected, not {_show(name)}")
-        name = self.names.setdefault(name, name)
-        args = ev.get("args")
-        if type(args) is not dict:
-            raise _Bad(f"{what}.args: an object expected, not {_show(args)}")
-        where = _str(_get(args, "file", f"{what}.args"), f"{what}.args.file")
-        loc = self.files.get(where)
-        if loc is None:
-            loc = self.files[where] = self._where(where, f"{what}.args.file")
-        oas = _bool(args.get("open_at_start", False), f"{what}.args.open_at_start")
-        oast = _bool(args.get("open_at_stop", False), f"{what}.args.open_at_stop")
-        ts += self.origin
-        end += self.origin
-        _pid, _tid, thread_id, stack = self._thread(pid, tid)
-        calls = self.calls
-        depth, parent = self._place(stack, ts, end, oas, oast)
-        if self.plan is not None:
-            calls.append(Event((name, loc[0], loc[1], kind, thread_id, tid, ts, end, depth,
-                                parent, oas, oast)))
+        parsed = _parse_event(ev, n, self.strings)
+        if parsed is None:
+            return
+        what, data = parsed
+        if what == "call":
+            kind, pid, tid, ts, end, name, loc, oas, oast = data
+            ts += self.origin
+            end += self.origin
+            _pid, _tid, thread_id, stack = self._thread(pid, tid)
+            depth, parent = self._place(stack, ts, end, oas, oast)
+            if self.plan is not None:
+                self.calls.append(Event((name, loc[0], loc[1], kind, thread_id, tid, ts, end,
+                                         depth, parent, oas, oast)))
+            else:
+                self.calls.append((name, loc[0], loc[1], kind, pid, tid, ts, end, depth, parent,
+                                   oas, oast))
+        elif what == "range":
+            self.ranges.append(data)
+        elif what == "step":
+            self.steps.append(data)
+        elif what == "thread_name":
+            pid, tid, name, thread_id = data
+            self.thread_names[(pid, tid)] = (name, thread_id)
         else:
-            calls.append((name, loc[0], loc[1], kind, pid, tid, ts, end, depth, parent, oas, oast))
-
-    def _range(self, n: int, ev: dict) -> None:
-        what = f"traceEvents[{n}] (range)"
-        pid, tid, ts, end = self._span(n, ev, what)
-        args = ev.get("args") or {}
-        if type(args) is not dict:
-            raise _Bad(f"{what}.args: an object expected, not {_show(args)}")
-        self.ranges.append((_str(ev.get("name"), f"{what}.name"), pid, tid, ts, end,
-                            _bool(args.get("open_at_start", False), f"{what}.args.open_at_start"),
-                            _bool(args.get("open_at_end", False), f"{what}.args.open_at_end")))
-
-    def _step(self, n: int, ev: dict) -> None:
-        what = f"traceEvents[{n}] (step)"
-        pid, _tid, ts, end = self._span(n, ev, what)
-        args = _dict(ev.get("args") or {}, f"{what}.args")
-        name = _str(ev.get("name"), f"{what}.name")
-        step = args.get("step")
-        if step is None:
-            step = int(name[5:]) if name.startswith("step#") and name[5:].isdigit() else 0
-        self.steps.append((name, _int(step, f"{what}.args.step"), pid, ts, end))
+            pid, name = data
+            self.process_names[pid] = name
 
 
 def _chrome_trace(col: _ChromeEvents, ft: dict) -> Trace:
@@ -901,16 +960,11 @@ def load(path: PathLike, *, progress: Progress = None) -> Trace:
     gc_was_enabled = gc.isenabled()
     gc.disable()  # millions of new objects, no cycles: no collections meanwhile
     try:
-        top, saw_events = _read(path, col, progress)
-        if not saw_events and top.get("format") == FORMAT:
-            return _portable_trace(top)
-        return _chrome_trace(col, _frametrace_other(top, saw_events))
-    except _Bad as exc:
-        raise ValueError(f"{path}: {exc}") from None
-    except RecursionError:
-        raise ValueError(f"{path}: JSON nested too deeply to be a trace") from None
-    except decimal.DecimalException as exc:
-        raise ValueError(f"{path}: a number out of range ({type(exc).__name__})") from None
+        with _named_errors(path):
+            top, saw_events = _read(path, col, progress)
+            if not saw_events and top.get("format") == FORMAT:
+                return _portable_trace(top)
+            return _chrome_trace(col, _frametrace_other(top, saw_events))
     finally:
         if gc_was_enabled:
             gc.enable()
@@ -955,13 +1009,6 @@ def _tail_other(path: str) -> Optional[dict]:
     return ft if isinstance(ft, dict) else None
 
 
-def _us_text(ns: int) -> str:
-    """Nanoseconds as microseconds with three decimals, as write_chrome writes them."""
-    sign = "-" if ns < 0 else ""
-    ns = abs(ns)
-    return f"{sign}{ns // 1000}.{ns % 1000:03d}"
-
-
 def _plain(value: Any) -> Any:
     """value with its decimals made JSON numbers again (for json.dumps)."""
     if isinstance(value, decimal.Decimal):
@@ -988,7 +1035,7 @@ class _MergeSink(_Sink):
         self.renames = renames  # new pid -> suffix for its process_name
         self.sep = "" if first else ",\n"
         self.pid_text: dict[str, str] = {}
-        self.checked: set[str] = set()
+        self.strings = _Strings()  # checked as load() checks them
         self.process_names: dict[int, str] = {}
         self.n = 0
         self.count = 0  # Python/C events
@@ -1008,11 +1055,8 @@ class _MergeSink(_Sink):
         pid = self.pid_text.get(pid_s)
         if pid is None:
             pid = self.pid_text[pid_s] = str(self._pid(int(pid_s), f"traceEvents[{n}]"))
-        for k in (8, 9):
-            raw = m.group(k)
-            if "\\" in raw and raw not in self.checked:
-                _unescape(raw, f"traceEvents[{n}]")
-                self.checked.add(raw)
+        self.strings.raw_name(m.group(8), n)
+        self.strings.raw_loc(m.group(9), n)
         ts = _us_text(int(m.group(4) + m.group(5)) + self.shift)
         self.out(f"{self.sep}{s[m.start():m.start(2)]}{pid}{s[m.end(2):m.start(4)]}{ts}"
                  f"{s[m.end(5):m.end() - 2]}")
@@ -1022,28 +1066,20 @@ class _MergeSink(_Sink):
         n = self.n
         self.n = n + 1
         what = f"traceEvents[{n}]"
-        if type(ev) is not dict:
-            raise _Bad(f"{what}: an object expected, not {_show(ev)}")
-        if not isinstance(ev.get("ph"), str):
-            raise _Bad(f"{what}: no \"ph\" (event phase)")
+        # Checked as load() checks it: merge writes nothing load() rejects.
+        parsed = _parse_event(ev, n, self.strings)
         ev = dict(ev)
         if "pid" in ev:
             ev["pid"] = self._pid(_int(ev["pid"], f"{what}.pid"), what)
-        if ev["ph"] == "X" and ev.get("cat") in ("python", "c"):
+        if parsed is not None and parsed[0] == "call":
             self.count += 1
         ts = ev.pop("ts", None)
         dur = ev.pop("dur", None)
-        args = ev.get("args")
-        if ev["ph"] == "M" and ev.get("name") in ("process_name", "thread_name") \
-                and isinstance(args, dict):
-            # Checked as load() checks them: merge writes nothing load() rejects.
-            _str(_get(args, "name", f"{what}.args"), f"{what}.args.name")
-        if ev["ph"] == "M" and ev.get("name") == "process_name" and isinstance(args, dict):
-            name = args.get("name")
-            if isinstance(name, str) and isinstance(ev.get("pid"), int):
-                self.process_names[ev["pid"]] = name
-                if ev["pid"] in self.renames:
-                    ev["args"] = dict(args, name=name + self.renames[ev["pid"]])
+        if parsed is not None and parsed[0] == "process_name":
+            name = parsed[1][1]
+            self.process_names[ev["pid"]] = name
+            if ev["pid"] in self.renames:
+                ev["args"] = dict(ev["args"], name=name + self.renames[ev["pid"]])
         text = json.dumps(_plain(ev), separators=(",", ":"))
         extra = ""
         if ts is not None:
@@ -1095,7 +1131,7 @@ def merge(inputs: list, output: PathLike, *, progress: Progress = None) -> dict:
     # Pass 1: what each file says of itself.
     files = []
     for path in paths:
-        try:
+        with _named_errors(path):
             ft = _tail_other(path)
             if ft is None:
                 top, saw = _read(path, None, skip_events=True)
@@ -1107,10 +1143,6 @@ def merge(inputs: list, output: PathLike, *, progress: Progress = None) -> dict:
             procs, merged = _processes(ft)
             origin = _int(ft.get("origin_ns"), "otherData.frametrace.origin_ns")
             wall = _anchor_wall(ft, origin, "the trace")
-        except _Bad as exc:
-            raise ValueError(f"{path}: {exc}") from None
-        except RecursionError:
-            raise ValueError(f"{path}: JSON nested too deeply to be a trace") from None
         files.append((path, ft, procs, merged, origin, wall))
 
     common_wall = min(f[5] for f in files)
@@ -1185,11 +1217,9 @@ def merge(inputs: list, output: PathLike, *, progress: Progress = None) -> dict:
 
                     def step(done: int, _total: int, base: int = base) -> None:
                         progress(base + done, total)  # type: ignore[misc]
-                try:
+                with _named_errors(path):
                     top, saw = _read(path, sink, step)
                     again = _frametrace_other(top, saw)
-                except _Bad as exc:
-                    raise ValueError(f"{path}: {exc}") from None
                 if again != ft:
                     raise ValueError(f"{path}: otherData.frametrace is not the one at the end of "
                                      f"the file")
