@@ -199,6 +199,22 @@ def test_session_misuse():
         pass
 
 
+def test_exit_of_a_session_never_entered():
+    prof = frametrace.profile()
+    with pytest.raises(RuntimeError, match="never entered"):
+        prof.__exit__(None, None, None)
+    # Refused without a trace of it: the session still runs as a whole.
+    with prof:
+        prof.step()
+    assert prof.step_num == 1 and prof.last_trace is not None
+    # Nor does it end another session that is running.
+    with frametrace.profile() as running:
+        with pytest.raises(RuntimeError, match="never entered"):
+            frametrace.profile().__exit__(None, None, None)
+        running.step()
+    assert running.last_trace is not None and running.step_num == 1
+
+
 def test_body_raising_still_delivers_the_trace():
     traces = []
     with pytest.raises(KeyError):

@@ -355,6 +355,10 @@ class Profile:
             window.python_steps_left = 0
 
     def __exit__(self, *exc_info: object) -> Literal[False]:
+        if not self._entered:
+            # Marking it finished would break the 'with' that comes later.
+            raise RuntimeError("__exit__() of a session that was never entered: use "
+                               "'with frametrace.profile(...) as prof:'")
         try:
             if self._window is not None:
                 window = self._window
