@@ -185,29 +185,18 @@ void
 ft_record_id_slow(ft_tracer *tracer, ft_thread *th, ft_hookobject *hook,
                   int64_t ts, uint32_t id, uint32_t kind)
 {
-    int wrapped;
-    if (id < FT_WORD_ID_LIMIT) {
-        if (th->ring.buf == NULL
-            && ft_thread_first_ring(tracer, th, hook, &ts) < 0) {
-            return;
-        }
-        wrapped = ft_ring_push_narrow(&th->ring, ts, id, kind);
+    if (id == FT_NO_ID) {
+        th->lost++;
+        return;
     }
-    else {
-        if (id == FT_NO_ID) {
-            th->lost++;
-            return;
-        }
-        if (id & FT_ID_IGNORED) {
-            return;
-        }
-        if (th->ring.buf == NULL
-            && ft_thread_first_ring(tracer, th, hook, &ts) < 0) {
-            return;
-        }
-        wrapped = ft_ring_push_escape(&th->ring, ts, id, kind);
+    if (id & FT_ID_IGNORED) {
+        return;
     }
-    if (wrapped) {
+    if (th->ring.buf == NULL
+        && ft_thread_first_ring(tracer, th, hook, &ts) < 0) {
+        return;
+    }
+    if (ft_ring_push(&th->ring, ts, id, kind)) {
         ft_clock_maybe_anchor(&tracer->clock, ts);
     }
 }

@@ -97,21 +97,19 @@ thread_of_caller(ft_tracer *tracer, int starting)
     return th;
 }
 
-static inline ft_thread *
-current_thread(ft_tracer *tracer, int starting)
-{
-    if (FT_LIKELY(tls_generation == tracer->generation)) {
-        return tls_thread;
-    }
-    return thread_of_caller(tracer, starting);
-}
-
 /* The thread of the caller if this thread's cache is for tracer (the
  * common case), else NULL. */
 static inline ft_thread *
 cached_thread(const ft_tracer *tracer)
 {
     return FT_LIKELY(tls_generation == tracer->generation) ? tls_thread : NULL;
+}
+
+static inline ft_thread *
+current_thread(ft_tracer *tracer, int starting)
+{
+    ft_thread *th = cached_thread(tracer);
+    return th != NULL ? th : thread_of_caller(tracer, starting);
 }
 
 /* The callbacks' result.  None is immortal on 3.12+: no reference to
