@@ -599,6 +599,18 @@ def _child_rss(pid):
     return 0
 
 
+def _child_env():
+    """The environment of a child, which runs in benchmarks/: PYTHONPATH's
+    relative entries made absolute from where compare.py was started (with
+    PYTHONPATH=python every frametrace configuration was skipped as not
+    installed)."""
+    env = dict(os.environ)
+    if env.get("PYTHONPATH"):
+        env["PYTHONPATH"] = os.pathsep.join(
+            os.path.abspath(p) if p else p for p in env["PYTHONPATH"].split(os.pathsep))
+    return env
+
+
 def run_child(spec, timeout, max_rss, tmp_root):
     """The child's result lines, and a failure message or None."""
     tmp = tempfile.mkdtemp(prefix="compare-", dir=tmp_root)
@@ -607,7 +619,7 @@ def run_child(spec, timeout, max_rss, tmp_root):
     lines, failure = [], None
     with tempfile.TemporaryFile(mode="w+") as err:
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, text=True,
-                                cwd=HERE)
+                                cwd=HERE, env=_child_env())
 
         def read():
             for line in proc.stdout:

@@ -589,9 +589,10 @@ class _Strings:
         return self.names.setdefault(name, name)
 
     def loc(self, where: str, what: str) -> tuple[str, int]:
+        """where: an event's args.file; what: the event (for the error)."""
         loc = self.files.get(where)
         if loc is None:
-            loc = self.files[where] = _where(where, what)
+            loc = self.files[where] = _where(where, f"{what}.args.file")
         return loc
 
     def raw_name(self, raw: str, n: int) -> str:
@@ -633,7 +634,7 @@ def _parse_event(ev: Any, n: int, strings: _Strings) -> Optional[tuple[str, tupl
                 raise _Bad(f"{what}.args: an object expected, not {_show(args)}")
             where = _str(_get(args, "file", f"{what}.args"), f"{what}.args.file")
             return "call", ("py" if cat == "python" else "c", pid, tid, ts, end,
-                            strings.name(name), strings.loc(where, f"{what}.args.file"),
+                            strings.name(name), strings.loc(where, what),
                             _bool(args.get("open_at_start", False), f"{what}.args.open_at_start"),
                             _bool(args.get("open_at_stop", False), f"{what}.args.open_at_stop"))
         if cat == "range":
