@@ -37,6 +37,7 @@ import platform
 import statistics
 import sys
 import time
+from functools import partial
 
 import frametrace
 from frametrace import _tracer
@@ -59,24 +60,15 @@ def run_untraced(fn, arg):
     return clock_ns() - t0
 
 
-def run_profile_floor(clock):
+def run_reference(install):
+    """A reference hook: install(True) before the timed call, install(False)
+    after."""
     def run(fn, arg):
-        _tracer._set_noop_profile(True, clock=clock)
+        install(True)
         t0 = clock_ns()
         fn(arg)
         t1 = clock_ns()
-        _tracer._set_noop_profile(False)
-        return t1 - t0
-    return run
-
-
-def run_monitoring_floor(clock):
-    def run(fn, arg):
-        _tracer._set_noop_monitoring(True, clock=clock)
-        t0 = clock_ns()
-        fn(arg)
-        t1 = clock_ns()
-        _tracer._set_noop_monitoring(False)
+        install(False)
         return t1 - t0
     return run
 
@@ -109,13 +101,14 @@ def configurations():
     """(name, run, its clock reference or None), untraced and floor first."""
     configs = [
         ("untraced", run_untraced, None),
-        ("floor", run_profile_floor(False), None),
-        ("floor+clock", run_profile_floor(True), None),
+        ("floor", run_reference(_tracer._set_noop_profile), None),
+        ("floor+clock", run_reference(partial(_tracer._set_noop_profile, clock=True)), None),
     ]
     if HAVE_MONITORING:
         configs += [
-            ("mon-floor", run_monitoring_floor(False), None),
-            ("mon-floor+clock", run_monitoring_floor(True), None),
+            ("mon-floor", run_reference(_tracer._set_noop_monitoring), None),
+            ("mon-floor+clock", run_reference(partial(_tracer._set_noop_monitoring, clock=True)),
+             None),
         ]
     configs.append(("cProfile", run_cprofile, None))
     configs.append(("frametrace setprofile", run_frametrace("setprofile"),

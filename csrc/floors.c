@@ -187,13 +187,7 @@ ft_set_noop_monitoring(PyObject *module, PyObject *args, PyObject *kwargs)
     if (!on) {
         Py_RETURN_NONE;
     }
-    PyObject *conflict = ft_monitor_conflict();
-    if (conflict != NULL) {
-        PyErr_SetObject(PyExc_RuntimeError, conflict);
-        Py_DECREF(conflict);
-        return NULL;
-    }
-    if (PyErr_Occurred()) {
+    if (ft_refuse_conflict(ft_monitor_conflict()) < 0) {
         return NULL;
     }
     PyObject *owner = clock ? new_floor_ring(module) : Py_NewRef(Py_None);

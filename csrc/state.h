@@ -158,6 +158,21 @@ ft_record_id(ft_tracer *tracer, ft_thread *th, ft_hookobject *hook,
     }
 }
 
+/* Refuses to start over another tool: message (stolen), from
+ * ft_monitor_conflict() or the like, says who holds the hook.  -1 with
+ * RuntimeError(message) set, or with the error that left message NULL; 0
+ * when the hook is free. */
+static inline int
+ft_refuse_conflict(PyObject *message)
+{
+    if (message != NULL) {
+        PyErr_SetObject(PyExc_RuntimeError, message);
+        Py_DECREF(message);
+        return -1;
+    }
+    return PyErr_Occurred() ? -1 : 0;
+}
+
 /* monitor.c: the sys.monitoring backend (3.12+), on tool id 2. */
 #define FT_MONITOR_TOOL_ID 2
 #if FT_HAVE_MONITORING

@@ -433,12 +433,7 @@ tracer_start(ft_tracer *self, PyObject *Py_UNUSED(ignored))
     int monitoring = 0;
     PyObject *conflict = find_conflict(self);
 #endif
-    if (conflict != NULL) {
-        PyErr_SetObject(PyExc_RuntimeError, conflict);
-        Py_DECREF(conflict);
-        return NULL;
-    }
-    if (PyErr_Occurred()) {
+    if (ft_refuse_conflict(conflict) < 0) {
         return NULL;
     }
     /* Everything that runs Python code comes before the tracer is active:
