@@ -69,6 +69,14 @@ void ft_ring_free(ft_ring *ring);
 int ft_ring_push_escape(ft_ring *ring, int64_t ts, uint32_t func,
                         uint32_t kind);
 
+/* The one-word record: delta < 2**FT_WORD_DELTA_BITS, func <
+ * FT_WORD_ID_LIMIT. */
+static inline uint64_t
+ft_ring_word(uint64_t delta, uint32_t func, uint32_t kind)
+{
+    return delta << FT_WORD_DELTA_SHIFT | (uint64_t)func << 3 | kind;
+}
+
 /* For func < FT_WORD_ID_LIMIT.  Returns 1 when the ring wrapped (back to
  * its first word), else 0. */
 static inline int
@@ -84,7 +92,7 @@ ft_ring_push_narrow(ft_ring *ring, int64_t ts, uint32_t func, uint32_t kind)
     uint64_t pos = ring->pos;
     uint64_t capacity = ring->capacity;
     ring->last = ts;
-    ring->buf[pos] = delta << FT_WORD_DELTA_SHIFT | (uint64_t)func << 3 | kind;
+    ring->buf[pos] = ft_ring_word(delta, func, kind);
     if (FT_RING_UNLIKELY(++pos == capacity)) {
         ring->pos = 0;
         ring->wraps++;
@@ -110,7 +118,7 @@ ft_ring_try_push(ft_ring *ring, int64_t ts, uint32_t func, uint32_t kind)
     }
     uint64_t *buf = ring->buf;
     ring->last = ts;
-    buf[pos] = delta << FT_WORD_DELTA_SHIFT | (uint64_t)func << 3 | kind;
+    buf[pos] = ft_ring_word(delta, func, kind);
     ring->pos = pos + 1;
     return 1;
 }
