@@ -82,6 +82,16 @@ typedef struct { PyObject *type, *value, *tb; } ft_saved_exc;
 /* sys.monitoring (PEP 669). */
 #define FT_HAVE_MONITORING (PY_VERSION_HEX >= 0x030C0000)
 
+/* Whether CPython's profile layer reports a CALL event of a bound method
+ * wrapping a C function (types.MethodType(len, x)) as a call of that
+ * function: 3.13 only.  3.12 ignores such a CALL; 3.14 ignores it again,
+ * because its CALL instruction unwraps the method before the event, and the
+ * one CALL event still naming the bound method (CALL_FUNCTION_EX,
+ * `m(*args)`) gets no C_RETURN, so that a call recorded there would enclose
+ * everything up to its caller's return. */
+#define FT_PROFILE_UNWRAPS_BOUND_C \
+    (PY_VERSION_HEX >= 0x030D0000 && PY_VERSION_HEX < 0x030E0000)
+
 #if defined(__GNUC__) || defined(__clang__)
 #  define FT_LIKELY(x) __builtin_expect(!!(x), 1)
 #  define FT_UNLIKELY(x) __builtin_expect(!!(x), 0)

@@ -169,7 +169,7 @@ record_code(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
 
 /* What CPython's own profile layer (on sys.monitoring) reports as a C call:
  * builtin functions and methods, method descriptors called with a self of
- * their type (arg0), and from 3.13 a bound method wrapping a builtin.
+ * their type (arg0), and on 3.13 a bound method wrapping a builtin.
  * *callable becomes what names it. */
 static inline const void *
 c_function_key(PyObject **callable, PyObject *arg0)
@@ -192,7 +192,7 @@ c_function_key(PyObject **callable, PyObject *arg0)
         }
         return ((PyMethodDescrObject *)func)->d_method;
     }
-#if PY_VERSION_HEX >= 0x030D0000
+#if FT_PROFILE_UNWRAPS_BOUND_C
     if (type == &PyMethod_Type) {
         PyObject *inner = PyMethod_GET_FUNCTION(func);
         if (Py_IS_TYPE(inner, &PyFunction_Type) || !PyCFunction_Check(inner)) {

@@ -55,10 +55,13 @@ def trees(backend, c_calls=True):
         program_with_threads()
     events = tracer.getEvents()
     check_invariants(tracer, events)
+    # The main thread's root is program_with_threads; the other thread's, its
+    # first (outermost) `program`, however deep threading calls it (3.14's
+    # Thread.run goes through Context.run).
     roots = {}
+    main = threading.get_ident()
     for i, ev in enumerate(events):
-        if ev.name == "program_with_threads" or (ev.name == "program" and ev.depth <= 3
-                                                 and events[ev.parent].name != "program_with_threads"):
+        if ev.name == "program_with_threads" or (ev.name == "program" and ev.thread_id != main):
             roots.setdefault(tracer.thread_names.get(ev.thread_id, ev.thread_id), subtree(events, i))
     return roots, tracer
 

@@ -112,8 +112,13 @@ THROW_INTO_YIELD_FROM = sys.version_info[:2] != (3, 11)
 #   "no_self": a method descriptor called with no argument (TypeError): the
 #     profile hook reports nothing, the monitoring backend an extra call (and
 #     counts `dropped` for one it has not named yet).
-# csrc/monitor.c unwraps a bound method around a builtin on 3.13+ only, as
+# csrc/monitor.c unwraps a bound method around a builtin on 3.13 only, as
 # 3.13's profile layer does; 3.12.5+ (not installed here to check) may too.
+# On 3.14+ neither stream has a call for `_bl(*())`: the CALL instruction
+# unwraps the method itself (`_bl()` is a plain `len` call), and the one
+# CALL event naming the bound method (CALL_FUNCTION_EX) gets no C_RETURN, so
+# the profile layer ignores it, and so does the monitoring backend
+# (test_bound_c_function_called_with_star_args).
 MONITORING_DIFFERS = {"bound_c"} if (3, 12, 5) <= sys.version_info[:3] < (3, 13) else set()
 
 # C calls: (source, raises, tag).  Statements use the local `d` (an int >= 0).
@@ -523,6 +528,23 @@ def test_bound_c_function():
         "backend: a types.MethodType wrapping a C function is filtered out of "
         "CALL (csrc/monitor.c c_function_key), which CPython's legacy layer "
         "unwraps: `len` has no call (open_at_start), or is missing")
+
+
+@pytest.mark.skipif(sys.version_info < (3, 14), reason="3.14+: see MONITORING_DIFFERS")
+def test_bound_c_function_called_with_star_args():
+    """`_bl(*())` has a CALL event but no C_RETURN on 3.14+: recorded, its
+    `len` would enclose everything up to program's return (f1 below)."""
+    source = PRELUDE + "def f1(d):\n    return abs(d)\n\n" + \
+        "def program(d):\n    _bl(*())\n    f1(d)\n    _bl()\n"
+    namespace = {}
+    exec(compile(source, "<bound-c>", "exec"), namespace)
+    with frametrace.trace() as tracer:
+        namespace["program"](1)
+    events = tracer.getEvents()
+    check_invariants(tracer, events)
+    program = next(i for i, ev in enumerate(events) if ev.name == "program")
+    assert [(ev.name, ev.parent) for ev in events[program + 1:]] == [
+        ("f1", program), ("abs", program + 1), ("len", program)]
 
 
 def test_method_descriptor_without_self():

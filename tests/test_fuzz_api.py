@@ -357,6 +357,18 @@ def attempt(fn, *args, allowed=(TypeError, ValueError), known=(), actions=(), **
     return Outcome(True, value=value, mutated=_STATE["mutations"] != before)
 
 
+def _has_truth(value):
+    """Whether bool(value) works (a misbehaving value's does: it raises
+    the fuzzer's UserError, which attempt() expects anyway)."""
+    if isinstance(value, Evil):
+        return True
+    try:
+        bool(value)
+    except TypeError:
+        return False
+    return True
+
+
 def _active_tracers():
     return [o for o in gc.get_objects() if isinstance(o, _tracer.Tracer) and o.active]
 
@@ -967,7 +979,10 @@ def fuzz_tracer_lifecycle(data, options):
             elif op == "noop_profile":
                 flag = data.draw(st.one_of(st.booleans(), nasty), label="noop flag")
                 hooked = _hooked()
-                out = attempt(_tracer._set_noop_profile, flag, allowed=(RuntimeError,))
+                # Its truth value decides; one that has none (NotImplemented
+                # since 3.14) is a TypeError.
+                allowed = (RuntimeError,) if _has_truth(flag) else (RuntimeError, TypeError)
+                out = attempt(_tracer._set_noop_profile, flag, allowed=allowed)
                 if out.ok and hooked:
                     assert not flag or isinstance(flag, Evil), "replaced the tracer's hook"
                 _tracer._set_noop_profile(False)
