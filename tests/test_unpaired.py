@@ -60,7 +60,9 @@ def raw_monitoring_c_events():
             return True
         if isinstance(callable_, types.MethodDescriptorType):
             return isinstance(arg0, callable_.__objclass__)
-        return (sys.version_info >= (3, 13) and isinstance(callable_, types.MethodType)
+        # A bound method wrapping a builtin: on 3.13 only (see
+        # FT_PROFILE_UNWRAPS_BOUND_C in csrc/compat.h).
+        return (sys.version_info[:2] == (3, 13) and isinstance(callable_, types.MethodType)
                 and isinstance(callable_.__func__, types.BuiltinFunctionType))
 
     def on(event):
@@ -94,6 +96,10 @@ def test_unpaired_c_events_are_contained():
         assert ("direct", "c_return") in raw and ("direct", "c_call") not in raw
     if sys.version_info[:3] == (3, 13, 0):
         assert ("star", "c_call") in raw and ("star", "c_return") not in raw
+    if sys.version_info >= (3, 14):
+        # The profile layer ignores the call's one CALL event (it names the
+        # bound method), which gets no C_RETURN: no event at all.
+        assert not [e for e in raw if e[0] == "star"], raw
     check_contained(raw)
 
 
