@@ -397,7 +397,9 @@ static PyModuleDef_Slot module_slots[] = {
     {Py_mod_multiple_interpreters, Py_MOD_MULTIPLE_INTERPRETERS_NOT_SUPPORTED},
 #endif
 #if PY_VERSION_HEX >= 0x030D0000
-    /* The hook and the rings rely on the GIL. */
+    /* The truth: the hook, the rings, the function table and start/stop
+     * rely on the GIL (docs/free-threading.md).  A free-threaded build
+     * never reads it: PyInit__tracer() refuses first. */
     {Py_mod_gil, Py_MOD_GIL_USED},
 #endif
     {0, NULL},
@@ -419,5 +421,22 @@ PyModuleDef ft_module_def = {
 PyMODINIT_FUNC
 PyInit__tracer(void)
 {
+#ifdef Py_GIL_DISABLED
+    /* Refused here, before a module object exists, rather than in the exec
+     * slot: CPython reads Py_mod_gil when it creates the module, and a
+     * Py_MOD_GIL_USED module would turn the GIL on for the whole process
+     * (with a RuntimeWarning) only to fail its exec.  Not tested on a
+     * free-threaded interpreter: there was none to build against. */
+    PyErr_Format(PyExc_ImportError,
+                 "frametrace does not support the free-threaded build of "
+                 "CPython (Py_GIL_DISABLED) yet: its hook, rings, function "
+                 "table and start/stop rely on the GIL (see "
+                 "docs/free-threading.md in frametrace's source); use the "
+                 "regular build, with the GIL (python%d.%d rather than "
+                 "python%d.%dt)", PY_MAJOR_VERSION, PY_MINOR_VERSION,
+                 PY_MAJOR_VERSION, PY_MINOR_VERSION);
+    return NULL;
+#else
     return PyModuleDef_Init(&ft_module_def);
+#endif
 }
