@@ -233,8 +233,8 @@ static const int8_t record_kind[] = {
     [PyTrace_OPCODE] = -1,
 };
 
-/* Any event, a function seen for the first time included; th NULL (3.12+)
- * when this thread's cache is not for this tracer yet.  Out of line:
+/* Any event, a function seen for the first time included; th NULL (3.12+):
+ * found here.  Out of line:
  * inlined, its calls would give the hook's common case a stack frame. */
 static FT_NOINLINE int
 record(ft_hookobject *hook, ft_thread *th, int64_t ts, PyFrameObject *frame,
@@ -276,6 +276,9 @@ record(ft_hookobject *hook, ft_thread *th, int64_t ts, PyFrameObject *frame,
                 return 0;
             }
         }
+    }
+    if (th == NULL) {
+        th = ft_cached_thread(tracer);
     }
     if (th == NULL) {
         th = ft_thread_of_caller(tracer, what == PyTrace_CALL);
@@ -361,7 +364,7 @@ hook_off(ft_hookobject *hook)
         tls_unhooked = hook->generation;
         ft_saved_exc saved;
         FT_SAVE_EXC(saved);
-        Py_INCREF(hook);  /* the thread's reference goes */
+        Py_INCREF(hook);  /* the thread's reference goes: ours to return */
         PyEval_SetProfile(NULL, NULL);
         Py_DECREF(hook);
         FT_RESTORE_EXC(saved);
@@ -379,9 +382,7 @@ ft_hook(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg)
     if (FT_UNLIKELY(tracer == NULL)) {
         return hook_off(hook);  /* the tracer stopped */
     }
-    /* NULL at the thread's first event under this tracer: record() finds
-     * it. */
-    ft_thread *th = ft_cached_thread(tracer);
+    ft_thread *th = NULL;  /* read last, when no call follows */
 #else
     ft_thread *th = hook->thread;
     if (FT_UNLIKELY(th == NULL)) {
@@ -411,17 +412,15 @@ ft_hook(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg)
     int64_t ts = ft_cycles();
     uint32_t id = ft_functable_find(&tracer->funcs, key);
 #if FT_SHARED_HOOK
+    /* NULL at the thread's first event under this tracer: record() then
+     * finds it. */
+    th = ft_cached_thread(tracer);
+#endif
     if (FT_LIKELY(th != NULL
                   && ft_ring_try_push(&th->ring, ts, id,
                                       (uint32_t)record_kind[what]))) {
         return 0;
     }
-#else
-    if (FT_LIKELY(ft_ring_try_push(&th->ring, ts, id,
-                                   (uint32_t)record_kind[what]))) {
-        return 0;
-    }
-#endif
     return record(hook, th, ts, frame, what, arg);
 }
 
@@ -592,8 +591,7 @@ error:
 
 /* ---- the caller's thread, through thread-local storage ------------------ */
 
-FT_TLS uint64_t ft_tls_generation;
-FT_TLS ft_thread *ft_tls_thread;
+FT_TLS ft_thread_cache ft_tls_cache;
 /* Guarded by the GIL. */
 static uint64_t last_generation;
 
@@ -640,8 +638,8 @@ ft_thread_of_caller(ft_tracer *tracer, int starting)
             return NULL;
         }
     }
-    ft_tls_generation = tracer->generation;
-    ft_tls_thread = th;
+    ft_tls_cache.generation = tracer->generation;
+    ft_tls_cache.thread = th;
     return th;
 }
 

@@ -119,11 +119,15 @@ typedef struct ft_tracer {
 } ft_tracer;
 
 /* Which thread's ring this OS thread records into, for the tracer started
- * as generation ft_tls_generation (generations are never reused, unlike
+ * as generation `generation` (generations are never reused, unlike
  * addresses): the sys.monitoring callbacks' and (3.12+) the profile hook's
- * way to their thread.  Set by ft_thread_of_caller(). */
-extern FT_TLS uint64_t ft_tls_generation;
-extern FT_TLS ft_thread *ft_tls_thread;
+ * way to their thread.  Set by ft_thread_of_caller().  One struct: one
+ * address to look up per event. */
+typedef struct {
+    uint64_t generation;
+    ft_thread *thread;
+} ft_thread_cache;
+extern FT_TLS ft_thread_cache ft_tls_cache;
 
 /* A new generation, for a tracer that starts. */
 uint64_t ft_next_generation(void);
@@ -139,8 +143,8 @@ ft_thread *ft_thread_of_caller(ft_tracer *tracer, int starting);
 static inline ft_thread *
 ft_cached_thread(const ft_tracer *tracer)
 {
-    return FT_LIKELY(ft_tls_generation == tracer->generation) ? ft_tls_thread
-                                                               : NULL;
+    return FT_LIKELY(ft_tls_cache.generation == tracer->generation)
+        ? ft_tls_cache.thread : NULL;
 }
 
 /* hook.c */

@@ -511,7 +511,11 @@ new_shared_hook(ft_tracer *self)
 static int
 install_shared_hook(ft_tracer *self)
 {
-    PyEval_SetProfileAllThreads(ft_hook, self->hook);
+    /* Held: an audit hook may stop the tracer, which drops its own, before
+     * any thread holds one. */
+    PyObject *hook = Py_NewRef(self->hook);
+    PyEval_SetProfileAllThreads(ft_hook, hook);
+    Py_DECREF(hook);
     /* It reports a refusal (an audit hook's exception) as unraisable only:
      * the caller's thread tells.  Unless the tracer stopped meanwhile (an
      * audit hook may stop it). */
@@ -662,13 +666,17 @@ tracer_start(ft_tracer *self, PyObject *Py_UNUSED(ignored))
     }
 #else
     /* Installing runs audit hooks (Python code): check each thread state
-     * is still alive first. */
-    for (size_t i = 0; rc == 0 && !monitoring && i < nentries; i++) {
+     * is still alive first.  They may stop the tracer, which drops its list
+     * of hooks: held meanwhile. */
+    PyObject *hooks = Py_XNewRef(self->hooks);
+    for (size_t i = 0; rc == 0 && !monitoring && i < nentries
+                       && self->phase == FT_PHASE_ACTIVE; i++) {
         if (tstate_alive(entries[i].ts, entries[i].id)) {
             rc = _PyEval_SetProfile(entries[i].ts, ft_hook,
                                     (PyObject *)entries[i].hook);
         }
     }
+    Py_XDECREF(hooks);
 #endif
     free(entries);
     if (gc_was_enabled) {

@@ -123,3 +123,27 @@ def test_stop_leaves_another_tools_hook_and_each_thread_drops_ours():
             abs(1)
         print("survived")
     """)
+
+
+def test_audit_hook_stopping_the_tracer_during_start():
+    run("""
+        import sys, frametrace
+        stopping = []
+        def audit(event, args):
+            if event == "sys.setprofile" and stopping:
+                stopping.pop().stop()
+        sys.addaudithook(audit)
+        tr = frametrace.Tracer()
+        stopping.append(tr)
+        tr.start()
+        assert not tr.active and tr.stop_ns is not None
+        tr.getEvents()
+        del tr
+        # Whatever hook was left on the thread is inert, and in no one's way.
+        with frametrace.Tracer() as t2:
+            abs(1)
+        assert any(e.name == "abs" for e in t2.getEvents())
+        if sys.version_info >= (3, 12):
+            assert sys.getprofile() is None
+        print("survived")
+    """)

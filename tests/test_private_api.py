@@ -171,12 +171,11 @@ def test_thread_names_come_from_public_threading_api():
     import threading
     import time
 
-    gate = threading.Event()
+    running = threading.Semaphore(0)
     done = threading.Event()
 
     def work():
-        gate.wait()
-        time.sleep(0)
+        running.release()
         done.wait()
 
     early = threading.Thread(target=work, name="early")
@@ -185,8 +184,9 @@ def test_thread_names_come_from_public_threading_api():
         late = threading.Thread(target=work, name="late")
         late.start()
         early.name = "renamed"
-        gate.set()
-        time.sleep(0.01)
+        running.acquire()
+        running.acquire()  # both run their target: both are traced
+        time.sleep(0.001)
     # Both still alive at stop(), which reads the names again.
     done.set()
     early.join()
