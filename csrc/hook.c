@@ -412,13 +412,15 @@ ft_hook(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg)
     int64_t ts = ft_cycles();
     uint32_t id = ft_functable_find(&tracer->funcs, key);
 #if FT_SHARED_HOOK
-    /* NULL at the thread's first event under this tracer: record() then
-     * finds it. */
-    th = ft_cached_thread(tracer);
+    /* A miss: the thread's first event under this tracer, which record()
+     * finds. */
+    if (FT_UNLIKELY(!ft_cache_hit(tracer))) {
+        return record(hook, NULL, ts, frame, what, arg);
+    }
+    th = ft_tls_cache.thread;
 #endif
-    if (FT_LIKELY(th != NULL
-                  && ft_ring_try_push(&th->ring, ts, id,
-                                      (uint32_t)record_kind[what]))) {
+    if (FT_LIKELY(ft_ring_try_push(&th->ring, ts, id,
+                                   (uint32_t)record_kind[what]))) {
         return 0;
     }
     return record(hook, th, ts, frame, what, arg);

@@ -138,13 +138,20 @@ uint64_t ft_next_generation(void);
  * name): NULL when the tracer stopped meanwhile, or on failure. */
 ft_thread *ft_thread_of_caller(ft_tracer *tracer, int starting);
 
+/* Whether this thread's cache is for tracer: then ft_tls_cache.thread is
+ * the caller's thread, never NULL. */
+static inline int
+ft_cache_hit(const ft_tracer *tracer)
+{
+    return ft_tls_cache.generation == tracer->generation;
+}
+
 /* The thread of the caller if this thread's cache is for tracer (the
  * common case), else NULL. */
 static inline ft_thread *
 ft_cached_thread(const ft_tracer *tracer)
 {
-    return FT_LIKELY(ft_tls_cache.generation == tracer->generation)
-        ? ft_tls_cache.thread : NULL;
+    return FT_LIKELY(ft_cache_hit(tracer)) ? ft_tls_cache.thread : NULL;
 }
 
 /* hook.c */
