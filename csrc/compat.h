@@ -13,17 +13,25 @@
 
 /* Private CPython API: every use on a line of its own, "private: NAME
  * VERSIONS — reason".  NAME is a symbol the built extension imports (what
- * `nm -D` lists) or a PyThreadState field read directly (PyThreadState.FIELD,
- * only in the ft_tstate_*() functions below).  VERSIONS: 3.N-3.M, or 3.N+ for all
- * from 3.N on.  tests/test_private_api.py checks this list against the built
- * extension, the running interpreter and csrc/: keep it exact.
+ * `nm -D` lists) or a PyThreadState field read directly
+ * (PyThreadState.FIELD, only in the ft_tstate_*() functions below).
+ * VERSIONS: 3.N-3.M, or 3.N+ for all from 3.N on.
+ * tests/test_private_api.py checks this list against the built extension,
+ * the running interpreter and csrc/: keep it exact.
  *
- * private: _PyEval_SetProfile 3.10-3.11 — installs and removes the profile function on another thread; PyEval_SetProfileAllThreads() is 3.12+
- * private: _Py_IsFinalizing 3.10-3.12 — whether the interpreter is shutting down; Py_IsFinalizing() is public from 3.13
- * private: PyThreadState.c_profilefunc 3.10+ — which profile function a thread has (conflicts at start(), is it still ours at stop()); no getter exists
- * private: PyThreadState.c_profileobj 3.10+ — the same, its argument (sys.getprofile() reads only the caller's, through Python)
- * private: PyThreadState.thread_id 3.10+ — threading.get_ident() of another thread, registered at start(); no getter exists
- * private: PyThreadState.native_thread_id 3.11+ — threading.get_native_id() of another thread; no getter exists
+ * private: _PyEval_SetProfile 3.10-3.11 — installs and removes the profile
+ *     function on another thread; PyEval_SetProfileAllThreads() is 3.12+
+ * private: _Py_IsFinalizing 3.10-3.12 — whether the interpreter is shutting
+ *     down; Py_IsFinalizing() is public from 3.13
+ * private: PyThreadState.c_profilefunc 3.10+ — which profile function a
+ *     thread has (conflicts at start(), is it still ours at stop()); no
+ *     getter exists
+ * private: PyThreadState.c_profileobj 3.10+ — the same, its argument
+ *     (sys.getprofile() reads only the caller's, through Python)
+ * private: PyThreadState.thread_id 3.10+ — threading.get_ident() of another
+ *     thread, registered at start(); no getter exists
+ * private: PyThreadState.native_thread_id 3.11+ — the native id of
+ *     another thread; no getter exists
  *
  * The rest of what `nm -D` lists is what public macros expand to:
  *   implied: _Py_Dealloc 3.10+ — Py_DECREF()
@@ -33,11 +41,16 @@
  *   implied: _Py_NotImplementedStruct 3.10+ — Py_NotImplemented
  *   implied: _PyObject_New 3.10+ — PyObject_New()
  *   implied: _PyObject_GC_New 3.10+ — PyObject_GC_New()
- *   implied: _PyArg_ParseTupleAndKeywords_SizeT 3.10-3.12 — PyArg_ParseTupleAndKeywords() under PY_SSIZE_T_CLEAN
- *   implied: _PyArg_ParseTuple_SizeT 3.10-3.12 — PyArg_ParseTuple() under PY_SSIZE_T_CLEAN
- *   implied: _PyObject_CallFunction_SizeT 3.10-3.12 — PyObject_CallFunction() under PY_SSIZE_T_CLEAN
- *   implied: _PyObject_CallMethod_SizeT 3.10-3.12 — PyObject_CallMethod() under PY_SSIZE_T_CLEAN
- *   implied: _Py_BuildValue_SizeT 3.10-3.12 — Py_BuildValue() under PY_SSIZE_T_CLEAN
+ *   implied: _PyArg_ParseTupleAndKeywords_SizeT 3.10-3.12 — its public
+ *       name under PY_SSIZE_T_CLEAN
+ *   implied: _PyArg_ParseTuple_SizeT 3.10-3.12 — PyArg_ParseTuple() under
+ *       PY_SSIZE_T_CLEAN
+ *   implied: _PyObject_CallFunction_SizeT 3.10-3.12 — the same, of
+ *       PyObject_CallFunction()
+ *   implied: _PyObject_CallMethod_SizeT 3.10-3.12 — PyObject_CallMethod()
+ *       under PY_SSIZE_T_CLEAN
+ *   implied: _Py_BuildValue_SizeT 3.10-3.12 — Py_BuildValue() under
+ *       PY_SSIZE_T_CLEAN
  */
 
 /* 3.12+: one hook object for all threads, installed with the public

@@ -591,7 +591,7 @@ error:
     return NULL;
 }
 
-/* ---- the caller's thread, through thread-local storage ------------------ */
+/* ---- the caller's thread, through thread-local storage -------------- */
 
 FT_TLS ft_thread_cache ft_tls_cache;
 /* Guarded by the GIL. */
@@ -645,7 +645,7 @@ ft_thread_of_caller(ft_tracer *tracer, int starting)
     return th;
 }
 
-/* ---- threads' names ------------------------------------------------------ */
+/* ---- threads' names -------------------------------------------------- */
 
 PyObject *
 ft_thread_names(void)

@@ -314,7 +314,8 @@ uninstall_hooks(ft_tracer *self, int take_stacks)
     /* Pure C first, GC off so that allocations run no finalizer. */
     int gc_was_enabled = PyGC_Disable();
     int any_ours = 0, all_ours = 1;
-    PyThreadState *ts = PyInterpreterState_ThreadHead(PyInterpreterState_Get());
+    PyInterpreterState *interp = PyInterpreterState_Get();
+    PyThreadState *ts = PyInterpreterState_ThreadHead(interp);
     for (; ts != NULL; ts = PyThreadState_Next(ts)) {
         Py_tracefunc func = ft_tstate_profile_func(ts);
         if (is_ours(self, ts)) {
@@ -359,9 +360,8 @@ uninstall_hooks(ft_tracer *self, int take_stacks)
             continue;
         }
         if (take_stacks && ft_tstate_profile_func(ts) == ft_hook) {
-            take_stop_stack(self,
-                            ((ft_hookobject *)ft_tstate_profile_obj(ts))->thread,
-                            ts);
+            ft_hookobject *hook = (ft_hookobject *)ft_tstate_profile_obj(ts);
+            take_stop_stack(self, hook->thread, ts);
         }
         if (ntodo == cap) {
             cap = cap ? cap * 2 : 16;
@@ -519,7 +519,8 @@ install_shared_hook(ft_tracer *self)
     /* It reports a refusal (an audit hook's exception) as unraisable only:
      * the caller's thread tells.  Unless the tracer stopped meanwhile (an
      * audit hook may stop it). */
-    if (self->phase == FT_PHASE_ACTIVE && !is_ours(self, PyThreadState_Get())) {
+    if (self->phase == FT_PHASE_ACTIVE
+        && !is_ours(self, PyThreadState_Get())) {
         PyErr_SetString(PyExc_RuntimeError,
                         "the profile function could not be installed: an "
                         "audit hook refused sys.setprofile (see the "
