@@ -11,15 +11,80 @@
 #  error "frametrace needs CPython 3.10 or newer"
 #endif
 
-/* _PyEval_SetProfile() installs a profile function on one given thread.
- * It is what PyEval_SetProfileAllThreads() loops over on 3.12+, and the only
- * way on 3.10/3.11 to reach other threads.  We call it per thread because each
- * thread gets its own profile object (its ring buffer) and because stop() must
- * leave alone threads where another tool has replaced our hook.  3.13 moved the
- * declaration to the internal headers but still exports the symbol. */
-#if PY_VERSION_HEX >= 0x030D0000
-PyAPI_FUNC(int) _PyEval_SetProfile(PyThreadState *tstate, Py_tracefunc func,
-                                   PyObject *arg);
+/* Private CPython API: every use on a line of its own, "private: NAME
+ * VERSIONS — reason".  NAME is a symbol the built extension imports (what
+ * `nm -D` lists) or a PyThreadState field read directly
+ * (PyThreadState.FIELD, only in the ft_tstate_*() functions below).
+ * VERSIONS: 3.N-3.M, or 3.N+ for all from 3.N on.
+ * tests/test_private_api.py checks this list against the built extension,
+ * the running interpreter and csrc/: keep it exact.
+ *
+ * private: _PyEval_SetProfile 3.10-3.11 — installs and removes the profile
+ *     function on another thread; PyEval_SetProfileAllThreads() is 3.12+
+ * private: _Py_IsFinalizing 3.10-3.12 — whether the interpreter is shutting
+ *     down; Py_IsFinalizing() is public from 3.13
+ * private: PyThreadState.c_profilefunc 3.10+ — which profile function a
+ *     thread has (conflicts at start(), is it still ours at stop()); no
+ *     getter exists
+ * private: PyThreadState.c_profileobj 3.10+ — the same, its argument
+ *     (sys.getprofile() reads only the caller's, through Python)
+ * private: PyThreadState.thread_id 3.10+ — threading.get_ident() of another
+ *     thread, registered at start(); no getter exists
+ * private: PyThreadState.native_thread_id 3.11+ — the native id of
+ *     another thread; no getter exists
+ *
+ * The rest of what `nm -D` lists is what public macros expand to:
+ *   implied: _Py_Dealloc 3.10+ — Py_DECREF()
+ *   implied: _Py_NoneStruct 3.10+ — Py_None
+ *   implied: _Py_TrueStruct 3.10+ — Py_True
+ *   implied: _Py_FalseStruct 3.10+ — Py_False
+ *   implied: _Py_NotImplementedStruct 3.10+ — Py_NotImplemented
+ *   implied: _PyObject_New 3.10+ — PyObject_New()
+ *   implied: _PyObject_GC_New 3.10+ — PyObject_GC_New()
+ *   implied: _PyArg_ParseTupleAndKeywords_SizeT 3.10-3.12 — its public
+ *       name under PY_SSIZE_T_CLEAN
+ *   implied: _PyArg_ParseTuple_SizeT 3.10-3.12 — PyArg_ParseTuple() under
+ *       PY_SSIZE_T_CLEAN
+ *   implied: _PyObject_CallFunction_SizeT 3.10-3.12 — the same, of
+ *       PyObject_CallFunction()
+ *   implied: _PyObject_CallMethod_SizeT 3.10-3.12 — PyObject_CallMethod()
+ *       under PY_SSIZE_T_CLEAN
+ *   implied: _Py_BuildValue_SizeT 3.10-3.12 — Py_BuildValue() under
+ *       PY_SSIZE_T_CLEAN
+ */
+
+/* 3.12+: one hook object for all threads, installed with the public
+ * PyEval_SetProfileAllThreads(); before, one per thread, installed with
+ * _PyEval_SetProfile() (see tracer.c). */
+#define FT_SHARED_HOOK (PY_VERSION_HEX >= 0x030C0000)
+
+/* The profile function of thread ts and its argument (borrowed). */
+static inline Py_tracefunc
+ft_tstate_profile_func(PyThreadState *ts)
+{
+    return ts->c_profilefunc;
+}
+
+static inline PyObject *
+ft_tstate_profile_obj(PyThreadState *ts)
+{
+    return ts->c_profileobj;
+}
+
+/* threading.get_ident() of thread ts. */
+static inline unsigned long
+ft_tstate_thread_id(PyThreadState *ts)
+{
+    return ts->thread_id;
+}
+
+/* Thread-local storage.  Initial-exec: a plain %fs-relative load instead of
+ * a __tls_get_addr() call per event; the few bytes fit the static TLS space
+ * left for dlopen(). */
+#if defined(__GNUC__) || defined(__clang__)
+#  define FT_TLS _Thread_local __attribute__((tls_model("initial-exec")))
+#else
+#  define FT_TLS _Thread_local
 #endif
 
 /* Borrowed code object of a frame: the frame keeps it alive. */

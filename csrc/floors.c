@@ -108,8 +108,8 @@ ft_set_noop_profile(PyObject *module, PyObject *args, PyObject *kwargs)
         return NULL;
     }
     PyThreadState *ts = PyThreadState_Get();
-    int ours = ts->c_profilefunc == noop_profile
-               || ts->c_profilefunc == clock_profile;
+    int ours = ft_tstate_profile_func(ts) == noop_profile
+               || ft_tstate_profile_func(ts) == clock_profile;
     if (!on) {
         /* Removes the reference only, never another tool's function. */
         if (ours) {
@@ -117,7 +117,7 @@ ft_set_noop_profile(PyObject *module, PyObject *args, PyObject *kwargs)
         }
         return PyErr_Occurred() ? NULL : Py_NewRef(Py_None);
     }
-    if (ts->c_profilefunc != NULL && !ours) {
+    if (ft_tstate_profile_func(ts) != NULL && !ours) {
         PyErr_SetString(PyExc_RuntimeError,
                         "a profile function is already installed");
         return NULL;

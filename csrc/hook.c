@@ -181,6 +181,26 @@ intern_c_function(ft_tracer *tracer, PyObject *arg, const void *key)
 
 /* ---- the hot path ---------------------------------------------------- */
 
+/* Whether the tracer of hook stopped.  On 3.10/3.11 a stop clears each
+ * per-thread hook's thread first; the shared hook of 3.12+ has none. */
+static inline int
+hook_stopped(const ft_hookobject *hook)
+{
+#if FT_SHARED_HOOK
+    return hook->tracer == NULL;
+#else
+    return hook->thread == NULL;
+#endif
+}
+
+/* What the ring code gets as the holder of a thread's first ring: the
+ * per-thread hook, or with the shared hook the tracer (NULL). */
+#if FT_SHARED_HOOK
+#  define RING_HOOK(hook) NULL
+#else
+#  define RING_HOOK(hook) (hook)
+#endif
+
 void
 ft_record_id_slow(ft_tracer *tracer, ft_thread *th, ft_hookobject *hook,
                   int64_t ts, uint32_t id, uint32_t kind)
@@ -213,7 +233,8 @@ static const int8_t record_kind[] = {
     [PyTrace_OPCODE] = -1,
 };
 
-/* Any event, a function seen for the first time included.  Out of line:
+/* Any event, a function seen for the first time included; th NULL (3.12+):
+ * found here.  Out of line:
  * inlined, its calls would give the hook's common case a stack frame. */
 static FT_NOINLINE int
 record(ft_hookobject *hook, ft_thread *th, int64_t ts, PyFrameObject *frame,
@@ -247,16 +268,26 @@ record(ft_hookobject *hook, ft_thread *th, int64_t ts, PyFrameObject *frame,
             Py_INCREF(tracer);
             id = intern_c_function(tracer, arg, key);
             /* The tracer's last reference may be ours now: its release
-             * stops it (hook->thread goes NULL) and frees it. */
+             * stops it (hook_stopped() then) and frees it. */
             Py_DECREF(tracer);
-            int stopped = hook->thread == NULL;
+            int stopped = hook_stopped(hook);
             Py_DECREF(hook);
             if (stopped) {
                 return 0;
             }
         }
     }
-    ft_record_id(tracer, th, hook, ts, id, (uint32_t)record_kind[what]);
+    if (th == NULL) {
+        th = ft_cached_thread(tracer);
+    }
+    if (th == NULL) {
+        th = ft_thread_of_caller(tracer, what == PyTrace_CALL);
+        if (th == NULL) {
+            return 0;
+        }
+    }
+    ft_record_id(tracer, th, RING_HOOK(hook), ts, id,
+                 (uint32_t)record_kind[what]);
     return 0;
 }
 
@@ -319,19 +350,51 @@ hook_general(ft_hookobject *hook, ft_thread *th, PyFrameObject *frame,
     return record(hook, th, ft_clock_ticks(&tracer->clock), frame, what, arg);
 }
 
+#if FT_SHARED_HOOK
+/* The hook of a stopped tracer, on a thread stop() left it on (another
+ * tool held the hook elsewhere: see uninstall_hooks() in tracer.c): the
+ * thread removes it itself, with the public call that acts on the caller.
+ * Once per thread and tracer, even if an audit hook refuses. */
+static FT_TLS uint64_t tls_unhooked;
+
+static FT_NOINLINE int
+hook_off(ft_hookobject *hook)
+{
+    if (tls_unhooked != hook->generation) {
+        tls_unhooked = hook->generation;
+        ft_saved_exc saved;
+        FT_SAVE_EXC(saved);
+        Py_INCREF(hook);  /* the thread's reference goes: ours to return */
+        PyEval_SetProfile(NULL, NULL);
+        Py_DECREF(hook);
+        FT_RESTORE_EXC(saved);
+    }
+    return 0;
+}
+#endif
+
 int
 ft_hook(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg)
 {
     ft_hookobject *hook = (ft_hookobject *)obj;
+#if FT_SHARED_HOOK
+    ft_tracer *tracer = hook->tracer;
+    if (FT_UNLIKELY(tracer == NULL)) {
+        return hook_off(hook);  /* the tracer stopped */
+    }
+    ft_thread *th = NULL;  /* read last, when no call follows */
+#else
     ft_thread *th = hook->thread;
     if (FT_UNLIKELY(th == NULL)) {
         return 0;  /* the tracer stopped */
     }
-    /* The common case inline, with no call that would need a stack frame
-     * (3.10; 3.11+ must call PyFrame_GetCode()): the cycle counter, a
-     * Python function or an exact builtin function seen before, a one-word
-     * record, a ring with room.  Anything else goes out of line. */
     ft_tracer *tracer = hook->tracer;
+#endif
+    /* The common case inline, with no call that would need a stack frame
+     * (3.10; 3.11+ must call PyFrame_GetCode()): the cycle counter, the
+     * thread seen before, a Python function or an exact builtin function
+     * seen before, a one-word record, a ring with room.  Anything else goes
+     * out of line. */
     const void *key;
     if (what == PyTrace_CALL || what == PyTrace_RETURN) {
         key = ft_frame_code(frame);
@@ -348,6 +411,14 @@ ft_hook(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg)
     }
     int64_t ts = ft_cycles();
     uint32_t id = ft_functable_find(&tracer->funcs, key);
+#if FT_SHARED_HOOK
+    /* A miss: the thread's first event under this tracer, which record()
+     * finds. */
+    if (FT_UNLIKELY(!ft_cache_hit(tracer))) {
+        return record(hook, NULL, ts, frame, what, arg);
+    }
+    th = ft_tls_cache.thread;
+#endif
     if (FT_LIKELY(ft_ring_try_push(&th->ring, ts, id,
                                    (uint32_t)record_kind[what]))) {
         return 0;
@@ -356,11 +427,11 @@ ft_hook(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg)
 }
 
 void
-ft_hook_record(ft_hookobject *hook, int64_t ticks, PyFrameObject *frame,
-               int what, PyObject *arg)
+ft_hook_record(ft_hookobject *hook, ft_thread *th, int64_t ticks,
+               PyFrameObject *frame, int what, PyObject *arg)
 {
-    if (hook->thread != NULL) {
-        (void)record(hook, hook->thread, ticks, frame, what, arg);
+    if (!hook_stopped(hook)) {
+        (void)record(hook, th, ticks, frame, what, arg);
     }
 }
 
@@ -451,8 +522,9 @@ find_thread(ft_tracer *tracer, uint64_t tstate_id)
     return NULL;
 }
 
-static ft_hookobject *
-new_hook(ft_tracer *tracer, ft_thread *thread)
+#if !FT_SHARED_HOOK
+ft_hookobject *
+ft_new_hook(ft_tracer *tracer, ft_thread *thread)
 {
     ft_hookobject *hook = PyObject_New(ft_hookobject,
                                        tracer->state->hook_type);
@@ -461,6 +533,7 @@ new_hook(ft_tracer *tracer, ft_thread *thread)
     }
     hook->tracer = tracer;
     hook->thread = thread;
+    hook->generation = tracer->generation;
     if (PyList_Append(tracer->hooks, (PyObject *)hook) < 0) {
         hook->tracer = NULL;
         hook->thread = NULL;
@@ -469,17 +542,19 @@ new_hook(ft_tracer *tracer, ft_thread *thread)
     }
     return hook;
 }
+#endif
 
-ft_hookobject *
+ft_thread *
 ft_register_thread(ft_tracer *tracer, PyThreadState *ts, PyFrameObject *top,
                    int64_t base_ticks)
 {
-    ft_thread *thread = find_thread(tracer, ts->id);
+    uint64_t tstate_id = PyThreadState_GetID(ts);
+    ft_thread *thread = find_thread(tracer, tstate_id);
     if (thread != NULL) {
         /* The thread was registered already (threading's bootstrap
          * replaced the hook start() had installed): go on recording into
          * the same buffer. */
-        return new_hook(tracer, thread);
+        return thread;
     }
     thread = calloc(1, sizeof(ft_thread));
     if (thread == NULL) {
@@ -487,17 +562,12 @@ ft_register_thread(ft_tracer *tracer, PyThreadState *ts, PyFrameObject *top,
         return NULL;
     }
     thread->capacity = tracer->buffer_size;
-    thread->thread_id = ts->thread_id;
+    thread->thread_id = ft_tstate_thread_id(ts);
     thread->native_id = ft_tstate_native_id(ts);
-    thread->tstate_id = ts->id;
+    thread->tstate_id = tstate_id;
     thread->base_ticks = base_ticks;
-    ft_hookobject *hook = NULL;
     if (ft_capture_stack(tracer, top, &thread->base_stack,
                          &thread->base_depth) < 0) {
-        goto error;
-    }
-    hook = new_hook(tracer, thread);
-    if (hook == NULL) {
         goto error;
     }
     /* Grow and append last, with no call in between that could run Python
@@ -514,16 +584,68 @@ ft_register_thread(ft_tracer *tracer, PyThreadState *ts, PyFrameObject *top,
         tracer->threads_cap = cap;
     }
     tracer->threads[tracer->nthreads++] = thread;
-    return hook;
+    return thread;
 
 error:
-    if (hook != NULL) {
-        hook->thread = NULL;  /* stays in tracer->hooks, inert */
-        Py_DECREF(hook);
-    }
     ft_thread_free(thread);
     return NULL;
 }
+
+/* ---- the caller's thread, through thread-local storage -------------- */
+
+FT_TLS ft_thread_cache ft_tls_cache;
+/* Guarded by the GIL. */
+static uint64_t last_generation;
+
+uint64_t
+ft_next_generation(void)
+{
+    return ++last_generation;
+}
+
+ft_thread *
+ft_thread_of_caller(ft_tracer *tracer, int starting)
+{
+    PyThreadState *ts = PyThreadState_Get();
+    ft_thread *th = find_thread(tracer, PyThreadState_GetID(ts));
+    if (th == NULL) {
+        /* Threads alive at start() were registered then; later ones
+         * register here. */
+        ft_saved_exc saved;
+        FT_SAVE_EXC(saved);
+        int64_t base = ft_clock_ticks(&tracer->clock);
+        PyFrameObject *top = PyThreadState_GetFrame(ts);
+        if (starting && top != NULL) {
+            /* A call event's frame is the callee: its call is this event. */
+            Py_SETREF(top, PyFrame_GetBack(top));
+        }
+        Py_INCREF(tracer);
+        th = ft_register_thread(tracer, ts, top, base);
+        Py_XDECREF(top);
+        PyErr_Clear();  /* never raise from a hook */
+        FT_RESTORE_EXC(saved);
+        if (th != NULL && tracer->phase == FT_PHASE_ACTIVE) {
+            PyObject *names = ft_thread_names();  /* Python code */
+            if (tracer->phase == FT_PHASE_ACTIVE) {
+                ft_name_thread(th, names);
+            }
+            Py_XDECREF(names);
+        }
+        /* Ours may be the last reference now: releasing it frees the
+         * tracer, and th with it. */
+        int gone = th == NULL || tracer->phase != FT_PHASE_ACTIVE
+                   || Py_REFCNT(tracer) == 1;
+        Py_DECREF(tracer);
+        if (gone) {
+            return NULL;
+        }
+    }
+    ft_tls_cache.generation = tracer->generation;
+    ft_tls_cache.thread = th;
+    return th;
+}
+
+/* ---- threads' names -------------------------------------------------- */
 
 PyObject *
 ft_thread_names(void)
@@ -532,24 +654,25 @@ ft_thread_names(void)
     FT_SAVE_EXC(saved);
     PyObject *names = PyDict_New();
     PyObject *threading = PyImport_ImportModule("threading");
-    /* threading._active maps the ident of every live Thread (dummy ones
-     * for foreign threads included) to it, on 3.10-3.13. */
-    PyObject *active = threading ? PyObject_GetAttrString(threading, "_active")
-                                 : NULL;
-    PyObject *items = active && PyDict_Check(active) ? PyDict_Items(active)
-                                                     : NULL;
-    for (Py_ssize_t i = 0; names && items && i < PyList_GET_SIZE(items); i++) {
-        PyObject *pair = PyList_GET_ITEM(items, i);
-        PyObject *name = PyObject_GetAttrString(PyTuple_GET_ITEM(pair, 1),
-                                                "name");
+    /* Every Thread object threading knows: dummy ones for foreign threads
+     * included, with no ident yet for those not started. */
+    PyObject *threads = threading
+        ? PyObject_CallMethod(threading, "enumerate", NULL) : NULL;
+    PyObject *list = threads ? PySequence_List(threads) : NULL;
+    for (Py_ssize_t i = 0; names && list && i < PyList_GET_SIZE(list); i++) {
+        PyObject *thread = PyList_GET_ITEM(list, i);
+        PyObject *ident = PyObject_GetAttrString(thread, "ident");
+        PyObject *name = ident && PyLong_Check(ident)
+            ? PyObject_GetAttrString(thread, "name") : NULL;
         if (name != NULL && PyUnicode_Check(name)) {
-            PyDict_SetItem(names, PyTuple_GET_ITEM(pair, 0), name);
+            PyDict_SetItem(names, ident, name);
         }
         Py_XDECREF(name);
+        Py_XDECREF(ident);
         PyErr_Clear();
     }
-    Py_XDECREF(items);
-    Py_XDECREF(active);
+    Py_XDECREF(list);
+    Py_XDECREF(threads);
     Py_XDECREF(threading);
     PyErr_Clear();
     FT_RESTORE_EXC(saved);

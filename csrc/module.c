@@ -63,7 +63,7 @@ thread_bootstrap(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     if (tracer->backend == FT_BACKEND_MONITORING) {
         /* sys.monitoring records this thread already; threading calls this
          * once the thread is in threading._active: only its name is new. */
-        uint64_t id = PyThreadState_Get()->id;
+        uint64_t id = PyThreadState_GetID(PyThreadState_Get());
         for (Py_ssize_t i = 0; i < tracer->nthreads; i++) {
             if (tracer->threads[i]->tstate_id == id) {
                 ft_name_thread(tracer->threads[i], names);
@@ -116,8 +116,18 @@ thread_bootstrap(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     /* GC off: registering allocates, and a collection could run Python
      * code and let another thread in while the tracer is being updated. */
     int gc_was_enabled = PyGC_Disable();
-    ft_hookobject *hook = ft_register_thread(tracer, PyThreadState_Get(),
-                                             top, ts);
+    ft_thread *th = ft_register_thread(tracer, PyThreadState_Get(), top, ts);
+    ft_hookobject *hook = NULL;
+#if FT_SHARED_HOOK
+    if (th != NULL) {
+        /* The same object as every other thread's; the next events find
+         * th through the cache. */
+        hook = (ft_hookobject *)Py_NewRef(tracer->hook);
+        (void)ft_thread_of_caller(tracer, 0);  /* registered: pure C */
+    }
+#else
+    hook = th != NULL ? ft_new_hook(tracer, th) : NULL;
+#endif
     if (gc_was_enabled) {
         PyGC_Enable();
     }
@@ -128,17 +138,19 @@ thread_bootstrap(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         PyEval_SetProfile(NULL, NULL);
     }
     else {
-        ft_name_thread(hook->thread, names);
-        if (ring_rc == 0 && hook->thread->ring.buf == NULL) {
-            hook->thread->ring = ring;
+        ft_name_thread(th, names);
+        if (ring_rc == 0 && th->ring.buf == NULL) {
+            th->ring = ring;
             ring_rc = -1;  /* handed over */
-            if (hook->thread->native_id == 0) {
-                hook->thread->native_id = PyThread_get_thread_native_id();
+            if (th->native_id == 0) {
+                th->native_id = PyThread_get_thread_native_id();
             }
         }
+        /* Runs audit hooks, which may stop the tracer (th then goes with
+         * it): ft_hook_record() looks at the hook first. */
         PyEval_SetProfile(ft_hook, (PyObject *)hook);
         if (what >= 0) {
-            ft_hook_record(hook, ts, frame, what, args[2]);
+            ft_hook_record(hook, th, ts, frame, what, args[2]);
         }
         Py_DECREF(hook);
     }

@@ -1,7 +1,8 @@
 /* The sys.monitoring (PEP 669) backend, CPython 3.12+: the same records as
  * the PyEval_SetProfile hook, from callbacks sys.monitoring calls for every
  * thread of the interpreter.  A callback finds its thread's ring through a
- * thread-local cache; the first event of a thread takes the slow path. */
+ * thread-local cache (ft_cached_thread()); the first event of a thread takes
+ * the slow path. */
 #include "state.h"
 
 #if FT_HAVE_MONITORING
@@ -23,20 +24,6 @@ static const char *const event_names[MON_NEVENTS] = {
     "CALL", "C_RETURN", "C_RAISE",
 };
 
-/* Which thread's ring this OS thread records into, for the tracer started
- * as generation tls_generation (generations are never reused, unlike
- * addresses). */
-#if defined(__GNUC__) || defined(__clang__)
-/* Initial-exec: a plain %fs-relative load instead of a __tls_get_addr()
- * call per event; 16 bytes fit the static TLS space left for dlopen(). */
-#  define FT_TLS _Thread_local __attribute__((tls_model("initial-exec")))
-#else
-#  define FT_TLS _Thread_local
-#endif
-static FT_TLS uint64_t tls_generation;
-static FT_TLS ft_thread *tls_thread;
-static uint64_t last_generation;
-
 static inline ft_tracer *
 active_tracer(PyObject *self)
 {
@@ -44,72 +31,11 @@ active_tracer(PyObject *self)
     return tracer != NULL && tracer->phase == FT_PHASE_ACTIVE ? tracer : NULL;
 }
 
-/* Slow path: this thread's first event under this tracer.  Threads alive at
- * start() were registered then; later ones register here, with the frames
- * below the event's as their base stack. */
-static ft_thread *
-thread_of_caller(ft_tracer *tracer, int starting)
-{
-    PyThreadState *ts = PyThreadState_Get();
-    ft_thread *th = NULL;
-    for (Py_ssize_t i = 0; i < tracer->nthreads; i++) {
-        if (tracer->threads[i]->tstate_id == ts->id) {
-            th = tracer->threads[i];
-            break;
-        }
-    }
-    if (th == NULL) {
-        ft_saved_exc saved;
-        FT_SAVE_EXC(saved);
-        int64_t base = ft_clock_ticks(&tracer->clock);
-        PyFrameObject *top = PyThreadState_GetFrame(ts);
-        if (starting && top != NULL) {
-            /* A PY_START's frame is the callee: its call is this event. */
-            Py_SETREF(top, PyFrame_GetBack(top));
-        }
-        Py_INCREF(tracer);
-        ft_hookobject *hook = ft_register_thread(tracer, ts, top, base);
-        Py_XDECREF(top);
-        if (hook != NULL) {
-            th = hook->thread;
-            Py_DECREF(hook);  /* tracer->hooks holds it */
-        }
-        PyErr_Clear();  /* never raise from a callback */
-        FT_RESTORE_EXC(saved);
-        if (th != NULL && tracer->phase == FT_PHASE_ACTIVE) {
-            PyObject *names = ft_thread_names();  /* Python code */
-            if (tracer->phase == FT_PHASE_ACTIVE) {
-                ft_name_thread(th, names);
-            }
-            Py_XDECREF(names);
-        }
-        /* Ours may be the last reference now: releasing it frees the
-         * tracer, and th with it. */
-        int gone = th == NULL || tracer->phase != FT_PHASE_ACTIVE
-                   || Py_REFCNT(tracer) == 1;
-        Py_DECREF(tracer);
-        if (gone) {
-            return NULL;
-        }
-    }
-    tls_generation = tracer->generation;
-    tls_thread = th;
-    return th;
-}
-
-/* The thread of the caller if this thread's cache is for tracer (the
- * common case), else NULL. */
-static inline ft_thread *
-cached_thread(const ft_tracer *tracer)
-{
-    return FT_LIKELY(tls_generation == tracer->generation) ? tls_thread : NULL;
-}
-
 static inline ft_thread *
 current_thread(ft_tracer *tracer, int starting)
 {
-    ft_thread *th = cached_thread(tracer);
-    return th != NULL ? th : thread_of_caller(tracer, starting);
+    ft_thread *th = ft_cached_thread(tracer);
+    return th != NULL ? th : ft_thread_of_caller(tracer, starting);
 }
 
 /* The callbacks' result.  None is immortal on 3.12+: no reference to
@@ -157,7 +83,7 @@ record_code(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
         return record_code_now(tracer, code, kind);
     }
     int64_t ts = ft_cycles();
-    ft_thread *th = cached_thread(tracer);
+    ft_thread *th = ft_cached_thread(tracer);
     if (FT_LIKELY(th != NULL && Py_IS_TYPE(code, &PyCode_Type)
                   && ft_ring_try_push(&th->ring, ts,
                                       ft_functable_find(&tracer->funcs, code),
@@ -299,7 +225,7 @@ record_c(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
         return record_c_now(tracer, args, kind, callable, key);
     }
     int64_t ts = ft_cycles();
-    ft_thread *th = cached_thread(tracer);
+    ft_thread *th = ft_cached_thread(tracer);
     if (FT_LIKELY(th != NULL
                   && ft_ring_try_push(&th->ring, ts,
                                       ft_functable_find(&tracer->funcs, key),
@@ -552,7 +478,7 @@ ft_monitor_start(ft_tracer *tracer)
     }
     owner->tracer = tracer;  /* borrowed: cleared by ft_monitor_stop */
     owner->thread = NULL;
-    tracer->generation = ++last_generation;
+    owner->generation = tracer->generation;
     if (ft_monitor_take(tracer->state, "frametrace", (PyObject *)owner, NULL,
                         tracer->c_calls) < 0) {
         owner->tracer = NULL;

@@ -64,13 +64,16 @@ typedef struct {
     PyObject *name;           /* strong: threading's name for it, or NULL */
 } ft_thread;
 
-/* The object passed to PyEval_SetProfile for one thread: the hook's
- * argument.  Both pointers are borrowed and set to NULL when the tracer
- * stops, which turns the hook into a no-op on that thread. */
+/* The profile function's argument: on 3.10/3.11 one per thread (thread
+ * set), on 3.12+ one for all threads (thread NULL: the hook finds the
+ * caller's thread through ft_cached_thread()); also the owner of the
+ * sys.monitoring callbacks (thread NULL).  Both pointers are borrowed and set
+ * to NULL when the tracer stops, which turns the hook into a no-op. */
 typedef struct {
     PyObject_HEAD
     struct ft_tracer *tracer;
     ft_thread *thread;
+    uint64_t generation;  /* the tracer's, kept after it stopped */
 } ft_hookobject;
 
 enum {
@@ -98,27 +101,72 @@ typedef struct ft_tracer {
     ft_thread **threads;      /* in registration order */
     Py_ssize_t nthreads;
     Py_ssize_t threads_cap;
-    PyObject *hooks;          /* strong: list of this tracer's hook objects */
+    PyObject *hooks;          /* strong: list of this tracer's per-thread
+                                 hook objects (3.10/3.11 setprofile) */
+    PyObject *hook;           /* strong: the hook object of all threads
+                                 (3.12+ setprofile), or NULL */
     PyObject *prev_thread_hook;  /* strong: threading's profile hook before
                                     start(), restored by stop() */
     uint64_t intern_failures; /* functions that could not be named */
     int backend;              /* FT_BACKEND_* */
     PyObject *monitor;        /* strong: the callbacks' owner (a hook object
                                  with no thread), monitoring backend only */
-    uint64_t generation;      /* unique per start(): the callbacks' cache key */
+    uint64_t generation;      /* unique per start(): the key of the threads'
+                                 cache (ft_cached_thread()) */
     ft_anchor fork_anchor;    /* taken just before os.fork(), while active */
     int fork_anchored;
     PyObject *weakreflist;
 } ft_tracer;
 
+/* Which thread's ring this OS thread records into, for the tracer started
+ * as generation `generation` (generations are never reused, unlike
+ * addresses): the sys.monitoring callbacks' and (3.12+) the profile hook's
+ * way to their thread.  Set by ft_thread_of_caller().  One struct: one
+ * address to look up per event. */
+typedef struct {
+    uint64_t generation;
+    ft_thread *thread;
+} ft_thread_cache;
+extern FT_TLS ft_thread_cache ft_tls_cache;
+
+/* A new generation, for a tracer that starts. */
+uint64_t ft_next_generation(void);
+
+/* Slow path: the caller's thread under tracer, registering it if new (with
+ * the frames below the event's as its base stack; starting: the event is a
+ * call, whose frame is the callee), and caching it.  Runs Python code (its
+ * name): NULL when the tracer stopped meanwhile, or on failure. */
+ft_thread *ft_thread_of_caller(ft_tracer *tracer, int starting);
+
+/* Whether this thread's cache is for tracer: then ft_tls_cache.thread is
+ * the caller's thread, never NULL. */
+static inline int
+ft_cache_hit(const ft_tracer *tracer)
+{
+    return ft_tls_cache.generation == tracer->generation;
+}
+
+/* The thread of the caller if this thread's cache is for tracer (the
+ * common case), else NULL. */
+static inline ft_thread *
+ft_cached_thread(const ft_tracer *tracer)
+{
+    return FT_LIKELY(ft_cache_hit(tracer)) ? ft_tls_cache.thread : NULL;
+}
+
 /* hook.c */
 int ft_hook(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg);
 /* Registers (or finds, by thread state) the thread ts with tracer, capturing
  * its Python stack (from top, borrowed, may be NULL) as the base stack at
- * base_ticks.  Returns a new reference to the
- * thread's hook object, or NULL with an exception set. */
-ft_hookobject *ft_register_thread(ft_tracer *tracer, PyThreadState *ts,
-                                  PyFrameObject *top, int64_t base_ticks);
+ * base_ticks.  Returns the thread (owned by tracer), or NULL with an
+ * exception set. */
+ft_thread *ft_register_thread(ft_tracer *tracer, PyThreadState *ts,
+                              PyFrameObject *top, int64_t base_ticks);
+#if !FT_SHARED_HOOK
+/* A new hook object for thread th (a new reference; tracer->hooks holds
+ * another), or NULL with an exception set. */
+ft_hookobject *ft_new_hook(ft_tracer *tracer, ft_thread *th);
+#endif
 /* Ids of ts's Python frames, outermost first, into a malloc'd array. */
 int ft_capture_stack(ft_tracer *tracer, PyFrameObject *top,
                      uint32_t **stack, Py_ssize_t *depth);
@@ -133,7 +181,7 @@ PyObject *ft_thread_names(void);
 /* Gives thread its name from such a dict.  Runs no Python code. */
 void ft_name_thread(ft_thread *thread, PyObject *names);
 /* A thread's first record: its ring, faulted in with the GIL released
- * (hook: the thread's hook object, or NULL for the monitoring backend).
+ * (hook: the thread's own hook object (3.10/3.11), or NULL).
  * 0 with *ts the time after, or -1: record nothing. */
 int ft_thread_first_ring(ft_tracer *tracer, ft_thread *th, ft_hookobject *hook,
                          int64_t *ts);
@@ -201,9 +249,10 @@ int ft_monitor_start(ft_tracer *tracer);
 void ft_monitor_stop(ft_tracer *tracer);
 #endif
 
-/* Records one event from the thread-bootstrap path (see module.c). */
-void ft_hook_record(ft_hookobject *hook, int64_t ticks, PyFrameObject *frame,
-                    int what, PyObject *arg);
+/* Records one event of thread th from the thread-bootstrap path (see
+ * module.c); hook: the object the profile function was installed with. */
+void ft_hook_record(ft_hookobject *hook, ft_thread *th, int64_t ticks,
+                    PyFrameObject *frame, int what, PyObject *arg);
 
 /* ranges.c */
 extern PyType_Spec ft_range_spec;

@@ -323,8 +323,8 @@ profile_off(PyObject *Py_UNUSED(self), PyObject *Py_UNUSED(ignored))
     if (saved == NULL) {
         return PyErr_NoMemory();
     }
-    saved->func = ts->c_profilefunc;
-    saved->obj = Py_XNewRef(ts->c_profileobj);
+    saved->func = ft_tstate_profile_func(ts);
+    saved->obj = Py_XNewRef(ft_tstate_profile_obj(ts));
     PyObject *capsule = PyCapsule_New(saved, "frametrace.saved_profile",
                                       saved_profile_free);
     if (capsule == NULL) {

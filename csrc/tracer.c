@@ -121,6 +121,14 @@ tracer_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 
 /* ---- installing and removing the hook -------------------------------- */
 
+/* Whether a thread's profile function is the hook of a stopped tracer: inert,
+ * it goes at the thread's next event (3.12+) or with the next start(). */
+static int
+is_inert(Py_tracefunc func, PyObject *obj)
+{
+    return func == ft_hook && ((ft_hookobject *)obj)->tracer == NULL;
+}
+
 /* The first thread (other than through our own hook or bootstrap) with a
  * profile function installed, described in a new string; NULL if none. */
 static PyObject *
@@ -130,15 +138,14 @@ find_conflict(ft_tracer *self)
     PyObject *other = NULL;
     PyThreadState *ts = PyInterpreterState_ThreadHead(PyInterpreterState_Get());
     for (; ts != NULL; ts = PyThreadState_Next(ts)) {
-        if (ts->c_profilefunc == NULL || ts->c_profileobj == self->state->thread_bootstrap) {
+        Py_tracefunc func = ft_tstate_profile_func(ts);
+        PyObject *obj = ft_tstate_profile_obj(ts);
+        if (func == NULL || obj == self->state->thread_bootstrap
+            || is_inert(func, obj)) {
             continue;
         }
-        if (ts->c_profilefunc == ft_hook
-            && ((ft_hookobject *)ts->c_profileobj)->tracer == NULL) {
-            continue;  /* a hook of a stopped tracer, already inert */
-        }
-        thread_id = ts->thread_id;
-        other = Py_NewRef(ts->c_profileobj ? ts->c_profileobj : Py_None);
+        thread_id = ft_tstate_thread_id(ts);
+        other = Py_NewRef(obj ? obj : Py_None);
         break;
     }
     if (other != NULL) {
@@ -208,9 +215,10 @@ swap_threading_profile(PyObject *hook)
 typedef struct {
     PyThreadState *ts;
     uint64_t id;
-    ft_hookobject *hook;  /* borrowed: held by self->hooks */
+    ft_hookobject *hook;  /* borrowed: held by self->hooks (3.10/3.11) */
 } thread_entry;
 
+#if !FT_SHARED_HOOK
 /* Whether ts (seen with this id) is still a live thread state. */
 static int
 tstate_alive(PyThreadState *ts, uint64_t id)
@@ -218,21 +226,45 @@ tstate_alive(PyThreadState *ts, uint64_t id)
     PyThreadState *p = PyInterpreterState_ThreadHead(PyInterpreterState_Get());
     for (; p != NULL; p = PyThreadState_Next(p)) {
         if (p == ts) {
-            return p->id == id;
+            return PyThreadState_GetID(p) == id;
         }
     }
     return 0;
 }
+#endif
 
 static int
 is_ours(ft_tracer *self, PyThreadState *ts)
 {
-    if (ts->c_profileobj == self->state->thread_bootstrap) {
+    PyObject *obj = ft_tstate_profile_obj(ts);
+    if (obj == self->state->thread_bootstrap) {
         return 1;
     }
-    return ts->c_profilefunc == ft_hook
-           && ((ft_hookobject *)ts->c_profileobj)->tracer == self;
+    if (ft_tstate_profile_func(ts) != ft_hook) {
+        return 0;
+    }
+#if FT_SHARED_HOOK
+    /* Still ours once stop() has silenced it. */
+    return obj == self->hook;
+#else
+    return ((ft_hookobject *)obj)->tracer == self;
+#endif
 }
+
+#if FT_SHARED_HOOK || FT_HAVE_MONITORING
+/* The thread registered for ts, or NULL. */
+static ft_thread *
+thread_of_tstate(ft_tracer *self, PyThreadState *ts)
+{
+    uint64_t id = PyThreadState_GetID(ts);
+    for (Py_ssize_t i = 0; i < self->nthreads; i++) {
+        if (self->threads[i]->tstate_id == id) {
+            return self->threads[i];
+        }
+    }
+    return NULL;
+}
+#endif
 
 /* Takes the stack of thread th (running as ts) at stop. */
 static void
@@ -254,6 +286,64 @@ take_stop_stack(ft_tracer *self, ft_thread *th, PyThreadState *ts)
     Py_XDECREF(top);
 }
 
+#if FT_SHARED_HOOK
+/* Removes this tracer's hook from every thread, taking each hooked thread's
+ * stack first if take_stacks.
+ *
+ * No public call removes the profile function of one other thread:
+ * PyEval_SetProfile() acts on the caller, PyEval_SetProfileAllThreads() on
+ * all.  When every thread has our hook or none, the latter does it.  When
+ * another tool has installed its own on some thread meanwhile, it is left
+ * alone: the caller's thread drops ours now, and every other thread drops
+ * ours itself at its next event (hook_off() in hook.c), silenced until then.
+ * Those threads then pay for a profile function a while longer, but only
+ * while another tool's keeps CPython's profiling layer on anyway.
+ *
+ * PyEval_SetProfileAllThreads() runs the audit hooks of "sys.setprofile" once
+ * per thread (Python code): a thread that sets its own profile function
+ * while they run, with the GIL released, can lose it; a thread that exits
+ * meanwhile, with its thread state freed, is the hazard of CPython's own
+ * walk, as it was of _PyEval_SetProfile() called per thread before. */
+static void
+uninstall_hooks(ft_tracer *self, int take_stacks)
+{
+    ft_hookobject *hook = (ft_hookobject *)self->hook;
+    if (hook == NULL) {
+        return;  /* not installed, or removed already */
+    }
+    /* Pure C first, GC off so that allocations run no finalizer. */
+    int gc_was_enabled = PyGC_Disable();
+    int any_ours = 0, all_ours = 1;
+    PyInterpreterState *interp = PyInterpreterState_Get();
+    PyThreadState *ts = PyInterpreterState_ThreadHead(interp);
+    for (; ts != NULL; ts = PyThreadState_Next(ts)) {
+        Py_tracefunc func = ft_tstate_profile_func(ts);
+        if (is_ours(self, ts)) {
+            any_ours = 1;
+            if (take_stacks && func == ft_hook) {
+                take_stop_stack(self, thread_of_tstate(self, ts), ts);
+            }
+        }
+        else if (func != NULL && !is_inert(func, ft_tstate_profile_obj(ts))) {
+            all_ours = 0;
+        }
+    }
+    /* Silenced first: events from here on record nothing. */
+    hook->tracer = NULL;
+    if (any_ours) {
+        if (all_ours) {
+            PyEval_SetProfileAllThreads(NULL, NULL);
+        }
+        else if (is_ours(self, PyThreadState_Get())) {
+            PyEval_SetProfile(NULL, NULL);
+        }
+    }
+    Py_CLEAR(self->hook);
+    if (gc_was_enabled) {
+        PyGC_Enable();
+    }
+}
+#else
 /* Removes this tracer's hook from every thread, taking each hooked thread's
  * stack first if take_stacks. */
 static void
@@ -269,9 +359,9 @@ uninstall_hooks(ft_tracer *self, int take_stacks)
         if (!is_ours(self, ts)) {
             continue;
         }
-        if (take_stacks && ts->c_profilefunc == ft_hook) {
-            take_stop_stack(self, ((ft_hookobject *)ts->c_profileobj)->thread,
-                            ts);
+        if (take_stacks && ft_tstate_profile_func(ts) == ft_hook) {
+            ft_hookobject *hook = (ft_hookobject *)ft_tstate_profile_obj(ts);
+            take_stop_stack(self, hook->thread, ts);
         }
         if (ntodo == cap) {
             cap = cap ? cap * 2 : 16;
@@ -282,7 +372,7 @@ uninstall_hooks(ft_tracer *self, int take_stacks)
             todo = grown;
         }
         todo[ntodo].ts = ts;
-        todo[ntodo].id = ts->id;
+        todo[ntodo].id = PyThreadState_GetID(ts);
         todo[ntodo].hook = NULL;
         ntodo++;
     }
@@ -315,6 +405,8 @@ uninstall_hooks(ft_tracer *self, int take_stacks)
     }
 }
 
+#endif
+
 #if FT_HAVE_MONITORING
 /* The monitoring backend's threads are found by thread state, not hook. */
 static void
@@ -323,11 +415,9 @@ take_stop_stacks(ft_tracer *self)
     int gc_was_enabled = PyGC_Disable();
     PyThreadState *ts = PyInterpreterState_ThreadHead(PyInterpreterState_Get());
     for (; ts != NULL; ts = PyThreadState_Next(ts)) {
-        for (Py_ssize_t i = 0; i < self->nthreads; i++) {
-            if (self->threads[i]->tstate_id == ts->id) {
-                take_stop_stack(self, self->threads[i], ts);
-                break;
-            }
+        ft_thread *th = thread_of_tstate(self, ts);
+        if (th != NULL) {
+            take_stop_stack(self, th, ts);
         }
     }
     if (gc_was_enabled) {
@@ -376,22 +466,19 @@ free_threads(ft_tracer *self)
     self->threads_cap = 0;
 }
 
-/* Registers thread ts (its stack, its hook object) without installing the
- * hook yet; the caller's thread gets the ring given in caller_ring.  Runs no
- * Python code.  Returns the hook (borrowed: self->hooks holds it), or NULL
- * with an exception. */
-static ft_hookobject *
+/* Registers thread ts (its stack) without installing the hook yet; the
+ * caller's thread gets the ring given in caller_ring.  Runs no Python code.
+ * Returns the thread, or NULL with an exception. */
+static ft_thread *
 register_existing(ft_tracer *self, PyThreadState *ts, PyObject *names,
                   ft_ring *caller_ring)
 {
     PyFrameObject *top = PyThreadState_GetFrame(ts);
-    ft_hookobject *hook = ft_register_thread(self, ts, top, 0);
+    ft_thread *th = ft_register_thread(self, ts, top, 0);
     Py_XDECREF(top);
-    if (hook == NULL) {
+    if (th == NULL) {
         return NULL;
     }
-    Py_DECREF(hook);  /* self->hooks holds it */
-    ft_thread *th = hook->thread;
     ft_name_thread(th, names);
     if (ts == PyThreadState_Get()) {
         if (th->native_id == 0) {
@@ -401,8 +488,48 @@ register_existing(ft_tracer *self, PyThreadState *ts, PyObject *names,
         th->ring.last = self->clock.anchors[0].ticks;  /* start() */
         memset(caller_ring, 0, sizeof(*caller_ring));
     }
-    return hook;
+    return th;
 }
+
+#if FT_SHARED_HOOK
+/* The hook object of every thread, for start(): a new reference, or NULL
+ * with an exception. */
+static PyObject *
+new_shared_hook(ft_tracer *self)
+{
+    ft_hookobject *hook = PyObject_New(ft_hookobject, self->state->hook_type);
+    if (hook == NULL) {
+        return NULL;
+    }
+    hook->tracer = self;  /* borrowed: cleared by uninstall_hooks() */
+    hook->thread = NULL;
+    hook->generation = self->generation;
+    return (PyObject *)hook;
+}
+
+/* Installs the shared hook on every thread.  0, or -1 with an exception. */
+static int
+install_shared_hook(ft_tracer *self)
+{
+    /* Held: an audit hook may stop the tracer, which drops its own, before
+     * any thread holds one. */
+    PyObject *hook = Py_NewRef(self->hook);
+    PyEval_SetProfileAllThreads(ft_hook, hook);
+    Py_DECREF(hook);
+    /* It reports a refusal (an audit hook's exception) as unraisable only:
+     * the caller's thread tells.  Unless the tracer stopped meanwhile (an
+     * audit hook may stop it). */
+    if (self->phase == FT_PHASE_ACTIVE
+        && !is_ours(self, PyThreadState_Get())) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "the profile function could not be installed: an "
+                        "audit hook refused sys.setprofile (see the "
+                        "exception reported above)");
+        return -1;
+    }
+    return 0;
+}
+#endif
 
 static PyObject *
 tracer_start(ft_tracer *self, PyObject *Py_UNUSED(ignored))
@@ -448,8 +575,16 @@ tracer_start(ft_tracer *self, PyObject *Py_UNUSED(ignored))
         return NULL;
     }
     PyObject *names = ft_thread_names();
+    self->generation = ft_next_generation();
+#if FT_SHARED_HOOK
+    if (!monitoring) {
+        self->hook = new_shared_hook(self);
+    }
+    if (!monitoring && self->hook == NULL) {
+#else
     self->hooks = PyList_New(0);
     if (self->hooks == NULL) {
+#endif
         Py_XDECREF(names);
         ft_ring_free(&caller_ring);
         return NULL;
@@ -464,6 +599,7 @@ tracer_start(ft_tracer *self, PyObject *Py_UNUSED(ignored))
         }
         restore_threading_profile(self);
         Py_CLEAR(self->hooks);
+        Py_CLEAR(self->hook);
         Py_XDECREF(names);
         ft_ring_free(&caller_ring);
         return NULL;
@@ -482,7 +618,8 @@ tracer_start(ft_tracer *self, PyObject *Py_UNUSED(ignored))
     int rc = 0;
     /* The caller first: its events come first in getEvents(). */
     PyThreadState *ts = current;
-    PyThreadState *next = PyInterpreterState_ThreadHead(current->interp);
+    PyThreadState *next = PyInterpreterState_ThreadHead(
+        PyThreadState_GetInterpreter(current));
     while (rc == 0 && ts != NULL) {
         if (nentries == cap) {
             cap = cap ? cap * 2 : 16;
@@ -494,15 +631,25 @@ tracer_start(ft_tracer *self, PyObject *Py_UNUSED(ignored))
             }
             entries = grown;
         }
-        ft_hookobject *hook = register_existing(self, ts, names, &caller_ring);
-        if (hook == NULL) {
+        ft_thread *th = register_existing(self, ts, names, &caller_ring);
+        if (th == NULL) {
             rc = -1;
             break;
         }
-        hook->thread->base_ticks = start.ticks;
+        th->base_ticks = start.ticks;
         entries[nentries].ts = ts;
-        entries[nentries].id = ts->id;
-        entries[nentries].hook = hook;
+        entries[nentries].id = th->tstate_id;
+        entries[nentries].hook = NULL;
+#if !FT_SHARED_HOOK
+        if (!monitoring) {
+            entries[nentries].hook = ft_new_hook(self, th);
+            if (entries[nentries].hook == NULL) {
+                rc = -1;
+                break;
+            }
+            Py_DECREF(entries[nentries].hook);  /* self->hooks holds it */
+        }
+#endif
         nentries++;
         if (next == current) {
             next = PyThreadState_Next(next);
@@ -514,14 +661,24 @@ tracer_start(ft_tracer *self, PyObject *Py_UNUSED(ignored))
             next = next ? PyThreadState_Next(next) : NULL;
         }
     }
+#if FT_SHARED_HOOK
+    if (rc == 0 && !monitoring) {
+        rc = install_shared_hook(self);
+    }
+#else
     /* Installing runs audit hooks (Python code): check each thread state
-     * is still alive first. */
-    for (size_t i = 0; rc == 0 && !monitoring && i < nentries; i++) {
+     * is still alive first.  They may stop the tracer, which drops its list
+     * of hooks: held meanwhile. */
+    PyObject *hooks = Py_XNewRef(self->hooks);
+    for (size_t i = 0; rc == 0 && !monitoring && i < nentries
+                       && self->phase == FT_PHASE_ACTIVE; i++) {
         if (tstate_alive(entries[i].ts, entries[i].id)) {
             rc = _PyEval_SetProfile(entries[i].ts, ft_hook,
                                     (PyObject *)entries[i].hook);
         }
     }
+    Py_XDECREF(hooks);
+#endif
     free(entries);
     if (gc_was_enabled) {
         PyGC_Enable();
@@ -855,6 +1012,7 @@ tracer_traverse(ft_tracer *self, visitproc visit, void *arg)
 {
     Py_VISIT(Py_TYPE(self));
     Py_VISIT(self->hooks);
+    Py_VISIT(self->hook);
     Py_VISIT(self->prev_thread_hook);
     Py_VISIT(self->monitor);
     return ft_functable_traverse(&self->funcs, visit, arg);
@@ -872,6 +1030,7 @@ tracer_clear(ft_tracer *self)
         FT_RESTORE_EXC(saved);
     }
     Py_CLEAR(self->hooks);
+    Py_CLEAR(self->hook);
     Py_CLEAR(self->prev_thread_hook);
     Py_CLEAR(self->monitor);
     /* The function table may hold a reference back to this tracer (a code

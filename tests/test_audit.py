@@ -1,0 +1,149 @@
+"""Installing and removing the profile function runs the audit hooks of
+"sys.setprofile" (Python code, once per thread), and other tools may hold
+the hook of some threads.  Audit hooks cannot be removed: each program runs
+in its own interpreter."""
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+
+def run(program):
+    env = dict(os.environ)
+    proc = subprocess.run([sys.executable, "-X", "faulthandler", "-c", textwrap.dedent(program)],
+                          capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "survived" in proc.stdout, proc.stdout + proc.stderr[-3000:]
+    return proc
+
+
+@pytest.fixture(autouse=True)
+def setprofile_only(clock):
+    if clock == "monitoring":
+        pytest.skip("sys.monitoring runs no sys.setprofile audit hook")
+
+
+def test_audit_hook_refusing_setprofile_fails_start_and_leaves_no_hook():
+    proc = run("""
+        import sys, threading, frametrace
+        refuse = False
+        def audit(event, args):
+            if event == "sys.setprofile" and refuse:
+                raise PermissionError("no profiling here")
+        sys.addaudithook(audit)
+        release = threading.Event()
+        other = threading.Thread(target=release.wait)
+        other.start()
+        refuse = True
+        tr = frametrace.Tracer()
+        try:
+            tr.start()
+        except (RuntimeError, PermissionError) as exc:
+            print("refused:", type(exc).__name__)
+        else:
+            raise AssertionError("start() succeeded")
+        refuse = False
+        assert not tr.active
+        assert sys.getprofile() is None
+        assert threading.getprofile() is None
+        release.set()
+        other.join()
+        # The next tracer starts as if nothing happened.
+        with frametrace.Tracer() as t2:
+            abs(1)
+        assert any(e.name == "abs" for e in t2.getEvents())
+        print("survived")
+    """)
+    assert "refused:" in proc.stdout
+
+
+def test_audit_hook_that_lets_other_threads_run_during_start_and_stop():
+    run("""
+        import sys, threading, time, frametrace
+        def audit(event, args):
+            if event == "sys.setprofile":
+                time.sleep(0.001)   # releases the GIL: other threads run
+        sys.addaudithook(audit)
+        stop = threading.Event()
+        def spin():
+            while not stop.is_set():
+                abs(1)
+        threads = [threading.Thread(target=spin) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for _ in range(5):
+            with frametrace.Tracer() as tr:
+                time.sleep(0.005)
+            events = tr.getEvents()
+            assert len({e.thread_id for e in events}) >= 2
+        stop.set()
+        for t in threads:
+            t.join()
+        print("survived")
+    """)
+
+
+def test_stop_leaves_another_tools_hook_and_each_thread_drops_ours():
+    """A thread on which another tool installed its profile function while
+    tracing keeps it; every other thread is rid of frametrace's."""
+    run("""
+        import sys, threading, frametrace
+        def theirs(frame, event, arg):
+            pass
+        installed = threading.Event()
+        stopped = threading.Event()
+        seen = {}
+        def other_tool():
+            sys.setprofile(theirs)
+            installed.set()
+            stopped.wait()
+            seen["other"] = sys.getprofile()
+            sys.setprofile(None)
+        def plain():
+            installed.wait()
+            stopped.wait()
+            seen["plain"] = sys.getprofile()
+        threads = [threading.Thread(target=other_tool), threading.Thread(target=plain)]
+        tr = frametrace.Tracer()
+        tr.start()
+        for t in threads:
+            t.start()
+        installed.wait()
+        tr.stop()
+        assert sys.getprofile() is None
+        stopped.set()
+        for t in threads:
+            t.join()
+        assert seen["other"] is theirs, seen
+        assert seen["plain"] is None, seen
+        # A tracer started now finds no hook of ours in the way.
+        with frametrace.Tracer() as t2:
+            abs(1)
+        print("survived")
+    """)
+
+
+def test_audit_hook_stopping_the_tracer_during_start():
+    run("""
+        import sys, frametrace
+        stopping = []
+        def audit(event, args):
+            if event == "sys.setprofile" and stopping:
+                stopping.pop().stop()
+        sys.addaudithook(audit)
+        tr = frametrace.Tracer()
+        stopping.append(tr)
+        tr.start()
+        assert not tr.active and tr.stop_ns is not None
+        tr.getEvents()
+        del tr
+        # Whatever hook was left on the thread is inert, and in no one's way.
+        with frametrace.Tracer() as t2:
+            abs(1)
+        assert any(e.name == "abs" for e in t2.getEvents())
+        if sys.version_info >= (3, 12):
+            assert sys.getprofile() is None
+        print("survived")
+    """)
