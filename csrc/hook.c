@@ -314,10 +314,7 @@ ft_thread_first_ring(ft_tracer *tracer, ft_thread *th, ft_hookobject *hook,
         th->lost++;
     }
     else {
-        th->ring = ring;
-        if (th->native_id == 0) {
-            th->native_id = PyThread_get_thread_native_id();
-        }
+        ft_thread_adopt_ring(th, &ring);
     }
     /* All references but ours may have gone meanwhile: then releasing it
      * frees the tracer (the monitoring backend's holder) or stops it. */
@@ -329,6 +326,16 @@ ft_thread_first_ring(ft_tracer *tracer, ft_thread *th, ft_hookobject *hook,
     /* Faulting the ring in took time: leave it out of the event. */
     *ts = ft_clock_ticks(&tracer->clock);
     return 0;
+}
+
+void
+ft_thread_adopt_ring(ft_thread *th, const ft_ring *ring)
+{
+    th->ring = *ring;
+    /* A thread state registered before its OS thread bound it had no ids
+     * yet (3.12+: 0), or its creator's (3.10/3.11). */
+    th->thread_id = PyThread_get_thread_ident();
+    th->native_id = PyThread_get_thread_native_id();
 }
 
 uint32_t

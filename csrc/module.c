@@ -138,14 +138,11 @@ thread_bootstrap(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         PyEval_SetProfile(NULL, NULL);
     }
     else {
-        ft_name_thread(th, names);
         if (ring_rc == 0 && th->ring.buf == NULL) {
-            th->ring = ring;
+            ft_thread_adopt_ring(th, &ring);
             ring_rc = -1;  /* handed over */
-            if (th->native_id == 0) {
-                th->native_id = PyThread_get_thread_native_id();
-            }
         }
+        ft_name_thread(th, names);  /* by the ident it may just have got */
         /* Runs audit hooks, which may stop the tracer (th then goes with
          * it): ft_hook_record() looks at the hook first. */
         PyEval_SetProfile(ft_hook, (PyObject *)hook);

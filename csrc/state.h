@@ -185,6 +185,9 @@ void ft_name_thread(ft_thread *thread, PyObject *names);
  * 0 with *ts the time after, or -1: record nothing. */
 int ft_thread_first_ring(ft_tracer *tracer, ft_thread *th, ft_hookobject *hook,
                          int64_t *ts);
+/* Gives th, the calling thread's, its ring, and its ids from the thread
+ * itself.  Runs no Python code. */
+void ft_thread_adopt_ring(ft_thread *th, const ft_ring *ring);
 /* The id of C function func under key, naming it if new (slow path: runs
  * Python code; the caller holds a reference to tracer).  FT_NO_ID if it
  * cannot be named. */

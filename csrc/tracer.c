@@ -479,15 +479,12 @@ register_existing(ft_tracer *self, PyThreadState *ts, PyObject *names,
     if (th == NULL) {
         return NULL;
     }
-    ft_name_thread(th, names);
     if (ts == PyThreadState_Get()) {
-        if (th->native_id == 0) {
-            th->native_id = PyThread_get_thread_native_id();
-        }
-        th->ring = *caller_ring;
+        ft_thread_adopt_ring(th, caller_ring);
         th->ring.last = self->clock.anchors[0].ticks;  /* start() */
         memset(caller_ring, 0, sizeof(*caller_ring));
     }
+    ft_name_thread(th, names);
     return th;
 }
 

@@ -154,3 +154,33 @@ def test_c_return_without_call_from_a_previous_tracer():
         "test_c_return_without_call_from_a_previous_tracer.<locals>.blocked")
     leaf = events[only(events, "leaf", thread_id=t.ident)]
     assert leaf.start_ns >= acq[0].end_ns
+
+
+def test_thread_not_yet_running_at_start_gets_its_own_ids():
+    """A thread whose OS thread has not bound its thread state yet when
+    start() runs (started with _thread, which does not wait for it) is
+    registered then with no ids (3.12+: 0; 3.10/3.11: its creator's); its
+    events carry the ids the thread itself has."""
+    import _thread
+
+    for _ in range(20):
+        ids = []
+        done = threading.Event()
+
+        def work():
+            ids.append((threading.get_ident(), threading.get_native_id()))
+            calls.leaf(1)
+            done.set()
+
+        tracer = frametrace.Tracer(buffer_size=4096)
+        _thread.start_new_thread(work, ())
+        tracer.start()
+        assert done.wait(10)
+        time.sleep(0.001)  # work() returns
+        tracer.stop()
+        events = tracer.getEvents()
+        check_invariants(tracer, events)
+        main = (threading.get_ident(), threading.get_native_id())
+        assert {(e.thread_id, e.native_thread_id) for e in events} <= {main, ids[0]}
+        roots = [e.name for e in events if e.thread_id == ids[0][0] and e.depth == 0]
+        assert roots and roots[0].endswith("work"), roots
