@@ -95,8 +95,10 @@ def check_trace(path):
     assert not [e for e in events if e.filename.startswith(PACKAGE)]
     assert not [e for e in events if e.filename == "<string>"]  # the script
     agent = [tid for tid, name in trace.thread_names.items() if name == "frametrace attach"]
-    assert len(agent) <= 1  # named when it has an event
+    assert len(agent) <= 1
+    # Its one call, begun before the start, is recorded at most.
     assert {e.name for e in events if e.thread_id in agent} <= {"select.select"}
+    assert 0 not in {e.thread_id for e in events}
     return trace
 
 
@@ -144,6 +146,8 @@ def test_attach_threads_cli(tmp_path, targets):
     assert f"attached to process {target.pid}" in proc.stderr
     assert f"written to {out} by process {target.pid}" in proc.stderr
     assert "open_at_start" in proc.stderr and "sorted by self" in proc.stderr
+    assert "4 threads (and frametrace's)" in proc.stderr
+    assert "select.select" not in proc.stderr  # the summary is of the target's threads
     with open(out, "rb") as f:
         assert f.read(2) == b"\x1f\x8b"
     trace = check_trace(out)
@@ -187,7 +191,7 @@ def test_attach_step_function(tmp_path, targets):
     result = frametrace.attach(target.pid, steps=2, step_function="__main__:train_step",
                                output=str(out), buffer_size=RING)
     assert result.reason == "steps" and result.steps == 2
-    assert result.events > 0 and result.threads == 2
+    assert result.events > 0 and result.threads == 1  # frametrace's not counted
     with open(out, "rb") as f:
         assert f.read(1) == b"\x0a"  # a TracePacket field: Perfetto's protobuf
     assert target.finish() == untraced(tmp_path, "busy")
@@ -307,7 +311,7 @@ def test_no_such_process():
 def test_not_python():
     sleeper = subprocess.Popen(["sleep", "60"])
     try:
-        with pytest.raises(frametrace.AttachError, match="is not a Python process"):
+        with pytest.raises(frametrace.AttachError, match="not a Python process"):
             frametrace.attach(sleeper.pid, duration=0.1)
     finally:
         sleeper.send_signal(signal.SIGKILL)

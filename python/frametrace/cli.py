@@ -537,8 +537,8 @@ def _attach(ns: argparse.Namespace) -> int:
            "stopped": "stopped early", "exit": "the process exited"}.get(result.reason,
                                                                             result.reason)
     print(f"{PROG}: {result.events:,} events of {result.threads} "
-          f"thread{'s' if result.threads != 1 else ''} written to {result.path} by process "
-          f"{result.pid} (traced for {traced:.3f} s: {why})", file=err)
+          f"thread{'s' if result.threads != 1 else ''} (and frametrace's) written to "
+          f"{result.path} by process {result.pid} (traced for {traced:.3f} s: {why})", file=err)
     _report_dropped(result.dropped, ns.buffer_size)
     if not result.path.endswith((".pftrace", ".pftrace.gz")):
         try:
@@ -546,16 +546,36 @@ def _attach(ns: argparse.Namespace) -> int:
         except (OSError, ValueError) as exc:
             print(f"{PROG} attach: could not read the trace back: {exc}", file=err)
         else:
-            at_start = sum(1 for e in trace.events if e.open_at_start)
-            at_stop = sum(1 for e in trace.events if e.open_at_stop)
+            events = _without_thread(trace.events, {
+                tid for tid, name in trace.thread_names.items() if name == "frametrace attach"})
+            at_start = sum(1 for e in events if e.open_at_start)
+            at_stop = sum(1 for e in events if e.open_at_stop)
             print(f"{PROG}: {at_start:,} frames were running at the start (open_at_start), "
                   f"{at_stop:,} at the stop (open_at_stop)", file=err)
-            print(reports.summary(trace, limit=RUN_SUMMARY_LIMIT), file=err)
+            print(reports.summary(events, limit=RUN_SUMMARY_LIMIT,
+                                  thread_names=trace.thread_names), file=err)
     if result.target_exited:
         print(f"{PROG} attach: process {result.pid} exited before the end: the trace has what "
               f"was recorded until then", file=err)
         return 2
     return 0
+
+
+def _without_thread(events: list, threads: set) -> list:
+    """events less those of threads (frametrace's, waiting), parents
+    renumbered."""
+    from ._tracer import Event
+
+    if not threads:
+        return events
+    kept = [i for i, e in enumerate(events) if e.thread_id not in threads]
+    index = {old: new for new, old in enumerate(kept)}
+    out = []
+    for i in kept:
+        fields = list(events[i])
+        fields[9] = index.get(fields[9], -1)  # parent
+        out.append(Event(fields))
+    return out
 
 
 def _positive_float(text: str) -> float:

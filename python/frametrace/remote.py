@@ -25,7 +25,13 @@ attached, an ``atexit`` hook and (for steps) a ``sys.monitoring`` tool id,
 both removed when done.  It prints nothing and raises nothing into the
 target's code.  The trace holds the target's frames only: the script's and
 frametrace's own functions are ignored by the tracer; frametrace's thread
-records one C call, its wait (``select.select``).
+waits in one C call (``select.select``) begun before the start, so it
+records nothing, or that call at most.
+
+A limit of ``sys.remote_exec``: a signal handler that raises just as the
+script starts (Ctrl-C at that instant) raises into the script, and CPython
+reports that as the script's error instead of raising it in the target's
+code.
 
 Steps: with ``steps=N`` the tracer stops at the N-th call of
 ``frametrace.step()`` (in any thread) after the attach, so the trace holds
@@ -206,7 +212,7 @@ class _Attach:
         fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
         state = fields.get("State", "").strip()
         if state.startswith(("Z", "X")):
-            raise self._fail("has exited (it is a zombie)")
+            raise self._fail("it has exited (a zombie)")
         uids = fields.get("Uid", "0").split()  # real, effective, saved, filesystem
         uid = int(uids[1] if len(uids) > 1 else uids[0])
         try:
@@ -215,15 +221,15 @@ class _Attach:
             raise self._fail(f"no permission to inspect it (it belongs to uid {uid}): "
                              f"run frametrace attach as that user or as root") from None
         except FileNotFoundError:
-            raise self._fail("has no program file: it is not a Python process "
-                             "(a kernel thread?)") from None
+            raise self._fail("not a Python process (it has no program file: a kernel "
+                             "thread?)") from None
         exe_name = os.path.basename(exe.removesuffix(" (deleted)"))
         try:
             same_root = os.stat(f"{proc}/root/") == os.stat("/")
         except OSError:
             same_root = True  # remote_exec reports what is wrong
         if not same_root:
-            raise self._fail("runs in another root filesystem (a container or a chroot): "
+            raise self._fail("it runs in another root filesystem (a container or a chroot): "
                              "run frametrace attach inside it")
         libpython = _mapped_libpython(pid)
         if re.fullmatch(r"python[0-9.]*[a-z]*", exe_name):
@@ -238,9 +244,9 @@ class _Attach:
                 raise self._fail(f"{exe} embeds CPython 3.{libpython}: run frametrace attach "
                                  f"with a python3.{libpython} (none found on PATH)")
         else:
-            raise self._fail(f"is not a Python process (its program is {exe})")
+            raise self._fail(f"not a Python process (its program is {exe})")
         if version[:2] < MIN_TARGET:
-            raise self._fail(f"runs CPython {'.'.join(map(str, version))}: attach needs "
+            raise self._fail(f"it runs CPython {'.'.join(map(str, version))}: attach needs "
                              f"CPython 3.14 or later (sys.remote_exec, PEP 768)")
         disabled = _remote_debug_disabled(pid)
         if disabled:
@@ -334,7 +340,7 @@ class _Attach:
             raise self._fail(f"no permission to attach: {message}{hint}; run as root or as its "
                              f"user")
         if kind == "ProcessLookupError" or "No such process" in message:
-            raise self._fail("exited before the script could be handed over")
+            raise self._fail("it exited before the script could be handed over")
         if "not enabled" in message:
             raise self._fail(f"remote debugging is disabled in it ({message}): it cannot be "
                              f"attached to")
@@ -377,7 +383,7 @@ class _Attach:
             except (OSError, ValueError):
                 message = None
             if message is None:
-                raise self._fail("exited (or was killed) before the trace was written, without "
+                raise self._fail("it exited (or was killed) before the trace was written, without "
                                  "Python's normal shutdown (os._exit or a signal): nothing "
                                  "recorded could be kept")
             if "error" in message:
@@ -457,9 +463,9 @@ def _probe_version(runner: str, fail: Callable[[str], AttachError],
         name, *numbers = proc.stdout.split()
         version = tuple(int(n) for n in numbers)
     except (OSError, ValueError, subprocess.TimeoutExpired):
-        raise fail(f"is not a Python process ({exe} does not run as one)") from None
+        raise fail(f"not a Python process ({exe} does not run as one)") from None
     if name != "cpython" or len(version) != 3:
-        raise fail(f"runs {name} {'.'.join(map(str, version))}, not CPython: frametrace "
+        raise fail(f"it runs {name} {'.'.join(map(str, version))}, not CPython: frametrace "
                    f"attach needs CPython 3.14 or later")
     return version  # type: ignore[return-value]
 
@@ -642,7 +648,7 @@ class _Agent:
 
             code = session.step.__code__
             self.tracer._ignore(code)
-            callbacks = {mon.events.PY_START: self._on_step_call}
+            callbacks: dict[int, Callable[..., Any]] = {mon.events.PY_START: self._on_step_call}
         else:
             code = _resolve_code(spec)
             callbacks = {mon.events.PY_START: self._on_call_start,
@@ -677,12 +683,18 @@ class _Agent:
         try:
             # Launched before the tracer starts: its own start is not
             # traced, and it is no threading.Thread, so that no frame of
-            # threading's is on its stack at the start.
+            # threading's is on its stack at the start.  Waited for: a
+            # thread not yet running when the tracer starts would be
+            # recorded under thread id 0.
+            self.running = _thread.allocate_lock()
+            self.running.acquire()
             self.thread_id = _thread.start_new_thread(self._wait, ())
+            self.running.acquire()
         except BaseException as exc:  # noqa: B036
             self.start_error = f"could not start a thread: {exc}"
             self._finish()
-            for fd in (self.wake_r, self.wake_w):
+            fds, self.wake_r, self.wake_w = (self.wake_r, self.wake_w), -1, -1
+            for fd in fds:
                 os.close(fd)
             return
         try:
@@ -694,27 +706,37 @@ class _Agent:
 
     # -- step counting (sys.monitoring callbacks, in the thread that steps) ---------------
 
+    # What a callback raises would be raised in the target's code: none may.
+
     def _on_step_call(self, code: Any, offset: int) -> Any:
-        if self.tracer.active:
-            now = self.now()
-            self.steps_seen += 1
-            self.step_marks.append((self.step_marks[-1][1] if self.step_marks
-                                    else self.tracer.start_ns, now))
-            if self.steps_seen >= self.config["steps"]:
-                self._stop("steps")
-        return None
+        try:
+            if self.tracer.active:
+                now = self.now()
+                self.steps_seen += 1
+                self.step_marks.append((self.step_marks[-1][1] if self.step_marks
+                                        else self.tracer.start_ns or 0, now))
+                if self.steps_seen >= self.config["steps"]:
+                    self._stop("steps")
+        except Exception:  # noqa: BLE001
+            pass
 
     def _on_call_start(self, code: Any, offset: int) -> Any:
-        if self.tracer.active and not self.call_start:
-            self.call_start = self.now()
+        try:
+            if self.tracer.active and not self.call_start:
+                self.call_start = self.now()
+        except Exception:  # noqa: BLE001
+            pass
 
     def _on_call_return(self, code: Any, offset: int, value: Any) -> Any:
-        if self.tracer.active and self.call_start:
-            self.steps_seen += 1
-            self.step_marks.append((self.call_start, self.now()))
-            self.call_start = 0
-            if self.steps_seen >= self.config["steps"]:
-                self._stop("steps")
+        try:
+            if self.tracer.active and self.call_start:
+                self.steps_seen += 1
+                self.step_marks.append((self.call_start, self.now()))
+                self.call_start = 0
+                if self.steps_seen >= self.config["steps"]:
+                    self._stop("steps")
+        except Exception:  # noqa: BLE001
+            pass
 
     def _stop(self, reason: str) -> None:
         """Stops tracing here, in the thread that decided (first thing: the
@@ -723,16 +745,19 @@ class _Agent:
         self.tracer.stop()
         if self.reason is None:
             self.reason = reason
-        try:
-            os.write(self.wake_w, b"w")
-        except OSError:
-            pass
+        fd = self.wake_w  # -1 once closed: its number may be another file's by then
+        if fd >= 0:
+            try:
+                os.write(fd, b"w")
+            except OSError:
+                pass
 
     # -- frametrace's thread -----------------------------------------------------------
 
     def _wait(self) -> None:
         import select
 
+        self.running.release()
         duration = self.config["duration"]
         timeout = None
         if duration is not None:
@@ -750,7 +775,8 @@ class _Agent:
         except BaseException:  # noqa: B036 - nothing reaches the target
             pass
         finally:
-            for fd in (self.wake_r, self.wake_w):
+            fds, self.wake_r, self.wake_w = (self.wake_r, self.wake_w), -1, -1
+            for fd in fds:
                 try:
                     os.close(fd)
                 except OSError:
@@ -819,7 +845,8 @@ class _Agent:
                                             thread_names=names, steps=steps, metadata=metadata)
         except Exception as exc:  # noqa: BLE001
             return {"error": f"could not write the trace to {path}: {exc}"}
-        return {"done": {"path": path, "events": count, "threads": len(tracer._threads),
+        threads = sum(1 for tid, _ in tracer._threads if tid != self.thread_id)
+        return {"done": {"path": path, "events": count, "threads": threads,
                          "dropped": tracer.dropped, "start_ns": tracer.start_ns,
                          "stop_ns": tracer.stop_ns, "reason": self.reason,
                          "steps": self.steps_seen}}
