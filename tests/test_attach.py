@@ -232,9 +232,37 @@ def test_target_exits_before_the_end(tmp_path, targets):
     assert f"process {target.pid} exited before the end" in err
     assert f"written to {out}" in err
     trace = check_trace(out)
-    assert "train_step" in {e.name for e in trace.events}
-    # The trace ends at the exit: main() had returned, its frames closed.
+    # Running at the start, returned before the exit, where the trace ends.
+    main = [e for e in trace.events if e.name == "main"]
+    assert len(main) == 1 and main[0].open_at_start and not main[0].open_at_stop
     assert status == untraced(tmp_path, "busy")
+
+
+@needs_remote_exec
+def test_interrupted_attach_still_writes(tmp_path, targets):
+    # Steps that never come; Ctrl-C ends the tracing, the target writes.
+    target = targets("busy")
+    out = tmp_path / "stopped.json"
+    cli = subprocess.Popen([sys.executable, "-m", "frametrace", "attach", str(target.pid),
+                            "--steps", "5", "-o", str(out), "--buffer-size", str(RING)],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           env=child_env())
+    try:
+        first = cli.stderr.readline()
+        assert "tracing for 5 calls of frametrace.step()" in first, first + cli.stderr.read()
+        cli.send_signal(signal.SIGINT)
+        _, err = cli.communicate(timeout=120)
+    finally:
+        if cli.poll() is None:
+            cli.kill()
+            cli.communicate()
+    assert cli.returncode == 0, err
+    assert "stopping: the target writes what was recorded" in err
+    assert f"written to {out}" in err and "stopped early" in err
+    trace = check_trace(out)
+    assert "train_step" in {e.name for e in trace.events}
+    assert trace.steps == []
+    assert target.finish() == untraced(tmp_path, "busy")
 
 
 @needs_remote_exec

@@ -519,19 +519,42 @@ def _attach(ns: argparse.Namespace) -> int:
     from . import reports
     from .remote import AttachError, _Attach
 
+    import signal
+
     err = sys.stderr
     try:
         session = _Attach(ns.pid, duration=ns.duration, output=ns.output, steps=ns.steps,
                           step_function=ns.step_function, buffer_size=ns.buffer_size,
                           c_calls=not ns.no_c_calls, backend=ns.backend, timeout=ns.timeout,
                           report=lambda message: print(f"{PROG}: {message}", file=err))
+    except (TypeError, ValueError) as exc:
+        return _error("attach", str(exc))
+
+    def interrupt(signum: int, frame: Any) -> None:
+        # The first Ctrl-C while the target traces stops it early: it
+        # writes what it has.  Otherwise (or the second): give up.
+        if session.going and not session.stop_requested:
+            session.request_stop()
+            # Not print(): the handler may run inside one.
+            os.write(err.fileno(), f"{PROG}: stopping: the target writes what was "
+                                   f"recorded\n".encode())
+            return
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGINT, interrupt)
+    try:
         result = session.run()
-    except (TypeError, ValueError, AttachError) as exc:
+    except AttachError as exc:
         return _error("attach", str(exc))
     except KeyboardInterrupt:
-        print(f"{PROG} attach: interrupted; the target writes what it recorded to "
-              f"{os.path.abspath(ns.output or f'frametrace-{ns.pid}.json')}", file=err)
+        if session.going:
+            print(f"{PROG} attach: interrupted; the target writes what it recorded to "
+                  f"{session.config['output']}", file=err)
+        else:
+            print(f"{PROG} attach: interrupted before tracing began", file=err)
         return 130
+    finally:
+        signal.signal(signal.SIGINT, previous)
     traced = (result.stop_ns - result.start_ns) / 1e9
     why = {"duration": "the duration ended", "steps": f"after {result.steps} steps",
            "stopped": "stopped early", "exit": "the process exited"}.get(result.reason,

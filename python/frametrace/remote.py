@@ -188,6 +188,7 @@ class _Attach:
         self.timeout = float(timeout)
         self.report = report or (lambda message: None)
         self.sock: Optional[socket.socket] = None
+        self.going = False  # the target was told to trace
         self.stop_requested = False
 
     # -- checks --------------------------------------------------------------------------
@@ -366,6 +367,7 @@ class _Attach:
                 f"sys.prefix is {info.get('prefix')}), then attach again; the target is "
                 f"untouched")
         self.sock.sendall(b"go\n")
+        self.going = True
         what = (f"{self.config['steps']} call{'s' if self.config['steps'] != 1 else ''} of "
                 f"{self.config['step_function'] or 'frametrace.step()'}"
                 if self.config["steps"] else f"{self.config['duration']:g} s")
@@ -378,6 +380,7 @@ class _Attach:
             except KeyboardInterrupt:
                 if self.stop_requested:
                     raise
+                self.report("stopping: the target writes what was recorded")
                 self.request_stop()
                 continue
             except (OSError, ValueError):
@@ -400,7 +403,6 @@ class _Attach:
         """Asks the target to stop tracing now and write what it has."""
         if self.sock is not None and not self.stop_requested:
             self.stop_requested = True
-            self.report("stopping: the target writes what was recorded")
             try:
                 self.sock.shutdown(socket.SHUT_WR)
             except OSError:
@@ -624,6 +626,7 @@ class _Agent:
         self.finished = False
         self.reason: Optional[str] = None  # why tracing stopped: the first to stop it says
         self.start_error = ""
+        self.started = False  # set by the main thread once the tracer runs
         self.wake_r, self.wake_w = os.pipe()
         self.thread_id = 0
         self.steps_seen = 0
@@ -702,7 +705,9 @@ class _Agent:
             self.tracer.start()
         except BaseException as exc:  # noqa: B036 - e.g. another tracer is active
             self.start_error = f"could not start tracing: {exc}"
-            os.write(self.wake_w, b"e")
+            self._stop("error")
+            return
+        self.started = True  # no call: the tracer records this thread now
 
     # -- step counting (sys.monitoring callbacks, in the thread that steps) ---------------
 
@@ -768,6 +773,11 @@ class _Agent:
         try:
             # The one call this thread makes while tracing.
             ready, _, _ = select.select([self.wake_r, self.sock], [], [], timeout)
+            while not self.started and not self.start_error:
+                # Woken before the main thread has started the tracer (the
+                # attacher stopped at once): stopping now would leave it to
+                # start afterwards.  Rare, short; the same call as above.
+                select.select([], [], [], 0.001)
             if not self.start_error:
                 self._stop("stopped" if self.sock in ready and self.wake_r not in ready
                            else "duration")
@@ -807,7 +817,7 @@ class _Agent:
                     self.atexit.unregister(self._at_exit)
                 except Exception:  # noqa: BLE001
                     pass
-            if getattr(self, "start_error", ""):
+            if self.start_error:
                 message: dict = {"error": self.start_error}
             else:
                 message = self._write()
@@ -816,7 +826,8 @@ class _Agent:
                 self.sock.close()
             except OSError:
                 pass
-            self.tracer.clear()
+            if self.started:
+                self.tracer.clear()
 
     def _write(self) -> dict:
         from . import export
