@@ -6,6 +6,7 @@
 """
 from ._tracer import DEFAULT_BUFFER_SIZE, MAX_BUFFER_SIZE, Event
 from .loader import MergedTrace, load
+from .remote import AttachError, AttachResult, attach
 from .schedule import ProfilerAction, Schedule, schedule
 from .session import Profile, RangeRecord, StepRecord, Trace, profile, range, save, step
 from .tracer import Tracer, trace
@@ -13,6 +14,8 @@ from .tracer import Tracer, trace
 __version__ = "0.1.0"
 
 __all__ = [
+    "AttachError",
+    "AttachResult",
     "DEFAULT_BUFFER_SIZE",
     "MAX_BUFFER_SIZE",
     "Event",
@@ -25,6 +28,7 @@ __all__ = [
     "Trace",
     "Tracer",
     "__version__",
+    "attach",
     "load",
     "profile",
     "range",

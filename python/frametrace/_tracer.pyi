@@ -82,6 +82,8 @@ class Tracer:
     def clock(self) -> str: ...  # "cycles" or "monotonic"
     @property
     def thread_names(self) -> dict[int, str]: ...
+    @property
+    def _threads(self) -> list[tuple[int, int]]: ...  # (thread_id, native_thread_id)
     def _ignore(self, func: Any, /) -> None: ...
 
 class Range:

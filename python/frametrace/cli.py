@@ -3,6 +3,8 @@
     frametrace run [-o trace.json] [--buffer-size N] [--no-c-calls]
                    [--steps SPEC [--python-steps N]] script.py [args...]
     frametrace run [options] -m package.module [args...]
+    frametrace attach PID [--duration SECONDS | --steps N [--step-function module:qualname]]
+                      [-o trace.json|.pftrace] [--buffer-size N] [--no-c-calls] [--timeout SECONDS]
     frametrace summary trace.json [--sort self|total|calls|mean|name] [--limit N] [--per-thread]
     frametrace flamegraph trace.json [-o out.svg]
     frametrace merge a.json b.json ... -o all.json
@@ -36,6 +38,20 @@ with ``.CYCLE`` before the extension (``frametrace.0.json``, ...).  With
 ``--python-steps N``, Python is traced in only the first N active steps of
 each cycle; the remaining ones are still timed as steps.  Nothing recorded:
 a message, exit status 2 unless the program failed.
+
+``attach PID`` traces a running CPython 3.14+ process for a while, from
+outside, without restarting it (PEP 768 ``sys.remote_exec``; see
+``frametrace.remote``): for ``--duration`` seconds (default 5), or until its
+N-th ``frametrace.step()``, or the end of the N-th call of
+``--step-function`` begun after the attach.  The target writes the trace
+(``frametrace-PID.json`` by default, ``-o`` as seen from the current
+directory), then where it is and a short summary are printed on stderr.
+A target that cannot be traced (not CPython 3.14+, remote debugging
+disabled, no permission, frametrace not importable there, a tracer already
+running there), or whose main thread runs no Python code within
+``--timeout`` seconds, is left untouched: the reason, exit status 2.  A
+target that exits first writes what was recorded: exit status 2 too.
+Ctrl-C stops the tracing early; the trace is still written.
 
 Bad input (a missing script or module, a file that is not a trace
 frametrace wrote) prints what is wrong on stderr and exits with 2.  Long
@@ -496,6 +512,112 @@ def _is_zip(path: str) -> bool:
         return False
 
 
+# ---- attach -----------------------------------------------------------------------------
+
+
+def _attach(ns: argparse.Namespace) -> int:
+    from . import reports
+    from .remote import AttachError, _Attach
+
+    import signal
+
+    err = sys.stderr
+    try:
+        session = _Attach(ns.pid, duration=ns.duration, output=ns.output, steps=ns.steps,
+                          step_function=ns.step_function, buffer_size=ns.buffer_size,
+                          c_calls=not ns.no_c_calls, backend=ns.backend, timeout=ns.timeout,
+                          report=lambda message: print(f"{PROG}: {message}", file=err))
+    except (TypeError, ValueError) as exc:
+        return _error("attach", str(exc))
+
+    def interrupt(signum: int, frame: Any) -> None:
+        # The first Ctrl-C while the target traces stops it early: it
+        # writes what it has.  Otherwise (or the second): give up.
+        if session.going and not session.stop_requested:
+            session.request_stop()
+            # Not print(): the handler may run inside one.
+            os.write(err.fileno(), f"{PROG}: stopping: the target writes what was "
+                                   f"recorded\n".encode())
+            return
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGINT, interrupt)
+    try:
+        result = session.run()
+    except AttachError as exc:
+        return _error("attach", str(exc))
+    except KeyboardInterrupt:
+        if session.going:
+            print(f"{PROG} attach: interrupted; the target writes what it recorded to "
+                  f"{session.config['output']}", file=err)
+        else:
+            print(f"{PROG} attach: interrupted before tracing began", file=err)
+        return 130
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    traced = (result.stop_ns - result.start_ns) / 1e9
+    why = {"duration": "the duration ended", "steps": f"after {result.steps} steps",
+           "stopped": "stopped early", "exit": "the process exited"}.get(result.reason,
+                                                                            result.reason)
+    print(f"{PROG}: {result.events:,} events of {result.threads} "
+          f"thread{'s' if result.threads != 1 else ''} (and frametrace's) written to "
+          f"{result.path} by process {result.pid} (traced for {traced:.3f} s: {why})", file=err)
+    _report_dropped(result.dropped, ns.buffer_size)
+    if not result.path.endswith((".pftrace", ".pftrace.gz")):
+        try:
+            trace = _load("attach", result.path)
+        except (OSError, ValueError) as exc:
+            print(f"{PROG} attach: could not read the trace back: {exc}", file=err)
+        else:
+            events = _without_thread(trace.events, {
+                tid for tid, name in trace.thread_names.items() if name == "frametrace attach"})
+            at_start = sum(1 for e in events if e.open_at_start)
+            at_stop = sum(1 for e in events if e.open_at_stop)
+            print(f"{PROG}: {at_start:,} frames were running at the start (open_at_start), "
+                  f"{at_stop:,} at the stop (open_at_stop)", file=err)
+            print(reports.summary(events, limit=RUN_SUMMARY_LIMIT,
+                                  thread_names=trace.thread_names), file=err)
+    if result.target_exited:
+        print(f"{PROG} attach: process {result.pid} exited before the end: the trace has what "
+              f"was recorded until then", file=err)
+        return 2
+    return 0
+
+
+def _without_thread(events: list, threads: set) -> list:
+    """events less those of threads (frametrace's, waiting), parents
+    renumbered."""
+    from ._tracer import Event
+
+    if not threads:
+        return events
+    kept = [i for i, e in enumerate(events) if e.thread_id not in threads]
+    index = {old: new for new, old in enumerate(kept)}
+    out = []
+    for i in kept:
+        fields = list(events[i])
+        fields[9] = index.get(fields[9], -1)  # parent
+        out.append(Event(fields))
+    return out
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a number of seconds expected, got {text!r}") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+    return value
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {value}")
+    return value
+
+
 # ---- summary, flamegraph, merge ---------------------------------------------------------
 
 
@@ -631,6 +753,39 @@ def _parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
                                                 "zip file with a __main__.py)")
     run.add_argument("args", nargs="*", help="the program's arguments")
 
+    att = sub.add_parser(
+        "attach", help="trace a running CPython 3.14+ process for a while",
+        usage=f"{PROG} attach PID [--duration SECONDS | --steps N [--step-function "
+              f"module:qualname]] [-o trace.json|.pftrace] [--buffer-size N] [--no-c-calls] "
+              f"[--timeout SECONDS]",
+        description="Trace a running CPython 3.14+ process without restarting it "
+                    "(sys.remote_exec, PEP 768): the target starts a tracer on all its "
+                    "threads, stops it after the duration or the steps, writes the trace, and "
+                    "goes on running.  frametrace must be importable in the target.")
+    att.add_argument("pid", type=int, help="the process to trace")
+    what = att.add_mutually_exclusive_group()
+    what.add_argument("--duration", type=_positive_float, metavar="SECONDS",
+                      help="trace for this long (default 5)")
+    what.add_argument("--steps", type=_positive, metavar="N",
+                      help="trace until the N-th call of frametrace.step() (or of "
+                           "--step-function) in the target")
+    att.add_argument("--step-function", metavar="module:qualname",
+                     help="count the calls of this function (in a module the target has "
+                          "imported) as steps: tracing ends when the N-th call begun after "
+                          "the attach returns (N: --steps, default 1)")
+    att.add_argument("-o", "--output", metavar="trace.json",
+                     help="where the target writes the trace (default frametrace-PID.json; "
+                          ".json.gz: compressed; .pftrace: Perfetto's format)")
+    att.add_argument("--buffer-size", type=_positive, default=DEFAULT_BUFFER_SIZE, metavar="N",
+                     help=f"ring capacity in events per thread (default {DEFAULT_BUFFER_SIZE:,})")
+    att.add_argument("--no-c-calls", action="store_true",
+                     help="do not record calls of C functions")
+    att.add_argument("--backend", choices=("auto", "setprofile", "monitoring"), default="auto",
+                     help="how calls are seen in the target (default auto)")
+    att.add_argument("--timeout", type=_positive_float, default=10.0, metavar="SECONDS",
+                     help="give up when the target's main thread has not run Python code "
+                          "within this long (default 10)")
+
     summ = sub.add_parser("summary", help="print a per-function table of a trace",
                           description="Print a per-function table of a trace file "
                                       "(calls, total, self and mean time, share).")
@@ -693,6 +848,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         ns = parser.parse_args(argv)
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
+    if ns.command == "attach":
+        return _attach(ns)
     if ns.command == "summary":
         return _summary(ns)
     if ns.command == "flamegraph":

@@ -43,6 +43,12 @@ def describe_event(events: Sequence[Event], index: int) -> str:
     """One line naming ``events[index]``: index, name, kind, thread, times
     and where its code is, as the failure messages show it."""
     _check_events(events)
+    return _describe(events, index)
+
+
+def _describe(events: Sequence[Event], index: int) -> str:
+    # describe_event() without checking the whole list each time: the
+    # helpers check it once (checking per event made them quadratic).
     ev = events[index]
     where = ev.filename if ev.lineno <= 0 else f"{ev.filename}:{ev.lineno}"
     flags = "".join(
@@ -71,7 +77,7 @@ def assert_no_events_after_stop(events: Sequence[Event], stop_ns: int) -> None:
             if value > stop_ns
         ]
         if late:
-            problems.append(f"{describe_event(events, i)}: {', '.join(late)}")
+            problems.append(f"{_describe(events, i)}: {', '.join(late)}")
     if problems:
         raise AssertionError(
             _listing(
@@ -93,7 +99,7 @@ def assert_well_nested(events: Sequence[Event]) -> None:
     problems: list[str] = []
     siblings: dict[tuple[int, int], list[int]] = collections.defaultdict(list)
     for i, ev in enumerate(events):
-        here = describe_event(events, i)
+        here = _Lazy(events, i)
         if ev.end_ns < ev.start_ns:
             problems.append(f"{here}: ends {ev.start_ns - ev.end_ns} ns before it starts")
         if ev.parent == -1:
@@ -111,7 +117,7 @@ def assert_well_nested(events: Sequence[Event]) -> None:
             continue
         parent = events[ev.parent]
         # The related event goes on its own, further indented line.
-        of_parent = f"its parent\n    {describe_event(events, ev.parent)}"
+        of_parent = _Lazy(events, ev.parent, "its parent\n    ")
         if parent.thread_id != ev.thread_id:
             problems.append(f"{here}: is on another thread than {of_parent}")
             continue
@@ -125,9 +131,9 @@ def assert_well_nested(events: Sequence[Event]) -> None:
         for a, b in zip(group, group[1:]):
             if events[a].end_ns > events[b].start_ns:
                 problems.append(
-                    f"{describe_event(events, a)}: overlaps by"
+                    f"{_describe(events, a)}: overlaps by"
                     f" {events[a].end_ns - events[b].start_ns} ns its next sibling\n"
-                    f"    {describe_event(events, b)}"
+                    f"    {_describe(events, b)}"
                 )
     if problems:
         raise AssertionError(
@@ -161,7 +167,7 @@ def assert_called(events: Sequence[Event], name: str, times: int | None = None) 
         head = f"{name!r} was never called ({_plural(len(events), 'event')} recorded)"
     else:
         head = f"{name!r} was called {_plural(len(found), 'time')}, expected {times}"
-    lines = [describe_event(events, i) for i in found]
+    lines = [_describe(events, i) for i in found]
     counts = collections.Counter(ev.name for ev in events)
     if not found:
         lines.extend(_hints(name, counts))
@@ -214,6 +220,18 @@ def _listing(head: str, lines: list[str]) -> str:
     if len(lines) > MAX_LISTED:
         shown.append(f"  ... and {len(lines) - MAX_LISTED} more")
     return head + ":\n" + "\n".join(shown)
+
+
+class _Lazy:
+    """An event's description, made only if a message uses it."""
+
+    __slots__ = ("events", "index", "prefix")
+
+    def __init__(self, events: Sequence[Event], index: int, prefix: str = ""):
+        self.events, self.index, self.prefix = events, index, prefix
+
+    def __format__(self, spec: str) -> str:
+        return self.prefix + _describe(self.events, self.index)
 
 
 def _plural(n: int, word: str) -> str:

@@ -1,0 +1,887 @@
+"""Tracing a running process from outside: ``frametrace.attach(pid)`` and
+``frametrace attach PID`` (CPython 3.14+, PEP 768 ``sys.remote_exec``).
+
+    result = frametrace.attach(pid, duration=2.0, output="trace.json")
+
+The attaching side runs on any supported CPython.  It checks the target
+(a Linux process running CPython 3.14 or later that allows remote
+debugging), writes a small script into a private directory, and has the
+target's own interpreter binary (``/proc/PID/exe``: ``sys.remote_exec``
+works only between equal major.minor versions) hand it over.  The target's
+main thread runs the script at its next bytecode boundary.  The script
+imports frametrace (in the target's environment), says hello over a Unix
+socket in that directory, and, once told to go, starts a tracer on all the
+target's threads and returns: the main thread goes on with its own code at
+once.  A thread of frametrace's ("frametrace attach") then waits for the
+end: the duration, the N-th step, the attacher asking to stop or going
+away (its socket closes), or the target exiting (an ``atexit`` hook).  The
+thread that decides stops the tracer there (the latched stop: frames
+running then end exactly at it, flagged open_at_stop; those running at
+the start are open_at_start), the trace is written by the target (the C
+writers release the GIL), and the result goes back over the socket.
+
+What the target sees of it: frametrace imported, one extra thread while
+attached, an ``atexit`` hook and (for steps) a ``sys.monitoring`` tool id,
+both removed when done.  It prints nothing and raises nothing into the
+target's code.  The trace holds the target's frames only: the script's and
+frametrace's own functions are ignored by the tracer; frametrace's thread
+waits in one C call (``select.select``) begun before the start, so it
+records nothing, or that call at most.
+
+A limit of ``sys.remote_exec``: a signal handler that raises just as the
+script starts (Ctrl-C at that instant) raises into the script, and CPython
+reports that as the script's error instead of raising it in the target's
+code.
+
+Steps: with ``steps=N`` the tracer stops at the N-th call of
+``frametrace.step()`` (in any thread) after the attach, so the trace holds
+the rest of the step under way and N-1 whole steps; with
+``step_function="module:qualname"`` it stops when the N-th call of that
+function begun after the attach returns (N whole calls).  Each is a step on
+the trace's steps track.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any, Callable, NamedTuple, Optional
+
+__all__ = ["AttachError", "AttachResult", "attach"]
+
+# What sys.remote_exec needs on both sides.
+MIN_TARGET = (3, 14)
+DEFAULT_DURATION = 5.0
+DEFAULT_TIMEOUT = 10.0
+# After the deadline the attacher waits this much longer for a script that
+# passed its deadline check just before it, then gives up.
+_GRACE = 1.0
+# How long the target's main thread waits for the attacher's "go".
+_HANDSHAKE_TIMEOUT = 5.0
+_PROBE_TIMEOUT = 30.0
+
+
+class AttachError(RuntimeError):
+    """Attaching failed, or the target ended before the trace was written.
+    Unless the message says otherwise, the target was left untouched."""
+
+
+class AttachResult(NamedTuple):
+    """What an attach wrote.  reason: why tracing stopped, "duration",
+    "steps", "stopped" (the attacher asked) or "exit" (the target exited:
+    the trace ends there)."""
+
+    pid: int
+    path: str
+    events: int  # Python/C events written
+    threads: int
+    dropped: int
+    start_ns: int
+    stop_ns: int
+    reason: str
+    steps: int  # steps seen (with steps=N)
+    python: str  # the target's CPython version
+
+    @property
+    def target_exited(self) -> bool:
+        return self.reason == "exit"
+
+
+# ---- the attaching side ---------------------------------------------------------------
+
+
+def attach(
+    pid: int,
+    duration: Optional[float] = None,
+    output: Optional[str] = None,
+    *,
+    steps: Optional[int] = None,
+    step_function: Optional[str] = None,
+    buffer_size: Optional[int] = None,
+    c_calls: bool = True,
+    backend: str = "auto",
+    timeout: float = DEFAULT_TIMEOUT,
+) -> AttachResult:
+    """Traces the running CPython 3.14+ process pid for ``duration`` seconds
+    (default 5) or until its N-th ``frametrace.step()`` (``steps=N``) or the
+    end of the N-th call of ``step_function`` ("module:qualname", the module
+    already imported there), writing the trace to ``output`` (default
+    ``frametrace-PID.json`` in the current directory; ``.json.gz``
+    compressed; ``.pftrace`` Perfetto's protobuf) from inside the target.
+
+    Raises ValueError for bad arguments and AttachError, naming the cause,
+    when the target cannot be traced (no such process, not CPython, older
+    than 3.14, remote debugging disabled, no permission, frametrace not
+    importable there, a tracer already running there) or when its main
+    thread has not run Python code within ``timeout`` seconds.  A target
+    that exits before the end writes what was recorded: the result's
+    ``target_exited`` is then true."""
+    session = _Attach(pid, duration=duration, output=output, steps=steps,
+                      step_function=step_function, buffer_size=buffer_size, c_calls=c_calls,
+                      backend=backend, timeout=timeout)
+    return session.run()
+
+
+def _check_number(name: str, value: Any, integer: bool = False) -> None:
+    kinds = (int,) if integer else (int, float)
+    if isinstance(value, bool) or not isinstance(value, kinds):
+        raise TypeError(f"{name} must be {'an int' if integer else 'a number'}, "
+                        f"not {type(value).__name__}")
+    if not value > 0 or value != value or value == float("inf"):
+        raise ValueError(f"{name} must be positive and finite, got {value!r}")
+
+
+class _Attach:
+    """One attach: checks, the script, the conversation with the target."""
+
+    def __init__(self, pid: int, *, duration: Optional[float], output: Optional[str],
+                 steps: Optional[int], step_function: Optional[str],
+                 buffer_size: Optional[int], c_calls: bool, backend: str, timeout: float,
+                 report: Optional[Callable[[str], None]] = None):
+        if isinstance(pid, bool) or not isinstance(pid, int):
+            raise TypeError(f"pid must be an int, not {type(pid).__name__}")
+        if pid <= 0:
+            raise ValueError(f"pid must be positive, got {pid}")
+        if pid == os.getpid():
+            raise ValueError("cannot attach to this process itself: use frametrace.trace()")
+        if duration is not None and (steps is not None or step_function is not None):
+            raise ValueError("give a duration or steps, not both")
+        if duration is not None:
+            _check_number("duration", duration)
+        if step_function is not None:
+            if not isinstance(step_function, str):
+                raise TypeError(f"step_function must be a str, not {type(step_function).__name__}")
+            module, sep, qualname = step_function.partition(":")
+            if not sep or not module or not qualname:
+                raise ValueError(f"step_function must be 'module:qualname', got {step_function!r}")
+            if steps is None:
+                steps = 1
+        if steps is not None:
+            _check_number("steps", steps, integer=True)
+        elif duration is None:
+            duration = DEFAULT_DURATION
+        if buffer_size is not None:
+            _check_number("buffer_size", buffer_size, integer=True)
+        if not isinstance(c_calls, bool):
+            raise TypeError(f"c_calls must be a bool, not {type(c_calls).__name__}")
+        if backend not in ("auto", "setprofile", "monitoring"):
+            raise ValueError(f"backend must be 'auto', 'setprofile' or 'monitoring', "
+                             f"got {backend!r}")
+        _check_number("timeout", timeout)
+        if output is None:
+            output = f"frametrace-{pid}.json"
+        output = os.path.abspath(os.fspath(output))
+        if not os.path.isdir(os.path.dirname(output)):
+            raise ValueError(f"no directory {os.path.dirname(output)!r} for the trace {output!r}")
+        self.pid = pid
+        self.config: dict[str, Any] = {
+            "output": output, "duration": duration, "steps": steps,
+            "step_function": step_function, "buffer_size": buffer_size, "c_calls": c_calls,
+            "backend": backend,
+        }
+        self.timeout = float(timeout)
+        self.report = report or (lambda message: None)
+        self.sock: Optional[socket.socket] = None
+        self.going = False  # the target was told to trace
+        self.stop_requested = False
+
+    # -- checks --------------------------------------------------------------------------
+
+    def _fail(self, message: str) -> AttachError:
+        return AttachError(f"process {self.pid}: {message}")
+
+    def inspect(self) -> tuple[str, tuple[int, int, int], int]:
+        """The interpreter that can remote_exec into the target, the
+        target's CPython version, and its uid; AttachError for a target
+        that cannot be traced."""
+        pid = self.pid
+        if not os.path.isdir("/proc/self"):
+            raise AttachError("frametrace attach needs Linux (/proc)")
+        proc = f"/proc/{pid}"
+        try:
+            status = _read_text(f"{proc}/status")
+        except FileNotFoundError:
+            raise AttachError(f"no process with PID {pid}") from None
+        except OSError as exc:
+            raise self._fail(f"cannot read {proc}/status: {exc.strerror}") from None
+        fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+        state = fields.get("State", "").strip()
+        if state.startswith(("Z", "X")):
+            raise self._fail("it has exited (a zombie)")
+        uids = fields.get("Uid", "0").split()  # real, effective, saved, filesystem
+        uid = int(uids[1] if len(uids) > 1 else uids[0])
+        try:
+            exe = os.readlink(f"{proc}/exe")
+        except PermissionError:
+            raise self._fail(f"no permission to inspect it (it belongs to uid {uid}): "
+                             f"run frametrace attach as that user or as root") from None
+        except FileNotFoundError:
+            raise self._fail("not a Python process (it has no program file: a kernel "
+                             "thread?)") from None
+        exe_name = os.path.basename(exe.removesuffix(" (deleted)"))
+        try:
+            same_root = os.stat(f"{proc}/root/") == os.stat("/")
+        except OSError:
+            same_root = True  # remote_exec reports what is wrong
+        if not same_root:
+            raise self._fail("it runs in another root filesystem (a container or a chroot): "
+                             "run frametrace attach inside it")
+        libpython = _mapped_libpython(pid)
+        if re.fullmatch(r"python[0-9.]*[a-z]*", exe_name):
+            runner = f"{proc}/exe"
+            version = _probe_version(runner, self._fail, exe)
+        elif libpython is not None:
+            # An application embedding CPython: any CPython of that version
+            # can hand the script over.
+            version = (3, libpython, 0)
+            runner = _interpreter_for(libpython)  # type: ignore[assignment]
+            if runner is None:
+                raise self._fail(f"{exe} embeds CPython 3.{libpython}: run frametrace attach "
+                                 f"with a python3.{libpython} (none found on PATH)")
+        else:
+            raise self._fail(f"not a Python process (its program is {exe})")
+        if version[:2] < MIN_TARGET:
+            raise self._fail(f"it runs CPython {'.'.join(map(str, version))}: attach needs "
+                             f"CPython 3.14 or later (sys.remote_exec, PEP 768)")
+        disabled = _remote_debug_disabled(pid)
+        if disabled:
+            raise self._fail(f"remote debugging is disabled in it ({disabled}): it cannot be "
+                             f"attached to")
+        if os.geteuid() != 0 and uid != os.geteuid():
+            raise self._fail(f"no permission to attach: it belongs to uid {uid}, this is uid "
+                             f"{os.geteuid()}: run frametrace attach as that user or as root")
+        self.version = version
+        return runner, version, uid
+
+    # -- the run -------------------------------------------------------------------------
+
+    def run(self) -> AttachResult:
+        runner, version, uid = self.inspect()
+        self.python = ".".join(map(str, version))
+        workdir = tempfile.mkdtemp(prefix="frametrace-attach-")
+        keep_workdir = False
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock_path = os.path.join(workdir, "s")
+            script_path = os.path.join(workdir, "attach.py")
+            listener.bind(sock_path)
+            listener.listen(1)
+            deadline = time.time() + self.timeout
+            config = dict(self.config, socket=sock_path, script=script_path, workdir=workdir,
+                          deadline=deadline, handshake_timeout=_HANDSHAKE_TIMEOUT)
+            with open(script_path, "w", encoding="utf-8") as f:
+                f.write(_script(self.pid, config))
+            if os.geteuid() == 0 and uid != 0:
+                # The target reads the script and connects to the socket as itself.
+                for path in (workdir, script_path, sock_path):
+                    os.chown(path, uid, -1)
+            self._remote_exec(runner, script_path)
+            # From here on the target may read the script at any time: if it
+            # has not by the deadline, the directory stays for it (the late
+            # script removes it), so that CPython finds its file.
+            keep_workdir = True
+            listener.settimeout(max(0.0, deadline - time.time()) + _GRACE)
+            try:
+                self.sock, _ = listener.accept()
+            except socket.timeout:
+                raise self._fail(
+                    f"its main thread has not run Python code within {self.timeout:g} s: it is "
+                    f"blocked in a C call or a sleep (sys.remote_exec runs the script when the "
+                    f"main thread next runs Python bytecode).  The script does nothing if it "
+                    f"starts later; the target is untouched") from None
+            keep_workdir = False
+            listener.close()
+            return self._converse()
+        finally:
+            listener.close()
+            if self.sock is not None:
+                self.sock.close()
+            if keep_workdir:
+                try:
+                    os.unlink(os.path.join(workdir, "s"))
+                except OSError:
+                    pass
+            else:
+                shutil.rmtree(workdir, ignore_errors=True)
+
+    def _remote_exec(self, runner: str, script_path: str) -> None:
+        code = ("import json, sys\n"
+                "try:\n"
+                "    sys.remote_exec(int(sys.argv[1]), sys.argv[2])\n"
+                "except BaseException as exc:\n"
+                "    print(json.dumps([type(exc).__name__, str(exc)]))\n"
+                "else:\n"
+                "    print(json.dumps(None))\n")
+        try:
+            proc = subprocess.run([runner, "-I", "-S", "-c", code, str(self.pid), script_path],
+                                  capture_output=True, text=True, timeout=_PROBE_TIMEOUT)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise self._fail(f"could not run its interpreter {runner} to hand the script "
+                             f"over: {exc}") from None
+        try:
+            answer = json.loads(proc.stdout.strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            raise self._fail(f"{runner} could not hand the script over: "
+                             f"{proc.stderr.strip()[-500:] or 'no answer'}") from None
+        if answer is None:
+            return
+        kind, message = answer
+        if kind == "PermissionError":
+            hint = ""
+            scope = _read_text("/proc/sys/kernel/yama/ptrace_scope", default="0").strip()
+            if os.geteuid() != 0 and scope != "0":
+                hint = (f" (kernel.yama.ptrace_scope is {scope}: only root, or a process with "
+                        f"CAP_SYS_PTRACE, may attach)")
+            raise self._fail(f"no permission to attach: {message}{hint}; run as root or as its "
+                             f"user")
+        if kind == "ProcessLookupError" or "No such process" in message:
+            raise self._fail("it exited before the script could be handed over")
+        if "not enabled" in message:
+            raise self._fail(f"remote debugging is disabled in it ({message}): it cannot be "
+                             f"attached to")
+        raise self._fail(f"sys.remote_exec failed: {kind}: {message}")
+
+    def _converse(self) -> AttachResult:
+        assert self.sock is not None
+        reader = _Lines(self.sock)
+        self.sock.settimeout(_HANDSHAKE_TIMEOUT)
+        try:
+            hello = reader.next()
+        except (OSError, ValueError) as exc:
+            raise self._fail(f"the script started but said nothing ({exc})") from None
+        if hello is None:
+            raise self._fail("the script started but said nothing")
+        info = hello.get("hello", {})
+        if info.get("error") == "import" and "right now" in str(info.get("message")):
+            raise self._fail(f"{info.get('message')}; the target is untouched")
+        if info.get("error") == "import":
+            raise self._fail(
+                f"frametrace is not importable there ({info.get('message')}): install it in the "
+                f"target's environment ({info.get('executable')} -m pip install frametrace; its "
+                f"sys.prefix is {info.get('prefix')}), then attach again; the target is "
+                f"untouched")
+        self.sock.sendall(b"go\n")
+        self.going = True
+        what = (f"{self.config['steps']} call{'s' if self.config['steps'] != 1 else ''} of "
+                f"{self.config['step_function'] or 'frametrace.step()'}"
+                if self.config["steps"] else f"{self.config['duration']:g} s")
+        self.report(f"attached to process {self.pid} (CPython {info.get('python')}, frametrace "
+                    f"{info.get('frametrace')}): tracing for {what}")
+        self.sock.settimeout(None)
+        while True:
+            try:
+                message = reader.next()
+            except KeyboardInterrupt:
+                if self.stop_requested:
+                    raise
+                self.report("stopping: the target writes what was recorded")
+                self.request_stop()
+                continue
+            except (OSError, ValueError):
+                message = None
+            if message is None:
+                raise self._fail("it exited (or was killed) before the trace was written, without "
+                                 "Python's normal shutdown (os._exit or a signal): nothing "
+                                 "recorded could be kept")
+            if "error" in message:
+                raise self._fail(message["error"])
+            if "done" in message:
+                d = message["done"]
+                return AttachResult(pid=self.pid, path=d["path"], events=d["events"],
+                                    threads=d["threads"], dropped=d["dropped"],
+                                    start_ns=d["start_ns"], stop_ns=d["stop_ns"],
+                                    reason=d["reason"], steps=d["steps"],
+                                    python=str(info.get("python")))
+
+    def request_stop(self) -> None:
+        """Asks the target to stop tracing now and write what it has."""
+        if self.sock is not None and not self.stop_requested:
+            self.stop_requested = True
+            try:
+                self.sock.shutdown(socket.SHUT_WR)
+            except OSError:
+                pass
+
+
+class _Lines:
+    """JSON lines read from a socket; None at its end."""
+
+    def __init__(self, sock: socket.socket):
+        self.sock = sock
+        self.buffer = b""
+
+    def next(self) -> Optional[dict]:
+        while b"\n" not in self.buffer:
+            chunk = self.sock.recv(65536)
+            if not chunk:
+                return None
+            self.buffer += chunk
+        line, _, self.buffer = self.buffer.partition(b"\n")
+        value = json.loads(line)
+        if not isinstance(value, dict):
+            raise ValueError(f"unexpected message {line[:200]!r}")
+        return value
+
+
+def _read_text(path: str, default: Optional[str] = None) -> str:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read()
+    except OSError:
+        if default is None:
+            raise
+        return default
+
+
+def _mapped_libpython(pid: int) -> Optional[int]:
+    """The minor version of a libpython3.X the process has mapped, or None."""
+    try:
+        maps = _read_text(f"/proc/{pid}/maps")
+    except OSError:
+        return None
+    found = re.search(r"/libpython3\.(\d+)[a-z]*\.so", maps)
+    return int(found.group(1)) if found else None
+
+
+def _interpreter_for(minor: int) -> Optional[str]:
+    if sys.version_info[:2] == (3, minor):
+        return sys.executable
+    return shutil.which(f"python3.{minor}")
+
+
+def _probe_version(runner: str, fail: Callable[[str], AttachError],
+                   exe: str) -> tuple[int, int, int]:
+    """The CPython version of the interpreter binary runner (the target's)."""
+    code = "import sys; print(sys.implementation.name, *sys.version_info[:3])"
+    try:
+        proc = subprocess.run([runner, "-I", "-S", "-c", code], capture_output=True, text=True,
+                              timeout=_PROBE_TIMEOUT)
+        name, *numbers = proc.stdout.split()
+        version = tuple(int(n) for n in numbers)
+    except (OSError, ValueError, subprocess.TimeoutExpired):
+        raise fail(f"not a Python process ({exe} does not run as one)") from None
+    if name != "cpython" or len(version) != 3:
+        raise fail(f"it runs {name} {'.'.join(map(str, version))}, not CPython: frametrace "
+                   f"attach needs CPython 3.14 or later")
+    return version  # type: ignore[return-value]
+
+
+def _remote_debug_disabled(pid: int) -> str:
+    """Why the target refuses remote debugging, from its command line and
+    environment ("" when neither says so; sys.remote_exec has the last
+    word)."""
+    try:
+        environ = _read_text(f"/proc/{pid}/environ").split("\0")
+    except OSError:
+        environ = []
+    if any(e.startswith("PYTHON_DISABLE_REMOTE_DEBUG=") for e in environ):
+        return "PYTHON_DISABLE_REMOTE_DEBUG is set in its environment"
+    try:
+        argv = _read_text(f"/proc/{pid}/cmdline").split("\0")
+    except OSError:
+        argv = []
+    for i, arg in enumerate(argv[1:], 1):
+        option = arg[2:] if arg.startswith("-X") and len(arg) > 2 else (
+            argv[i + 1] if arg == "-X" and i + 1 < len(argv) else "")
+        if option.replace("-", "_") == "disable_remote_debug":
+            return f"it runs with -X {option}"
+        if not arg.startswith("-") or arg in ("-c", "-m", "--"):
+            break  # the program's own arguments follow
+    return ""
+
+
+# The script the target runs: only the standard library until frametrace is
+# imported, every failure kept from the target (CPython would print it).
+_SCRIPT = '''\
+# Written by frametrace attach for process {pid}: it traces this process for
+# the attacher (PEP 768 sys.remote_exec) and then removes itself.
+def _frametrace_attach(config):
+    import os, sys, time, json, socket
+
+    def give_up():
+        # The attacher is gone: remove the script, do nothing.
+        for remove, path in ((os.unlink, config["script"]), (os.rmdir, config["workdir"])):
+            try:
+                remove(path)
+            except OSError:
+                pass
+
+    if time.time() > config["deadline"]:
+        give_up()
+        return
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.settimeout(config["handshake_timeout"])
+        try:
+            sock.connect(config["socket"])
+        except OSError:
+            give_up()
+            raise
+        hello = {{"pid": os.getpid(), "python": "%d.%d.%d" % sys.version_info[:3],
+                 "executable": sys.executable, "prefix": sys.prefix}}
+        busy = [name for name, module in list(sys.modules.items())
+                if name.split(".")[0] == "frametrace"
+                and getattr(getattr(module, "__spec__", None), "_initializing", False)]
+        try:
+            if busy:
+                # The script runs between two bytecodes of the target: here,
+                # in the middle of its own import of frametrace.
+                raise ImportError("it is importing %s right now: attach again" % busy[0])
+            import importlib
+            agent = importlib.import_module("frametrace.remote")
+        except BaseException as exc:
+            hello.update(error="import", message="%s: %s" % (type(exc).__name__, exc))
+            sock.send(json.dumps({{"hello": hello}}).encode() + b"\\n", socket.MSG_NOSIGNAL)
+            sock.close()
+            return
+    except BaseException:
+        sock.close()
+        return
+    frame = sys._getframe()
+    try:
+        agent._begin(sock, config, hello, (frame.f_code, frame.f_back.f_code))
+    except BaseException:
+        sock.close()
+
+
+try:
+    _frametrace_attach({config!r})
+except BaseException:
+    pass
+'''
+
+
+def _script(pid: int, config: dict) -> str:
+    return _SCRIPT.format(pid=pid, config=config)
+
+
+# ---- the target's side: runs in the traced process ------------------------------------
+
+
+def _send(sock: Any, message: dict) -> None:
+    """Sends one message to the attacher; nothing if it is gone.  No
+    SIGPIPE: the target may have restored its default action (death)."""
+    data = json.dumps(message).encode() + b"\n"
+    try:
+        while data:
+            data = data[sock.send(data, socket.MSG_NOSIGNAL):]
+    except OSError:
+        pass
+
+
+def _begin(sock: Any, config: dict, hello: dict, script_codes: tuple) -> None:
+    """Runs in the target's main thread, called by the script: the
+    handshake, then the tracer started and the waiting thread launched.
+    Never raises: the target must not see frametrace's failures."""
+    try:
+        hello["frametrace"] = getattr(sys.modules.get("frametrace"), "__version__", "?")
+        _send(sock, {"hello": hello})
+        if _recv_line(sock) != b"go":
+            sock.close()
+            return
+        agent = _Agent(sock, config, script_codes)
+    except BaseException as exc:  # noqa: B036 - none may reach the target
+        _send(sock, {"error": f"could not set up tracing: {type(exc).__name__}: {exc}"})
+        sock.close()
+        return
+    agent.start()
+
+
+def _recv_line(sock: Any) -> bytes:
+    data = b""
+    while not data.endswith(b"\n"):
+        chunk = sock.recv(64)
+        if not chunk:
+            break
+        data += chunk
+    return data.strip()
+
+
+class _Agent:
+    """The tracer in the target, and what ends it."""
+
+    def __init__(self, sock: Any, config: dict, script_codes: tuple):
+        import atexit
+        import threading
+
+        from . import _tracer
+        from .tracer import Tracer
+
+        self.sock = sock
+        self.config = config
+        self.pid = os.getpid()
+        options: dict[str, Any] = {"c_calls": config["c_calls"], "backend": config["backend"]}
+        if config["buffer_size"] is not None:
+            options["buffer_size"] = config["buffer_size"]
+        self.tracer = Tracer(**options)
+        self.now = _tracer._clock_ns  # a C function of the extension: never traced
+        self.atexit = atexit
+        self.lock = threading.Lock()  # held by the one that writes the trace
+        self.finished = False
+        self.reason: Optional[str] = None  # why tracing stopped: the first to stop it says
+        self.start_error = ""
+        self.started = False  # set by the main thread once the tracer runs
+        self.wake_r, self.wake_w = os.pipe()
+        self.thread_id = 0
+        self.steps_seen = 0
+        self.step_marks: list[tuple[int, int]] = []
+        self.call_start = 0
+        self.tool: Optional[int] = None
+        for code in script_codes + (_begin, _Agent.start, _Agent._on_step_call,
+                                    _Agent._on_call_start, _Agent._on_call_return,
+                                    _Agent._wait, _Agent._at_exit, _Agent._stop):
+            self.tracer._ignore(code)
+        if config["steps"]:
+            self._hook_steps()
+
+    def _hook_steps(self) -> None:
+        """Counts the steps with a sys.monitoring tool of its own on the one
+        code object: no cost anywhere else, and it sees every reference to
+        the function (however it was imported)."""
+        mon = sys.monitoring  # type: ignore[attr-defined]  # 3.12+; attach needs 3.14
+        spec = self.config["step_function"]
+        if spec is None:
+            from . import session
+
+            code = session.step.__code__
+            self.tracer._ignore(code)
+            callbacks: dict[int, Callable[..., Any]] = {mon.events.PY_START: self._on_step_call}
+        else:
+            code = _resolve_code(spec)
+            callbacks = {mon.events.PY_START: self._on_call_start,
+                         mon.events.PY_RETURN: self._on_call_return}
+        for tool in (4, 3, 5):
+            if mon.get_tool(tool) is None:
+                mon.use_tool_id(tool, "frametrace attach")
+                self.tool = tool
+                break
+        else:
+            raise RuntimeError("no free sys.monitoring tool id (3, 4 and 5 are taken) to "
+                               "count steps with")
+        events = 0
+        for event, callback in callbacks.items():
+            mon.register_callback(self.tool, event, callback)
+            events |= event
+        mon.set_local_events(self.tool, code, events)
+
+    def _unhook_steps(self) -> None:
+        if self.tool is not None:
+            mon = sys.monitoring  # type: ignore[attr-defined]
+            mon.clear_tool_id(self.tool)
+            mon.free_tool_id(self.tool)
+            self.tool = None
+
+    # -- in the target's main thread -------------------------------------------------------
+
+    def start(self) -> None:
+        import _thread
+
+        self.begin_ns = self.now()
+        try:
+            # Launched before the tracer starts: its own start is not
+            # traced, and it is no threading.Thread, so that no frame of
+            # threading's is on its stack at the start.  Waited for: a
+            # thread not yet running when the tracer starts would be
+            # recorded under thread id 0.
+            self.running = _thread.allocate_lock()
+            self.running.acquire()
+            self.thread_id = _thread.start_new_thread(self._wait, ())
+            self.running.acquire()
+        except BaseException as exc:  # noqa: B036
+            self.start_error = f"could not start a thread: {exc}"
+            self._finish()
+            fds, self.wake_r, self.wake_w = (self.wake_r, self.wake_w), -1, -1
+            for fd in fds:
+                os.close(fd)
+            return
+        try:
+            self.atexit.register(self._at_exit)
+            self.tracer.start()
+        except BaseException as exc:  # noqa: B036 - e.g. another tracer is active
+            self.start_error = f"could not start tracing: {exc}"
+            self._stop("error")
+            return
+        self.started = True  # no call: the tracer records this thread now
+
+    # -- step counting (sys.monitoring callbacks, in the thread that steps) ---------------
+
+    # What a callback raises would be raised in the target's code: none may.
+
+    def _on_step_call(self, code: Any, offset: int) -> Any:
+        try:
+            if self.tracer.active:
+                now = self.now()
+                self.steps_seen += 1
+                self.step_marks.append((self.step_marks[-1][1] if self.step_marks
+                                        else self.tracer.start_ns or 0, now))
+                if self.steps_seen >= self.config["steps"]:
+                    self._stop("steps")
+        except Exception:  # noqa: BLE001
+            pass
+
+    def _on_call_start(self, code: Any, offset: int) -> Any:
+        try:
+            if self.tracer.active and not self.call_start:
+                self.call_start = self.now()
+        except Exception:  # noqa: BLE001
+            pass
+
+    def _on_call_return(self, code: Any, offset: int, value: Any) -> Any:
+        try:
+            if self.tracer.active and self.call_start:
+                self.steps_seen += 1
+                self.step_marks.append((self.call_start, self.now()))
+                self.call_start = 0
+                if self.steps_seen >= self.config["steps"]:
+                    self._stop("steps")
+        except Exception:  # noqa: BLE001
+            pass
+
+    def _stop(self, reason: str) -> None:
+        """Stops tracing here, in the thread that decided (first thing: the
+        rest is not traced), and wakes the waiting thread to write the
+        trace."""
+        self.tracer.stop()
+        if self.reason is None:
+            self.reason = reason
+        fd = self.wake_w  # -1 once closed: its number may be another file's by then
+        if fd >= 0:
+            try:
+                os.write(fd, b"w")
+            except OSError:
+                pass
+
+    # -- frametrace's thread -----------------------------------------------------------
+
+    def _wait(self) -> None:
+        import select
+
+        self.running.release()
+        duration = self.config["duration"]
+        timeout = None
+        if duration is not None:
+            # No call the tracer would see: it may have started already.
+            timeout = duration - (self.now() - self.begin_ns) / 1e9
+            if timeout < 0:
+                timeout = 0.0
+        try:
+            # The one call this thread makes while tracing.
+            ready, _, _ = select.select([self.wake_r, self.sock], [], [], timeout)
+            while not self.started and not self.start_error:
+                # Woken before the main thread has started the tracer (the
+                # attacher stopped at once): stopping now would leave it to
+                # start afterwards.  Rare, short; the same call as above.
+                select.select([], [], [], 0.001)
+            if not self.start_error:
+                self._stop("stopped" if self.sock in ready and self.wake_r not in ready
+                           else "duration")
+            self._finish()
+        except BaseException:  # noqa: B036 - nothing reaches the target
+            pass
+        finally:
+            fds, self.wake_r, self.wake_w = (self.wake_r, self.wake_w), -1, -1
+            for fd in fds:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+
+    def _at_exit(self) -> None:
+        """The target exits: the trace ends here, and is written before the
+        interpreter goes on with its shutdown."""
+        if os.getpid() != self.pid:
+            return  # a forked child: the trace is its parent's
+        self._stop("exit")
+        self._finish()
+
+    def _finish(self) -> None:
+        """Writes the trace once (by whichever thread comes first; the other
+        waits for it) and reports to the attacher."""
+        with self.lock:
+            if self.finished or os.getpid() != self.pid:
+                return
+            self.finished = True
+            self.tracer.stop()
+            try:
+                self._unhook_steps()
+            except Exception:  # noqa: BLE001
+                pass
+            if self.reason != "exit":
+                try:
+                    self.atexit.unregister(self._at_exit)
+                except Exception:  # noqa: BLE001
+                    pass
+            if self.start_error:
+                message: dict = {"error": self.start_error}
+            else:
+                message = self._write()
+            _send(self.sock, message)
+            try:
+                self.sock.close()
+            except OSError:
+                pass
+            if self.started:
+                self.tracer.clear()
+
+    def _write(self) -> dict:
+        from . import export
+        from .session import StepRecord
+
+        tracer = self.tracer
+        path = self.config["output"]
+        names = dict(tracer.thread_names)
+        names[self.thread_id] = "frametrace attach"
+        steps = [StepRecord(f"step#{i}", i, start, end)
+                 for i, (start, end) in enumerate(self.step_marks)]
+        argv = getattr(sys, "orig_argv", sys.argv)
+        process_name = " ".join(["python"] + [os.path.basename(a) for a in sys.argv[:1]])
+        metadata = {"command": argv, "cwd": os.getcwd(),
+                    "python": "%d.%d.%d" % sys.version_info[:3],
+                    "attach": {"duration": self.config["duration"],
+                               "steps": self.config["steps"],
+                               "step_function": self.config["step_function"],
+                               "reason": self.reason, "agent_thread_id": self.thread_id}}
+        try:
+            if path.endswith((".pftrace", ".pftrace.gz")):
+                count = export.write_perfetto(path, tracer, process_name=process_name,
+                                              thread_names=names, steps=steps)
+            else:
+                count = export.write_chrome(path, tracer, process_name=process_name,
+                                            thread_names=names, steps=steps, metadata=metadata)
+        except Exception as exc:  # noqa: BLE001
+            return {"error": f"could not write the trace to {path}: {exc}"}
+        threads = sum(1 for tid, _ in tracer._threads if tid != self.thread_id)
+        return {"done": {"path": path, "events": count, "threads": threads,
+                         "dropped": tracer.dropped, "start_ns": tracer.start_ns,
+                         "stop_ns": tracer.stop_ns, "reason": self.reason,
+                         "steps": self.steps_seen}}
+
+
+def _resolve_code(spec: str) -> Any:
+    """The code object of "module:qualname", in a module already imported."""
+    import inspect
+
+    module_name, _, qualname = spec.partition(":")
+    module = sys.modules.get(module_name)
+    if module is None:
+        raise ValueError(f"--step-function {spec}: module {module_name!r} is not imported in "
+                         f"the target")
+    obj: Any = module
+    for part in qualname.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise ValueError(f"--step-function {spec}: {module_name} has no "
+                             f"{qualname!r}") from None
+    obj = inspect.unwrap(getattr(obj, "__func__", obj))
+    code = getattr(obj, "__code__", None)
+    if code is None:
+        raise ValueError(f"--step-function {spec}: not a Python function "
+                         f"({type(obj).__name__})")
+    return code
