@@ -30,6 +30,9 @@ typedef struct {
     /* The tracer that is active in this interpreter, or NULL.  Borrowed: a
      * tracer clears it when it stops, and stops before it is freed. */
     struct ft_tracer *active;
+    /* The tracer inside its start(), before it is active, or NULL.
+     * Borrowed: start()'s caller holds it meanwhile. */
+    struct ft_tracer *starting;
 } ft_state;
 
 static inline ft_state *

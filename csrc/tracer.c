@@ -528,6 +528,8 @@ install_shared_hook(ft_tracer *self)
 }
 #endif
 
+static PyObject *start_claimed(ft_tracer *self);
+
 static PyObject *
 tracer_start(ft_tracer *self, PyObject *Py_UNUSED(ignored))
 {
@@ -550,6 +552,27 @@ tracer_start(ft_tracer *self, PyObject *Py_UNUSED(ignored))
                         "interpreter; stop it first");
         return NULL;
     }
+    /* start() runs Python code before the tracer is active (conflict checks,
+     * thread names, threading's hook, audit hooks), which may let another
+     * thread, or that code itself, start a tracer: one start() at a time. */
+    if (state->starting != NULL) {
+        PyErr_SetString(PyExc_RuntimeError, state->starting == self
+                        ? "start() called twice: this Tracer is already starting"
+                        : "another frametrace Tracer is starting in this "
+                          "interpreter; stop it first");
+        return NULL;
+    }
+    state->starting = self;
+    PyObject *res = start_claimed(self);
+    state->starting = NULL;
+    return res;
+}
+
+/* start() once this tracer is the only one starting. */
+static PyObject *
+start_claimed(ft_tracer *self)
+{
+    ft_state *state = self->state;
 #if FT_HAVE_MONITORING
     int monitoring = self->backend == FT_BACKEND_MONITORING;
     PyObject *conflict = monitoring ? ft_monitor_conflict() : find_conflict(self);

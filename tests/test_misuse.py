@@ -1,6 +1,7 @@
 """Bad input and conflicting profilers: clear errors, nothing broken."""
 import cProfile
 import sys
+import threading
 
 import pytest
 
@@ -63,6 +64,49 @@ def test_second_tracer_refused():
         calls.leaf(1)
     assert [e.name for e in first.getEvents()].count("leaf") == 1
     with second:  # free once the first stopped
+        pass
+
+
+def test_start_from_code_that_start_runs_is_refused():
+    """start() runs Python code before its tracer is active (here a thread's
+    name property, read for the trace's thread names): a start() from there,
+    or from another thread meanwhile, of this tracer or another, is refused,
+    and the first start() goes on."""
+    outcomes = []
+    release = threading.Event()
+
+    class Named(threading.Thread):
+        @property
+        def name(self):
+            if not outcomes:
+                for tracer in (other, first):
+                    try:
+                        tracer.start()
+                        outcomes.append("started")
+                    except RuntimeError as exc:
+                        outcomes.append(str(exc))
+            return "named"
+
+        @name.setter
+        def name(self, value):
+            pass
+
+    thread = Named(target=release.wait)
+    thread.start()
+    first, other = frametrace.Tracer(), frametrace.Tracer()
+    try:
+        with first:
+            calls.leaf(1)
+    finally:
+        release.set()
+        thread.join()
+    assert outcomes == [
+        "another frametrace Tracer is starting in this interpreter; stop it first",
+        "start() called twice: this Tracer is already starting"]
+    assert not other.active and other.start_ns is None
+    assert any(e.name.endswith("leaf") for e in first.getEvents())
+    assert first.thread_names[thread.ident] == "named"
+    with other:  # refused, not spent
         pass
 
 
