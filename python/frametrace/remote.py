@@ -644,7 +644,7 @@ class _Agent:
         """Counts the steps with a sys.monitoring tool of its own on the one
         code object: no cost anywhere else, and it sees every reference to
         the function (however it was imported)."""
-        mon = sys.monitoring  # type: ignore[attr-defined]  # 3.12+; attach needs 3.14
+        mon: Any = sys.monitoring  # type: ignore[attr-defined]  # 3.12+; attach needs 3.14
         spec = self.config["step_function"]
         if spec is None:
             from . import session
@@ -672,7 +672,7 @@ class _Agent:
 
     def _unhook_steps(self) -> None:
         if self.tool is not None:
-            mon = sys.monitoring  # type: ignore[attr-defined]
+            mon: Any = sys.monitoring  # type: ignore[attr-defined]  # clear_tool_id: 3.14+
             mon.clear_tool_id(self.tool)
             mon.free_tool_id(self.tool)
             self.tool = None
