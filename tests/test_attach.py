@@ -5,6 +5,7 @@ the same output, nothing on stderr, the same exit status.
 
 Below CPython 3.14 only the refusals run: an older target is refused with
 a clear error, and bad arguments too."""
+import contextlib
 import glob
 import os
 import signal
@@ -211,23 +212,30 @@ def test_attach_step_function(tmp_path, targets):
     assert target.finish() == untraced(tmp_path, "busy")
 
 
-@needs_remote_exec
-def test_target_exits_before_the_end(tmp_path, targets):
-    target = targets("busy")
-    out = tmp_path / "exit.json"
+@contextlib.contextmanager
+def attach_cli(target, out, *options):
+    """`frametrace attach` on target in the background, with its first line
+    of stderr; killed on the way out if still running."""
     cli = subprocess.Popen([sys.executable, "-m", "frametrace", "attach", str(target.pid),
-                            "--duration", "600", "-o", str(out), "--buffer-size", str(RING)],
+                            *options, "-o", str(out), "--buffer-size", str(RING)],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                            env=child_env())
     try:
-        first = cli.stderr.readline()
-        assert f"attached to process {target.pid}" in first, first + cli.stderr.read()
-        status = target.finish()
-        _, err = cli.communicate(timeout=120)
+        yield cli, cli.stderr.readline()
     finally:
         if cli.poll() is None:
             cli.kill()
             cli.communicate()
+
+
+@needs_remote_exec
+def test_target_exits_before_the_end(tmp_path, targets):
+    target = targets("busy")
+    out = tmp_path / "exit.json"
+    with attach_cli(target, out, "--duration", "600") as (cli, first):
+        assert f"attached to process {target.pid}" in first, first + cli.stderr.read()
+        status = target.finish()
+        _, err = cli.communicate(timeout=120)
     assert cli.returncode == 2, err
     assert f"process {target.pid} exited before the end" in err
     assert f"written to {out}" in err
@@ -243,19 +251,10 @@ def test_interrupted_attach_still_writes(tmp_path, targets):
     # Steps that never come; Ctrl-C ends the tracing, the target writes.
     target = targets("busy")
     out = tmp_path / "stopped.json"
-    cli = subprocess.Popen([sys.executable, "-m", "frametrace", "attach", str(target.pid),
-                            "--steps", "5", "-o", str(out), "--buffer-size", str(RING)],
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                           env=child_env())
-    try:
-        first = cli.stderr.readline()
+    with attach_cli(target, out, "--steps", "5") as (cli, first):
         assert "tracing for 5 calls of frametrace.step()" in first, first + cli.stderr.read()
         cli.send_signal(signal.SIGINT)
         _, err = cli.communicate(timeout=120)
-    finally:
-        if cli.poll() is None:
-            cli.kill()
-            cli.communicate()
     assert cli.returncode == 0, err
     assert "stopping: the target writes what was recorded" in err
     assert f"written to {out}" in err and "stopped early" in err
