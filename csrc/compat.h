@@ -19,8 +19,10 @@
  * tests/test_private_api.py checks this list against the built extension,
  * the running interpreter and csrc/: keep it exact.
  *
- * private: _PyEval_SetProfile 3.10-3.11 — installs and removes the profile
- *     function on another thread; PyEval_SetProfileAllThreads() is 3.12+
+ * private: _PyEval_SetProfile 3.10-3.14 — installs and removes the profile
+ *     function on another thread; PyEval_SetProfileAllThreads() is 3.12+,
+ *     and until 3.14.1 reads a freed thread state when a thread exits while
+ *     its audit hooks run (CPython gh-137400; FT_ALL_THREADS_CALL_SAFE)
  * private: _Py_IsFinalizing 3.10-3.12 — whether the interpreter is shutting
  *     down; Py_IsFinalizing() is public from 3.13
  * private: PyThreadState.c_profilefunc 3.10+ — which profile function a
@@ -57,6 +59,29 @@
  * PyEval_SetProfileAllThreads(); before, one per thread, installed with
  * _PyEval_SetProfile() (see tracer.c). */
 #define FT_SHARED_HOOK (PY_VERSION_HEX >= 0x030C0000)
+
+/* Whether PyEval_SetProfileAllThreads() may be called: it runs the
+ * "sys.setprofile" audit hooks once per thread while it walks the thread
+ * states, and until CPython 3.14.1 (gh-137400) a thread that exits while a
+ * hook lets it run (one that releases the GIL) leaves the walk on a freed
+ * thread state.  Before that, frametrace walks them itself with
+ * _PyEval_SetProfile(), checking each is still alive (tracer.c).  3.14.0
+ * is told apart at run time: an extension built on 3.14.x runs on it. */
+#if PY_VERSION_HEX >= 0x030F0000
+#  define FT_ALL_THREADS_CALL_SAFE() 1
+#  define FT_NEED_CHECKED_WALK 0
+#elif PY_VERSION_HEX >= 0x030E0000
+#  define FT_ALL_THREADS_CALL_SAFE() (Py_Version >= 0x030E01F0)
+#  define FT_NEED_CHECKED_WALK 1
+#else
+#  define FT_ALL_THREADS_CALL_SAFE() 0
+#  define FT_NEED_CHECKED_WALK 1
+#endif
+/* Declared in the internal headers from 3.13, still exported. */
+#if FT_NEED_CHECKED_WALK && PY_VERSION_HEX >= 0x030D0000
+PyAPI_FUNC(int) _PyEval_SetProfile(PyThreadState *tstate, Py_tracefunc func,
+                                   PyObject *arg);
+#endif
 
 /* The profile function of thread ts and its argument (borrowed). */
 static inline Py_tracefunc

@@ -518,9 +518,10 @@ ft_capture_stack(ft_tracer *tracer, PyFrameObject *top, uint32_t **stack,
     return 0;
 }
 
-static ft_thread *
-find_thread(ft_tracer *tracer, uint64_t tstate_id)
+ft_thread *
+ft_find_thread(const ft_tracer *tracer, PyThreadState *ts)
 {
+    uint64_t tstate_id = PyThreadState_GetID(ts);
     for (Py_ssize_t i = 0; i < tracer->nthreads; i++) {
         if (tracer->threads[i]->tstate_id == tstate_id) {
             return tracer->threads[i];
@@ -555,8 +556,7 @@ ft_thread *
 ft_register_thread(ft_tracer *tracer, PyThreadState *ts, PyFrameObject *top,
                    int64_t base_ticks)
 {
-    uint64_t tstate_id = PyThreadState_GetID(ts);
-    ft_thread *thread = find_thread(tracer, tstate_id);
+    ft_thread *thread = ft_find_thread(tracer, ts);
     if (thread != NULL) {
         /* The thread was registered already (threading's bootstrap
          * replaced the hook start() had installed): go on recording into
@@ -571,7 +571,7 @@ ft_register_thread(ft_tracer *tracer, PyThreadState *ts, PyFrameObject *top,
     thread->capacity = tracer->buffer_size;
     thread->thread_id = ft_tstate_thread_id(ts);
     thread->native_id = ft_tstate_native_id(ts);
-    thread->tstate_id = tstate_id;
+    thread->tstate_id = PyThreadState_GetID(ts);
     thread->base_ticks = base_ticks;
     if (ft_capture_stack(tracer, top, &thread->base_stack,
                          &thread->base_depth) < 0) {
@@ -614,7 +614,7 @@ ft_thread *
 ft_thread_of_caller(ft_tracer *tracer, int starting)
 {
     PyThreadState *ts = PyThreadState_Get();
-    ft_thread *th = find_thread(tracer, PyThreadState_GetID(ts));
+    ft_thread *th = ft_find_thread(tracer, ts);
     if (th == NULL) {
         /* Threads alive at start() were registered then; later ones
          * register here. */
@@ -647,8 +647,7 @@ ft_thread_of_caller(ft_tracer *tracer, int starting)
             return NULL;
         }
     }
-    ft_tls_cache.generation = tracer->generation;
-    ft_tls_cache.thread = th;
+    ft_cache_thread(tracer, th);
     return th;
 }
 

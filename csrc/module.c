@@ -63,11 +63,9 @@ thread_bootstrap(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     if (tracer->backend == FT_BACKEND_MONITORING) {
         /* sys.monitoring records this thread already; threading calls this
          * once the thread is in threading._active: only its name is new. */
-        uint64_t id = PyThreadState_GetID(PyThreadState_Get());
-        for (Py_ssize_t i = 0; i < tracer->nthreads; i++) {
-            if (tracer->threads[i]->tstate_id == id) {
-                ft_name_thread(tracer->threads[i], names);
-            }
+        ft_thread *th = ft_find_thread(tracer, PyThreadState_Get());
+        if (th != NULL) {
+            ft_name_thread(th, names);
         }
         Py_XDECREF(names);
         PyEval_SetProfile(NULL, NULL);
@@ -123,7 +121,7 @@ thread_bootstrap(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         /* The same object as every other thread's; the next events find
          * th through the cache. */
         hook = (ft_hookobject *)Py_NewRef(tracer->hook);
-        (void)ft_thread_of_caller(tracer, 0);  /* registered: pure C */
+        ft_cache_thread(tracer, th);
     }
 #else
     hook = th != NULL ? ft_new_hook(tracer, th) : NULL;
@@ -143,8 +141,8 @@ thread_bootstrap(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             ring_rc = -1;  /* handed over */
         }
         ft_name_thread(th, names);  /* by the ident it may just have got */
-        /* Runs audit hooks, which may stop the tracer (th then goes with
-         * it): ft_hook_record() looks at the hook first. */
+        /* Runs audit hooks, which may stop the tracer: ft_hook_record()
+         * looks at the hook first, and records nothing then. */
         PyEval_SetProfile(ft_hook, (PyObject *)hook);
         if (what >= 0) {
             ft_hook_record(hook, th, ts, frame, what, args[2]);
@@ -232,7 +230,14 @@ after_fork_in_parent(PyObject *module, PyObject *Py_UNUSED(ignored))
 static PyObject *
 after_fork_in_child(PyObject *module, PyObject *Py_UNUSED(ignored))
 {
-    ft_tracer *tracer = ft_get_state(module)->active;
+    ft_state *state = ft_get_state(module);
+    /* A start() another thread was running is not the child's: that
+     * thread is gone, and its start() would never end there. */
+    if (state->starting != NULL
+        && state->starting_thread != PyThread_get_thread_ident()) {
+        state->starting = NULL;
+    }
+    ft_tracer *tracer = state->active;
     if (tracer != NULL) {
         Py_INCREF(tracer);
         ft_tracer_after_fork_child(tracer);

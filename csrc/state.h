@@ -30,9 +30,11 @@ typedef struct {
     /* The tracer that is active in this interpreter, or NULL.  Borrowed: a
      * tracer clears it when it stops, and stops before it is freed. */
     struct ft_tracer *active;
-    /* The tracer inside its start(), before it is active, or NULL.
-     * Borrowed: start()'s caller holds it meanwhile. */
+    /* The tracer inside its start(), before it is active, or NULL, and
+     * the thread running that start().  Borrowed: start()'s caller holds
+     * it meanwhile. */
     struct ft_tracer *starting;
+    unsigned long starting_thread;
 } ft_state;
 
 static inline ft_state *
@@ -157,8 +159,18 @@ ft_cached_thread(const ft_tracer *tracer)
     return FT_LIKELY(ft_cache_hit(tracer)) ? ft_tls_cache.thread : NULL;
 }
 
+/* Makes th, the caller's thread under tracer, what the cache gives. */
+static inline void
+ft_cache_thread(const ft_tracer *tracer, ft_thread *th)
+{
+    ft_tls_cache.generation = tracer->generation;
+    ft_tls_cache.thread = th;
+}
+
 /* hook.c */
 int ft_hook(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg);
+/* The thread registered with tracer for thread state ts, or NULL. */
+ft_thread *ft_find_thread(const ft_tracer *tracer, PyThreadState *ts);
 /* Registers (or finds, by thread state) the thread ts with tracer, capturing
  * its Python stack (from top, borrowed, may be NULL) as the base stack at
  * base_ticks.  Returns the thread (owned by tracer), or NULL with an

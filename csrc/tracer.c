@@ -218,7 +218,7 @@ typedef struct {
     ft_hookobject *hook;  /* borrowed: held by self->hooks (3.10/3.11) */
 } thread_entry;
 
-#if !FT_SHARED_HOOK
+#if FT_NEED_CHECKED_WALK
 /* Whether ts (seen with this id) is still a live thread state. */
 static int
 tstate_alive(PyThreadState *ts, uint64_t id)
@@ -251,21 +251,6 @@ is_ours(ft_tracer *self, PyThreadState *ts)
 #endif
 }
 
-#if FT_SHARED_HOOK || FT_HAVE_MONITORING
-/* The thread registered for ts, or NULL. */
-static ft_thread *
-thread_of_tstate(ft_tracer *self, PyThreadState *ts)
-{
-    uint64_t id = PyThreadState_GetID(ts);
-    for (Py_ssize_t i = 0; i < self->nthreads; i++) {
-        if (self->threads[i]->tstate_id == id) {
-            return self->threads[i];
-        }
-    }
-    return NULL;
-}
-#endif
-
 /* Takes the stack of thread th (running as ts) at stop. */
 static void
 take_stop_stack(ft_tracer *self, ft_thread *th, PyThreadState *ts)
@@ -287,6 +272,84 @@ take_stop_stack(ft_tracer *self, ft_thread *th, PyThreadState *ts)
 }
 
 #if FT_SHARED_HOOK
+#if FT_NEED_CHECKED_WALK
+/* What PyEval_SetProfileAllThreads(func, arg) does, where it is unsafe
+ * (FT_ALL_THREADS_CALL_SAFE): the thread states are listed in pure C
+ * first, and each is checked to be alive before its call, whose audit
+ * hooks may let threads exit.  With func NULL, only threads where this
+ * tracer's hook still is.  0, or -1 with an exception (installing only: a
+ * refused removal leaves the hook, silenced, and is reported). */
+static int
+set_profile_checked(ft_tracer *self, Py_tracefunc func, PyObject *arg)
+{
+    int gc_was_enabled = PyGC_Disable();
+    thread_entry *todo = NULL;
+    size_t ntodo = 0, cap = 0;
+    int rc = 0;
+    PyThreadState *ts = PyInterpreterState_ThreadHead(PyInterpreterState_Get());
+    for (; ts != NULL; ts = PyThreadState_Next(ts)) {
+        if (func == NULL && !is_ours(self, ts)) {
+            continue;
+        }
+        if (ntodo == cap) {
+            cap = cap ? cap * 2 : 16;
+            thread_entry *grown = realloc(todo, cap * sizeof(thread_entry));
+            if (grown == NULL) {
+                PyErr_NoMemory();
+                rc = -1;
+                break;
+            }
+            todo = grown;
+        }
+        todo[ntodo].ts = ts;
+        todo[ntodo].id = PyThreadState_GetID(ts);
+        todo[ntodo].hook = NULL;
+        ntodo++;
+    }
+    for (size_t i = 0; rc == 0 && i < ntodo; i++) {
+        if (func != NULL && self->phase != FT_PHASE_ACTIVE) {
+            break;  /* an audit hook stopped the tracer */
+        }
+        if (!tstate_alive(todo[i].ts, todo[i].id)
+            || (func == NULL && !is_ours(self, todo[i].ts))) {
+            continue;
+        }
+        if (_PyEval_SetProfile(todo[i].ts, func, arg) < 0) {
+            if (func != NULL) {
+                rc = -1;
+            }
+            else {
+                PyErr_WriteUnraisable(NULL);
+            }
+        }
+    }
+    if (rc < 0 && func == NULL) {
+        PyErr_WriteUnraisable(NULL);  /* never raise from a removal */
+        rc = 0;
+    }
+    free(todo);
+    if (gc_was_enabled) {
+        PyGC_Enable();
+    }
+    return rc;
+}
+#endif
+
+/* PyEval_SetProfileAllThreads(func, arg) where it is safe, else the same
+ * done by hand.  0, or -1 with an exception (installing only). */
+static int
+set_profile_all(ft_tracer *self, Py_tracefunc func, PyObject *arg)
+{
+#if FT_NEED_CHECKED_WALK
+    if (!FT_ALL_THREADS_CALL_SAFE()) {
+        return set_profile_checked(self, func, arg);
+    }
+#endif
+    (void)self;
+    PyEval_SetProfileAllThreads(func, arg);
+    return 0;
+}
+
 /* Removes this tracer's hook from every thread, taking each hooked thread's
  * stack first if take_stacks.
  *
@@ -299,11 +362,9 @@ take_stop_stack(ft_tracer *self, ft_thread *th, PyThreadState *ts)
  * Those threads then pay for a profile function a while longer, but only
  * while another tool's keeps CPython's profiling layer on anyway.
  *
- * PyEval_SetProfileAllThreads() runs the audit hooks of "sys.setprofile" once
- * per thread (Python code): a thread that sets its own profile function
- * while they run, with the GIL released, can lose it; a thread that exits
- * meanwhile, with its thread state freed, is the hazard of CPython's own
- * walk, as it was of _PyEval_SetProfile() called per thread before. */
+ * Setting the profile function runs the audit hooks of "sys.setprofile"
+ * once per thread (Python code): a thread that sets its own profile
+ * function while they run, with the GIL released, can lose it. */
 static void
 uninstall_hooks(ft_tracer *self, int take_stacks)
 {
@@ -321,7 +382,7 @@ uninstall_hooks(ft_tracer *self, int take_stacks)
         if (is_ours(self, ts)) {
             any_ours = 1;
             if (take_stacks && func == ft_hook) {
-                take_stop_stack(self, thread_of_tstate(self, ts), ts);
+                take_stop_stack(self, ft_find_thread(self, ts), ts);
             }
         }
         else if (func != NULL && !is_inert(func, ft_tstate_profile_obj(ts))) {
@@ -332,7 +393,7 @@ uninstall_hooks(ft_tracer *self, int take_stacks)
     hook->tracer = NULL;
     if (any_ours) {
         if (all_ours) {
-            PyEval_SetProfileAllThreads(NULL, NULL);
+            (void)set_profile_all(self, NULL, NULL);
         }
         else if (is_ours(self, PyThreadState_Get())) {
             PyEval_SetProfile(NULL, NULL);
@@ -415,7 +476,7 @@ take_stop_stacks(ft_tracer *self)
     int gc_was_enabled = PyGC_Disable();
     PyThreadState *ts = PyInterpreterState_ThreadHead(PyInterpreterState_Get());
     for (; ts != NULL; ts = PyThreadState_Next(ts)) {
-        ft_thread *th = thread_of_tstate(self, ts);
+        ft_thread *th = ft_find_thread(self, ts);
         if (th != NULL) {
             take_stop_stack(self, th, ts);
         }
@@ -511,8 +572,11 @@ install_shared_hook(ft_tracer *self)
     /* Held: an audit hook may stop the tracer, which drops its own, before
      * any thread holds one. */
     PyObject *hook = Py_NewRef(self->hook);
-    PyEval_SetProfileAllThreads(ft_hook, hook);
+    int rc = set_profile_all(self, ft_hook, hook);
     Py_DECREF(hook);
+    if (rc < 0) {
+        return -1;
+    }
     /* It reports a refusal (an audit hook's exception) as unraisable only:
      * the caller's thread tells.  Unless the tracer stopped meanwhile (an
      * audit hook may stop it). */
@@ -563,6 +627,7 @@ tracer_start(ft_tracer *self, PyObject *Py_UNUSED(ignored))
         return NULL;
     }
     state->starting = self;
+    state->starting_thread = PyThread_get_thread_ident();
     PyObject *res = start_claimed(self);
     state->starting = NULL;
     return res;
@@ -1177,7 +1242,8 @@ PyType_Spec ft_tracer_spec = {
     .slots = tracer_slots,
 };
 
-/* ---- the per-thread hook object ------------------------------------- */
+/* ---- the hook object: one per thread (3.10/3.11) or per tracer (3.12+),
+ * and the monitoring backend's callbacks' owner ------------------------ */
 
 static void
 hook_dealloc(ft_hookobject *self)
@@ -1188,7 +1254,8 @@ hook_dealloc(ft_hookobject *self)
 }
 
 static PyType_Slot hook_slots[] = {
-    {Py_tp_doc, "A thread's handle on its frametrace ring (internal)."},
+    {Py_tp_doc, "The argument frametrace's profile function and monitoring "
+                "callbacks find their tracer through (internal)."},
     {Py_tp_dealloc, hook_dealloc},
     {0, NULL},
 };

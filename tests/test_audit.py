@@ -147,3 +147,28 @@ def test_audit_hook_stopping_the_tracer_during_start():
             assert sys.getprofile() is None
         print("survived")
     """)
+
+
+def test_threads_exiting_while_audit_hooks_run():
+    """Each thread's hook is set and removed after the "sys.setprofile"
+    audit hooks ran, which may let other threads run and exit: a thread
+    state freed meanwhile is never touched (CPython's own walk did until
+    3.14.1, gh-137400; frametrace walks the threads itself there)."""
+    run("""
+        import sys, threading, time, frametrace
+        def audit(event, args):
+            if event == "sys.setprofile":
+                time.sleep(0.0005)   # releases the GIL: threads exit
+        sys.addaudithook(audit)
+        for i in range(30):
+            threads = [threading.Thread(target=time.sleep, args=(0.0002 * k,))
+                       for k in range(8)]
+            for t in threads:
+                t.start()
+            with frametrace.Tracer(buffer_size=4096) as tr:
+                abs(1)
+            for t in threads:
+                t.join()
+            assert any(e.name == "abs" for e in tr.getEvents())
+        print("survived")
+    """)

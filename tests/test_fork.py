@@ -203,3 +203,53 @@ def test_multiprocessing_while_tracing(method):
     check_invariants(tracer, events)
     assert [e.name for e in events].count("child_work") == 2
     assert "trace_in_child" not in {e.name for e in events}
+
+
+def test_fork_while_another_thread_is_inside_start():
+    """A child forked by one thread while another is inside start() (here:
+    reading a thread's name, Python code start() runs) can start tracers:
+    that start() is not the child's, and would never end there."""
+    in_start, forked = threading.Event(), threading.Event()
+    outcome = {}
+
+    class Named(threading.Thread):
+        @property
+        def name(self):
+            if not in_start.is_set():
+                in_start.set()
+                forked.wait(30)
+            return "named"
+
+        @name.setter
+        def name(self, value):
+            pass
+
+    def child():
+        with frametrace.Tracer(buffer_size=4096) as tracer:
+            abs(1)
+        return {"abs": sum(e.name == "abs" for e in tracer.getEvents())}
+
+    def forker():
+        in_start.wait(30)
+        try:
+            outcome["child"] = fork_and_report(child)
+        except BaseException as exc:  # noqa: B036 - judged by the test
+            outcome["error"] = exc
+        forked.set()
+
+    release = threading.Event()
+    named = Named(target=release.wait)
+    named.start()
+    thread = threading.Thread(target=forker)
+    thread.start()
+    try:
+        with frametrace.Tracer() as tracer:
+            abs(2)
+    finally:
+        forked.set()
+        thread.join()
+        release.set()
+        named.join()
+    assert "error" not in outcome, outcome
+    assert outcome["child"] == {"abs": 1}
+    assert tracer.thread_names[named.ident] == "named"
