@@ -114,6 +114,9 @@ def attach(
     already imported there), writing the trace to ``output`` (default
     ``frametrace-PID.json`` in the current directory; ``.json.gz``
     compressed; ``.pftrace`` Perfetto's protobuf) from inside the target.
+    With ``steps``, it waits as long as the steps take: steps that never
+    come end only with the target, or with KeyboardInterrupt in the
+    caller (the target then writes what was recorded).
 
     Raises ValueError for bad arguments and AttachError, naming the cause,
     when the target cannot be traced (no such process, not CPython, older
