@@ -1,4 +1,9 @@
-"""Build the C extension frametrace._tracer; metadata is in pyproject.toml."""
+"""Build the C extensions; metadata is in pyproject.toml.
+
+frametrace._tracer is the product (csrc/*.c).  frametrace._testing holds what
+only the tests and benchmarks use (csrc/testing/), with its own copy of the
+plain-C parts of the core it drives.
+"""
 import glob
 import os
 
@@ -19,16 +24,27 @@ if any(os.path.exists(os.path.join(d, "zlib.h")) for d in ("/usr/include", "/usr
     define_macros.append(("FT_HAVE_ZLIB", "1"))
     libraries.append("z")
 
+headers = sorted(glob.glob("csrc/*.h") + glob.glob("csrc/testing/*.h"))
+testing_shares = ["csrc/clock.c", "csrc/monitor_tool.c", "csrc/replay.c", "csrc/ring.c"]
+
 setup(
     ext_modules=[
         Extension(
             "frametrace._tracer",
             sources=sorted(glob.glob("csrc/*.c")),
-            depends=sorted(glob.glob("csrc/*.h")),
+            depends=headers,
             extra_compile_args=extra_compile_args,
             extra_link_args=extra_link_args,
             define_macros=define_macros,
             libraries=libraries,
-        )
+        ),
+        Extension(
+            "frametrace._testing",
+            sources=sorted(glob.glob("csrc/testing/*.c")) + testing_shares,
+            depends=headers,
+            extra_compile_args=extra_compile_args,
+            extra_link_args=extra_link_args,
+            define_macros=define_macros,
+        ),
     ],
 )

@@ -220,18 +220,18 @@ class Untraced(Config):
 
 
 class Floor(Config):
-    """frametrace._tracer._set_noop_profile: a C profile function doing
+    """frametrace._testing.set_noop_profile: a C profile function doing
     nothing, installed with PyEval_SetProfile on the calling thread (and by
     the threads workload's worker threads on themselves)."""
-    stop_what = "_set_noop_profile(False)"
+    stop_what = "set_noop_profile(False)"
 
     @classmethod
     def probe(cls, options):
         return "frametrace " + _import("frametrace").__version__
 
     def setup(self):
-        from frametrace import _tracer
-        self.set = _tracer._set_noop_profile
+        from frametrace import _testing
+        self.set = _testing.set_noop_profile
         wl.thread_hooks[:] = [lambda: self.set(True)]
 
     def start(self):

@@ -24,7 +24,7 @@ import tempfile
 
 CHILD = r'''
 import sys, cProfile, frametrace
-from frametrace import _tracer
+from frametrace import _testing
 
 def fib(n):
     return n if n < 2 else fib(n - 1) + fib(n - 2)
@@ -47,13 +47,13 @@ work()
 if mode == "untraced":
     work()
 elif mode == "floor":
-    _tracer._set_noop_profile(True); work(); _tracer._set_noop_profile(False)
+    _testing.set_noop_profile(True); work(); _testing.set_noop_profile(False)
 elif mode == "floor+clock":
-    _tracer._set_noop_profile(True, clock=True); work(); _tracer._set_noop_profile(False)
+    _testing.set_noop_profile(True, clock=True); work(); _testing.set_noop_profile(False)
 elif mode == "mon-floor":
-    _tracer._set_noop_monitoring(True); work(); _tracer._set_noop_monitoring(False)
+    _testing.set_noop_monitoring(True); work(); _testing.set_noop_monitoring(False)
 elif mode == "mon-floor+clock":
-    _tracer._set_noop_monitoring(True, clock=True); work(); _tracer._set_noop_monitoring(False)
+    _testing.set_noop_monitoring(True, clock=True); work(); _testing.set_noop_monitoring(False)
 elif mode == "cProfile":
     p = cProfile.Profile(); p.enable(); work(); p.disable()
 elif mode == "frametrace":

@@ -40,11 +40,11 @@ import time
 from functools import partial
 
 import frametrace
-from frametrace import _tracer
+from frametrace import _testing
 from workloads import BY_NAME, count_callbacks, markdown_table as table
 
 clock_ns = time.perf_counter_ns
-HAVE_MONITORING = hasattr(_tracer, "_set_noop_monitoring")
+HAVE_MONITORING = hasattr(_testing, "set_noop_monitoring")
 # Each round's call: 10-60 ms untraced, 0.2-0.8M profile events.
 SIZES = {"fib": 24, "methods": 30_000, "builtins": 50_000, "generators": 150_000,
          "mixed": 1_600}
@@ -101,13 +101,13 @@ def configurations():
     """(name, run, its clock reference or None), untraced and floor first."""
     configs = [
         ("untraced", run_untraced, None),
-        ("floor", run_reference(_tracer._set_noop_profile), None),
-        ("floor+clock", run_reference(partial(_tracer._set_noop_profile, clock=True)), None),
+        ("floor", run_reference(_testing.set_noop_profile), None),
+        ("floor+clock", run_reference(partial(_testing.set_noop_profile, clock=True)), None),
     ]
     if HAVE_MONITORING:
         configs += [
-            ("mon-floor", run_reference(_tracer._set_noop_monitoring), None),
-            ("mon-floor+clock", run_reference(partial(_tracer._set_noop_monitoring, clock=True)),
+            ("mon-floor", run_reference(_testing.set_noop_monitoring), None),
+            ("mon-floor+clock", run_reference(partial(_testing.set_noop_monitoring, clock=True)),
              None),
         ]
     configs.append(("cProfile", run_cprofile, None))

@@ -45,13 +45,14 @@
  *   implied: _PyObject_GC_New 3.10+ — PyObject_GC_New()
  *   implied: _PyArg_ParseTupleAndKeywords_SizeT 3.10-3.12 — its public
  *       name under PY_SSIZE_T_CLEAN
- *   implied: _PyArg_ParseTuple_SizeT 3.10-3.12 — PyArg_ParseTuple() under
- *       PY_SSIZE_T_CLEAN
  *   implied: _PyObject_CallFunction_SizeT 3.10-3.12 — the same, of
  *       PyObject_CallFunction()
  *   implied: _PyObject_CallMethod_SizeT 3.10-3.12 — PyObject_CallMethod()
  *       under PY_SSIZE_T_CLEAN
  *   implied: _Py_BuildValue_SizeT 3.10-3.12 — Py_BuildValue() under
+ *       PY_SSIZE_T_CLEAN
+ * and, only in the tests' extension frametrace._testing (csrc/testing/):
+ *   testing: _PyArg_ParseTuple_SizeT 3.10-3.12 — PyArg_ParseTuple() under
  *       PY_SSIZE_T_CLEAN
  */
 
@@ -171,6 +172,10 @@ typedef struct { PyObject *type, *value, *tb; } ft_saved_exc;
 
 /* sys.monitoring (PEP 669). */
 #define FT_HAVE_MONITORING (PY_VERSION_HEX >= 0x030C0000)
+
+/* Module slots: Py_mod_multiple_interpreters (3.12+), Py_mod_gil (3.13+). */
+#define FT_HAVE_MOD_MULTIPLE_INTERPRETERS (PY_VERSION_HEX >= 0x030C0000)
+#define FT_HAVE_MOD_GIL (PY_VERSION_HEX >= 0x030D0000)
 
 /* Whether CPython's profile layer reports a CALL event of a bound method
  * wrapping a C function (types.MethodType(len, x)) as a call of that

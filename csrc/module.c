@@ -164,6 +164,11 @@ static PyMethodDef bootstrap_def = {
     "Installs the active tracer's hook on a new thread (internal).",
 };
 
+#if FT_HAVE_MONITORING
+static PyType_Spec callback_spec =
+    FT_CALLBACK_SPEC("frametrace._tracer._MonitoringCallback");
+#endif
+
 static PyObject *
 monotonic_ns(PyObject *Py_UNUSED(module), PyObject *Py_UNUSED(ignored))
 {
@@ -171,35 +176,6 @@ monotonic_ns(PyObject *Py_UNUSED(module), PyObject *Py_UNUSED(ignored))
 }
 
 static PyMethodDef module_methods[] = {
-    {"_set_noop_profile", (PyCFunction)(void (*)(void))ft_set_noop_profile,
-     METH_VARARGS | METH_KEYWORDS,
-     "_set_noop_profile($module, enable, /, *, clock=False)\n--\n\n"
-     "Install (or remove) a do-nothing C profile function on this thread: "
-     "the overhead floor, for benchmarks.  With clock, it reads the "
-     "tracer's tick counter and stores a word into a ring per event.  "
-     "Removing leaves any other profile function alone."},
-#if FT_HAVE_MONITORING
-    {"_set_noop_monitoring",
-     (PyCFunction)(void (*)(void))ft_set_noop_monitoring,
-     METH_VARARGS | METH_KEYWORDS,
-     "_set_noop_monitoring($module, enable, /, *, clock=False, c_calls=True)"
-     "\n--\n\n"
-     "Take (or free) sys.monitoring tool id 2 with do-nothing callbacks on "
-     "the events of the monitoring backend: its floor, for benchmarks.  "
-     "clock as for _set_noop_profile()."},
-#endif
-    {"_replay", (PyCFunction)(void (*)(void))ft_testing_replay,
-     METH_VARARGS | METH_KEYWORDS,
-     "_replay($module, records, *, base_ts, stop_ns, capacity=None, "
-     "base_stack=[], stop_stack=None, with_dropped=False)\n--\n\n"
-     "Replay hand-written (ts, kind, func_id) records of one thread through "
-     "a ring of capacity 8-byte words (default: room for all); returns "
-     "(func, kind, start, end, parent, depth, open_at_start, open_at_stop) "
-     "tuples, and with_dropped the records overwritten too, as (events, "
-     "dropped).  For tests."},
-    {"_ticks_to_ns", ft_testing_ticks_to_ns, METH_VARARGS,
-     "_ticks_to_ns($module, anchors, ticks, /)\n--\n\n"
-     "Convert ticks to ns through (ticks, ns) anchors.  For tests."},
     {"_clock_ns", monotonic_ns, METH_NOARGS,
      "_clock_ns($module, /)\n--\n\nThe tracer's clock, in ns."},
     {NULL, NULL, 0, NULL},
@@ -309,7 +285,7 @@ module_exec(PyObject *module)
     }
 #if FT_HAVE_MONITORING
     state->callback_type = (PyTypeObject *)PyType_FromModuleAndSpec(
-        module, &ft_callback_spec, NULL);
+        module, &callback_spec, NULL);
     if (state->callback_type == NULL) {
         return -1;
     }
@@ -360,9 +336,6 @@ module_exec(PyObject *module)
         || PyModule_AddIntConstant(module, "MAX_BUFFER_SIZE", 1 << 28) < 0) {
         return -1;
     }
-    if (ft_testing_add_profile_toggles(module) < 0) {
-        return -1;
-    }
     return register_at_fork(module);
 }
 
@@ -405,12 +378,12 @@ module_free(void *module)
 
 static PyModuleDef_Slot module_slots[] = {
     {Py_mod_exec, module_exec},
-#if PY_VERSION_HEX >= 0x030C0000
+#if FT_HAVE_MOD_MULTIPLE_INTERPRETERS
     /* One tracer per process at a time, and thread states walked directly:
      * not ready for several interpreters. */
     {Py_mod_multiple_interpreters, Py_MOD_MULTIPLE_INTERPRETERS_NOT_SUPPORTED},
 #endif
-#if PY_VERSION_HEX >= 0x030D0000
+#if FT_HAVE_MOD_GIL
     /* The truth: the hook, the rings, the function table and start/stop
      * rely on the GIL (docs/free-threading.md).  A free-threaded build
      * never reads it: PyInit__tracer() refuses first. */

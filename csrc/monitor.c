@@ -10,20 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The events the profile hook sees, as sys.monitoring names them. */
-enum {
-    MON_PY_START, MON_PY_RESUME, MON_PY_THROW,
-    MON_PY_RETURN, MON_PY_YIELD, MON_PY_UNWIND,
-    MON_CALL, MON_C_RETURN, MON_C_RAISE,
-    MON_NEVENTS,
-};
-
-static const char *const event_names[MON_NEVENTS] = {
-    "PY_START", "PY_RESUME", "PY_THROW",
-    "PY_RETURN", "PY_YIELD", "PY_UNWIND",
-    "CALL", "C_RETURN", "C_RAISE",
-};
-
 static inline ft_tracer *
 active_tracer(PyObject *self)
 {
@@ -261,212 +247,17 @@ C_CALLBACK(on_call, FT_REC_C_CALL)
 C_CALLBACK(on_c_return, FT_REC_C_RETURN)
 C_CALLBACK(on_c_raise, FT_REC_C_EXCEPTION)
 
-static const vectorcallfunc callback_funcs[MON_NEVENTS] = {
-    [MON_PY_START] = on_start,
-    [MON_PY_RESUME] = on_start,
-    [MON_PY_THROW] = on_start,
-    [MON_PY_RETURN] = on_return,
-    [MON_PY_YIELD] = on_return,
-    [MON_PY_UNWIND] = on_return,
-    [MON_CALL] = on_call,
-    [MON_C_RETURN] = on_c_return,
-    [MON_C_RAISE] = on_c_raise,
+static const vectorcallfunc callback_funcs[FT_MON_NEVENTS] = {
+    [FT_MON_PY_START] = on_start,
+    [FT_MON_PY_RESUME] = on_start,
+    [FT_MON_PY_THROW] = on_start,
+    [FT_MON_PY_RETURN] = on_return,
+    [FT_MON_PY_YIELD] = on_return,
+    [FT_MON_PY_UNWIND] = on_return,
+    [FT_MON_CALL] = on_call,
+    [FT_MON_C_RETURN] = on_c_return,
+    [FT_MON_C_RAISE] = on_c_raise,
 };
-
-static void
-callback_dealloc(ft_callback *self)
-{
-    PyTypeObject *type = Py_TYPE(self);
-    Py_XDECREF(self->owner);
-    PyObject_Free(self);
-    Py_DECREF(type);
-}
-
-static PyMemberDef callback_members[] = {
-    {"__vectorcalloffset__", Py_T_PYSSIZET, offsetof(ft_callback, vectorcall),
-     Py_READONLY, NULL},
-    {NULL, 0, 0, 0, NULL},
-};
-
-static PyType_Slot callback_slots[] = {
-    {Py_tp_doc, "A frametrace sys.monitoring callback (internal)."},
-    {Py_tp_dealloc, callback_dealloc},
-    {Py_tp_call, PyVectorcall_Call},
-    {Py_tp_members, callback_members},
-    {0, NULL},
-};
-
-PyType_Spec ft_callback_spec = {
-    .name = "frametrace._tracer._MonitoringCallback",
-    .basicsize = sizeof(ft_callback),
-    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE
-             | Py_TPFLAGS_DISALLOW_INSTANTIATION | Py_TPFLAGS_HAVE_VECTORCALL,
-    .slots = callback_slots,
-};
-
-static PyObject *
-new_callback(ft_state *state, PyObject *owner, vectorcallfunc func)
-{
-    ft_callback *cb = PyObject_New(ft_callback, state->callback_type);
-    if (cb == NULL) {
-        return NULL;
-    }
-    cb->vectorcall = func;
-    cb->owner = Py_NewRef(owner);
-    return (PyObject *)cb;
-}
-
-/* ---- tool id, callbacks, events ------------------------------------------ */
-
-static PyObject *
-monitoring_module(void)
-{
-    PyObject *sys = PyImport_ImportModule("sys");
-    if (sys == NULL) {
-        return NULL;
-    }
-    PyObject *mon = PyObject_GetAttrString(sys, "monitoring");
-    Py_DECREF(sys);
-    return mon;
-}
-
-PyObject *
-ft_monitor_holder(void)
-{
-    PyObject *mon = monitoring_module();
-    if (mon == NULL) {
-        return NULL;
-    }
-    PyObject *holder = PyObject_CallMethod(mon, "get_tool", "i",
-                                           FT_MONITOR_TOOL_ID);
-    Py_DECREF(mon);
-    return holder;
-}
-
-PyObject *
-ft_monitor_conflict(void)
-{
-    PyObject *holder = ft_monitor_holder();
-    if (holder == NULL) {
-        return NULL;
-    }
-    if (holder == Py_None) {
-        Py_DECREF(holder);
-        return NULL;
-    }
-    PyObject *msg = PyUnicode_FromFormat(
-        "another profiler holds sys.monitoring tool id %d (PROFILER_ID): "
-        "%R (cProfile uses it on Python 3.12+); stop it before starting "
-        "frametrace", FT_MONITOR_TOOL_ID, holder);
-    Py_DECREF(holder);
-    return msg;
-}
-
-/* Registers a callback owned by owner for every event (func, or
- * frametrace's own callback of the event where func is NULL); with no
- * owner, None.  *mask: the events' bits, the C ones only if with_c. */
-static int
-register_callbacks(ft_state *state, PyObject *mon, PyObject *events,
-                   PyObject *owner, vectorcallfunc func, int with_c,
-                   long *mask)
-{
-    *mask = 0;
-    for (int i = 0; i < MON_NEVENTS; i++) {
-        PyObject *flag = PyObject_GetAttrString(events, event_names[i]);
-        if (flag == NULL) {
-            return -1;
-        }
-        long bit = PyLong_AsLong(flag);
-        if (bit == -1 && PyErr_Occurred()) {
-            Py_DECREF(flag);
-            return -1;
-        }
-        PyObject *cb = owner == NULL
-            ? Py_NewRef(Py_None)
-            : new_callback(state, owner, func ? func : callback_funcs[i]);
-        PyObject *res = cb == NULL ? NULL
-            : PyObject_CallMethod(mon, "register_callback", "iOO",
-                                  FT_MONITOR_TOOL_ID, flag, cb);
-        Py_XDECREF(cb);
-        Py_DECREF(flag);
-        if (res == NULL) {
-            return -1;
-        }
-        Py_DECREF(res);
-        if (with_c || i < MON_CALL) {
-            *mask |= bit;
-        }
-    }
-    return 0;
-}
-
-int
-ft_monitor_take(ft_state *state, const char *name, PyObject *owner,
-                vectorcallfunc func, int c_calls)
-{
-    PyObject *mon = monitoring_module();
-    if (mon == NULL) {
-        return -1;
-    }
-    PyObject *events = PyObject_GetAttrString(mon, "events");
-    PyObject *res = events == NULL ? NULL
-        : PyObject_CallMethod(mon, "use_tool_id", "is", FT_MONITOR_TOOL_ID,
-                              name);
-    if (res == NULL) {
-        Py_XDECREF(events);
-        Py_DECREF(mon);
-        return -1;
-    }
-    Py_DECREF(res);
-    long mask = 0;
-    int rc = register_callbacks(state, mon, events, owner, func, c_calls,
-                                &mask);
-    if (rc == 0) {
-        res = PyObject_CallMethod(mon, "set_events", "il", FT_MONITOR_TOOL_ID,
-                                  mask);
-        rc = res == NULL ? -1 : 0;
-        Py_XDECREF(res);
-    }
-    Py_DECREF(events);
-    Py_DECREF(mon);
-    if (rc < 0) {
-        ft_monitor_release(state);  /* keeps the exception */
-    }
-    return rc;
-}
-
-void
-ft_monitor_release(ft_state *state)
-{
-    ft_saved_exc saved;
-    FT_SAVE_EXC(saved);
-    PyObject *mon = monitoring_module();
-    PyObject *events = mon ? PyObject_GetAttrString(mon, "events") : NULL;
-    if (events != NULL) {
-        PyObject *res = PyObject_CallMethod(mon, "set_events", "ii",
-                                            FT_MONITOR_TOOL_ID, 0);
-        Py_XDECREF(res);
-        long mask;
-        if (res != NULL
-            && register_callbacks(state, mon, events, NULL, NULL, 1,
-                                  &mask) == 0) {
-            res = PyObject_CallMethod(mon, "free_tool_id", "i",
-                                      FT_MONITOR_TOOL_ID);
-            Py_XDECREF(res);
-        }
-    }
-    if (PyErr_Occurred()) {
-        if (FT_FINALIZING()) {
-            PyErr_Clear();  /* sys.monitoring goes away with the interpreter */
-        }
-        else {
-            PyErr_WriteUnraisable(NULL);
-        }
-    }
-    Py_XDECREF(events);
-    Py_XDECREF(mon);
-    FT_RESTORE_EXC(saved);
-}
 
 int
 ft_monitor_start(ft_tracer *tracer)
@@ -479,7 +270,8 @@ ft_monitor_start(ft_tracer *tracer)
     owner->tracer = tracer;  /* borrowed: cleared by ft_monitor_stop */
     owner->thread = NULL;
     owner->generation = tracer->generation;
-    if (ft_monitor_take(tracer->state, "frametrace", (PyObject *)owner, NULL,
+    if (ft_monitor_take(tracer->state->callback_type, "frametrace",
+                        (PyObject *)owner, callback_funcs,
                         tracer->c_calls) < 0) {
         owner->tracer = NULL;
         Py_DECREF(owner);
@@ -499,7 +291,7 @@ ft_monitor_stop(ft_tracer *tracer)
      * nothing. */
     ((ft_hookobject *)tracer->monitor)->tracer = NULL;
     Py_CLEAR(tracer->monitor);
-    ft_monitor_release(tracer->state);
+    ft_monitor_release();
 }
 
 #endif /* FT_HAVE_MONITORING */

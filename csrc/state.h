@@ -8,6 +8,7 @@
 #include "replay.h"
 #include "functable.h"
 #include "ring.h"
+#include "monitor_tool.h"
 
 #include <stdint.h>
 
@@ -224,45 +225,9 @@ ft_record_id(ft_tracer *tracer, ft_thread *th, ft_hookobject *hook,
     }
 }
 
-/* Refuses to start over another tool: message (stolen), from
- * ft_monitor_conflict() or the like, says who holds the hook.  -1 with
- * RuntimeError(message) set, or with the error that left message NULL; 0
- * when the hook is free. */
-static inline int
-ft_refuse_conflict(PyObject *message)
-{
-    if (message != NULL) {
-        PyErr_SetObject(PyExc_RuntimeError, message);
-        Py_DECREF(message);
-        return -1;
-    }
-    return PyErr_Occurred() ? -1 : 0;
-}
-
-/* monitor.c: the sys.monitoring backend (3.12+), on tool id 2. */
-#define FT_MONITOR_TOOL_ID 2
+/* monitor.c: the sys.monitoring backend (3.12+), on tool id 2
+ * (monitor_tool.h). */
 #if FT_HAVE_MONITORING
-/* A sys.monitoring callback: called through its vectorcall slot. */
-typedef struct {
-    PyObject_HEAD
-    vectorcallfunc vectorcall;
-    PyObject *owner;  /* strong: what the function works for (the hook
-                         object holding the tracer) */
-} ft_callback;
-extern PyType_Spec ft_callback_spec;
-/* Why the tool id is taken (a new string), or NULL: free, or an error. */
-PyObject *ft_monitor_conflict(void);
-/* sys.monitoring.get_tool() of the tool id (a new reference), or NULL. */
-PyObject *ft_monitor_holder(void);
-/* Takes the tool id as name, and turns on the events frametrace records
- * (the C ones with c_calls), each calling a callback owned by owner: func,
- * or frametrace's own where func is NULL.  0, or -1 with an exception set
- * and nothing held. */
-int ft_monitor_take(ft_state *state, const char *name, PyObject *owner,
-                    vectorcallfunc func, int c_calls);
-/* Turns the events off, drops the callbacks and frees the tool id; a
- * failure is reported as unraisable. */
-void ft_monitor_release(ft_state *state);
 int ft_monitor_start(ft_tracer *tracer);
 void ft_monitor_stop(ft_tracer *tracer);
 #endif
@@ -283,24 +248,6 @@ void ft_tracer_before_fork(ft_tracer *tracer);
 void ft_tracer_after_fork_child(ft_tracer *tracer);
 extern PyType_Spec ft_tracer_spec;
 extern PyType_Spec ft_hook_spec;
-
-/* floors.c: the benchmarks' references, _set_noop_profile() and (3.12+)
- * _set_noop_monitoring(). */
-PyObject *ft_set_noop_profile(PyObject *module, PyObject *args,
-                              PyObject *kwargs);
-#if FT_HAVE_MONITORING
-PyObject *ft_set_noop_monitoring(PyObject *module, PyObject *args,
-                                 PyObject *kwargs);
-#endif
-
-/* testing.c: _replay(records, ...), for the replay's own tests. */
-PyObject *ft_testing_replay(PyObject *module, PyObject *args,
-                            PyObject *kwargs);
-
-PyObject *ft_testing_ticks_to_ns(PyObject *module, PyObject *args);
-/* _testing_profile_off() and _testing_profile_on(saved): an extension that
- * swaps the profile function mid-call. */
-int ft_testing_add_profile_toggles(PyObject *module);
 
 /* event_type.c: frametrace.Event. */
 PyTypeObject *ft_event_type_new(PyObject *module);

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import frametrace
-from frametrace import _tracer
+from frametrace import _testing
 from invariants import check_invariants, only
 
 
@@ -46,14 +46,14 @@ def test_clock_choice(monkeypatch):
 def test_conversion_is_exact_at_anchors_and_monotone():
     anchors = [(1000, 50), (4000, 1050), (10000, 4050)]
     ticks = [1000, 2500, 4000, 4001, 7000, 10000, 13000]
-    assert _tracer._ticks_to_ns(anchors, ticks) == [50, 550, 1050, 1050, 2550, 4050, 5550]
+    assert _testing.ticks_to_ns(anchors, ticks) == [50, 550, 1050, 1050, 2550, 4050, 5550]
     dense = list(range(1000, 10001, 7))
-    ns = _tracer._ticks_to_ns(anchors, dense)
+    ns = _testing.ticks_to_ns(anchors, dense)
     assert ns == sorted(ns)
     # A fresh cursor per call: out-of-order queries still convert right.
-    assert _tracer._ticks_to_ns(anchors, [7000, 2500]) == [2550, 550]
+    assert _testing.ticks_to_ns(anchors, [7000, 2500]) == [2550, 550]
     with pytest.raises(ValueError, match="increase"):
-        _tracer._ticks_to_ns([(5, 5), (5, 6)], [5])
+        _testing.ticks_to_ns([(5, 5), (5, 6)], [5])
 
 
 def _exact_ns(anchors, t):
@@ -79,7 +79,7 @@ def test_conversion_equals_exact_interpolation(data, steps, origin):
     ticks = sorted(data.draw(st.lists(st.integers(lo, hi), min_size=1, max_size=20)))
     ticks += [anchors[-1][0]] + [a[0] - 1 for a in anchors[1:]]
     ticks = sorted(t for t in ticks if t > anchors[0][0])
-    assert _tracer._ticks_to_ns(anchors, ticks) == [_exact_ns(anchors, t) for t in ticks]
+    assert _testing.ticks_to_ns(anchors, ticks) == [_exact_ns(anchors, t) for t in ticks]
 
 
 def test_conversion_exact_where_a_binary_fraction_rounds_low():
@@ -87,4 +87,4 @@ def test_conversion_exact_where_a_binary_fraction_rounds_low():
     # convert to k - 1 ns without the correction.
     anchors = [(0, 0), (3 << 40, 1 << 40)]
     ticks = [3, 6, 3 << 20, (3 << 40) - 3, 1 << 40]
-    assert _tracer._ticks_to_ns(anchors, ticks) == [_exact_ns(anchors, t) for t in ticks]
+    assert _testing.ticks_to_ns(anchors, ticks) == [_exact_ns(anchors, t) for t in ticks]

@@ -7,7 +7,7 @@ import sys
 import pytest
 
 import frametrace
-from frametrace import _tracer
+from frametrace import _testing
 
 
 def work(n=12):
@@ -24,20 +24,20 @@ def work(n=12):
 @pytest.fixture(autouse=True)
 def no_floor_left():
     yield
-    _tracer._set_noop_profile(False)
+    _testing.set_noop_profile(False)
     if sys.version_info >= (3, 12):
-        _tracer._set_noop_monitoring(False)
+        _testing.set_noop_monitoring(False)
     sys.setprofile(None)
 
 
 @pytest.mark.parametrize("clock", [False, True])
 def test_noop_profile_is_installed_and_removed(clock):
-    _tracer._set_noop_profile(True, clock=clock)
+    _testing.set_noop_profile(True, clock=clock)
     # Installed: a setprofile tracer sees another profile function.
     with pytest.raises(RuntimeError, match="another profiler is installed"):
         frametrace.Tracer(backend="setprofile").start()
     assert work() == 144 + 1225 + 2
-    _tracer._set_noop_profile(False)
+    _testing.set_noop_profile(False)
     tracer = frametrace.Tracer(backend="setprofile")
     with tracer:
         work()
@@ -45,13 +45,13 @@ def test_noop_profile_is_installed_and_removed(clock):
 
 
 def test_clock_profile_holds_its_ring_until_removed():
-    _tracer._set_noop_profile(True, clock=True)
+    _testing.set_noop_profile(True, clock=True)
     ring = sys.getprofile()
     assert type(ring).__name__ == "_FloorRing"
     held = sys.getrefcount(ring)
     work()
     # Replaced by the plain floor: the thread state lets the ring go.
-    _tracer._set_noop_profile(True)
+    _testing.set_noop_profile(True)
     assert sys.getrefcount(ring) == held - 1
     assert sys.getprofile() is None
 
@@ -62,7 +62,7 @@ def test_floor_refuses_over_another_profile_function():
 
     sys.setprofile(other)
     with pytest.raises(RuntimeError, match="already installed"):
-        _tracer._set_noop_profile(True)
+        _testing.set_noop_profile(True)
     assert sys.getprofile() is other
 
 
@@ -71,13 +71,13 @@ def test_removing_the_floor_leaves_other_profile_functions():
         pass
 
     sys.setprofile(other)
-    _tracer._set_noop_profile(False)
+    _testing.set_noop_profile(False)
     assert sys.getprofile() is other
     sys.setprofile(None)
     # Nor a tracer's hook: it goes on recording after.
     tracer = frametrace.Tracer(backend="setprofile")
     with tracer:
-        _tracer._set_noop_profile(False)
+        _testing.set_noop_profile(False)
         work()
     assert any(e.name.endswith("fib") for e in tracer.getEvents())
 
@@ -87,7 +87,7 @@ def test_removing_the_floor_leaves_other_profile_functions():
 ])
 def test_noop_profile_bad_arguments(args, kwargs):
     with pytest.raises(TypeError):
-        _tracer._set_noop_profile(*args, **kwargs)
+        _testing.set_noop_profile(*args, **kwargs)
     assert sys.getprofile() is None
 
 
@@ -97,7 +97,7 @@ def test_noop_profile_enable_whose_truth_raises():
             raise ZeroDivisionError
 
     with pytest.raises(ZeroDivisionError):
-        _tracer._set_noop_profile(Bad())
+        _testing.set_noop_profile(Bad())
     tracer = frametrace.Tracer(backend="setprofile")
     tracer.start()  # nothing was installed: it starts
     tracer.stop()
@@ -114,26 +114,26 @@ def test_noop_monitoring_takes_the_backends_events(clock, c_calls):
     tracer = frametrace.Tracer(backend="monitoring", c_calls=c_calls)
     with tracer:
         tracer_events = sys.monitoring.get_events(2)
-    _tracer._set_noop_monitoring(True, clock=clock, c_calls=c_calls)
+    _testing.set_noop_monitoring(True, clock=clock, c_calls=c_calls)
     assert sys.monitoring.get_tool(2) == "frametrace-floor"
     assert sys.monitoring.get_events(2) == tracer_events
     work()
     # Held: the monitoring backend is refused meanwhile.
     with pytest.raises(RuntimeError, match="tool id 2"):
         frametrace.Tracer(backend="monitoring").start()
-    _tracer._set_noop_monitoring(False)
+    _testing.set_noop_monitoring(False)
     assert sys.monitoring.get_tool(2) is None
     assert sys.monitoring.get_events(2) == 0
 
 
 @needs_monitoring
 def test_noop_monitoring_enabled_twice_replaces_itself():
-    _tracer._set_noop_monitoring(True)
-    _tracer._set_noop_monitoring(True, clock=True, c_calls=False)
+    _testing.set_noop_monitoring(True)
+    _testing.set_noop_monitoring(True, clock=True, c_calls=False)
     assert sys.monitoring.get_tool(2) == "frametrace-floor"
     assert not sys.monitoring.get_events(2) & sys.monitoring.events.CALL
     work()
-    _tracer._set_noop_monitoring(False)
+    _testing.set_noop_monitoring(False)
     assert sys.monitoring.get_tool(2) is None
 
 
@@ -142,8 +142,8 @@ def test_noop_monitoring_leaves_another_tool_alone():
     sys.monitoring.use_tool_id(2, "someone")
     try:
         with pytest.raises(RuntimeError, match="'someone'"):
-            _tracer._set_noop_monitoring(True)
-        _tracer._set_noop_monitoring(False)
+            _testing.set_noop_monitoring(True)
+        _testing.set_noop_monitoring(False)
         assert sys.monitoring.get_tool(2) == "someone"
     finally:
         sys.monitoring.free_tool_id(2)
@@ -152,7 +152,7 @@ def test_noop_monitoring_leaves_another_tool_alone():
 @needs_monitoring
 def test_noop_monitoring_bad_arguments():
     with pytest.raises(TypeError):
-        _tracer._set_noop_monitoring()
+        _testing.set_noop_monitoring()
     with pytest.raises(TypeError):
-        _tracer._set_noop_monitoring(True, False)
+        _testing.set_noop_monitoring(True, False)
     assert sys.monitoring.get_tool(2) is None

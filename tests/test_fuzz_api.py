@@ -64,7 +64,7 @@ from hypothesis import HealthCheck, Phase, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 import frametrace  # noqa: E402
-from frametrace import Event, _tracer, export, loader, reports, testing  # noqa: E402
+from frametrace import Event, _testing, _tracer, export, loader, reports, testing  # noqa: E402
 from frametrace.schedule import ProfilerAction, Schedule  # noqa: E402
 from frametrace.session import RangeRecord, StepRecord, Trace  # noqa: E402
 from invariants import check_invariants  # noqa: E402
@@ -377,7 +377,7 @@ def reset():
     """Stops whatever an example left running."""
     for t in _active_tracers():
         t.stop()
-    _tracer._set_noop_profile(False)
+    _testing.set_noop_profile(False)
     sys.setprofile(None)
     threading.setprofile(None)
     frametrace.session._current = None
@@ -869,7 +869,7 @@ def fuzz_tracer_lifecycle(data, options):
     tracer = frametrace.Tracer(**options)
     model = NEW
     actions = (tracer.clear, tracer.stop, tracer.start, tracer.getEvents, _young_gc,
-               lambda: tracer._ignore(_leaf), lambda: _tracer._set_noop_profile(False))
+               lambda: tracer._ignore(_leaf), lambda: _testing.set_noop_profile(False))
     ops = data.draw(st.lists(st.sampled_from(LIFECYCLE_OPS), min_size=1, max_size=10), label="ops")
     with scratch() as d:
         for op in ops:
@@ -982,10 +982,10 @@ def fuzz_tracer_lifecycle(data, options):
                 # Its truth value decides; one that has none (NotImplemented
                 # since 3.14) is a TypeError.
                 allowed = (RuntimeError,) if _has_truth(flag) else (RuntimeError, TypeError)
-                out = attempt(_tracer._set_noop_profile, flag, allowed=allowed)
+                out = attempt(_testing.set_noop_profile, flag, allowed=allowed)
                 if out.ok and hooked:
                     assert not flag or isinstance(flag, Evil), "replaced the tracer's hook"
-                _tracer._set_noop_profile(False)
+                _testing.set_noop_profile(False)
                 model = observed_phase(tracer)
             elif op == "decorate":
                 target = data.draw(st.one_of(st.just(_work), nasty), label="decorated")
@@ -1217,7 +1217,7 @@ def fuzz_replay(records, kwargs, positional, drop):
     kwargs.pop(drop, None)
     args = [records] + positional
     actions = (_young_gc, lambda: records.clear(), lambda: records.extend([(0, "call", 1)] * 100))
-    out = attempt(_tracer._replay, *args, actions=actions,
+    out = attempt(_testing.replay, *args, actions=actions,
                   allowed=(TypeError, ValueError, OverflowError), **kwargs)
     capacity = kwargs.get("capacity")
     valid = (len(args) == 1 and "bogus" not in kwargs and _valid_records(records)
@@ -1265,7 +1265,7 @@ def fuzz_ticks_to_ns(anchors, ticks, extra):
     # The fuzzer's objects may change the lists being read.
     actions = (_young_gc, lambda: anchors.clear(), lambda: ticks.clear(),
                lambda: ticks.extend(range(1000)), lambda: anchors.extend([(1, 1)] * 10))
-    out = attempt(_tracer._ticks_to_ns, anchors, ticks, *extra, actions=actions,
+    out = attempt(_testing.ticks_to_ns, anchors, ticks, *extra, actions=actions,
                   allowed=(TypeError, ValueError, OverflowError))
     valid = (not extra and type(anchors) is list and type(ticks) is list
              and all(type(a) is tuple and len(a) == 2 and all(_is_int64(v) for v in a) for a in anchors)
@@ -1714,8 +1714,8 @@ def test_fuzz_module_functions(fn, args):
         if out.ok:
             assert type(out.value) is int and out.value >= before
     elif fn == "_set_noop_profile":
-        out = attempt(_tracer._set_noop_profile, *args, allowed=(TypeError, RuntimeError))
-        _tracer._set_noop_profile(False)
+        out = attempt(_testing.set_noop_profile, *args, allowed=(TypeError, RuntimeError))
+        _testing.set_noop_profile(False)
         if len(args) != 1:
             assert not out.ok and isinstance(out.exc, TypeError), out
     elif fn == "_set_range_sink":
@@ -2336,8 +2336,8 @@ def test_regression_list_instead_of_tuple_is_systemerror(call, tmp_path):
     tracer = stopped_tracer()
     path = str(tmp_path / "x.pftrace")
     calls = {
-        "replay": lambda: _tracer._replay([[0, "call", 1]], base_ts=0, stop_ns=10),
-        "ticks_to_ns": lambda: _tracer._ticks_to_ns([[0, 0]], [1]),
+        "replay": lambda: _testing.replay([[0, "call", 1]], base_ts=0, stop_ns=10),
+        "ticks_to_ns": lambda: _testing.ticks_to_ns([[0, 0]], [1]),
         "perfetto_track": lambda: tracer._write_perfetto(path, pid=1, process_name="p", thread_names={},
                                                          tracks=[["t", 0, []]]),
         "perfetto_span": lambda: tracer._write_perfetto(path, pid=1, process_name="p", thread_names={},
@@ -2356,6 +2356,7 @@ def test_regression_ticks_to_ns_lists_mutated_while_parsed(how):
     (segfault)"""
     _subprocess_ok(f"""
         from frametrace import _tracer
+        from frametrace import _testing
         how = {how!r}
         ticks, anchors = [], [(0, 0), (10, 10)]
         class Index:
@@ -2373,7 +2374,7 @@ def test_regression_ticks_to_ns_lists_mutated_while_parsed(how):
         else:
             ticks[:] = [Index(), 1, 2, 3]
         try:
-            result = _tracer._ticks_to_ns(anchors, ticks)
+            result = _testing.ticks_to_ns(anchors, ticks)
         except (TypeError, ValueError):
             pass
         else:
@@ -2477,8 +2478,8 @@ def test_regression_ticks_to_ns_wide_anchors_wrap():
     differences of anchors and ticks in int64: anchors spanning more than 2**63 wrap around
     and give ns outside the anchors' range (e.g. anchors (0, -2**63), (2, 2**63-1): tick 1
     gives -2**63)"""
-    assert -1 <= _tracer._ticks_to_ns([(0, -(2**63)), (2, 2**63 - 1)], [1])[0] <= 0
-    assert _tracer._ticks_to_ns([(-(2**63), 0), (2**63 - 1, 10)], [0]) == [5]
+    assert -1 <= _testing.ticks_to_ns([(0, -(2**63)), (2, 2**63 - 1)], [1])[0] <= 0
+    assert _testing.ticks_to_ns([(-(2**63), 0), (2**63 - 1, 10)], [0]) == [5]
 
 
 @pytest.mark.parametrize("writer", ["write_chrome", "write_perfetto"])
@@ -2665,7 +2666,7 @@ def test_replay_takes_int64_min(which):
     """Found by this file's fuzzing, fixed since: _replay (csrc/testing.c) marked base_ts
     and stop_ns missing with LLONG_MIN, so -2**63, a valid int64, raised TypeError."""
     kwargs = {"base_ts": 0, "stop_ns": 0, which: -(2**63)}
-    assert isinstance(_tracer._replay([], **kwargs), list)
+    assert isinstance(_testing.replay([], **kwargs), list)
 
 
 def test_merge_rejects_events_load_rejects(tmp_path):

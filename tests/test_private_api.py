@@ -2,8 +2,11 @@
 lists, nothing that crept in, nothing that went without its entry going.
 
 compat.h lists each private use on a line "private: NAME VERSIONS — reason"
-(and what public macros expand to as "implied: ..."): the symbols the built
-extension imports, and the PyThreadState fields read directly."""
+(and what public macros expand to as "implied: ...", or "testing: ..."
+where only frametrace._testing uses it): the symbols the built
+extension imports, and the PyThreadState fields read directly.  The product
+module is checked exactly; the tests' own extension (frametrace._testing,
+built from the same headers) may use no private symbol beyond that list."""
 import ast
 import ctypes
 import os
@@ -14,13 +17,14 @@ import sys
 
 import pytest
 
+import frametrace._testing
 import frametrace._tracer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CSRC = os.path.join(ROOT, "csrc")
 PACKAGE = os.path.join(ROOT, "python", "frametrace")
 
-ENTRY = re.compile(r"^\s*\*\s+(private|implied): (\S+) 3\.(\d+)(?:-3\.(\d+)|\+) — \S")
+ENTRY = re.compile(r"^\s*\*\s+(private|implied|testing): (\S+) 3\.(\d+)(?:-3\.(\d+)|\+) — \S")
 
 
 def entries():
@@ -47,11 +51,11 @@ def listed(kinds, fields):
     return names
 
 
-def imported_private_symbols():
+def imported_private_symbols(module=frametrace._tracer):
     nm = shutil.which("nm")
     if nm is None:
         pytest.skip("nm (binutils) is not installed")
-    out = subprocess.run([nm, "-D", "--undefined-only", frametrace._tracer.__file__],
+    out = subprocess.run([nm, "-D", "--undefined-only", module.__file__],
                          capture_output=True, text=True, check=True).stdout
     return {line.split()[-1] for line in out.splitlines()
             if line.split() and line.split()[-1].startswith("_Py")}
@@ -61,7 +65,7 @@ def test_compat_h_lists_entries_in_the_form_this_test_reads():
     # A typo in the block would make its entry silently vanish.
     with open(os.path.join(CSRC, "compat.h"), encoding="utf-8") as f:
         text = f.read()
-    lines = [line for line in text.splitlines() if re.match(r"^\s*\*\s+(private|implied):", line)]
+    lines = [line for line in text.splitlines() if re.match(r"^\s*\*\s+(private|implied|testing):", line)]
     assert lines and len(lines) == len(entries()), [l for l in lines if not ENTRY.match(l)]
     assert any(name == "_PyEval_SetProfile" for _, name, _, _ in entries())
 
@@ -71,6 +75,11 @@ def test_imported_private_symbols_are_exactly_those_listed():
     expected = listed({"private", "implied"}, fields=False)
     assert imported - expected == set(), "imported but not listed in csrc/compat.h"
     assert expected - imported == set(), "listed in csrc/compat.h but no longer imported"
+
+
+def test_testing_extension_imports_nothing_unlisted():
+    imported = imported_private_symbols(frametrace._testing)
+    assert imported - listed({"private", "implied", "testing"}, fields=False) == set()
 
 
 def test_private_setprofile_only_where_the_public_call_is_unsafe():
@@ -86,7 +95,7 @@ def test_private_setprofile_only_where_the_public_call_is_unsafe():
 
 
 def test_listed_symbols_are_exported_by_this_interpreter():
-    missing = [name for name in listed({"private", "implied"}, fields=False)
+    missing = [name for name in listed({"private", "implied", "testing"}, fields=False)
                if not hasattr(ctypes.pythonapi, name)]
     assert missing == []
 
@@ -106,7 +115,10 @@ def test_pythreadstate_fields_are_read_only_in_compat_h():
     # ... and nowhere else: no variable declared PyThreadState * is
     # dereferenced outside compat.h.
     offenders = []
-    for name in sorted(os.listdir(CSRC)):
+    sources = sorted(os.path.relpath(os.path.join(folder, name), CSRC)
+                     for folder, _, names in os.walk(CSRC) for name in names)
+    assert "testing/floors.c" in sources
+    for name in sources:
         if name == "compat.h" or not name.endswith((".c", ".h")):
             continue
         with open(os.path.join(CSRC, name), encoding="utf-8") as f:

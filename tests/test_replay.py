@@ -4,13 +4,13 @@ import random
 
 import pytest
 
-from frametrace import _tracer
+from frametrace import _testing
 
 FUNC, KIND, START, END, PARENT, DEPTH, OPEN_START, OPEN_STOP = range(8)
 
 
 def replay(records, base_ts=0, stop_ns=1000, **kw):
-    out = _tracer._replay(records, base_ts=base_ts, stop_ns=stop_ns, **kw)
+    out = _testing.replay(records, base_ts=base_ts, stop_ns=stop_ns, **kw)
     check(out, base_ts if kw.get("capacity") is None else None, stop_ns)
     return out
 
@@ -133,13 +133,13 @@ def test_return_while_c_call_open_closes_both():
 
 def test_bad_records_are_rejected():
     with pytest.raises(ValueError, match="kind"):
-        _tracer._replay([(1, "jump", 1)], base_ts=0, stop_ns=10)
+        _testing.replay([(1, "jump", 1)], base_ts=0, stop_ns=10)
     with pytest.raises(TypeError):
-        _tracer._replay([(1, "call")], base_ts=0, stop_ns=10)
+        _testing.replay([(1, "call")], base_ts=0, stop_ns=10)
     with pytest.raises(TypeError, match="base_ts"):
-        _tracer._replay([], stop_ns=10)
+        _testing.replay([], stop_ns=10)
     with pytest.raises(ValueError, match="time order"):
-        _tracer._replay([(5, "call", 1), (4, "return", 1)], base_ts=0, stop_ns=10)
+        _testing.replay([(5, "call", 1), (4, "return", 1)], base_ts=0, stop_ns=10)
 
 
 def test_records_mutated_while_parsed():
@@ -171,5 +171,5 @@ def test_random_streams_are_sound(seed):
     kw = {"base_stack": base, "stop_stack": stop_stack}
     if capacity is not None:
         kw["capacity"] = capacity
-    out = _tracer._replay(records, base_ts=0, stop_ns=stop_ns, **kw)
+    out = _testing.replay(records, base_ts=0, stop_ns=stop_ns, **kw)
     check(out, 0, stop_ns)

@@ -1,7 +1,7 @@
 """The ring's 8-byte records: a function id below 2**21 and a delta below
 2**40 ticks take one word; anything else takes two (an escape), and every
 record's time is chained by deltas to the newest one.  Driven through the
-private _replay, whose capacity is in words: replaying a stream with ids
+private frametrace._testing.replay, whose capacity is in words: replaying a stream with ids
 and gaps that need escapes must give exactly what the same stream with
 small ids and times gives, through the same overwriting, with the same
 drop count."""
@@ -9,12 +9,12 @@ import random
 
 import pytest
 
-from frametrace import _tracer
+from frametrace import _testing
 
 FUNC, KIND, START, END = range(4)
 ID_LIMIT = 1 << 21      # ids from here take an escape
 DELTA_LIMIT = 1 << 40   # and so do gaps from here
-GAP_LIMIT = 1 << 59     # what _replay accepts between records
+GAP_LIMIT = 1 << 59     # what replay() accepts between records
 KINDS = ["call", "return", "c_call", "c_return", "c_exception"]
 
 
@@ -58,7 +58,7 @@ def test_one_word_limits_are_exact():
     assert words(records, base) == [1, 2, 1, 2, 1, 2, 2, 1]
     stop = records[-1][0] + 1
     # Exactly the words needed: nothing is dropped.
-    out, dropped = _tracer._replay(records, base_ts=base, stop_ns=stop,
+    out, dropped = _testing.replay(records, base_ts=base, stop_ns=stop,
                                    capacity=12, with_dropped=True)
     assert dropped == 0
     got = sorted((ev[FUNC], ev[START], ev[END]) for ev in out)
@@ -69,19 +69,19 @@ def test_one_word_limits_are_exact():
         (6, records[3][0], records[4][0]),
     ])
     # One word fewer: the oldest record (one word) goes, and only it.
-    _, dropped = _tracer._replay(records, base_ts=base, stop_ns=stop,
+    _, dropped = _testing.replay(records, base_ts=base, stop_ns=stop,
                                  capacity=11, with_dropped=True)
     assert dropped == 1
     # Two fewer: the escape's header goes too; its delta word is left
     # behind as the oldest word, and is no record.
-    out, dropped = _tracer._replay(records, base_ts=base, stop_ns=stop,
+    out, dropped = _testing.replay(records, base_ts=base, stop_ns=stop,
                                    capacity=10, with_dropped=True)
     assert dropped == 2
     assert min(ev[START] for ev in out) == records[2][0]
 
 
 def test_a_ring_of_one_word_and_an_escape_keeps_nothing():
-    out, dropped = _tracer._replay([(0, "call", 1), (1, "c_call", ID_LIMIT)],
+    out, dropped = _testing.replay([(0, "call", 1), (1, "c_call", ID_LIMIT)],
                                    base_ts=0, stop_ns=5, capacity=1,
                                    with_dropped=True)
     assert out == [] and dropped == 2
@@ -89,12 +89,12 @@ def test_a_ring_of_one_word_and_an_escape_keeps_nothing():
 
 def test_gaps_past_what_a_ring_stores_are_refused():
     with pytest.raises(ValueError, match="2\\*\\*59"):
-        _tracer._replay([(GAP_LIMIT, "call", 1)], base_ts=0, stop_ns=GAP_LIMIT + 1)
+        _testing.replay([(GAP_LIMIT, "call", 1)], base_ts=0, stop_ns=GAP_LIMIT + 1)
     with pytest.raises(ValueError, match="2\\*\\*59"):
-        _tracer._replay([(0, "call", 1), (GAP_LIMIT, "return", 1)],
+        _testing.replay([(0, "call", 1), (GAP_LIMIT, "return", 1)],
                         base_ts=0, stop_ns=GAP_LIMIT + 1)
     # The most negative start is fine, as long as the gaps are not.
-    out = _tracer._replay([(-2**62, "call", 1), (-2**62 + 5, "return", 1)],
+    out = _testing.replay([(-2**62, "call", 1), (-2**62 + 5, "return", 1)],
                           base_ts=-2**62, stop_ns=0)
     assert [(ev[START], ev[END]) for ev in out] == [(-2**62, -2**62 + 5)]
 
@@ -132,7 +132,7 @@ def test_escapes_replay_like_small_records(seed):
     needed = sum(words(records, base_ts))
     capacity = rng.choice([needed, needed + 3, rng.randrange(1, needed + 1)])
     keep, overflowed = retained(records, base_ts, capacity)
-    out, dropped = _tracer._replay(records, base_ts=base_ts, stop_ns=stop_ns,
+    out, dropped = _testing.replay(records, base_ts=base_ts, stop_ns=stop_ns,
                                    capacity=capacity, with_dropped=True)
     assert dropped == len(records) - keep
     if keep == 0:
@@ -141,7 +141,7 @@ def test_escapes_replay_like_small_records(seed):
     twin, twin_base, twin_stop, times, ids = small_twin(records, base_ts, stop_ns)
     # The twin's records take a word each: a ring of `keep` words overflows
     # exactly when the original did and keeps the same records.
-    twin_out, twin_dropped = _tracer._replay(
+    twin_out, twin_dropped = _testing.replay(
         twin, base_ts=twin_base, stop_ns=twin_stop,
         capacity=keep if overflowed else len(twin), with_dropped=True)
     assert twin_dropped == dropped

@@ -299,11 +299,11 @@ def test_python_return_without_call_keeps_the_stack():
     """What CPython 3.11 and 3.13 report when a signal handler raises at a
     function's entry (the previous test, with Python calls): a return with
     no call.  It is an event in the open frame, and closes nothing else."""
-    from frametrace import _tracer
+    from frametrace import _testing
 
     # Frames 1, 2 open at start; 3 calls 4; a return of 9 (never called)
     # comes while 4 runs.
-    out = _tracer._replay(
+    out = _testing.replay(
         [(10, "call", 3), (20, "call", 4), (30, "return", 9),
          (40, "return", 4), (50, "return", 3)],
         base_ts=5, stop_ns=1000, base_stack=[1, 2], stop_stack=[1, 2])

@@ -136,7 +136,7 @@ def check_contained(raw):
 # An extension that takes the profile function away inside one C call and
 # gives it back inside another (frametrace._tracer's test-only toggles,
 # which the tracer records like any extension's functions).
-from frametrace import _tracer  # noqa: E402
+from frametrace import _testing  # noqa: E402
 
 
 def untraced_work():
@@ -144,16 +144,16 @@ def untraced_work():
 
 
 def swap_then_c_call():
-    saved = _tracer._testing_profile_off()  # its return never reaches the hook
+    saved = _testing.profile_off()  # its return never reaches the hook
     untraced_work()
-    _tracer._testing_profile_on(saved)  # nor its call: the hook was off
+    _testing.profile_on(saved)  # nor its call: the hook was off
     return len("ab")
 
 
 def swap_then_return():
-    saved = _tracer._testing_profile_off()
+    saved = _testing.profile_off()
     untraced_work()
-    _tracer._testing_profile_on(saved)
+    _testing.profile_on(saved)
 
 
 def swap_program():

@@ -1,4 +1,3 @@
-import sys
 from typing import Any, Final, Iterable, Iterator, Optional, overload
 
 DEFAULT_BUFFER_SIZE: Final[int]
@@ -94,21 +93,5 @@ class Range:
     def __exit__(self, *exc_info: object) -> bool: ...
 
 def _set_range_sink(sink: list[tuple[str, str, int, int]] | None, /) -> None: ...
-def _ticks_to_ns(anchors: list[tuple[int, int]], ticks: list[int], /) -> list[int]: ...
-
 def _thread_bootstrap(frame: Any, event: str, arg: Any, /) -> None: ...
-def _set_noop_profile(enable: object, /, *, clock: bool = False) -> None: ...
-if sys.version_info >= (3, 12):
-    def _set_noop_monitoring(enable: object, /, *, clock: bool = False,
-                             c_calls: bool = True) -> None: ...
 def _clock_ns() -> int: ...
-def _replay(
-    records: list[tuple[int, str, int]],
-    *,
-    base_ts: int,
-    stop_ns: int,
-    capacity: int | None = None,
-    base_stack: list[int] = ...,
-    stop_stack: list[int] | None = None,
-    with_dropped: bool = False,
-) -> Any: ...  # the events, or (events, dropped) with with_dropped

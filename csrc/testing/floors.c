@@ -4,7 +4,7 @@
  * it also reads the tick counter and stores one 8-byte word per event into
  * a ring, the least a ring-buffer tracer does.  On 3.12+ the same two run as
  * sys.monitoring callbacks on the events the monitoring backend uses. */
-#include "state.h"
+#include "testing.h"
 
 #include <string.h>
 
@@ -33,8 +33,8 @@ static PyType_Slot floor_ring_slots[] = {
     {0, NULL},
 };
 
-static PyType_Spec floor_ring_spec = {
-    .name = "frametrace._tracer._FloorRing",
+PyType_Spec ftt_floor_ring_spec = {
+    .name = "frametrace._testing._FloorRing",
     .basicsize = sizeof(floor_ring),
     .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE
              | Py_TPFLAGS_DISALLOW_INSTANTIATION,
@@ -44,23 +44,20 @@ static PyType_Spec floor_ring_spec = {
 static PyObject *
 new_floor_ring(PyObject *module)
 {
-    /* Made when a reference is installed, which only benchmarks do: no
-     * module state for it. */
-    PyTypeObject *type = (PyTypeObject *)PyType_FromModuleAndSpec(
-        module, &floor_ring_spec, NULL);
-    if (type == NULL) {
-        return NULL;
-    }
-    floor_ring *self = PyObject_New(floor_ring, type);
-    Py_DECREF(type);  /* the instance holds it */
+    floor_ring *self = PyObject_New(floor_ring,
+                                    ftt_get_state(module)->floor_ring_type);
     if (self == NULL) {
         return NULL;
     }
     memset(&self->clock, 0, sizeof(self->clock));
     memset(&self->ring, 0, sizeof(self->ring));
     self->clock.use_cycles = ft_clock_cycles_usable();
-    if (ft_ring_alloc_released(&self->ring, FLOOR_RING_WORDS,
-                               ft_clock_ticks(&self->clock)) < 0) {
+    int64_t origin = ft_clock_ticks(&self->clock);
+    int rc;
+    Py_BEGIN_ALLOW_THREADS  /* faulting the ring in takes milliseconds */
+    rc = ft_ring_alloc(&self->ring, FLOOR_RING_WORDS, origin);
+    Py_END_ALLOW_THREADS
+    if (rc < 0) {
         Py_DECREF(self);
         return PyErr_NoMemory();
     }
@@ -94,12 +91,12 @@ clock_profile(PyObject *obj, PyFrameObject *Py_UNUSED(frame),
 }
 
 PyObject *
-ft_set_noop_profile(PyObject *module, PyObject *args, PyObject *kwargs)
+ftt_set_noop_profile(PyObject *module, PyObject *args, PyObject *kwargs)
 {
     static char *keywords[] = {"", "clock", NULL};
     PyObject *enable;
     int clock = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|$p:_set_noop_profile",
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|$p:set_noop_profile",
                                      keywords, &enable, &clock)) {
         return NULL;
     }
@@ -165,13 +162,13 @@ floor_holds_tool(void)
 }
 
 PyObject *
-ft_set_noop_monitoring(PyObject *module, PyObject *args, PyObject *kwargs)
+ftt_set_noop_monitoring(PyObject *module, PyObject *args, PyObject *kwargs)
 {
     static char *keywords[] = {"", "clock", "c_calls", NULL};
     PyObject *enable;
     int clock = 0, c_calls = 1;
     if (!PyArg_ParseTupleAndKeywords(args, kwargs,
-                                     "O|$pp:_set_noop_monitoring", keywords,
+                                     "O|$pp:set_noop_monitoring", keywords,
                                      &enable, &clock, &c_calls)) {
         return NULL;
     }
@@ -180,9 +177,8 @@ ft_set_noop_monitoring(PyObject *module, PyObject *args, PyObject *kwargs)
     if (ours < 0) {
         return NULL;
     }
-    ft_state *state = ft_get_state(module);
     if (ours) {
-        ft_monitor_release(state);
+        ft_monitor_release();
     }
     if (!on) {
         Py_RETURN_NONE;
@@ -194,8 +190,12 @@ ft_set_noop_monitoring(PyObject *module, PyObject *args, PyObject *kwargs)
     if (owner == NULL) {
         return NULL;
     }
-    int rc = ft_monitor_take(state, FLOOR_TOOL_NAME, owner,
-                             clock ? clock_callback : noop_callback, c_calls);
+    vectorcallfunc funcs[FT_MON_NEVENTS];
+    for (int i = 0; i < FT_MON_NEVENTS; i++) {
+        funcs[i] = clock ? clock_callback : noop_callback;
+    }
+    int rc = ft_monitor_take(ftt_get_state(module)->callback_type,
+                             FLOOR_TOOL_NAME, owner, funcs, c_calls);
     Py_DECREF(owner);  /* the callbacks hold it */
     return rc < 0 ? NULL : Py_NewRef(Py_None);
 }

@@ -1,7 +1,6 @@
 /* Test-only entry points: the replay driven by hand-written records, so its
  * rules can be tested on streams CPython rarely produces. */
-#include "state.h"
-#include "replay.h"
+#include "testing.h"
 
 #include <limits.h>
 #include <string.h>
@@ -63,7 +62,7 @@ error:
 }
 
 PyObject *
-ft_testing_replay(PyObject *Py_UNUSED(module), PyObject *args,
+ftt_replay(PyObject *Py_UNUSED(module), PyObject *args,
                   PyObject *kwargs)
 {
     static char *kwlist[] = {"records", "base_ts", "stop_ns", "capacity",
@@ -80,14 +79,14 @@ ft_testing_replay(PyObject *Py_UNUSED(module), PyObject *args,
     PyObject *result = NULL;
     int with_dropped = 0;
 
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!|$OOOOOp:_replay",
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!|$OOOOOp:replay",
                                      kwlist, &PyList_Type, &records,
                                      &base_ts_obj, &stop_ns_obj, &capacity_obj,
                                      &base_obj, &stop_obj, &with_dropped)) {
         return NULL;
     }
     if (base_ts_obj == NULL || stop_ns_obj == NULL) {
-        PyErr_SetString(PyExc_TypeError, "_replay() needs base_ts and stop_ns");
+        PyErr_SetString(PyExc_TypeError, "replay() needs base_ts and stop_ns");
         return NULL;
     }
     /* Any int64, INT64_MIN included: "given" is not a value. */
@@ -234,10 +233,10 @@ parse_anchor(PyObject *item, long long *t, long long *ns)
 }
 
 PyObject *
-ft_testing_ticks_to_ns(PyObject *Py_UNUSED(module), PyObject *args)
+ftt_ticks_to_ns(PyObject *Py_UNUSED(module), PyObject *args)
 {
     PyObject *anchor_list, *tick_list;
-    if (!PyArg_ParseTuple(args, "O!O!:_ticks_to_ns", &PyList_Type, &anchor_list,
+    if (!PyArg_ParseTuple(args, "O!O!:ticks_to_ns", &PyList_Type, &anchor_list,
                           &PyList_Type, &tick_list)) {
         return NULL;
     }
@@ -362,10 +361,9 @@ static PyMethodDef profile_toggle_defs[] = {
 };
 
 int
-ft_testing_add_profile_toggles(PyObject *module)
+ftt_add_profile_toggles(PyObject *module)
 {
-    static const char *const attrs[] = {"_testing_profile_off",
-                                        "_testing_profile_on"};
+    static const char *const attrs[] = {"profile_off", "profile_on"};
     for (size_t i = 0; i < 2; i++) {
         PyObject *func = PyCFunction_NewEx(&profile_toggle_defs[i], NULL, NULL);
         if (func == NULL) {

@@ -1,0 +1,81 @@
+/* frametrace's sys.monitoring tool id (CPython 3.12+): taking it with
+ * callbacks on the events the monitoring backend records, and giving it
+ * back.  Registration only, no recording: shared by the product's backend
+ * (monitor.c) and the benchmarks' do-nothing references (testing/floors.c),
+ * so that both pay for exactly the same events. */
+#ifndef FT_MONITOR_TOOL_H
+#define FT_MONITOR_TOOL_H
+
+#include "compat.h"
+
+#define FT_MONITOR_TOOL_ID 2
+
+/* Refuses to start over another tool: message (stolen), from
+ * ft_monitor_conflict() or the like, says who holds the hook.  -1 with
+ * RuntimeError(message) set, or with the error that left message NULL; 0
+ * when the hook is free. */
+static inline int
+ft_refuse_conflict(PyObject *message)
+{
+    if (message != NULL) {
+        PyErr_SetObject(PyExc_RuntimeError, message);
+        Py_DECREF(message);
+        return -1;
+    }
+    return PyErr_Occurred() ? -1 : 0;
+}
+
+#if FT_HAVE_MONITORING
+
+/* The events CPython's profile layer turns into profile events, as
+ * sys.monitoring names them; the C ones (FT_MON_CALL on) only with c_calls. */
+enum {
+    FT_MON_PY_START, FT_MON_PY_RESUME, FT_MON_PY_THROW,
+    FT_MON_PY_RETURN, FT_MON_PY_YIELD, FT_MON_PY_UNWIND,
+    FT_MON_CALL, FT_MON_C_RETURN, FT_MON_C_RAISE,
+    FT_MON_NEVENTS,
+};
+
+/* A sys.monitoring callback: an object called through its vectorcall slot
+ * straight from sys.monitoring, with none of a builtin function's argument
+ * handling in between. */
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject *owner;  /* strong: what the function works for */
+} ft_callback;
+
+/* The callback type's slots; each module makes its own heap type of them
+ * with FT_CALLBACK_SPEC (a spec's name must outlive the type on 3.10). */
+extern PyType_Slot ft_callback_slots[];
+#define FT_CALLBACK_SPEC(qualified_name)                                   \
+    {                                                                      \
+        .name = (qualified_name),                                          \
+        .basicsize = sizeof(ft_callback),                                  \
+        .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE             \
+                 | Py_TPFLAGS_DISALLOW_INSTANTIATION                       \
+                 | Py_TPFLAGS_HAVE_VECTORCALL,                             \
+        .slots = ft_callback_slots,                                        \
+    }
+
+/* sys.monitoring.get_tool() of the tool id (a new reference), or NULL with
+ * an exception. */
+PyObject *ft_monitor_holder(void);
+
+/* Why the tool id is taken (a new string), or NULL: free, or an error. */
+PyObject *ft_monitor_conflict(void);
+
+/* Takes the tool id as name and turns on the events (the C ones with
+ * c_calls), each calling a new callback of callback_type owned by owner:
+ * funcs[FT_MON_*] is the function of each event.  0, or -1 with an
+ * exception set and nothing held. */
+int ft_monitor_take(PyTypeObject *callback_type, const char *name,
+                    PyObject *owner, const vectorcallfunc *funcs,
+                    int c_calls);
+
+/* Turns the events off, drops the callbacks and frees the tool id; a
+ * failure is reported as unraisable.  Keeps any pending exception. */
+void ft_monitor_release(void);
+
+#endif /* FT_HAVE_MONITORING */
+#endif /* FT_MONITOR_TOOL_H */

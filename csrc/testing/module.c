@@ -1,0 +1,115 @@
+/* frametrace._testing: module init, state, and the method table.  Private:
+ * for frametrace's tests and benchmarks only, never imported by the
+ * package. */
+#include "testing.h"
+
+static PyMethodDef testing_methods[] = {
+    {"set_noop_profile", (PyCFunction)(void (*)(void))ftt_set_noop_profile,
+     METH_VARARGS | METH_KEYWORDS,
+     "set_noop_profile($module, enable, /, *, clock=False)\n--\n\n"
+     "Install (or remove) a do-nothing C profile function on this thread: "
+     "the overhead floor, for benchmarks.  With clock, it reads the "
+     "tracer's tick counter and stores a word into a ring per event.  "
+     "Removing leaves any other profile function alone."},
+#if FT_HAVE_MONITORING
+    {"set_noop_monitoring",
+     (PyCFunction)(void (*)(void))ftt_set_noop_monitoring,
+     METH_VARARGS | METH_KEYWORDS,
+     "set_noop_monitoring($module, enable, /, *, clock=False, c_calls=True)"
+     "\n--\n\n"
+     "Take (or free) sys.monitoring tool id 2 with do-nothing callbacks on "
+     "the events of the monitoring backend: its floor, for benchmarks.  "
+     "clock as for set_noop_profile()."},
+#endif
+    {"replay", (PyCFunction)(void (*)(void))ftt_replay,
+     METH_VARARGS | METH_KEYWORDS,
+     "replay($module, records, *, base_ts, stop_ns, capacity=None, "
+     "base_stack=[], stop_stack=None, with_dropped=False)\n--\n\n"
+     "Replay hand-written (ts, kind, func_id) records of one thread through "
+     "a ring of capacity 8-byte words (default: room for all); returns "
+     "(func, kind, start, end, parent, depth, open_at_start, open_at_stop) "
+     "tuples, and with_dropped the records overwritten too, as (events, "
+     "dropped)."},
+    {"ticks_to_ns", ftt_ticks_to_ns, METH_VARARGS,
+     "ticks_to_ns($module, anchors, ticks, /)\n--\n\n"
+     "Convert ticks to ns through (ticks, ns) anchors."},
+    {NULL, NULL, 0, NULL},
+};
+
+#if FT_HAVE_MONITORING
+static PyType_Spec callback_spec =
+    FT_CALLBACK_SPEC("frametrace._testing._MonitoringCallback");
+#endif
+
+static int
+testing_exec(PyObject *module)
+{
+    ftt_state *state = ftt_get_state(module);
+    state->floor_ring_type = (PyTypeObject *)PyType_FromModuleAndSpec(
+        module, &ftt_floor_ring_spec, NULL);
+    if (state->floor_ring_type == NULL) {
+        return -1;
+    }
+#if FT_HAVE_MONITORING
+    state->callback_type = (PyTypeObject *)PyType_FromModuleAndSpec(
+        module, &callback_spec, NULL);
+    if (state->callback_type == NULL) {
+        return -1;
+    }
+#endif
+    return ftt_add_profile_toggles(module);
+}
+
+static int
+testing_traverse(PyObject *module, visitproc visit, void *arg)
+{
+    ftt_state *state = ftt_get_state(module);
+    Py_VISIT(state->floor_ring_type);
+    Py_VISIT(state->callback_type);
+    return 0;
+}
+
+static int
+testing_clear(PyObject *module)
+{
+    ftt_state *state = ftt_get_state(module);
+    Py_CLEAR(state->floor_ring_type);
+    Py_CLEAR(state->callback_type);
+    return 0;
+}
+
+static void
+testing_free(void *module)
+{
+    testing_clear((PyObject *)module);
+}
+
+static PyModuleDef_Slot testing_slots[] = {
+    {Py_mod_exec, testing_exec},
+#if FT_HAVE_MOD_MULTIPLE_INTERPRETERS
+    {Py_mod_multiple_interpreters, Py_MOD_MULTIPLE_INTERPRETERS_NOT_SUPPORTED},
+#endif
+#if FT_HAVE_MOD_GIL
+    {Py_mod_gil, Py_MOD_GIL_USED},
+#endif
+    {0, NULL},
+};
+
+static PyModuleDef testing_def = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "frametrace._testing",
+    .m_doc = "frametrace's test and benchmark helpers (private): the "
+             "benchmarks' reference hooks and the replay driven by hand.",
+    .m_size = sizeof(ftt_state),
+    .m_methods = testing_methods,
+    .m_slots = testing_slots,
+    .m_traverse = testing_traverse,
+    .m_clear = testing_clear,
+    .m_free = testing_free,
+};
+
+PyMODINIT_FUNC
+PyInit__testing(void)
+{
+    return PyModuleDef_Init(&testing_def);
+}

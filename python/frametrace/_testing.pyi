@@ -1,0 +1,21 @@
+"""frametrace._testing: test and benchmark helpers, never used by the package."""
+import sys
+from typing import Any
+
+def set_noop_profile(enable: object, /, *, clock: bool = False) -> None: ...
+if sys.version_info >= (3, 12):
+    def set_noop_monitoring(enable: object, /, *, clock: bool = False,
+                            c_calls: bool = True) -> None: ...
+def replay(
+    records: list[tuple[int, str, int]],
+    *,
+    base_ts: int,
+    stop_ns: int,
+    capacity: int | None = None,
+    base_stack: list[int] = ...,
+    stop_stack: list[int] | None = None,
+    with_dropped: bool = False,
+) -> Any: ...  # the events, or (events, dropped) with with_dropped
+def ticks_to_ns(anchors: list[tuple[int, int]], ticks: list[int], /) -> list[int]: ...
+def profile_off() -> Any: ...  # the saved profile function, for profile_on()
+def profile_on(saved: Any, /) -> None: ...

@@ -1,0 +1,44 @@
+"""The product module exposes what the package uses and nothing else: the
+tests' and benchmarks' hooks live in frametrace._testing, which the package
+never imports."""
+import os
+import re
+
+import frametrace
+from frametrace import _testing, _tracer
+
+PACKAGE = os.path.dirname(os.path.abspath(frametrace.__file__))
+
+PRODUCT = {"Tracer", "Event", "Range", "DEFAULT_BUFFER_SIZE", "MAX_BUFFER_SIZE",
+           "_clock_ns", "_set_range_sink", "_thread_bootstrap"}
+TESTING = {"replay", "ticks_to_ns", "set_noop_profile", "set_noop_monitoring",
+           "profile_off", "profile_on"}
+
+
+def public_names(module):
+    return {name for name in vars(module) if not name.startswith("__")}
+
+
+def package_sources():
+    for name in sorted(os.listdir(PACKAGE)):
+        if name.endswith(".py"):
+            with open(os.path.join(PACKAGE, name), encoding="utf-8") as f:
+                yield name, f.read()
+
+
+def test_product_module_exposes_only_what_the_package_uses():
+    assert public_names(_tracer) == PRODUCT
+    used = set()
+    for _, text in package_sources():
+        used |= set(re.findall(r"\b_tracer\.(\w+)", text))
+        for names in re.findall(r"from \._tracer import ([\w, ]+)", text):
+            used |= {n.strip() for n in names.split(",")}
+    # _thread_bootstrap is handed to threading by the C code itself.
+    assert used | {"_thread_bootstrap"} == PRODUCT
+
+
+def test_testing_module_holds_the_test_hooks_and_the_package_never_imports_it():
+    expected = TESTING if hasattr(_testing, "set_noop_monitoring") else TESTING - {"set_noop_monitoring"}
+    assert public_names(_testing) == expected
+    for name, text in package_sources():
+        assert "_testing" not in re.sub(r"#.*", "", text), name
