@@ -515,6 +515,35 @@ typedef struct {
     ft_hookobject *hook;  /* borrowed: held by self->hooks (3.10/3.11) */
 } thread_entry;
 
+/* The thread states of one walk, collected in pure C before any is set. */
+typedef struct {
+    thread_entry *items;  /* malloc'd; the caller frees it */
+    size_t n;
+    size_t cap;
+} thread_list;
+
+/* Appends ts (hook NULL), doubling the array when full.  The new entry, or
+ * NULL when out of memory, with no exception set: a removal must not
+ * raise. */
+static thread_entry *
+thread_list_append(thread_list *list, PyThreadState *ts)
+{
+    if (list->n == list->cap) {
+        size_t cap = list->cap ? list->cap * 2 : 16;
+        thread_entry *grown = realloc(list->items, cap * sizeof(thread_entry));
+        if (grown == NULL) {
+            return NULL;
+        }
+        list->items = grown;
+        list->cap = cap;
+    }
+    thread_entry *entry = &list->items[list->n++];
+    entry->ts = ts;
+    entry->id = PyThreadState_GetID(ts);
+    entry->hook = NULL;
+    return entry;
+}
+
 #if FT_NEED_CHECKED_WALK
 /* Whether ts (seen with this id) is still a live thread state. */
 static int
@@ -580,38 +609,29 @@ static int
 set_profile_checked(ft_tracer *self, Py_tracefunc func, PyObject *arg)
 {
     int gc_was_enabled = PyGC_Disable();
-    thread_entry *todo = NULL;
-    size_t ntodo = 0, cap = 0;
+    thread_list todo = {NULL, 0, 0};
     int rc = 0;
     PyThreadState *ts = PyInterpreterState_ThreadHead(PyInterpreterState_Get());
     for (; ts != NULL; ts = PyThreadState_Next(ts)) {
         if (func == NULL && !is_ours(self, ts)) {
             continue;
         }
-        if (ntodo == cap) {
-            cap = cap ? cap * 2 : 16;
-            thread_entry *grown = realloc(todo, cap * sizeof(thread_entry));
-            if (grown == NULL) {
-                PyErr_NoMemory();
-                rc = -1;
-                break;
-            }
-            todo = grown;
+        if (thread_list_append(&todo, ts) == NULL) {
+            PyErr_NoMemory();
+            rc = -1;
+            break;
         }
-        todo[ntodo].ts = ts;
-        todo[ntodo].id = PyThreadState_GetID(ts);
-        todo[ntodo].hook = NULL;
-        ntodo++;
     }
-    for (size_t i = 0; rc == 0 && i < ntodo; i++) {
+    for (size_t i = 0; rc == 0 && i < todo.n; i++) {
+        thread_entry *entry = &todo.items[i];
         if (func != NULL && self->phase != FT_PHASE_ACTIVE) {
             break;  /* an audit hook stopped the tracer */
         }
-        if (!tstate_alive(todo[i].ts, todo[i].id)
-            || (func == NULL && !is_ours(self, todo[i].ts))) {
+        if (!tstate_alive(entry->ts, entry->id)
+            || (func == NULL && !is_ours(self, entry->ts))) {
             continue;
         }
-        if (_PyEval_SetProfile(todo[i].ts, func, arg) < 0) {
+        if (_PyEval_SetProfile(entry->ts, func, arg) < 0) {
             if (func != NULL) {
                 rc = -1;
             }
@@ -624,7 +644,7 @@ set_profile_checked(ft_tracer *self, Py_tracefunc func, PyObject *arg)
         PyErr_WriteUnraisable(NULL);  /* never raise from a removal */
         rc = 0;
     }
-    free(todo);
+    free(todo.items);
     if (gc_was_enabled) {
         PyGC_Enable();
     }
@@ -736,8 +756,7 @@ uninstall_hooks(ft_tracer *self, int take_stacks)
     /* Pure C first, GC off so that allocations run no finalizer: the
      * stacks, the list of threads to visit, and silencing every hook. */
     int gc_was_enabled = PyGC_Disable();
-    thread_entry *todo = NULL;
-    size_t ntodo = 0, cap = 0;
+    thread_list todo = {NULL, 0, 0};
     PyThreadState *ts = PyInterpreterState_ThreadHead(PyInterpreterState_Get());
     for (; ts != NULL; ts = PyThreadState_Next(ts)) {
         if (!is_ours(self, ts)) {
@@ -747,32 +766,24 @@ uninstall_hooks(ft_tracer *self, int take_stacks)
             ft_hookobject *hook = (ft_hookobject *)ft_tstate_profile_obj(ts);
             take_stop_stack(self, hook->thread, ts);
         }
-        if (ntodo == cap) {
-            cap = cap ? cap * 2 : 16;
-            thread_entry *grown = realloc(todo, cap * sizeof(thread_entry));
-            if (grown == NULL) {
-                break;  /* the rest stay installed, silenced below */
-            }
-            todo = grown;
+        if (thread_list_append(&todo, ts) == NULL) {
+            break;  /* the rest stay installed, silenced below */
         }
-        todo[ntodo].ts = ts;
-        todo[ntodo].id = PyThreadState_GetID(ts);
-        todo[ntodo].hook = NULL;
-        ntodo++;
     }
     if (self->hooks != NULL) {
         for (Py_ssize_t i = 0; i < PyList_GET_SIZE(self->hooks); i++) {
             ((ft_hookobject *)PyList_GET_ITEM(self->hooks, i))->thread = NULL;
         }
     }
-    for (size_t i = 0; i < ntodo; i++) {
-        if (tstate_alive(todo[i].ts, todo[i].id) && is_ours(self, todo[i].ts)
-            && _PyEval_SetProfile(todo[i].ts, NULL, NULL) < 0) {
+    for (size_t i = 0; i < todo.n; i++) {
+        thread_entry *entry = &todo.items[i];
+        if (tstate_alive(entry->ts, entry->id) && is_ours(self, entry->ts)
+            && _PyEval_SetProfile(entry->ts, NULL, NULL) < 0) {
             /* An audit hook refused: the hook stays, inert. */
             PyErr_WriteUnraisable(NULL);
         }
     }
-    free(todo);
+    free(todo.items);
     /* Hooks registered meanwhile (a thread's bootstrap, while an audit hook
      * ran) are silenced here too.  thread is cleared first, always: the hot
      * path reads the tracer only when its thread is set. */
@@ -952,23 +963,18 @@ start_claimed(ft_tracer *self)
      * run no finalizer: nothing else runs while the list is walked. */
     int gc_was_enabled = PyGC_Disable();
     PyThreadState *current = PyThreadState_Get();
-    thread_entry *entries = NULL;
-    size_t nentries = 0, cap = 0;
+    thread_list entries = {NULL, 0, 0};
     int rc = 0;
     /* The caller first: its events come first in getEvents(). */
     PyThreadState *ts = current;
     PyThreadState *next = PyInterpreterState_ThreadHead(
         PyThreadState_GetInterpreter(current));
     while (rc == 0 && ts != NULL) {
-        if (nentries == cap) {
-            cap = cap ? cap * 2 : 16;
-            thread_entry *grown = realloc(entries, cap * sizeof(thread_entry));
-            if (grown == NULL) {
-                PyErr_NoMemory();
-                rc = -1;
-                break;
-            }
-            entries = grown;
+        thread_entry *entry = thread_list_append(&entries, ts);
+        if (entry == NULL) {
+            PyErr_NoMemory();
+            rc = -1;
+            break;
         }
         ft_thread *th = register_existing(self, ts, names, &caller_ring);
         if (th == NULL) {
@@ -976,20 +982,16 @@ start_claimed(ft_tracer *self)
             break;
         }
         th->base_ticks = start.ticks;
-        entries[nentries].ts = ts;
-        entries[nentries].id = th->tstate_id;
-        entries[nentries].hook = NULL;
 #if !FT_SHARED_HOOK
         if (!monitoring) {
-            entries[nentries].hook = new_thread_hook(self, th);
-            if (entries[nentries].hook == NULL) {
+            entry->hook = new_thread_hook(self, th);
+            if (entry->hook == NULL) {
                 rc = -1;
                 break;
             }
-            Py_DECREF(entries[nentries].hook);  /* self->hooks holds it */
+            Py_DECREF(entry->hook);  /* self->hooks holds it */
         }
 #endif
-        nentries++;
         if (next == current) {
             next = PyThreadState_Next(next);
         }
@@ -1009,16 +1011,17 @@ start_claimed(ft_tracer *self)
      * is still alive first.  They may stop the tracer, which drops its list
      * of hooks: held meanwhile. */
     PyObject *hooks = Py_XNewRef(self->hooks);
-    for (size_t i = 0; rc == 0 && !monitoring && i < nentries
+    for (size_t i = 0; rc == 0 && !monitoring && i < entries.n
                        && self->phase == FT_PHASE_ACTIVE; i++) {
-        if (tstate_alive(entries[i].ts, entries[i].id)) {
-            rc = _PyEval_SetProfile(entries[i].ts, ft_hook,
-                                    (PyObject *)entries[i].hook);
+        thread_entry *entry = &entries.items[i];
+        if (tstate_alive(entry->ts, entry->id)) {
+            rc = _PyEval_SetProfile(entry->ts, ft_hook,
+                                    (PyObject *)entry->hook);
         }
     }
     Py_XDECREF(hooks);
 #endif
-    free(entries);
+    free(entries.items);
     if (gc_was_enabled) {
         PyGC_Enable();
     }
