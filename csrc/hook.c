@@ -11,6 +11,8 @@
  * callbacks (monitor.c). */
 #include "state.h"
 
+/* The key of the C function called through arg in the function table: its
+ * method definition, or for anything else reported as a C call, its type. */
 static inline const void *
 c_function_key(PyObject *arg)
 {
