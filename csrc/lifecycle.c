@@ -13,8 +13,10 @@
  *   the hook removed from every thread, threading's hook restored;
  * - fork: the child's tracer stops as of the moment before the fork.
  *
- * Also the hook object, what the profile function and the monitoring
- * callbacks are installed with.  Not here: the hot paths that record
+ * Also the hook object type, what the profile function and the monitoring
+ * callbacks are installed with: this file makes, installs and silences hook
+ * objects (the hot paths only read them), so their type is here rather than
+ * with the Tracer type in tracer.c.  Not here: the hot paths that record
  * (hook.c, monitor.c), naming C functions (cnames.c), the Tracer type's
  * methods and attributes (tracer.c). */
 #include "state.h"
@@ -152,6 +154,18 @@ register_thread(ft_tracer *tracer, PyThreadState *ts, PyFrameObject *top,
 error:
     thread_free(thread);
     return NULL;
+}
+
+void
+ft_free_threads(ft_tracer *self)
+{
+    for (Py_ssize_t i = 0; i < self->nthreads; i++) {
+        thread_free(self->threads[i]);
+    }
+    free(self->threads);
+    self->threads = NULL;
+    self->nthreads = 0;
+    self->threads_cap = 0;
 }
 
 /* {ident: name} of the threads threading knows (new reference; NULL when
@@ -822,18 +836,6 @@ take_stop_stacks(ft_tracer *self)
 #endif
 
 /* ---- start ---------------------------------------------------------- */
-
-void
-ft_free_threads(ft_tracer *self)
-{
-    for (Py_ssize_t i = 0; i < self->nthreads; i++) {
-        thread_free(self->threads[i]);
-    }
-    free(self->threads);
-    self->threads = NULL;
-    self->nthreads = 0;
-    self->threads_cap = 0;
-}
 
 /* Registers thread ts (its stack) without installing the hook yet; the
  * caller's thread gets the ring given in caller_ring.  Runs no Python code.
