@@ -119,8 +119,10 @@ module_exec(PyObject *module)
     if (!state->str_py || !state->str_c || !state->str_builtin) {
         return -1;
     }
-    if (PyModule_AddIntConstant(module, "DEFAULT_BUFFER_SIZE", 1 << 20) < 0
-        || PyModule_AddIntConstant(module, "MAX_BUFFER_SIZE", 1 << 28) < 0) {
+    if (PyModule_AddIntConstant(module, "DEFAULT_BUFFER_SIZE",
+                                FT_DEFAULT_BUFFER_SIZE) < 0
+        || PyModule_AddIntConstant(module, "MAX_BUFFER_SIZE",
+                                   FT_MAX_BUFFER_SIZE) < 0) {
         return -1;
     }
     return ft_register_at_fork(module);

@@ -17,6 +17,12 @@
 
 struct ft_tracer;
 
+/* Tracer(buffer_size=...): records per thread, also the module's
+ * DEFAULT_BUFFER_SIZE and MAX_BUFFER_SIZE.  2**28 records are 4 GiB per
+ * thread: anything larger is a mistake. */
+#define FT_DEFAULT_BUFFER_SIZE ((long long)1 << 20)
+#define FT_MAX_BUFFER_SIZE ((long long)1 << 28)
+
 typedef struct {
     PyTypeObject *tracer_type;   /* strong */
     PyTypeObject *hook_type;     /* strong */

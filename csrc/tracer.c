@@ -7,10 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define FT_DEFAULT_BUFFER_SIZE ((long long)1 << 20)
-/* 2**28 records are 4 GiB per thread: anything larger is a mistake. */
-#define FT_MAX_BUFFER_SIZE ((long long)1 << 28)
-
 static const char *const backend_names[] = {"setprofile", "monitoring"};
 
 /* The backend "auto" picks: sys.monitoring where there is one (cheaper per
