@@ -4,14 +4,13 @@
         train()
     events = tracer.getEvents()
 """
+from ._version import __version__
 from ._tracer import DEFAULT_BUFFER_SIZE, MAX_BUFFER_SIZE, Event
 from .loader import MergedTrace, load
 from .remote import AttachError, AttachResult, attach
 from .schedule import ProfilerAction, Schedule, schedule
 from .session import Profile, RangeRecord, StepRecord, Trace, profile, range, save, step
 from .tracer import Tracer, trace
-
-__version__ = "0.1.0"
 
 __all__ = [
     "AttachError",

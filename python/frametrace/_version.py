@@ -1,0 +1,2 @@
+"""The version: the only place it is written (pyproject.toml reads it)."""
+__version__ = "0.1.0"
