@@ -6,8 +6,19 @@ plain-C parts of the core it drives.
 """
 import glob
 import os
+import sys
+import tempfile
 
 from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
+
+# Before anything compiles: the C core needs POSIX threads, mmap and
+# CLOCK_MONOTONIC, and on Windows would fail with a compiler error.
+if not (sys.platform.startswith("linux") or sys.platform == "darwin"):
+    sys.exit(
+        f"frametrace supports Linux (macOS untested); this is {sys.platform!r}. "
+        "It cannot be built here."
+    )
 
 # Hidden symbols: calls between the C files are direct, not through the PLT.
 extra_compile_args = ["-std=c11", "-Wall", "-Wextra", "-fvisibility=hidden"]
@@ -16,18 +27,61 @@ if os.environ.get("FRAMETRACE_WERROR"):
 extra_compile_args += os.environ.get("FRAMETRACE_CFLAGS", "").split()
 extra_link_args = os.environ.get("FRAMETRACE_LDFLAGS", "").split()
 
-# zlib lets the C exporter write .json.gz directly; without it, Python
-# compresses afterwards.
-define_macros = []
-libraries = []
-if any(os.path.exists(os.path.join(d, "zlib.h")) for d in ("/usr/include", "/usr/local/include")):
-    define_macros.append(("FT_HAVE_ZLIB", "1"))
-    libraries.append("z")
+ZLIB_TEST = """\
+#include <zlib.h>
+int main(void)
+{
+    z_stream s = {0};
+    return deflateInit(&s, Z_DEFAULT_COMPRESSION) != Z_OK;
+}
+"""
+
+
+def have_zlib(compiler, source=ZLIB_TEST):
+    """Whether source compiles and links against -lz with this compiler
+    (the one that builds the extension, with CPython's flags)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "zlib_test.c")
+        with open(path, "w") as f:
+            f.write(source)
+        # The compiler's own messages would read as a failed build.
+        saved = os.dup(2)
+        try:
+            with open(os.devnull, "w") as null:
+                os.dup2(null.fileno(), 2)
+            objects = compiler.compile([path], output_dir=tmp)
+            compiler.link_executable(objects, "zlib_test", output_dir=tmp, libraries=["z"])
+        except Exception:  # CompileError, LinkError: their module moved over time
+            return False
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+    return True
+
+
+class BuildExt(build_ext):
+    """zlib lets the C exporter write .json.gz directly; without it, Python
+    compresses afterwards.  Found by compiling a test program."""
+
+    def build_extensions(self):
+        if have_zlib(self.compiler):
+            print("frametrace: zlib found (compiled and linked a test): "
+                  "the C exporter writes .gz itself")
+            ext = next(e for e in self.extensions if e.name == "frametrace._tracer")
+            ext.define_macros.append(("FT_HAVE_ZLIB", "1"))
+            ext.libraries.append("z")
+        else:
+            print("frametrace: zlib not found (a test program using deflateInit "
+                  "did not compile and link with -lz): .gz files are compressed "
+                  "by Python")
+        super().build_extensions()
+
 
 headers = sorted(glob.glob("csrc/*.h") + glob.glob("csrc/testing/*.h"))
 testing_shares = ["csrc/clock.c", "csrc/monitor_tool.c", "csrc/replay.c", "csrc/ring.c"]
 
 setup(
+    cmdclass={"build_ext": BuildExt},
     ext_modules=[
         Extension(
             "frametrace._tracer",
@@ -35,8 +89,6 @@ setup(
             depends=headers,
             extra_compile_args=extra_compile_args,
             extra_link_args=extra_link_args,
-            define_macros=define_macros,
-            libraries=libraries,
         ),
         Extension(
             "frametrace._testing",
@@ -44,7 +96,6 @@ setup(
             depends=headers,
             extra_compile_args=extra_compile_args,
             extra_link_args=extra_link_args,
-            define_macros=define_macros,
         ),
     ],
 )
