@@ -2,9 +2,59 @@
 #define _POSIX_C_SOURCE 200809L  /* clock_gettime() under -std=c11 */
 #include "clock.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#if FT_HAVE_CYCLE_COUNTER && defined(__linux__) && defined(__aarch64__)
+/* How long the virtual counter is watched against CLOCK_MONOTONIC. */
+#  define FT_ARM_CHECK_NS 200000
+/* Reads of a CLOCK_MONOTONIC that never reaches the end of the check. */
+#  define FT_ARM_CHECK_MAX_READS 10000000
+
+/* The generic timer is constant-rate by the architecture, but firmware may
+ * leave its frequency register unset and a hypervisor may trap or emulate
+ * the counter: it is used only if its frequency is set and, over a short
+ * check, it never goes back and it advances while CLOCK_MONOTONIC does.
+ * Done once per process (the answer cannot change). */
+static int
+arm_counter_check(void)
+{
+    uint64_t freq;
+    __asm__ __volatile__("mrs %0, cntfrq_el0" : "=r"(freq));
+    if (freq == 0) {
+        return 0;
+    }
+    int64_t t0 = ft_clock_now();
+    int64_t first = ft_cycles(), last = first;
+    for (long i = 0; i < FT_ARM_CHECK_MAX_READS; i++) {
+        int64_t c = ft_cycles();
+        if (c < last) {
+            return 0;
+        }
+        last = c;
+        if (ft_clock_now() - t0 >= FT_ARM_CHECK_NS) {
+            return last > first;
+        }
+    }
+    return 0;
+}
+
+static int
+arm_counter_usable(void)
+{
+    /* 0: not checked yet; 1: usable; 2: not.  Threads that race here
+     * compute the same answer. */
+    static atomic_int checked;
+    int v = atomic_load_explicit(&checked, memory_order_relaxed);
+    if (v == 0) {
+        v = arm_counter_check() ? 1 : 2;
+        atomic_store_explicit(&checked, v, memory_order_relaxed);
+    }
+    return v == 1;
+}
+#endif
 
 int
 ft_clock_cycles_usable(void)
@@ -15,7 +65,7 @@ ft_clock_cycles_usable(void)
     }
 #if FT_HAVE_CYCLE_COUNTER && defined(__linux__)
 #  if defined(__aarch64__)
-    return 1;  /* the generic timer is constant-rate by the architecture */
+    return arm_counter_usable();
 #  else
     char name[32] = {0};
     FILE *f = fopen("/sys/devices/system/clocksource/clocksource0/"

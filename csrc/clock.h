@@ -55,9 +55,11 @@ typedef struct {
     size_t cap;
 } ft_clock;
 
-/* Whether the cycle counter is safe to convert (the kernel uses it as its
- * own clocksource, so it is invariant and synchronized across CPUs), and
- * not disabled by FRAMETRACE_CLOCK=monotonic. */
+/* Whether the cycle counter is safe to convert, and not disabled by
+ * FRAMETRACE_CLOCK=monotonic.  x86: the kernel uses the TSC as its own
+ * clocksource (so it is invariant and synchronized across CPUs).  aarch64:
+ * cntfrq_el0 is set and cntvct_el0 advances monotonically beside
+ * CLOCK_MONOTONIC over a 0.2 ms check, done once per process. */
 int ft_clock_cycles_usable(void);
 
 /* Ready to record (takes the first anchor); -1 when out of memory. */
