@@ -106,8 +106,8 @@ ft_tstate_thread_id(PyThreadState *ts)
 
 /* Thread-local storage.  Initial-exec: a plain %fs-relative load instead of
  * a __tls_get_addr() call per event; the few bytes fit the static TLS space
- * left for dlopen(). */
-#if defined(__GNUC__) || defined(__clang__)
+ * left for dlopen().  ELF only: macOS has its own TLS scheme. */
+#if (defined(__GNUC__) || defined(__clang__)) && defined(__linux__)
 #  define FT_TLS _Thread_local __attribute__((tls_model("initial-exec")))
 #else
 #  define FT_TLS _Thread_local
