@@ -4,21 +4,22 @@ frametrace._tracer is the product (csrc/*.c).  frametrace._testing holds what
 only the tests and benchmarks use (csrc/testing/), with its own copy of the
 plain-C parts of the core it drives.
 """
-import glob
-import os
 import sys
-import tempfile
 
-from setuptools import Extension, setup
-from setuptools.command.build_ext import build_ext
-
-# Before anything compiles: the C core needs POSIX threads, mmap and
-# CLOCK_MONOTONIC, and on Windows would fail with a compiler error.
+# First of all: the C core needs POSIX threads, mmap and CLOCK_MONOTONIC,
+# and elsewhere (Windows) would fail with a compiler error.
 if not (sys.platform.startswith("linux") or sys.platform == "darwin"):
     sys.exit(
         f"frametrace supports Linux (macOS untested); this is {sys.platform!r}. "
         "It cannot be built here."
     )
+
+import glob
+import os
+import tempfile
+
+from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
 
 # Hidden symbols: calls between the C files are direct, not through the PLT.
 extra_compile_args = ["-std=c11", "-Wall", "-Wextra", "-fvisibility=hidden"]
