@@ -16,7 +16,7 @@ FIELDS = ("name", "filename", "lineno", "kind", "thread_id", "native_thread_id",
           "start_ns", "end_ns", "depth", "parent", "open_at_start", "open_at_stop")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture  # per setup: each backend and clock records its own events
 def recorded():
     with frametrace.trace() as tracer:
         calls.leaf(3)
