@@ -14,7 +14,10 @@ import pytest
 # A tracer runs with both clocks (the CPU cycle counter where this machine
 # allows it, and CLOCK_MONOTONIC read directly) on the PyEval_SetProfile
 # backend, and on 3.12+ once more on the sys.monitoring backend.
+# FRAMETRACE_TEST_SETUPS=cycles (a comma-separated list) runs only those.
 SETUPS = ["cycles", "monotonic"] + (["monitoring"] if sys.version_info >= (3, 12) else [])
+if os.environ.get("FRAMETRACE_TEST_SETUPS"):
+    SETUPS = [s for s in SETUPS if s in os.environ["FRAMETRACE_TEST_SETUPS"].split(",")]
 
 
 @pytest.fixture(params=SETUPS)
