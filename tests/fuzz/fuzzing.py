@@ -22,7 +22,7 @@ callbacks of long exports) run in a subprocess (``in_subprocess``), so
 that a crash is a failing test with its output, not a dead pytest; set
 ``FRAMETRACE_FUZZ_INPROCESS=1`` to run them in this process (to debug).
 
-Bugs they find are kept as minimal tests in test_regressions.py (with,
+Bugs they find are kept as minimal tests in test_fuzz_regressions.py (with,
 where a fuzz target must tolerate one meanwhile, its signature in
 ``KNOWN_BUGS``).
 

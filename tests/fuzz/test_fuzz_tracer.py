@@ -166,7 +166,7 @@ def fuzz_tracer_lifecycle(data, options):
             elif op == "props":
                 check_properties(tracer, phase)
             elif op in ("write_chrome", "write_perfetto"):
-                # Through the public writers (their arguments: test_exports.py),
+                # Through the public writers (their arguments: test_fuzz_exports.py),
                 # with the fuzzer's objects stopping or clearing the tracer
                 # in the middle of the write.
                 with scratch() as sub:
