@@ -57,7 +57,7 @@ import xml.etree.ElementTree as ElementTree
 import pytest
 
 hypothesis = pytest.importorskip("hypothesis")
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 
 import frametrace
@@ -779,14 +779,6 @@ def _judge_testing_helpers(events, kind, data=None):
         assert out.ok and isinstance(out.value, str), out
 
 
-@fuzz(200)
-@given(data=st.data())
-@guarded
-def test_fuzz_testing_helpers(data):
-    events, kind = events_arg(data)
-    _judge_testing_helpers(events, kind, data)
-
-
 # ---- frametrace.reports ---------------------------------------------------------------------------
 
 REPORT_ERRORS = (TypeError, ValueError, OSError)
@@ -863,15 +855,6 @@ def _judge_reports(events, kind, data=None, d=None):
                     ElementTree.parse(written)
         elif kind == "real" and expect == "ok" and writer == "pstats":
             assert out.user, out
-
-
-@fuzz(150)
-@given(data=st.data())
-@guarded
-def test_fuzz_reports(data):
-    events, kind = events_arg(data)
-    with scratch() as d:
-        _judge_reports(events, kind, data, d)
 
 
 def run_in_subprocess(code, timeout=600):
@@ -984,4 +967,3 @@ def loader_bases():
             with open(os.path.join(d, name + ".json"), encoding="utf-8") as fh:
                 texts[name] = fh.read()
     return texts
-

@@ -1,4 +1,5 @@
-"""Fuzzing a Trace's methods (reports, exports) and frametrace.save."""
+"""Fuzzing frametrace.reports on mutated and arbitrary events, a Trace's
+methods (reports, exports) and frametrace.save."""
 from __future__ import annotations
 
 import contextlib
@@ -11,8 +12,10 @@ from fuzzing import (
     PYTESTMARK,
     PathSpec,
     SUFFIXES,
+    _judge_reports,
     attempt,
     cached_trace,
+    events_arg,
     floats,
     fuzz,
     guarded,
@@ -133,3 +136,12 @@ def test_fuzz_trace_without_tracer(method, spec):
         path, _ = spec.make(d)
         out = attempt(getattr(trace, method), path, allowed=(RuntimeError,))
         assert not out.ok and isinstance(out.exc, RuntimeError), out
+
+
+@fuzz(150)
+@given(data=st.data())
+@guarded
+def test_fuzz_reports(data):
+    events, kind = events_arg(data)
+    with scratch() as d:
+        _judge_reports(events, kind, data, d)
