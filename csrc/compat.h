@@ -58,7 +58,7 @@
 
 /* 3.12+: one hook object for all threads, installed with the public
  * PyEval_SetProfileAllThreads(); before, one per thread, installed with
- * _PyEval_SetProfile() (see tracer.c). */
+ * _PyEval_SetProfile() (see lifecycle.c). */
 #define FT_SHARED_HOOK (PY_VERSION_HEX >= 0x030C0000)
 
 /* Whether PyEval_SetProfileAllThreads() may be called: it runs the
@@ -66,7 +66,7 @@
  * states, and until CPython 3.14.1 (gh-137400) a thread that exits while a
  * hook lets it run (one that releases the GIL) leaves the walk on a freed
  * thread state.  Before that, frametrace walks them itself with
- * _PyEval_SetProfile(), checking each is still alive (tracer.c).  3.14.0
+ * _PyEval_SetProfile(), checking each is still alive (lifecycle.c).  3.14.0
  * is told apart at run time: an extension built on 3.14.x runs on it. */
 #if PY_VERSION_HEX >= 0x030F0000
 #  define FT_ALL_THREADS_CALL_SAFE() 1
@@ -172,6 +172,9 @@ typedef struct { PyObject *type, *value, *tb; } ft_saved_exc;
 
 /* sys.monitoring (PEP 669). */
 #define FT_HAVE_MONITORING (PY_VERSION_HEX >= 0x030C0000)
+
+/* PyType_GetModuleByDef(), 3.11+ (3.10: walk the MRO by hand). */
+#define FT_HAVE_TYPE_GETMODULEBYDEF (PY_VERSION_HEX >= 0x030B0000)
 
 /* Module slots: Py_mod_multiple_interpreters (3.12+), Py_mod_gil (3.13+). */
 #define FT_HAVE_MOD_MULTIPLE_INTERPRETERS (PY_VERSION_HEX >= 0x030C0000)

@@ -1,5 +1,8 @@
-/* Module state and the structures shared by the C files.  Module state is
- * the only "global": no static PyObject* anywhere. */
+/* The one header the product's C files share: the module state (the only
+ * "global": no static PyObject* anywhere), the tracer and its threads, and
+ * each file's functions that others call, grouped by the file that defines
+ * them.  The plain-C parts have their own headers (ring.h, clock.h,
+ * functable.h, replay.h, export_out.h, monitor_tool.h). */
 #ifndef FT_STATE_H
 #define FT_STATE_H
 
@@ -13,6 +16,12 @@
 #include <stdint.h>
 
 struct ft_tracer;
+
+/* Tracer(buffer_size=...): records per thread, also the module's
+ * DEFAULT_BUFFER_SIZE and MAX_BUFFER_SIZE.  2**28 records are 4 GiB per
+ * thread: anything larger is a mistake. */
+#define FT_DEFAULT_BUFFER_SIZE ((long long)1 << 20)
+#define FT_MAX_BUFFER_SIZE ((long long)1 << 28)
 
 typedef struct {
     PyTypeObject *tracer_type;   /* strong */
@@ -45,12 +54,6 @@ ft_get_state(PyObject *module)
     assert(state != NULL);
     return (ft_state *)state;
 }
-
-extern PyModuleDef ft_module_def;
-
-/* Module state of one of the module's types or a subclass of it; NULL with
- * an exception if not found. */
-ft_state *ft_state_of_type(PyTypeObject *type);
 
 /* Everything recorded for one thread.  Owned by its tracer; the hook reaches
  * it through the thread's hook object. */
@@ -124,6 +127,40 @@ typedef struct ft_tracer {
     PyObject *weakreflist;
 } ft_tracer;
 
+/* ==== module.c ==== */
+
+extern PyModuleDef ft_module_def;
+
+/* Module state of one of the module's types or a subclass of it; NULL with
+ * an exception if not found. */
+ft_state *ft_state_of_type(PyTypeObject *type);
+
+/* ==== lifecycle.c: start, stop, threads, fork ==== */
+
+/* Tracer.start(): refuses a tracer that ran, or another one active or
+ * starting; else installs the hook (or takes the tool id) on every thread.
+ * 0, or -1 with an exception set and nothing installed. */
+int ft_tracer_start(ft_tracer *tracer);
+/* The latched stop: the first call records stop_ns and removes the hook;
+ * every later call does nothing.  Never fails. */
+void ft_tracer_stop(ft_tracer *tracer);
+/* Frees the tracer's threads (their rings and stacks). */
+void ft_free_threads(ft_tracer *tracer);
+/* The hook object's type (ft_hookobject). */
+extern PyType_Spec ft_hook_spec;
+/* _thread_bootstrap(), the profile function given to threading.setprofile()
+ * while a tracer is active: a new thread installs the hook itself. */
+extern PyMethodDef ft_thread_bootstrap_def;
+/* os.register_at_fork() callbacks: the parent goes on tracing; in the child
+ * the tracer is stopped as of the moment just before the fork.  0, or -1
+ * with an exception set. */
+int ft_register_at_fork(PyObject *module);
+/* A thread's first record: its ring, faulted in with the GIL released
+ * (hook: the thread's own hook object (3.10/3.11), or NULL).
+ * 0 with *ts the time after, or -1: record nothing. */
+int ft_thread_first_ring(ft_tracer *tracer, ft_thread *th, ft_hookobject *hook,
+                         int64_t *ts);
+
 /* Which thread's ring this OS thread records into, for the tracer started
  * as generation `generation` (generations are never reused, unlike
  * addresses): the sys.monitoring callbacks' and (3.12+) the profile hook's
@@ -134,9 +171,6 @@ typedef struct {
     ft_thread *thread;
 } ft_thread_cache;
 extern FT_TLS ft_thread_cache ft_tls_cache;
-
-/* A new generation, for a tracer that starts. */
-uint64_t ft_next_generation(void);
 
 /* Slow path: the caller's thread under tracer, registering it if new (with
  * the frames below the event's as its base stack; starting: the event is a
@@ -168,49 +202,20 @@ ft_cache_thread(const ft_tracer *tracer, ft_thread *th)
     ft_tls_cache.thread = th;
 }
 
-/* hook.c */
+/* ==== hook.c: the PyEval_SetProfile backend's hot path ==== */
+
+/* The profile function (Py_tracefunc) of every traced thread; obj is its
+ * hook object. */
 int ft_hook(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg);
-/* The thread registered with tracer for thread state ts, or NULL. */
-ft_thread *ft_find_thread(const ft_tracer *tracer, PyThreadState *ts);
-/* Registers (or finds, by thread state) the thread ts with tracer, capturing
- * its Python stack (from top, borrowed, may be NULL) as the base stack at
- * base_ticks.  Returns the thread (owned by tracer), or NULL with an
- * exception set. */
-ft_thread *ft_register_thread(ft_tracer *tracer, PyThreadState *ts,
-                              PyFrameObject *top, int64_t base_ticks);
-#if !FT_SHARED_HOOK
-/* A new hook object for thread th (a new reference; tracer->hooks holds
- * another), or NULL with an exception set. */
-ft_hookobject *ft_new_hook(ft_tracer *tracer, ft_thread *th);
-#endif
-/* Ids of ts's Python frames, outermost first, into a malloc'd array. */
-int ft_capture_stack(ft_tracer *tracer, PyFrameObject *top,
-                     uint32_t **stack, Py_ssize_t *depth);
-void ft_thread_free(ft_thread *thread);
-/* ft_ring_alloc() with the GIL released meanwhile (faulting a ring in takes
- * milliseconds).  Other threads run: callers check their state again. */
-int ft_ring_alloc_released(ft_ring *ring, uint64_t capacity, int64_t origin);
-/* {ident: name} of the threads threading knows (new reference; NULL when
- * even that failed).  Runs Python code; never raises: names are best
- * effort. */
-PyObject *ft_thread_names(void);
-/* Gives thread its name from such a dict.  Runs no Python code. */
-void ft_name_thread(ft_thread *thread, PyObject *names);
-/* A thread's first record: its ring, faulted in with the GIL released
- * (hook: the thread's own hook object (3.10/3.11), or NULL).
- * 0 with *ts the time after, or -1: record nothing. */
-int ft_thread_first_ring(ft_tracer *tracer, ft_thread *th, ft_hookobject *hook,
-                         int64_t *ts);
-/* Gives th, the calling thread's, its ring, and its ids from the thread
- * itself.  Runs no Python code. */
-void ft_thread_adopt_ring(ft_thread *th, const ft_ring *ring);
-/* The id of C function func under key, naming it if new (slow path: runs
- * Python code; the caller holds a reference to tracer).  FT_NO_ID if it
- * cannot be named. */
-uint32_t ft_c_function_id(ft_tracer *tracer, PyObject *func, const void *key);
+
+/* Records one event of thread th from the thread-bootstrap path
+ * (lifecycle.c); hook: the object the profile function was installed
+ * with. */
+void ft_hook_record(ft_hookobject *hook, ft_thread *th, int64_t ticks,
+                    PyFrameObject *frame, int what, PyObject *arg);
 
 /* Everything ft_record_id() does not do inline: a thread's first record
- * (its ring), lost and ignored ids, two-word records, the wrap (hook.c). */
+ * (its ring), lost and ignored ids, two-word records, the wrap. */
 void ft_record_id_slow(ft_tracer *tracer, ft_thread *th, ft_hookobject *hook,
                        int64_t ts, uint32_t id, uint32_t kind);
 
@@ -225,31 +230,40 @@ ft_record_id(ft_tracer *tracer, ft_thread *th, ft_hookobject *hook,
     }
 }
 
-/* monitor.c: the sys.monitoring backend (3.12+), on tool id 2
- * (monitor_tool.h). */
+/* ==== cnames.c: naming C functions (slow path) ==== */
+
+/* First sighting of the C function called through arg, filed under key:
+ * names it (Python API, which can run arbitrary code and let other threads
+ * run) and adds it to the function table, by pure C after that.  Never
+ * raises.  The id, or FT_NO_ID if it cannot be named or the tracer stopped
+ * meanwhile. */
+uint32_t ft_intern_c_function(ft_tracer *tracer, PyObject *arg,
+                              const void *key);
+/* The id of C function func under key, naming it if new (slow path: runs
+ * Python code; the caller holds a reference to tracer).  FT_NO_ID if it
+ * cannot be named. */
+uint32_t ft_c_function_id(ft_tracer *tracer, PyObject *func, const void *key);
+
+/* ==== monitor.c: the sys.monitoring backend (3.12+) ==== */
+
 #if FT_HAVE_MONITORING
+/* Takes the tool id (monitor_tool.h) with the callbacks, owned by a new
+ * hook object of tracer.  0, or -1 with an exception set. */
 int ft_monitor_start(ft_tracer *tracer);
+/* Silences the callbacks and gives the tool id back; never fails. */
 void ft_monitor_stop(ft_tracer *tracer);
 #endif
 
-/* Records one event of thread th from the thread-bootstrap path (see
- * module.c); hook: the object the profile function was installed with. */
-void ft_hook_record(ft_hookobject *hook, ft_thread *th, int64_t ticks,
-                    PyFrameObject *frame, int what, PyObject *arg);
+/* ==== tracer.c ==== */
 
-/* ranges.c */
+extern PyType_Spec ft_tracer_spec;
+
+/* ==== ranges.c: frametrace.Range and _set_range_sink() ==== */
 extern PyType_Spec ft_range_spec;
 extern PyMethodDef ft_set_range_sink_def;
 
-/* tracer.c */
-/* os.fork() while a tracer is active: the parent goes on tracing; in the
- * child the tracer is stopped as of the moment just before the fork. */
-void ft_tracer_before_fork(ft_tracer *tracer);
-void ft_tracer_after_fork_child(ft_tracer *tracer);
-extern PyType_Spec ft_tracer_spec;
-extern PyType_Spec ft_hook_spec;
 
-/* event_type.c: frametrace.Event. */
+/* ==== event_type.c: frametrace.Event ==== */
 PyTypeObject *ft_event_type_new(PyObject *module);
 /* A function's shared (name, filename, lineno, kind) tuple, for
  * ft_event_from_record(). */
@@ -260,19 +274,22 @@ PyObject *ft_event_info(ft_state *state, PyObject *name, PyObject *filename,
 PyObject *ft_event_from_record(PyTypeObject *type, PyObject *info,
                                PyObject *thread, const ft_event *ev);
 
-/* events.c: replays a stopped tracer's records into a list of events. */
+/* ==== events.c ==== */
+/* Replays a stopped tracer's records into a list of events. */
 PyObject *ft_build_events(ft_tracer *tracer);
 /* Replays every thread into vec; (*thread_end)[i] is the end of thread
  * i's events (malloc'd, the caller frees it, also on failure).  Pure C:
  * 0, or -1 when out of memory. */
 int ft_replay_all(ft_tracer *tracer, ft_eventvec *vec, size_t **thread_end);
 
-/* export_chrome.c and export_perfetto.c: Tracer._write_chrome() and
- * Tracer._write_perfetto().  ft_export_replay() is their common start: a
- * stopped tracer's events replayed with the GC off (so that no other thread
- * can clear the tracer meanwhile); 0, or -1 with an exception set. */
+/* The writers' common start: a stopped tracer's events replayed with the GC
+ * off (so that no other thread can clear the tracer meanwhile); who names
+ * the caller in the error.  0, or -1 with an exception set. */
 int ft_export_replay(ft_tracer *tracer, const char *who, ft_eventvec *vec,
                      size_t **thread_end);
+
+/* ==== export_chrome.c, export_perfetto.c ==== */
+/* Tracer._write_chrome() and Tracer._write_perfetto(). */
 PyObject *ft_write_chrome(ft_tracer *tracer, PyObject *args, PyObject *kwargs);
 PyObject *ft_write_perfetto(ft_tracer *tracer, PyObject *args, PyObject *kwargs);
 

@@ -3,7 +3,7 @@
 It records the raw sys.setprofile events of every thread (threading.setprofile
 for threads started while it runs) and builds call trees from them.  Written
 for clarity, not speed.  Names follow frametrace's rules (csrc/compat.h
-ft_code_name, csrc/hook.c describe_c_function), computed at each event.
+ft_code_name, csrc/cnames.c describe_c_function), computed at each event.
 """
 from __future__ import annotations
 

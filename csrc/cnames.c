@@ -1,0 +1,175 @@
+/* Naming C functions: the slow path the hot paths take the first time they
+ * see a C function (a builtin, a method of a C type).  Calls the Python API
+ * (names, the method's defining class), which may run Python code and let
+ * other threads run; the function table is touched only after that.  The
+ * keys C functions are filed under are the callers' (hook.c, monitor.c). */
+#include "state.h"
+
+#include <string.h>
+
+/* Strong reference to a type's qualified name ("OrderedDict", "list"). */
+static PyObject *
+type_qualname(PyTypeObject *type)
+{
+    if (type->tp_flags & Py_TPFLAGS_HEAPTYPE) {
+        PyHeapTypeObject *ht = (PyHeapTypeObject *)type;
+        if (ht->ht_qualname != NULL && PyUnicode_Check(ht->ht_qualname)) {
+            return Py_NewRef(ht->ht_qualname);
+        }
+    }
+    const char *dot = strrchr(type->tp_name, '.');
+    return PyUnicode_FromString(dot ? dot + 1 : type->tp_name);
+}
+
+/* The type in type's MRO whose own method table holds ml, or NULL. */
+static PyTypeObject *
+type_defining(PyTypeObject *type, const PyMethodDef *ml)
+{
+    PyObject *mro = type->tp_mro;
+    if (mro == NULL || !PyTuple_Check(mro)) {
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(mro); i++) {
+        PyObject *base = PyTuple_GET_ITEM(mro, i);
+        if (!PyType_Check(base)) {
+            continue;
+        }
+        PyMethodDef *defs = ((PyTypeObject *)base)->tp_methods;
+        for (; defs != NULL && defs->ml_name != NULL; defs++) {
+            if (defs == ml) {
+                return (PyTypeObject *)base;
+            }
+        }
+    }
+    return NULL;
+}
+
+/* The class a C method bound to self is named after: the one whose method
+ * table defines it, whatever it was called on (an inherited method, a
+ * classmethod called on a subclass, a metaclass method such as type.mro
+ * called on int).  Functions are keyed by their method definition, so the
+ * name must not depend on self.  Else type(self), or self for a class. */
+static PyTypeObject *
+defining_type(PyObject *self, const PyMethodDef *ml)
+{
+    PyTypeObject *found = NULL;
+    if (PyType_Check(self)) {
+        found = type_defining((PyTypeObject *)self, ml);
+    }
+    if (found == NULL) {
+        found = type_defining(Py_TYPE(self), ml);
+    }
+    if (found == NULL) {
+        found = PyType_Check(self) ? (PyTypeObject *)self : Py_TYPE(self);
+    }
+    return found;
+}
+
+/* Builds the table entry of the C function called through arg.  Sets
+ * *ignored for the tracer's own methods. */
+static int
+describe_c_function(ft_tracer *tracer, PyObject *arg, ft_func *func,
+                    int *ignored)
+{
+    memset(func, 0, sizeof(*func));
+    func->is_c = 1;
+    func->filename = Py_NewRef(tracer->state->str_builtin);
+    *ignored = 0;
+
+    if (!PyCFunction_Check(arg)) {
+        /* CPython only reports builtin functions; keep going anyway. */
+        func->owner = Py_NewRef((PyObject *)Py_TYPE(arg));
+        func->name = type_qualname(Py_TYPE(arg));
+        return func->name ? 0 : -1;
+    }
+    PyCFunctionObject *cf = (PyCFunctionObject *)arg;
+    PyMethodDef *ml = cf->m_ml;
+    PyObject *self = cf->m_self;
+
+    if (self == NULL || PyModule_Check(self)) {
+        PyObject *modname = NULL;
+        if (self != NULL) {
+            func->owner = Py_NewRef(self);
+            *ignored = PyModule_GetDef(self) == &ft_module_def;
+            modname = PyModule_GetNameObject(self);
+            if (modname == NULL) {
+                PyErr_Clear();
+            }
+        }
+        else {
+            /* Nothing else owns the method definition (the key): keep the
+             * function object itself, which has no self to retain. */
+            func->owner = Py_NewRef(arg);
+            if (cf->m_module != NULL && PyUnicode_Check(cf->m_module)) {
+                modname = Py_NewRef(cf->m_module);
+            }
+        }
+        if (modname == NULL
+            || PyUnicode_CompareWithASCIIString(modname, "builtins") == 0) {
+            func->name = PyUnicode_FromString(ml->ml_name);
+        }
+        else {
+            func->name = PyUnicode_FromFormat("%U.%s", modname, ml->ml_name);
+        }
+        Py_XDECREF(modname);
+        return func->name ? 0 : -1;
+    }
+    PyTypeObject *type = defining_type(self, ml);
+    /* Methods of frametrace's own objects are the tracer, not the trace. */
+    *ignored = PyObject_TypeCheck(self, tracer->state->tracer_type)
+               || PyObject_TypeCheck(self, tracer->state->range_type);
+    func->owner = Py_NewRef((PyObject *)type);
+    PyObject *qualname = type_qualname(type);
+    if (qualname == NULL) {
+        return -1;
+    }
+    func->name = PyUnicode_FromFormat("%U.%s", qualname, ml->ml_name);
+    Py_DECREF(qualname);
+    return func->name ? 0 : -1;
+}
+
+uint32_t
+ft_intern_c_function(ft_tracer *tracer, PyObject *arg, const void *key)
+{
+    ft_saved_exc saved;
+    ft_func func;
+    int ignored;
+    uint32_t id;
+
+    FT_SAVE_EXC(saved);
+    if (describe_c_function(tracer, arg, &func, &ignored) < 0) {
+        /* Never raise from the hook: count it, report it at getEvents(). */
+        PyErr_Clear();
+        Py_CLEAR(func.owner);
+        Py_CLEAR(func.name);
+        Py_CLEAR(func.filename);
+        tracer->intern_failures++;
+        id = FT_NO_ID;
+    }
+    else if (tracer->phase != FT_PHASE_ACTIVE) {
+        Py_CLEAR(func.owner);
+        Py_CLEAR(func.name);
+        Py_CLEAR(func.filename);
+        id = FT_NO_ID;
+    }
+    else {
+        id = ft_functable_find(&tracer->funcs, key);
+        if (id == FT_NO_ID) {
+            id = ft_functable_add(&tracer->funcs, key, func, ignored);
+        }
+        else {
+            Py_CLEAR(func.owner);
+            Py_CLEAR(func.name);
+            Py_CLEAR(func.filename);
+        }
+    }
+    FT_RESTORE_EXC(saved);
+    return id;
+}
+
+uint32_t
+ft_c_function_id(ft_tracer *tracer, PyObject *func, const void *key)
+{
+    uint32_t id = ft_functable_find(&tracer->funcs, key);
+    return id != FT_NO_ID ? id : ft_intern_c_function(tracer, func, key);
+}

@@ -1,0 +1,1335 @@
+/* The tracer's lifecycle, in the order one start() runs it:
+ *
+ * - start: refuse over another profiler (find_conflict(), or the monitoring
+ *   tool id), swap threading's profile hook for our bootstrap, start the
+ *   clock, register every thread alive (its stack at start), install the
+ *   hook on every thread (setprofile) or take the tool id (monitoring);
+ * - thread registration: threads alive at start() are registered there,
+ *   later ones at their first event (ft_thread_of_caller(), through the
+ *   thread-local cache and its generations) or through threading's
+ *   bootstrap (thread_bootstrap()); each thread's ring is faulted in with
+ *   the GIL released at its first record (ft_thread_first_ring());
+ * - stop, the latch: stop_ns taken once, the stacks still running taken,
+ *   the hook removed from every thread, threading's hook restored;
+ * - fork: the child's tracer stops as of the moment before the fork.
+ *
+ * Also the hook object type, what the profile function and the monitoring
+ * callbacks are installed with: this file makes, installs and silences hook
+ * objects (the hot paths only read them), so their type is here rather than
+ * with the Tracer type in tracer.c.  Not here: the hot paths that record
+ * (hook.c, monitor.c), naming C functions (cnames.c), the Tracer type's
+ * methods and attributes (tracer.c). */
+#include "state.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- threads: registration, stacks, names --------------------------- */
+
+/* Frees a thread and what it owns (its ring, stacks and name). */
+static void
+thread_free(ft_thread *thread)
+{
+    if (thread == NULL) {
+        return;
+    }
+    ft_ring_free(&thread->ring);
+    Py_CLEAR(thread->name);
+    free(thread->base_stack);
+    free(thread->stop_stack);
+    free(thread);
+}
+
+/* Ids of the Python frames from top (borrowed, may be NULL) down,
+ * outermost first, into a malloc'd array.  0, or -1 with an exception. */
+static int
+capture_stack(ft_tracer *tracer, PyFrameObject *top, uint32_t **stack,
+                 Py_ssize_t *depth)
+{
+    Py_ssize_t n = 0, cap = 0;
+    uint32_t *ids = NULL;
+    PyFrameObject *frame = top;
+    Py_XINCREF(frame);
+    while (frame != NULL) {
+        if (n == cap) {
+            cap = cap ? cap * 2 : 64;
+            uint32_t *grown = realloc(ids, (size_t)cap * sizeof(uint32_t));
+            if (grown == NULL) {
+                Py_DECREF(frame);
+                free(ids);
+                PyErr_NoMemory();
+                return -1;
+            }
+            ids = grown;
+        }
+        uint32_t id = ft_functable_intern_code(&tracer->funcs,
+                                               ft_frame_code(frame));
+        if (id == FT_NO_ID) {
+            Py_DECREF(frame);
+            free(ids);
+            PyErr_NoMemory();
+            return -1;
+        }
+        /* Frames the hook ignores have no records to match them. */
+        if (!(id & FT_ID_IGNORED)) {
+            ids[n++] = id;
+        }
+        PyFrameObject *back = PyFrame_GetBack(frame);
+        Py_DECREF(frame);
+        frame = back;
+        if (frame == NULL && PyErr_Occurred()) {
+            free(ids);  /* 3.11+ may fail to create the caller's frame */
+            return -1;
+        }
+    }
+    /* Collected innermost first; store outermost first. */
+    for (Py_ssize_t i = 0; i < n / 2; i++) {
+        uint32_t tmp = ids[i];
+        ids[i] = ids[n - 1 - i];
+        ids[n - 1 - i] = tmp;
+    }
+    *stack = ids;
+    *depth = n;
+    return 0;
+}
+
+/* The thread registered with tracer for thread state ts, or NULL. */
+static ft_thread *
+find_thread(const ft_tracer *tracer, PyThreadState *ts)
+{
+    uint64_t tstate_id = PyThreadState_GetID(ts);
+    for (Py_ssize_t i = 0; i < tracer->nthreads; i++) {
+        if (tracer->threads[i]->tstate_id == tstate_id) {
+            return tracer->threads[i];
+        }
+    }
+    return NULL;
+}
+
+/* Registers (or finds, by thread state) the thread ts with tracer, capturing
+ * its Python stack (from top, borrowed, may be NULL) as the base stack at
+ * base_ticks.  Returns the thread (owned by tracer), or NULL with an
+ * exception set. */
+static ft_thread *
+register_thread(ft_tracer *tracer, PyThreadState *ts, PyFrameObject *top,
+                   int64_t base_ticks)
+{
+    ft_thread *thread = find_thread(tracer, ts);
+    if (thread != NULL) {
+        /* The thread was registered already (threading's bootstrap
+         * replaced the hook start() had installed): go on recording into
+         * the same buffer. */
+        return thread;
+    }
+    thread = calloc(1, sizeof(ft_thread));
+    if (thread == NULL) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    thread->capacity = tracer->buffer_size;
+    thread->thread_id = ft_tstate_thread_id(ts);
+    thread->native_id = ft_tstate_native_id(ts);
+    thread->tstate_id = PyThreadState_GetID(ts);
+    thread->base_ticks = base_ticks;
+    if (capture_stack(tracer, top, &thread->base_stack,
+                         &thread->base_depth) < 0) {
+        goto error;
+    }
+    /* Grow and append last, with no call in between that could run Python
+     * code and let another thread register meanwhile. */
+    if (tracer->nthreads == tracer->threads_cap) {
+        Py_ssize_t cap = tracer->threads_cap ? tracer->threads_cap * 2 : 8;
+        ft_thread **grown = realloc(tracer->threads,
+                                    (size_t)cap * sizeof(ft_thread *));
+        if (grown == NULL) {
+            PyErr_NoMemory();
+            goto error;
+        }
+        tracer->threads = grown;
+        tracer->threads_cap = cap;
+    }
+    tracer->threads[tracer->nthreads++] = thread;
+    return thread;
+
+error:
+    thread_free(thread);
+    return NULL;
+}
+
+void
+ft_free_threads(ft_tracer *self)
+{
+    for (Py_ssize_t i = 0; i < self->nthreads; i++) {
+        thread_free(self->threads[i]);
+    }
+    free(self->threads);
+    self->threads = NULL;
+    self->nthreads = 0;
+    self->threads_cap = 0;
+}
+
+/* {ident: name} of the threads threading knows (new reference; NULL when
+ * even that failed).  Runs Python code; never raises: names are best
+ * effort. */
+static PyObject *
+thread_names(void)
+{
+    ft_saved_exc saved;
+    FT_SAVE_EXC(saved);
+    PyObject *names = PyDict_New();
+    PyObject *threading = PyImport_ImportModule("threading");
+    /* Every Thread object threading knows: dummy ones for foreign threads
+     * included, with no ident yet for those not started. */
+    PyObject *threads = threading
+        ? PyObject_CallMethod(threading, "enumerate", NULL) : NULL;
+    PyObject *list = threads ? PySequence_List(threads) : NULL;
+    for (Py_ssize_t i = 0; names && list && i < PyList_GET_SIZE(list); i++) {
+        PyObject *thread = PyList_GET_ITEM(list, i);
+        PyObject *ident = PyObject_GetAttrString(thread, "ident");
+        PyObject *name = ident && PyLong_Check(ident)
+            ? PyObject_GetAttrString(thread, "name") : NULL;
+        if (name != NULL && PyUnicode_Check(name)) {
+            PyDict_SetItem(names, ident, name);
+        }
+        Py_XDECREF(name);
+        Py_XDECREF(ident);
+        PyErr_Clear();
+    }
+    Py_XDECREF(list);
+    Py_XDECREF(threads);
+    Py_XDECREF(threading);
+    PyErr_Clear();
+    FT_RESTORE_EXC(saved);
+    return names;
+}
+
+/* Gives thread its name from such a dict.  Runs no Python code. */
+static void
+name_thread(ft_thread *thread, PyObject *names)
+{
+    if (names == NULL) {
+        return;
+    }
+    PyObject *ident = PyLong_FromUnsignedLong(thread->thread_id);
+    PyObject *name = ident ? PyDict_GetItemWithError(names, ident) : NULL;
+    if (name != NULL) {
+        Py_XSETREF(thread->name, Py_NewRef(name));
+    }
+    Py_XDECREF(ident);
+    PyErr_Clear();
+}
+
+/* ---- a thread's ring ------------------------------------------------ */
+
+/* ft_ring_alloc() with the GIL released meanwhile (faulting a ring in takes
+ * milliseconds).  Other threads run: callers check their state again. */
+static int
+ring_alloc_released(ft_ring *ring, uint64_t capacity, int64_t origin)
+{
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = ft_ring_alloc(ring, capacity, origin);
+    Py_END_ALLOW_THREADS
+    return rc;
+}
+
+/* Gives th, the calling thread's, its ring, and its ids from the thread
+ * itself.  Runs no Python code. */
+static void
+adopt_ring(ft_thread *th, const ft_ring *ring)
+{
+    th->ring = *ring;
+    /* A thread state registered before its OS thread bound it had no ids
+     * yet (3.12+: 0), or its creator's (3.10/3.11). */
+    th->thread_id = PyThread_get_thread_ident();
+    th->native_id = PyThread_get_thread_native_id();
+}
+
+int
+ft_thread_first_ring(ft_tracer *tracer, ft_thread *th, ft_hookobject *hook,
+                     int64_t *ts)
+{
+    /* A thread's first record: allocate its ring now, so idle threads cost
+     * nothing.  Faulting it in takes milliseconds: let the other threads
+     * run meanwhile (one of them may stop the tracer, and then clear it:
+     * th is not touched after that). */
+    ft_ring ring;
+    PyObject *holder = hook != NULL ? (PyObject *)hook : (PyObject *)tracer;
+    Py_INCREF(holder);
+    int rc = ring_alloc_released(&ring, th->capacity, *ts);
+    int stopped = hook != NULL ? hook->thread == NULL
+                               : tracer->phase != FT_PHASE_ACTIVE;
+    if (stopped) {
+        if (rc == 0) {
+            ft_ring_free(&ring);
+        }
+    }
+    else if (rc < 0) {
+        th->lost++;
+    }
+    else {
+        adopt_ring(th, &ring);
+    }
+    /* All references but ours may have gone meanwhile: then releasing it
+     * frees the tracer (the monitoring backend's holder) or stops it. */
+    int last = Py_REFCNT(holder) == 1;
+    Py_DECREF(holder);
+    if (stopped || rc < 0 || last) {
+        return -1;
+    }
+    /* Faulting the ring in took time: leave it out of the event. */
+    *ts = ft_clock_ticks(&tracer->clock);
+    return 0;
+}
+
+/* ---- the caller's thread, through thread-local storage -------------- */
+
+FT_TLS ft_thread_cache ft_tls_cache;
+/* Guarded by the GIL. */
+static uint64_t last_generation;
+
+/* A new generation, for a tracer that starts. */
+static uint64_t
+next_generation(void)
+{
+    return ++last_generation;
+}
+
+ft_thread *
+ft_thread_of_caller(ft_tracer *tracer, int starting)
+{
+    PyThreadState *ts = PyThreadState_Get();
+    ft_thread *th = find_thread(tracer, ts);
+    if (th == NULL) {
+        /* Threads alive at start() were registered then; later ones
+         * register here. */
+        ft_saved_exc saved;
+        FT_SAVE_EXC(saved);
+        int64_t base = ft_clock_ticks(&tracer->clock);
+        PyFrameObject *top = PyThreadState_GetFrame(ts);
+        if (starting && top != NULL) {
+            /* A call event's frame is the callee: its call is this event. */
+            Py_SETREF(top, PyFrame_GetBack(top));
+        }
+        Py_INCREF(tracer);
+        th = register_thread(tracer, ts, top, base);
+        Py_XDECREF(top);
+        PyErr_Clear();  /* never raise from a hook */
+        FT_RESTORE_EXC(saved);
+        if (th != NULL && tracer->phase == FT_PHASE_ACTIVE) {
+            PyObject *names = thread_names();  /* Python code */
+            if (tracer->phase == FT_PHASE_ACTIVE) {
+                name_thread(th, names);
+            }
+            Py_XDECREF(names);
+        }
+        /* Ours may be the last reference now: releasing it frees the
+         * tracer, and th with it. */
+        int gone = th == NULL || tracer->phase != FT_PHASE_ACTIVE
+                   || Py_REFCNT(tracer) == 1;
+        Py_DECREF(tracer);
+        if (gone) {
+            return NULL;
+        }
+    }
+    ft_cache_thread(tracer, th);
+    return th;
+}
+
+/* ---- hook objects --------------------------------------------------- */
+
+static void
+hook_dealloc(ft_hookobject *self)
+{
+    PyTypeObject *type = Py_TYPE(self);
+    PyObject_Free(self);
+    Py_DECREF(type);
+}
+
+static PyType_Slot hook_slots[] = {
+    {Py_tp_doc, "The argument frametrace's profile function and monitoring "
+                "callbacks find their tracer through (internal)."},
+    {Py_tp_dealloc, hook_dealloc},
+    {0, NULL},
+};
+
+PyType_Spec ft_hook_spec = {
+    .name = "frametrace._tracer._ThreadHook",
+    .basicsize = sizeof(ft_hookobject),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE
+             | Py_TPFLAGS_DISALLOW_INSTANTIATION,
+    .slots = hook_slots,
+};
+
+/* A new hook object for thread th (a new reference; tracer->hooks holds
+ * another), or NULL with an exception set. */
+#if !FT_SHARED_HOOK
+static ft_hookobject *
+new_thread_hook(ft_tracer *tracer, ft_thread *thread)
+{
+    ft_hookobject *hook = PyObject_New(ft_hookobject,
+                                       tracer->state->hook_type);
+    if (hook == NULL) {
+        return NULL;
+    }
+    hook->tracer = tracer;
+    hook->thread = thread;
+    hook->generation = tracer->generation;
+    if (PyList_Append(tracer->hooks, (PyObject *)hook) < 0) {
+        hook->tracer = NULL;
+        hook->thread = NULL;
+        Py_DECREF(hook);
+        return NULL;
+    }
+    return hook;
+}
+#endif
+
+#if FT_SHARED_HOOK
+/* The hook object of every thread, for start(): a new reference, or NULL
+ * with an exception. */
+static PyObject *
+new_shared_hook(ft_tracer *self)
+{
+    ft_hookobject *hook = PyObject_New(ft_hookobject, self->state->hook_type);
+    if (hook == NULL) {
+        return NULL;
+    }
+    hook->tracer = self;  /* borrowed: cleared by uninstall_hooks() */
+    hook->thread = NULL;
+    hook->generation = self->generation;
+    return (PyObject *)hook;
+}
+#endif
+
+/* ---- installing and removing the hook ------------------------------- */
+
+/* Whether a thread's profile function is the hook of a stopped tracer: inert,
+ * it goes at the thread's next event (3.12+) or with the next start(). */
+static int
+is_inert(Py_tracefunc func, PyObject *obj)
+{
+    return func == ft_hook && ((ft_hookobject *)obj)->tracer == NULL;
+}
+
+/* The first thread (other than through our own hook or bootstrap) with a
+ * profile function installed, described in a new string; NULL if none. */
+static PyObject *
+find_conflict(ft_tracer *self)
+{
+    unsigned long thread_id = 0;
+    PyObject *other = NULL;
+    PyThreadState *ts = PyInterpreterState_ThreadHead(PyInterpreterState_Get());
+    for (; ts != NULL; ts = PyThreadState_Next(ts)) {
+        Py_tracefunc func = ft_tstate_profile_func(ts);
+        PyObject *obj = ft_tstate_profile_obj(ts);
+        if (func == NULL || obj == self->state->thread_bootstrap
+            || is_inert(func, obj)) {
+            continue;
+        }
+        thread_id = ft_tstate_thread_id(ts);
+        other = Py_NewRef(obj ? obj : Py_None);
+        break;
+    }
+    if (other != NULL) {
+        PyObject *msg = PyUnicode_FromFormat(
+            "another profiler is installed on thread %lu: %R (cProfile, "
+            "sys.setprofile() or another PyEval_SetProfile() hook); stop it "
+            "before starting frametrace", thread_id, other);
+        Py_DECREF(other);
+        return msg;
+    }
+#if FT_HAVE_MONITORING
+    /* cProfile uses sys.monitoring's profiler tool id on 3.12+. */
+    PyObject *monitoring = PyImport_ImportModule("sys");
+    PyObject *tool = NULL;
+    if (monitoring != NULL) {
+        Py_SETREF(monitoring, PyObject_GetAttrString(monitoring, "monitoring"));
+    }
+    if (monitoring != NULL) {
+        PyObject *id = PyObject_GetAttrString(monitoring, "PROFILER_ID");
+        if (id != NULL) {
+            tool = PyObject_CallMethod(monitoring, "get_tool", "O", id);
+            Py_DECREF(id);
+        }
+        Py_DECREF(monitoring);
+    }
+    if (tool == NULL) {
+        return NULL;  /* exception set */
+    }
+    if (tool != Py_None) {
+        PyObject *msg = PyUnicode_FromFormat(
+            "another profiler holds sys.monitoring.PROFILER_ID: %R (cProfile "
+            "uses it on Python 3.12+); stop it before starting frametrace",
+            tool);
+        Py_DECREF(tool);
+        return msg;
+    }
+    Py_DECREF(tool);
+#endif
+    return NULL;
+}
+
+/* Sets threading's profile hook (for threads started from now on) to hook,
+ * returning the previous one (new reference) or NULL on error. */
+static PyObject *
+swap_threading_profile(PyObject *hook)
+{
+    PyObject *threading = PyImport_ImportModule("threading");
+    if (threading == NULL) {
+        return NULL;
+    }
+    PyObject *prev = PyObject_CallMethod(threading, "getprofile", NULL);
+    if (prev != NULL) {
+        PyObject *res = PyObject_CallMethod(threading, "setprofile", "O",
+                                            hook);
+        if (res == NULL) {
+            Py_CLEAR(prev);
+        }
+        Py_XDECREF(res);
+    }
+    Py_DECREF(threading);
+    return prev;
+}
+
+static void
+restore_threading_profile(ft_tracer *self)
+{
+    PyObject *prev = self->prev_thread_hook;
+    self->prev_thread_hook = NULL;
+    if (prev == NULL) {
+        return;
+    }
+    if (FT_FINALIZING()) {
+        Py_DECREF(prev);  /* threading is going away with everything else */
+        return;
+    }
+    PyObject *threading = PyImport_ImportModule("threading");
+    PyObject *current = threading
+        ? PyObject_CallMethod(threading, "getprofile", NULL) : NULL;
+    /* Someone may have set their own hook meanwhile: leave it. */
+    if (current == self->state->thread_bootstrap) {
+        PyObject *res = PyObject_CallMethod(threading, "setprofile", "O", prev);
+        Py_XDECREF(res);
+    }
+    if (PyErr_Occurred()) {
+        PyErr_WriteUnraisable(NULL);
+    }
+    Py_XDECREF(current);
+    Py_XDECREF(threading);
+    Py_DECREF(prev);
+}
+
+/* A thread state seen in a walk of the thread list.  Setting a profile
+ * function runs audit hooks, which are Python code that may let a thread
+ * exit: such entries are checked again before each use. */
+typedef struct {
+    PyThreadState *ts;
+    uint64_t id;
+    ft_hookobject *hook;  /* borrowed: held by self->hooks (3.10/3.11) */
+} thread_entry;
+
+/* The thread states of one walk, collected in pure C before any is set. */
+typedef struct {
+    thread_entry *items;  /* malloc'd; the caller frees it */
+    size_t n;
+    size_t cap;
+} thread_list;
+
+/* Appends ts (hook NULL), doubling the array when full.  The new entry, or
+ * NULL when out of memory, with no exception set: a removal must not
+ * raise. */
+static thread_entry *
+thread_list_append(thread_list *list, PyThreadState *ts)
+{
+    if (list->n == list->cap) {
+        size_t cap = list->cap ? list->cap * 2 : 16;
+        thread_entry *grown = realloc(list->items, cap * sizeof(thread_entry));
+        if (grown == NULL) {
+            return NULL;
+        }
+        list->items = grown;
+        list->cap = cap;
+    }
+    thread_entry *entry = &list->items[list->n++];
+    entry->ts = ts;
+    entry->id = PyThreadState_GetID(ts);
+    entry->hook = NULL;
+    return entry;
+}
+
+#if FT_NEED_CHECKED_WALK
+/* Whether ts (seen with this id) is still a live thread state. */
+static int
+tstate_alive(PyThreadState *ts, uint64_t id)
+{
+    PyThreadState *p = PyInterpreterState_ThreadHead(PyInterpreterState_Get());
+    for (; p != NULL; p = PyThreadState_Next(p)) {
+        if (p == ts) {
+            return PyThreadState_GetID(p) == id;
+        }
+    }
+    return 0;
+}
+#endif
+
+static int
+is_ours(ft_tracer *self, PyThreadState *ts)
+{
+    PyObject *obj = ft_tstate_profile_obj(ts);
+    if (obj == self->state->thread_bootstrap) {
+        return 1;
+    }
+    if (ft_tstate_profile_func(ts) != ft_hook) {
+        return 0;
+    }
+#if FT_SHARED_HOOK
+    /* Still ours once stop() has silenced it. */
+    return obj == self->hook;
+#else
+    return ((ft_hookobject *)obj)->tracer == self;
+#endif
+}
+
+/* Takes the stack of thread th (running as ts) at stop. */
+static void
+take_stop_stack(ft_tracer *self, ft_thread *th, PyThreadState *ts)
+{
+    if (th == NULL || th->stop_stack != NULL) {
+        return;
+    }
+    PyFrameObject *top = PyThreadState_GetFrame(ts);
+    if (capture_stack(self, top, &th->stop_stack, &th->stop_depth) < 0) {
+        /* Replay then goes without it: only frames lost to overflow are
+         * affected. */
+        PyErr_Clear();
+        th->stop_stack = NULL;
+    }
+    else if (th->stop_stack == NULL) {
+        th->stop_stack = malloc(sizeof(uint32_t));  /* empty */
+    }
+    Py_XDECREF(top);
+}
+
+#if FT_SHARED_HOOK
+#if FT_NEED_CHECKED_WALK
+/* What PyEval_SetProfileAllThreads(func, arg) does, where it is unsafe
+ * (FT_ALL_THREADS_CALL_SAFE): the thread states are listed in pure C
+ * first, and each is checked to be alive before its call, whose audit
+ * hooks may let threads exit.  With func NULL, only threads where this
+ * tracer's hook still is.  0, or -1 with an exception (installing only: a
+ * refused removal leaves the hook, silenced, and is reported). */
+static int
+set_profile_checked(ft_tracer *self, Py_tracefunc func, PyObject *arg)
+{
+    int gc_was_enabled = PyGC_Disable();
+    thread_list todo = {NULL, 0, 0};
+    int rc = 0;
+    PyThreadState *ts = PyInterpreterState_ThreadHead(PyInterpreterState_Get());
+    for (; ts != NULL; ts = PyThreadState_Next(ts)) {
+        if (func == NULL && !is_ours(self, ts)) {
+            continue;
+        }
+        if (thread_list_append(&todo, ts) == NULL) {
+            PyErr_NoMemory();
+            rc = -1;
+            break;
+        }
+    }
+    for (size_t i = 0; rc == 0 && i < todo.n; i++) {
+        thread_entry *entry = &todo.items[i];
+        if (func != NULL && self->phase != FT_PHASE_ACTIVE) {
+            break;  /* an audit hook stopped the tracer */
+        }
+        if (!tstate_alive(entry->ts, entry->id)
+            || (func == NULL && !is_ours(self, entry->ts))) {
+            continue;
+        }
+        if (_PyEval_SetProfile(entry->ts, func, arg) < 0) {
+            if (func != NULL) {
+                rc = -1;
+            }
+            else {
+                PyErr_WriteUnraisable(NULL);
+            }
+        }
+    }
+    if (rc < 0 && func == NULL) {
+        PyErr_WriteUnraisable(NULL);  /* never raise from a removal */
+        rc = 0;
+    }
+    free(todo.items);
+    if (gc_was_enabled) {
+        PyGC_Enable();
+    }
+    return rc;
+}
+#endif
+
+/* PyEval_SetProfileAllThreads(func, arg) where it is safe, else the same
+ * done by hand.  0, or -1 with an exception (installing only). */
+static int
+set_profile_all(ft_tracer *self, Py_tracefunc func, PyObject *arg)
+{
+#if FT_NEED_CHECKED_WALK
+    if (!FT_ALL_THREADS_CALL_SAFE()) {
+        return set_profile_checked(self, func, arg);
+    }
+#endif
+    (void)self;
+    PyEval_SetProfileAllThreads(func, arg);
+    return 0;
+}
+
+/* Installs the shared hook on every thread.  0, or -1 with an exception. */
+static int
+install_shared_hook(ft_tracer *self)
+{
+    /* Held: an audit hook may stop the tracer, which drops its own, before
+     * any thread holds one. */
+    PyObject *hook = Py_NewRef(self->hook);
+    int rc = set_profile_all(self, ft_hook, hook);
+    Py_DECREF(hook);
+    if (rc < 0) {
+        return -1;
+    }
+    /* It reports a refusal (an audit hook's exception) as unraisable only:
+     * the caller's thread tells.  Unless the tracer stopped meanwhile (an
+     * audit hook may stop it). */
+    if (self->phase == FT_PHASE_ACTIVE
+        && !is_ours(self, PyThreadState_Get())) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "the profile function could not be installed: an "
+                        "audit hook refused sys.setprofile (see the "
+                        "exception reported above)");
+        return -1;
+    }
+    return 0;
+}
+
+/* Removes this tracer's hook from every thread, taking each hooked thread's
+ * stack first if take_stacks.
+ *
+ * No public call removes the profile function of one other thread:
+ * PyEval_SetProfile() acts on the caller, PyEval_SetProfileAllThreads() on
+ * all.  When every thread has our hook or none, the latter does it.  When
+ * another tool has installed its own on some thread meanwhile, it is left
+ * alone: the caller's thread drops ours now, and every other thread drops
+ * ours itself at its next event (hook_off() in hook.c), silenced until then.
+ * Those threads then pay for a profile function a while longer, but only
+ * while another tool's keeps CPython's profiling layer on anyway.
+ *
+ * Setting the profile function runs the audit hooks of "sys.setprofile"
+ * once per thread (Python code): a thread that sets its own profile
+ * function while they run, with the GIL released, can lose it. */
+static void
+uninstall_hooks(ft_tracer *self, int take_stacks)
+{
+    ft_hookobject *hook = (ft_hookobject *)self->hook;
+    if (hook == NULL) {
+        return;  /* not installed, or removed already */
+    }
+    /* Pure C first, GC off so that allocations run no finalizer. */
+    int gc_was_enabled = PyGC_Disable();
+    int any_ours = 0, all_ours = 1;
+    PyInterpreterState *interp = PyInterpreterState_Get();
+    PyThreadState *ts = PyInterpreterState_ThreadHead(interp);
+    for (; ts != NULL; ts = PyThreadState_Next(ts)) {
+        Py_tracefunc func = ft_tstate_profile_func(ts);
+        if (is_ours(self, ts)) {
+            any_ours = 1;
+            if (take_stacks && func == ft_hook) {
+                take_stop_stack(self, find_thread(self, ts), ts);
+            }
+        }
+        else if (func != NULL && !is_inert(func, ft_tstate_profile_obj(ts))) {
+            all_ours = 0;
+        }
+    }
+    /* Silenced first: events from here on record nothing. */
+    hook->tracer = NULL;
+    if (any_ours) {
+        if (all_ours) {
+            (void)set_profile_all(self, NULL, NULL);
+        }
+        else if (is_ours(self, PyThreadState_Get())) {
+            PyEval_SetProfile(NULL, NULL);
+        }
+    }
+    Py_CLEAR(self->hook);
+    if (gc_was_enabled) {
+        PyGC_Enable();
+    }
+}
+#else
+/* Removes this tracer's hook from every thread, taking each hooked thread's
+ * stack first if take_stacks. */
+static void
+uninstall_hooks(ft_tracer *self, int take_stacks)
+{
+    /* Pure C first, GC off so that allocations run no finalizer: the
+     * stacks, the list of threads to visit, and silencing every hook. */
+    int gc_was_enabled = PyGC_Disable();
+    thread_list todo = {NULL, 0, 0};
+    PyThreadState *ts = PyInterpreterState_ThreadHead(PyInterpreterState_Get());
+    for (; ts != NULL; ts = PyThreadState_Next(ts)) {
+        if (!is_ours(self, ts)) {
+            continue;
+        }
+        if (take_stacks && ft_tstate_profile_func(ts) == ft_hook) {
+            ft_hookobject *hook = (ft_hookobject *)ft_tstate_profile_obj(ts);
+            take_stop_stack(self, hook->thread, ts);
+        }
+        if (thread_list_append(&todo, ts) == NULL) {
+            break;  /* the rest stay installed, silenced below */
+        }
+    }
+    if (self->hooks != NULL) {
+        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(self->hooks); i++) {
+            ((ft_hookobject *)PyList_GET_ITEM(self->hooks, i))->thread = NULL;
+        }
+    }
+    for (size_t i = 0; i < todo.n; i++) {
+        thread_entry *entry = &todo.items[i];
+        if (tstate_alive(entry->ts, entry->id) && is_ours(self, entry->ts)
+            && _PyEval_SetProfile(entry->ts, NULL, NULL) < 0) {
+            /* An audit hook refused: the hook stays, inert. */
+            PyErr_WriteUnraisable(NULL);
+        }
+    }
+    free(todo.items);
+    /* Hooks registered meanwhile (a thread's bootstrap, while an audit hook
+     * ran) are silenced here too.  thread is cleared first, always: the hot
+     * path reads the tracer only when its thread is set. */
+    if (self->hooks != NULL) {
+        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(self->hooks); i++) {
+            ft_hookobject *hook = (ft_hookobject *)PyList_GET_ITEM(self->hooks, i);
+            hook->thread = NULL;
+            hook->tracer = NULL;
+        }
+    }
+    Py_CLEAR(self->hooks);
+    if (gc_was_enabled) {
+        PyGC_Enable();
+    }
+}
+
+#endif
+
+#if FT_HAVE_MONITORING
+/* The monitoring backend's threads are found by thread state, not hook. */
+static void
+take_stop_stacks(ft_tracer *self)
+{
+    int gc_was_enabled = PyGC_Disable();
+    PyThreadState *ts = PyInterpreterState_ThreadHead(PyInterpreterState_Get());
+    for (; ts != NULL; ts = PyThreadState_Next(ts)) {
+        ft_thread *th = find_thread(self, ts);
+        if (th != NULL) {
+            take_stop_stack(self, th, ts);
+        }
+    }
+    if (gc_was_enabled) {
+        PyGC_Enable();
+    }
+}
+#endif
+
+/* ---- start ---------------------------------------------------------- */
+
+/* Registers thread ts (its stack) without installing the hook yet; the
+ * caller's thread gets the ring given in caller_ring.  Runs no Python code.
+ * Returns the thread, or NULL with an exception. */
+static ft_thread *
+register_existing(ft_tracer *self, PyThreadState *ts, PyObject *names,
+                  ft_ring *caller_ring)
+{
+    PyFrameObject *top = PyThreadState_GetFrame(ts);
+    ft_thread *th = register_thread(self, ts, top, 0);
+    Py_XDECREF(top);
+    if (th == NULL) {
+        return NULL;
+    }
+    if (ts == PyThreadState_Get()) {
+        adopt_ring(th, caller_ring);
+        th->ring.last = self->clock.anchors[0].ticks;  /* start() */
+        memset(caller_ring, 0, sizeof(*caller_ring));
+    }
+    name_thread(th, names);
+    return th;
+}
+
+static int start_claimed(ft_tracer *self);
+
+int
+ft_tracer_start(ft_tracer *self)
+{
+    ft_state *state = self->state;
+    switch (self->phase) {
+    case FT_PHASE_ACTIVE:
+        PyErr_SetString(PyExc_RuntimeError,
+                        "start() called twice: this Tracer is already active");
+        return -1;
+    case FT_PHASE_STOPPED:
+    case FT_PHASE_CLEARED:
+        PyErr_SetString(PyExc_RuntimeError,
+                        "this Tracer has already run and stopped; a Tracer "
+                        "records once: create a new one");
+        return -1;
+    }
+    if (state->active != NULL) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "another frametrace Tracer is already active in this "
+                        "interpreter; stop it first");
+        return -1;
+    }
+    /* start() runs Python code before the tracer is active (conflict checks,
+     * thread names, threading's hook, audit hooks), which may let another
+     * thread, or that code itself, start a tracer: one start() at a time. */
+    if (state->starting != NULL) {
+        PyErr_SetString(PyExc_RuntimeError, state->starting == self
+                        ? "start() called twice: this Tracer is already starting"
+                        : "another frametrace Tracer is starting in this "
+                          "interpreter; stop it first");
+        return -1;
+    }
+    state->starting = self;
+    state->starting_thread = PyThread_get_thread_ident();
+    int rc = start_claimed(self);
+    state->starting = NULL;
+    return rc;
+}
+
+/* start() once this tracer is the only one starting. */
+static int
+start_claimed(ft_tracer *self)
+{
+    ft_state *state = self->state;
+#if FT_HAVE_MONITORING
+    int monitoring = self->backend == FT_BACKEND_MONITORING;
+    PyObject *conflict = monitoring ? ft_monitor_conflict() : find_conflict(self);
+#else
+    int monitoring = 0;
+    PyObject *conflict = find_conflict(self);
+#endif
+    if (ft_refuse_conflict(conflict) < 0) {
+        return -1;
+    }
+    /* Everything that runs Python code comes before the tracer is active:
+     * threads' names, threading's hook, and faulting the caller's ring in
+     * (which takes a while, and is no part of the trace). */
+    ft_ring caller_ring;
+    /* Its origin is set once the clock has started. */
+    if (ft_ring_alloc(&caller_ring, self->buffer_size, 0) < 0) {
+        PyErr_Format(PyExc_MemoryError, "cannot allocate a ring of %llu "
+                     "events (buffer_size)",
+                     (unsigned long long)self->buffer_size);
+        return -1;
+    }
+    PyObject *names = thread_names();
+    self->generation = next_generation();
+#if FT_SHARED_HOOK
+    if (!monitoring) {
+        self->hook = new_shared_hook(self);
+    }
+    if (!monitoring && self->hook == NULL) {
+#else
+    self->hooks = PyList_New(0);
+    if (self->hooks == NULL) {
+#endif
+        Py_XDECREF(names);
+        ft_ring_free(&caller_ring);
+        return -1;
+    }
+    /* Threads started from now on install the hook themselves (with the
+     * monitoring backend, which sees every thread, they only get named). */
+    self->prev_thread_hook = swap_threading_profile(state->thread_bootstrap);
+    if (self->prev_thread_hook == NULL
+        || ft_clock_start(&self->clock, self->clock.use_cycles) < 0) {
+        if (!PyErr_Occurred()) {
+            PyErr_NoMemory();
+        }
+        restore_threading_profile(self);
+        Py_CLEAR(self->hooks);
+        Py_CLEAR(self->hook);
+        Py_XDECREF(names);
+        ft_ring_free(&caller_ring);
+        return -1;
+    }
+    ft_anchor start = self->clock.anchors[0];
+    self->start_ns = start.ns;
+    state->active = self;
+    self->phase = FT_PHASE_ACTIVE;
+
+    /* Register every thread in pure C, with the GC off so that allocations
+     * run no finalizer: nothing else runs while the list is walked. */
+    int gc_was_enabled = PyGC_Disable();
+    PyThreadState *current = PyThreadState_Get();
+    thread_list entries = {NULL, 0, 0};
+    int rc = 0;
+    /* The caller first: its events come first in getEvents(). */
+    PyThreadState *ts = current;
+    PyThreadState *next = PyInterpreterState_ThreadHead(
+        PyThreadState_GetInterpreter(current));
+    while (rc == 0 && ts != NULL) {
+        thread_entry *entry = thread_list_append(&entries, ts);
+        if (entry == NULL) {
+            PyErr_NoMemory();
+            rc = -1;
+            break;
+        }
+        ft_thread *th = register_existing(self, ts, names, &caller_ring);
+        if (th == NULL) {
+            rc = -1;
+            break;
+        }
+        th->base_ticks = start.ticks;
+#if !FT_SHARED_HOOK
+        if (!monitoring) {
+            entry->hook = new_thread_hook(self, th);
+            if (entry->hook == NULL) {
+                rc = -1;
+                break;
+            }
+            Py_DECREF(entry->hook);  /* self->hooks holds it */
+        }
+#endif
+        if (next == current) {
+            next = PyThreadState_Next(next);
+        }
+        ts = next;
+        next = next ? PyThreadState_Next(next) : NULL;
+        if (ts == current) {
+            ts = next;
+            next = next ? PyThreadState_Next(next) : NULL;
+        }
+    }
+#if FT_SHARED_HOOK
+    if (rc == 0 && !monitoring) {
+        rc = install_shared_hook(self);
+    }
+#else
+    /* Installing runs audit hooks (Python code): check each thread state
+     * is still alive first.  They may stop the tracer, which drops its list
+     * of hooks: held meanwhile. */
+    PyObject *hooks = Py_XNewRef(self->hooks);
+    for (size_t i = 0; rc == 0 && !monitoring && i < entries.n
+                       && self->phase == FT_PHASE_ACTIVE; i++) {
+        thread_entry *entry = &entries.items[i];
+        if (tstate_alive(entry->ts, entry->id)) {
+            rc = _PyEval_SetProfile(entry->ts, ft_hook,
+                                    (PyObject *)entry->hook);
+        }
+    }
+    Py_XDECREF(hooks);
+#endif
+    free(entries.items);
+    if (gc_was_enabled) {
+        PyGC_Enable();
+    }
+    Py_XDECREF(names);
+    ft_ring_free(&caller_ring);  /* if it was not handed over */
+#if FT_HAVE_MONITORING
+    if (rc == 0 && monitoring) {
+        rc = ft_monitor_start(self);
+    }
+#endif
+    if (rc < 0) {
+        ft_saved_exc saved;
+        FT_SAVE_EXC(saved);
+        state->active = NULL;
+        self->phase = FT_PHASE_NEW;
+#if FT_HAVE_MONITORING
+        ft_monitor_stop(self);
+#endif
+        uninstall_hooks(self, 0);
+        restore_threading_profile(self);
+        ft_free_threads(self);
+        self->start_ns = 0;
+        FT_RESTORE_EXC(saved);
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- stop: the latch ------------------------------------------------ */
+
+/* The latched stop: the first call records stop_ns (now, or at the anchor
+ * `at` taken earlier) and removes the hook; every later call does nothing.
+ * Never fails. */
+static void
+latch_stop_at(ft_tracer *self, const ft_anchor *at)
+{
+    if (self->phase != FT_PHASE_ACTIVE) {
+        return;
+    }
+    /* Every record was written before this anchor: converted, none can
+     * end after stop_ns.  With an earlier anchor, the records after it
+     * are past stop_ns: the replay drops them. */
+    self->stop_ns = at != NULL ? at->ns : ft_clock_anchor(&self->clock).ns;
+    self->phase = FT_PHASE_STOPPED;
+    /* Before uninstalling, which may run Python code: threads starting
+     * meanwhile must not register with a stopping tracer. */
+    if (self->state->active == self) {
+        self->state->active = NULL;
+    }
+#if FT_HAVE_MONITORING
+    if (self->backend == FT_BACKEND_MONITORING) {
+        take_stop_stacks(self);
+        ft_monitor_stop(self);
+    }
+#endif
+    uninstall_hooks(self, 1);
+    restore_threading_profile(self);
+    /* Threads may have been renamed while traced. */
+    PyObject *names = thread_names();
+    for (Py_ssize_t i = 0; i < self->nthreads; i++) {
+        name_thread(self->threads[i], names);
+    }
+    Py_XDECREF(names);
+}
+
+void
+ft_tracer_stop(ft_tracer *self)
+{
+    latch_stop_at(self, NULL);
+}
+
+/* ---- threads started while a tracer is active ----------------------- */
+
+/* Profile function given to threading.setprofile(): each thread started
+ * while a tracer is active calls it at its first event, and it replaces
+ * itself with the C hook on that thread. */
+static PyObject *
+thread_bootstrap(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    ft_state *state = ft_get_state(module);
+    ft_tracer *tracer = state->active;
+
+    if (tracer == NULL) {
+        /* Tracing ended before this thread ran. */
+        PyEval_SetProfile(NULL, NULL);
+        Py_RETURN_NONE;
+    }
+    if (nargs != 3 || !PyFrame_Check(args[0]) || !PyUnicode_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "_thread_bootstrap(frame, event, arg) is called by "
+                        "the interpreter as a profile function");
+        return NULL;
+    }
+    /* Threads' names run Python code (untraced: this is a profile
+     * function), during which the tracer may stop: look again after. */
+    PyObject *names = thread_names();
+    tracer = state->active;
+    if (tracer == NULL || tracer->phase != FT_PHASE_ACTIVE) {
+        Py_XDECREF(names);
+        PyEval_SetProfile(NULL, NULL);
+        Py_RETURN_NONE;
+    }
+    if (tracer->backend == FT_BACKEND_MONITORING) {
+        /* sys.monitoring records this thread already; threading calls this
+         * once the thread is in threading._active: only its name is new. */
+        ft_thread *th = find_thread(tracer, PyThreadState_Get());
+        if (th != NULL) {
+            name_thread(th, names);
+        }
+        Py_XDECREF(names);
+        PyEval_SetProfile(NULL, NULL);
+        Py_RETURN_NONE;
+    }
+    /* Fault the thread's ring in first, with the GIL released, so that the
+     * time it takes is no part of the thread's trace. */
+    ft_ring ring;
+    Py_INCREF(tracer);
+    int ring_rc = ring_alloc_released(&ring, tracer->buffer_size,
+                                         ft_clock_ticks(&tracer->clock));
+    if (state->active != tracer || tracer->phase != FT_PHASE_ACTIVE) {
+        if (ring_rc == 0) {
+            ft_ring_free(&ring);
+        }
+        Py_DECREF(tracer);
+        Py_XDECREF(names);
+        PyEval_SetProfile(NULL, NULL);
+        Py_RETURN_NONE;
+    }
+    /* Held to the end: the last reference may be dropped meanwhile (del
+     * while this thread faulted its ring in), and then its release frees
+     * the tracer. */
+    int64_t ts = ft_clock_ticks(&tracer->clock);
+    PyFrameObject *frame = (PyFrameObject *)args[0];
+    PyObject *event = args[1];
+    int what;
+    if (PyUnicode_CompareWithASCIIString(event, "call") == 0) {
+        what = PyTrace_CALL;
+    }
+    else if (PyUnicode_CompareWithASCIIString(event, "return") == 0) {
+        what = PyTrace_RETURN;
+    }
+    else if (PyUnicode_CompareWithASCIIString(event, "c_call") == 0) {
+        what = PyTrace_C_CALL;
+    }
+    else {
+        /* c_return/c_exception: the return of the very call that installed
+         * this function (sys.setprofile), whose call was never seen. */
+        what = -1;
+    }
+    /* A "call" event's frame is the callee: the stack before it starts at
+     * its caller. */
+    PyFrameObject *top = what == PyTrace_CALL ? PyFrame_GetBack(frame)
+                                              : (PyFrameObject *)Py_NewRef(frame);
+    /* GC off: registering allocates, and a collection could run Python
+     * code and let another thread in while the tracer is being updated. */
+    int gc_was_enabled = PyGC_Disable();
+    ft_thread *th = register_thread(tracer, PyThreadState_Get(), top, ts);
+    ft_hookobject *hook = NULL;
+#if FT_SHARED_HOOK
+    if (th != NULL) {
+        /* The same object as every other thread's; the next events find
+         * th through the cache. */
+        hook = (ft_hookobject *)Py_NewRef(tracer->hook);
+        ft_cache_thread(tracer, th);
+    }
+#else
+    hook = th != NULL ? new_thread_hook(tracer, th) : NULL;
+#endif
+    if (gc_was_enabled) {
+        PyGC_Enable();
+    }
+    Py_XDECREF(top);
+    if (hook == NULL) {
+        /* Never raise into the thread: it runs untraced, and says so. */
+        PyErr_WriteUnraisable(NULL);
+        PyEval_SetProfile(NULL, NULL);
+    }
+    else {
+        if (ring_rc == 0 && th->ring.buf == NULL) {
+            adopt_ring(th, &ring);
+            ring_rc = -1;  /* handed over */
+        }
+        name_thread(th, names);  /* by the ident it may just have got */
+        /* Runs audit hooks, which may stop the tracer: ft_hook_record()
+         * looks at the hook first, and records nothing then. */
+        PyEval_SetProfile(ft_hook, (PyObject *)hook);
+        if (what >= 0) {
+            ft_hook_record(hook, th, ts, frame, what, args[2]);
+        }
+        Py_DECREF(hook);
+    }
+    if (ring_rc == 0) {
+        ft_ring_free(&ring);  /* not handed over */
+    }
+    Py_XDECREF(names);
+    Py_DECREF(tracer);
+    Py_RETURN_NONE;
+}
+
+PyMethodDef ft_thread_bootstrap_def = {
+    "_thread_bootstrap", (PyCFunction)(void (*)(void))thread_bootstrap,
+    METH_FASTCALL,
+    "_thread_bootstrap($module, frame, event, arg, /)\n--\n\n"
+    "Installs the active tracer's hook on a new thread (internal).",
+};
+
+/* ---- fork ----------------------------------------------------------- */
+
+static void
+tracer_before_fork(ft_tracer *self)
+{
+    if (self->phase == FT_PHASE_ACTIVE) {
+        self->fork_anchor = ft_clock_anchor(&self->clock);
+        self->fork_anchored = 1;
+    }
+}
+
+static void
+tracer_after_fork_child(ft_tracer *self)
+{
+    /* The other threads are gone, and the child's at-fork callbacks have
+     * run since the anchor: the trace ends where the fork began.  The
+     * child traces nothing unless it starts a tracer of its own. */
+    latch_stop_at(self, self->fork_anchored ? &self->fork_anchor : NULL);
+    self->fork_anchored = 0;
+}
+
+/* os.register_at_fork() callbacks.  Called from C inside os.fork(): no
+ * profile event, so never recorded. */
+static PyObject *
+before_fork(PyObject *module, PyObject *Py_UNUSED(ignored))
+{
+    ft_tracer *tracer = ft_get_state(module)->active;
+    if (tracer != NULL) {
+        tracer_before_fork(tracer);
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+after_fork_in_parent(PyObject *module, PyObject *Py_UNUSED(ignored))
+{
+    ft_tracer *tracer = ft_get_state(module)->active;
+    if (tracer != NULL) {
+        tracer->fork_anchored = 0;  /* the parent goes on: the anchor stays */
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+after_fork_in_child(PyObject *module, PyObject *Py_UNUSED(ignored))
+{
+    ft_state *state = ft_get_state(module);
+    /* A start() another thread was running is not the child's: that
+     * thread is gone, and its start() would never end there. */
+    if (state->starting != NULL
+        && state->starting_thread != PyThread_get_thread_ident()) {
+        state->starting = NULL;
+    }
+    ft_tracer *tracer = state->active;
+    if (tracer != NULL) {
+        Py_INCREF(tracer);
+        tracer_after_fork_child(tracer);
+        Py_DECREF(tracer);
+    }
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef fork_defs[] = {
+    {"_before_fork", before_fork, METH_NOARGS, NULL},
+    {"_after_fork_in_parent", after_fork_in_parent, METH_NOARGS, NULL},
+    {"_after_fork_in_child", after_fork_in_child, METH_NOARGS, NULL},
+};
+
+int
+ft_register_at_fork(PyObject *module)
+{
+    PyObject *os = PyImport_ImportModule("os");
+    if (os == NULL) {
+        return -1;
+    }
+    PyObject *reg = PyObject_GetAttrString(os, "register_at_fork");
+    Py_DECREF(os);
+    if (reg == NULL) {
+        /* No fork on this platform. */
+        PyErr_Clear();
+        return 0;
+    }
+    static const char *const keys[] = {
+        "before", "after_in_parent", "after_in_child",
+    };
+    PyObject *kwargs = PyDict_New();
+    int rc = kwargs == NULL ? -1 : 0;
+    for (size_t i = 0; rc == 0 && i < 3; i++) {
+        PyObject *func = PyCFunction_NewEx(&fork_defs[i], module, NULL);
+        rc = func == NULL ? -1 : PyDict_SetItemString(kwargs, keys[i], func);
+        Py_XDECREF(func);
+    }
+    if (rc == 0) {
+        PyObject *empty = PyTuple_New(0);
+        PyObject *res = empty ? PyObject_Call(reg, empty, kwargs) : NULL;
+        rc = res == NULL ? -1 : 0;
+        Py_XDECREF(res);
+        Py_XDECREF(empty);
+    }
+    Py_XDECREF(kwargs);
+    Py_DECREF(reg);
+    return rc;
+}
