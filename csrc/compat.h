@@ -16,7 +16,7 @@
  * `nm -D` lists) or a PyThreadState field read directly
  * (PyThreadState.FIELD, only in the ft_tstate_*() functions below).
  * VERSIONS: 3.N-3.M, or 3.N+ for all from 3.N on.
- * tests/test_private_api.py checks this list against the built extension,
+ * tests/unit/test_private_api.py checks this list against the built extension,
  * the running interpreter and csrc/: keep it exact.
  *
  * private: _PyEval_SetProfile 3.10-3.14 — installs and removes the profile

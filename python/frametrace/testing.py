@@ -7,6 +7,7 @@
     events = tracer.getEvents()
     assert_well_nested(events)
     assert_no_events_after_stop(events, tracer.stop_ns)
+    assert_valid_trace(events, tracer.start_ns, tracer.stop_ns)  # the above, and more
     assert_called(events, "optimizer.step", times=1)
 
 Each helper raises AssertionError whose message names the offending events
@@ -27,6 +28,7 @@ from ._tracer import Event
 __all__ = [
     "assert_called",
     "assert_no_events_after_stop",
+    "assert_valid_trace",
     "assert_well_nested",
     "describe_event",
     "find_events",
@@ -96,6 +98,53 @@ def assert_well_nested(events: Sequence[Event]) -> None:
     one another without overlapping."""
     __tracebackhide__ = True
     _check_events(events)
+    problems = _nesting_problems(events)
+    if problems:
+        raise AssertionError(
+            _listing(f"events are not well nested ({_plural(len(problems), 'problem')})", problems)
+        )
+
+
+def assert_valid_trace(events: Sequence[Event], start_ns: int, stop_ns: int) -> None:
+    """Asserts every guarantee the events of a stopped tracer (``getEvents()``,
+    a session's ``Trace.events``) make, given its ``start_ns`` and ``stop_ns``:
+    each event starts and ends within [start_ns, stop_ns]; ``kind`` is "py"
+    or "c"; a C event is at ``<built-in>`` line 0 and a Python event at a line
+    > 0; an event ``open_at_stop`` ends at ``stop_ns``; and the events are well
+    nested (``assert_well_nested``).  One pass over the events for each."""
+    __tracebackhide__ = True
+    _check_events(events)
+    for what, value in (("start_ns", start_ns), ("stop_ns", stop_ns)):
+        if value is None:
+            raise TypeError(
+                f"{what} is None: the tracer has not stopped (pass tracer.{what} after stop())"
+            )
+        _check_int(what, value)
+    if start_ns > stop_ns:
+        raise ValueError(f"start_ns={start_ns} is after stop_ns={stop_ns}")
+    problems: list[str] = []
+    for i, ev in enumerate(events):
+        if ev.start_ns < start_ns or ev.end_ns > stop_ns:
+            problems.append(f"{_Lazy(events, i)}: is not within [{start_ns}, {stop_ns}]")
+        if ev.kind == "c":
+            if ev.lineno != 0 or ev.filename != "<built-in>":
+                problems.append(f"{_Lazy(events, i)}: a C event must be at <built-in> line 0")
+        elif ev.kind == "py":
+            if ev.lineno <= 0:
+                problems.append(f"{_Lazy(events, i)}: a Python event must have a line > 0")
+        else:
+            problems.append(f"{_Lazy(events, i)}: kind must be 'py' or 'c', not {ev.kind!r}")
+        if ev.open_at_stop and ev.end_ns != stop_ns:
+            problems.append(f"{_Lazy(events, i)}: is open_at_stop but does not end at stop_ns={stop_ns}")
+    problems.extend(_nesting_problems(events))
+    if problems:
+        raise AssertionError(
+            _listing(f"{_plural(len(problems), 'problem')} in {_plural(len(events), 'event')}", problems)
+        )
+
+
+def _nesting_problems(events: Sequence[Event]) -> list[str]:
+    """What assert_well_nested() reports, for events already checked."""
     problems: list[str] = []
     siblings: dict[tuple[int, int], list[int]] = collections.defaultdict(list)
     for i, ev in enumerate(events):
@@ -135,10 +184,7 @@ def assert_well_nested(events: Sequence[Event]) -> None:
                     f" {events[a].end_ns - events[b].start_ns} ns its next sibling\n"
                     f"    {_describe(events, b)}"
                 )
-    if problems:
-        raise AssertionError(
-            _listing(f"events are not well nested ({_plural(len(problems), 'problem')})", problems)
-        )
+    return problems
 
 
 def assert_called(events: Sequence[Event], name: str, times: int | None = None) -> list[Event]:

@@ -1,4 +1,4 @@
-"""A long-running program for tests/test_attach.py to attach to.
+"""A long-running program for tests/system/test_attach.py to attach to.
 
     python attach_target.py MODE STOPFILE
 

@@ -1,4 +1,4 @@
-"""Functions run in child processes by tests/test_fork.py; importable by
+"""Functions run in child processes by tests/system/test_fork.py; importable by
 name, as multiprocessing's spawn needs."""
 import sys
 

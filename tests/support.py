@@ -1,0 +1,109 @@
+"""Helpers shared by the tests of every layer (tests/ is on sys.path, see
+tests/conftest.py).  The invariants of a trace are checked by the public
+frametrace.testing.assert_valid_trace."""
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+from collections import defaultdict
+
+from frametrace.testing import assert_valid_trace
+
+QUALNAMES = sys.version_info >= (3, 11)
+TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(TESTS_DIR)  # the checkout
+
+# Under .ci/run's ASan stage: memory figures are ASan's allocator's, and
+# CPython's own leaks at exit (daemon threads, tracemalloc) are not ours.
+UNDER_ASAN = "libasan" in os.environ.get("LD_PRELOAD", "")
+needs_plain_allocator = pytest.mark.skipif(
+    UNDER_ASAN, reason="measures RSS and allocations, which ASan changes; leaks are "
+                       "LeakSanitizer's and valgrind's to find there")
+
+
+def child_env(**extra):
+    """The environment of a test's child interpreter: no LeakSanitizer
+    (CPython's exit is not frametrace's), the tests' directory importable."""
+    env = dict(os.environ, **extra)
+    if UNDER_ASAN:
+        env["ASAN_OPTIONS"] = env.get("ASAN_OPTIONS", "") + ":detect_leaks=0"
+    return env
+
+
+def qual(qualname: str) -> str:
+    """The name frametrace reports for a function with this __qualname__."""
+    return qualname if QUALNAMES else qualname.rsplit(".", 1)[-1]
+
+
+def tracing_installed() -> bool:
+    """Whether a hook is in place: a profile function on this thread, or
+    frametrace holding sys.monitoring's profiler tool id."""
+    if sys.getprofile() is not None:
+        return True
+    monitoring = getattr(sys, "monitoring", None)
+    return monitoring is not None and monitoring.get_tool(monitoring.PROFILER_ID) == "frametrace"
+
+
+def traced(func, *args, **options):
+    """Runs func(*args) under a tracer; its events, checked."""
+    import frametrace
+
+    with frametrace.trace(**options) as tracer:
+        func(*args)
+    events = tracer.getEvents()
+    assert_valid_trace(events, tracer.start_ns, tracer.stop_ns)
+    return tracer, events
+
+
+def subtree(events, index):
+    """(name, kind, [children...]) of events[index], children in order."""
+    kids = defaultdict(list)
+    for i, ev in enumerate(events):
+        kids[ev.parent].append(i)
+
+    def build(i):
+        ev = events[i]
+        return (ev.name, ev.kind, [build(k) for k in kids[i]])
+
+    return build(index)
+
+
+def find(events, name, **fields):
+    """Indices of the events with this name (and these field values)."""
+    return [
+        i for i, ev in enumerate(events)
+        if ev.name == name and all(getattr(ev, k) == v for k, v in fields.items())
+    ]
+
+
+def only(events, name, **fields):
+    found = find(events, name, **fields)
+    assert len(found) == 1, (name, fields, [events[i] for i in found])
+    return found[0]
+
+
+def run_json(program, timeout=300):
+    """Runs program (indented source is fine) in a fresh interpreter; the
+    JSON it printed last.  It must exit 0 and print nothing on stderr."""
+    import json
+    import subprocess
+    import textwrap
+
+    env = child_env(PYTHONPATH=TESTS_DIR)
+    proc = subprocess.run([sys.executable, "-X", "faulthandler", "-c", textwrap.dedent(program)],
+                          capture_output=True, text=True, timeout=timeout, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stderr == "", proc.stderr[-3000:]
+    return json.loads(proc.stdout.splitlines()[-1])
+
+
+# Source for child programs: status("VmRSS") in bytes, from /proc.
+PROC_STATUS = """
+    def status(field):
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1]) * 1024
+"""

@@ -1,0 +1,390 @@
+"""frametrace.attach and ``frametrace attach PID``: real target processes
+(tests/targets/attach_target.py) traced from outside through
+sys.remote_exec, each compared with an untraced run of the same program:
+the same output, nothing on stderr, the same exit status.
+
+Below CPython 3.14 only the refusals run: an older target is refused with
+a clear error, and bad arguments too."""
+import contextlib
+import glob
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+import pytest
+
+import frametrace
+from frametrace.testing import assert_no_events_after_stop, assert_valid_trace, assert_well_nested
+from support import TESTS_DIR, child_env
+
+# A tracer runs here (in this process or a child): in every setup.
+pytestmark = pytest.mark.usefixtures("clock")
+
+TARGET = os.path.join(TESTS_DIR, "targets", "attach_target.py")
+HAS_REMOTE_EXEC = sys.version_info >= (3, 14)
+needs_remote_exec = pytest.mark.skipif(
+    not HAS_REMOTE_EXEC, reason="attach needs CPython 3.14+ (sys.remote_exec, PEP 768); "
+                                "test_old_target_refused checks the error below")
+PACKAGE = os.path.dirname(frametrace.__file__)
+# Small rings: a busy loop fills any ring in a fraction of a second, and
+# the test only needs the last part.
+RING = 1 << 16
+
+
+class Target:
+    """A running attach_target.py; finish() ends it and returns (status,
+    stdout, stderr)."""
+
+    def __init__(self, tmp_path, mode, *python_options, env=None):
+        self.stop_file = tmp_path / f"stop-{mode}-{time.monotonic_ns()}"
+        self.proc = subprocess.Popen(
+            [sys.executable, *python_options, TARGET, mode, str(self.stop_file)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            env=child_env(**(env or {})))
+        self.pid = self.proc.pid
+        first = self.proc.stdout.readline()
+        if first != "ready\n":
+            self.kill()
+            raise AssertionError(f"target did not start: {first!r} {self.proc.stderr.read()}")
+
+    def finish(self, timeout=60):
+        self.stop_file.touch()
+        out, err = self.proc.communicate(timeout=timeout)
+        return self.proc.returncode, "ready\n" + out, err
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.communicate()
+
+
+@pytest.fixture
+def targets(tmp_path):
+    """Starts targets; kills whatever is left at the end."""
+    started = []
+
+    def start(mode, *python_options, env=None):
+        target = Target(tmp_path, mode, *python_options, env=env)
+        started.append(target)
+        return target
+
+    yield start
+    for target in started:
+        target.kill()
+
+
+def untraced(tmp_path, mode, *python_options, env=None):
+    """(status, stdout, stderr) of the same program run without attaching."""
+    target = Target(tmp_path, mode, *python_options, env=env)
+    try:
+        return target.finish()
+    finally:
+        target.kill()
+
+
+def check_trace(path):
+    """The trace at path, read back and checked: sound, none of
+    frametrace's own frames or the script's, frametrace's thread only
+    waiting."""
+    trace = frametrace.load(path)
+    events = trace.events
+    assert_valid_trace(events, trace.tracer_start_ns, trace.tracer_stop_ns)
+    assert_well_nested(events)
+    assert_no_events_after_stop(events, trace.tracer_stop_ns)
+    assert not [e for e in events if e.filename.startswith(PACKAGE)]
+    assert not [e for e in events if e.filename == "<string>"]  # the script
+    agent = [tid for tid, name in trace.thread_names.items() if name == "frametrace attach"]
+    assert len(agent) <= 1
+    # Its one call, begun before the start, is recorded at most.
+    assert {e.name for e in events if e.thread_id in agent} <= {"select.select"}
+    assert 0 not in {e.thread_id for e in events}
+    return trace
+
+
+def main_thread(trace):
+    return next(tid for tid, name in trace.thread_names.items() if name == "MainThread")
+
+
+def running_throughout(trace, tid):
+    """Names of the frames of thread tid running from start to stop."""
+    return {e.name for e in trace.events
+            if e.thread_id == tid and e.open_at_start and e.open_at_stop}
+
+
+@needs_remote_exec
+def test_attach_busy_loop(tmp_path, targets):
+    target = targets("busy")
+    out = tmp_path / "busy.json"
+    result = frametrace.attach(target.pid, duration=0.3, output=str(out), buffer_size=RING)
+    assert result.pid == target.pid and result.path == str(out)
+    assert result.reason == "duration" and not result.target_exited
+    assert result.python == "%d.%d.%d" % sys.version_info[:3]
+    assert result.stop_ns > result.start_ns
+    trace = check_trace(out)
+    assert result.events == len(trace.events)
+    assert (trace.tracer_start_ns, trace.tracer_stop_ns) == (result.start_ns, result.stop_ns)
+    names = {e.name for e in trace.events}
+    assert {"train_step", "crunch", "leaf"} <= names
+    # The frames running when the tracer started are open_at_start, the ones
+    # running at the stop end exactly there.
+    assert {"<module>", "main", "loop"} <= running_throughout(trace, main_thread(trace))
+    assert [e for e in trace.events if e.open_at_stop]
+    assert trace.steps == []
+    assert target.finish() == untraced(tmp_path, "busy")
+
+
+@needs_remote_exec
+def test_attach_threads_cli(tmp_path, targets):
+    target = targets("threads")
+    out = tmp_path / "threads.json.gz"
+    proc = subprocess.run([sys.executable, "-m", "frametrace", "attach", str(target.pid),
+                           "--duration", "0.3", "-o", str(out), "--buffer-size", str(RING)],
+                          capture_output=True, text=True, timeout=120, env=child_env())
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == ""
+    assert f"attached to process {target.pid}" in proc.stderr
+    assert f"written to {out} by process {target.pid}" in proc.stderr
+    assert "open_at_start" in proc.stderr and "sorted by self" in proc.stderr
+    assert "4 threads (and frametrace's)" in proc.stderr
+    assert "select.select" not in proc.stderr  # the summary is of the target's threads
+    with open(out, "rb") as f:
+        assert f.read(2) == b"\x1f\x8b"
+    trace = check_trace(out)
+    by_name = {name: tid for tid, name in trace.thread_names.items()}
+    assert {"MainThread", "worker-0", "worker-1", "worker-2"} <= set(by_name)
+    for i in range(3):
+        tid = by_name[f"worker-{i}"]
+        assert "crunch" in {e.name for e in trace.events if e.thread_id == tid}
+        assert "worker" in running_throughout(trace, tid)
+    assert "loop" in running_throughout(trace, by_name["MainThread"])
+    assert target.finish() == untraced(tmp_path, "threads")
+
+
+@needs_remote_exec
+def test_attach_steps(tmp_path, targets):
+    target = targets("steps")
+    out = tmp_path / "steps.json"
+    result = frametrace.attach(target.pid, steps=3, output=str(out), buffer_size=RING)
+    assert result.reason == "steps" and result.steps == 3
+    trace = check_trace(out)
+    # The tracer stopped in the third call of frametrace.step(): the rest of
+    # the step under way, then two whole ones.
+    assert [s.step for s in trace.steps] == [0, 1, 2]
+    assert trace.steps[0].start_ns == trace.tracer_start_ns
+    assert trace.steps[-1].end_ns <= trace.tracer_stop_ns
+    # The first step is what was left of the one under way, the others whole:
+    # one train_step() each.
+    for step in trace.steps[1:]:
+        calls = [e for e in trace.events if e.name == "train_step"
+                 and step.start_ns <= e.start_ns and e.end_ns <= step.end_ns]
+        assert len(calls) == 1 and not calls[0].open_at_start
+    assert "step" not in {e.name for e in trace.events}  # frametrace's own
+    assert "loop" in running_throughout(trace, main_thread(trace))
+    assert target.finish() == untraced(tmp_path, "steps")
+
+
+@needs_remote_exec
+def test_attach_step_function(tmp_path, targets):
+    target = targets("busy")
+    out = tmp_path / "fn.pftrace"
+    result = frametrace.attach(target.pid, steps=2, step_function="__main__:train_step",
+                               output=str(out), buffer_size=RING)
+    assert result.reason == "steps" and result.steps == 2
+    assert result.events > 0 and result.threads == 1  # frametrace's not counted
+    with open(out, "rb") as f:
+        assert f.read(1) == b"\x0a"  # a TracePacket field: Perfetto's protobuf
+    assert target.finish() == untraced(tmp_path, "busy")
+    # The same in JSON: two whole calls, each a step.
+    target = targets("busy")
+    out = tmp_path / "fn.json"
+    frametrace.attach(target.pid, steps=2, step_function="__main__:train_step",
+                      output=str(out), buffer_size=RING)
+    trace = check_trace(out)
+    calls = [e for e in trace.events if e.name == "train_step" and not e.open_at_start]
+    assert len(calls) == 2
+    assert len(trace.steps) == 2
+    for step, call in zip(trace.steps, calls):
+        # Taken in a sys.monitoring callback beside the tracer's: about the
+        # call's times, a little before or after.
+        assert step.start_ns <= call.end_ns and call.start_ns <= step.end_ns
+    assert target.finish() == untraced(tmp_path, "busy")
+
+
+@contextlib.contextmanager
+def attach_cli(target, out, *options):
+    """`frametrace attach` on target in the background, with its first line
+    of stderr; killed on the way out if still running."""
+    cli = subprocess.Popen([sys.executable, "-m", "frametrace", "attach", str(target.pid),
+                            *options, "-o", str(out), "--buffer-size", str(RING)],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           env=child_env())
+    try:
+        yield cli, cli.stderr.readline()
+    finally:
+        if cli.poll() is None:
+            cli.kill()
+            cli.communicate()
+
+
+@needs_remote_exec
+def test_target_exits_before_the_end(tmp_path, targets):
+    target = targets("busy")
+    out = tmp_path / "exit.json"
+    with attach_cli(target, out, "--duration", "600") as (cli, first):
+        assert f"attached to process {target.pid}" in first, first + cli.stderr.read()
+        status = target.finish()
+        _, err = cli.communicate(timeout=120)
+    assert cli.returncode == 2, err
+    assert f"process {target.pid} exited before the end" in err
+    assert f"written to {out}" in err
+    trace = check_trace(out)
+    # Running at the start, returned before the exit, where the trace ends.
+    main = [e for e in trace.events if e.name == "main"]
+    assert len(main) == 1 and main[0].open_at_start and not main[0].open_at_stop
+    assert status == untraced(tmp_path, "busy")
+
+
+@needs_remote_exec
+def test_interrupted_attach_still_writes(tmp_path, targets):
+    # Steps that never come; Ctrl-C ends the tracing, the target writes.
+    target = targets("busy")
+    out = tmp_path / "stopped.json"
+    with attach_cli(target, out, "--steps", "5") as (cli, first):
+        assert "tracing for 5 calls of frametrace.step()" in first, first + cli.stderr.read()
+        cli.send_signal(signal.SIGINT)
+        _, err = cli.communicate(timeout=120)
+    assert cli.returncode == 0, err
+    assert "stopping: the target writes what was recorded" in err
+    assert f"written to {out}" in err and "stopped early" in err
+    trace = check_trace(out)
+    assert "train_step" in {e.name for e in trace.events}
+    assert trace.steps == []
+    assert target.finish() == untraced(tmp_path, "busy")
+
+
+@needs_remote_exec
+def test_main_thread_blocked(tmp_path, targets):
+    target = targets("sleep")
+    out = tmp_path / "never.json"
+    before = set(glob.glob(os.path.join(tempfile.gettempdir(), "frametrace-attach-*")))
+    with pytest.raises(frametrace.AttachError,
+                       match=r"main thread has not run Python code within 0.5 s: it is "
+                             r"blocked in a C call or a sleep"):
+        frametrace.attach(target.pid, duration=0.3, output=str(out), timeout=0.5)
+    # The script runs when the 2 s sleep ends, finds it is late and does
+    # nothing but remove itself.
+    assert target.finish() == untraced(tmp_path, "sleep")
+    assert not out.exists()
+    after = set(glob.glob(os.path.join(tempfile.gettempdir(), "frametrace-attach-*")))
+    assert after == before
+
+
+@needs_remote_exec
+@pytest.mark.parametrize("how", ["env", "X", "X_underscore"])
+def test_remote_debugging_disabled(tmp_path, targets, how):
+    options, env = {"env": ((), {"PYTHON_DISABLE_REMOTE_DEBUG": "1"}),
+                    "X": (("-X", "disable-remote-debug"), None),
+                    "X_underscore": (("-X", "disable_remote_debug"), None)}[how]
+    target = targets("busy", *options, env=env)
+    with pytest.raises(frametrace.AttachError, match="remote debugging is disabled"):
+        frametrace.attach(target.pid, duration=0.3, output=str(tmp_path / "t.json"))
+    assert target.finish() == untraced(tmp_path, "busy", *options, env=env)
+
+
+@needs_remote_exec
+def test_frametrace_not_importable(tmp_path, targets):
+    # -I -S: no site-packages, no PYTHONPATH; frametrace is not found.
+    target = targets("busy", "-I", "-S")
+    proc = subprocess.run([sys.executable, "-m", "frametrace", "attach", str(target.pid),
+                           "--duration", "0.3", "-o", str(tmp_path / "t.json")],
+                          capture_output=True, text=True, timeout=120, env=child_env())
+    assert proc.returncode == 2
+    assert "frametrace is not importable there (ModuleNotFoundError" in proc.stderr
+    assert "-m pip install frametrace" in proc.stderr
+    assert not (tmp_path / "t.json").exists()
+    assert target.finish() == untraced(tmp_path, "busy", "-I", "-S")
+
+
+@needs_remote_exec
+def test_tracer_already_active(tmp_path, targets):
+    target = targets("tracer")
+    with pytest.raises(frametrace.AttachError, match="could not start tracing: another frametrace Tracer is already active"):
+        frametrace.attach(target.pid, duration=0.3, output=str(tmp_path / "t.json"))
+    assert not (tmp_path / "t.json").exists()
+    assert target.finish() == untraced(tmp_path, "tracer")
+
+
+@needs_remote_exec
+@pytest.mark.skipif(os.geteuid() != 0, reason="switches to another user: needs root")
+def test_no_permission(tmp_path, targets):
+    target = targets("busy")
+    proc = subprocess.run([sys.executable, "-m", "frametrace", "attach", str(target.pid)],
+                          capture_output=True, text=True, timeout=120, env=child_env(),
+                          user=65534, cwd="/")
+    assert proc.returncode == 2
+    assert f"frametrace attach: process {target.pid}: no permission" in proc.stderr
+    assert target.finish() == untraced(tmp_path, "busy")
+
+
+def test_no_such_process():
+    pid = subprocess.Popen(["true"])
+    pid.wait()
+    with pytest.raises(frametrace.AttachError, match=f"no process with PID {pid.pid}"):
+        frametrace.attach(pid.pid, duration=0.1)
+
+
+def test_not_python():
+    sleeper = subprocess.Popen(["sleep", "60"])
+    try:
+        with pytest.raises(frametrace.AttachError, match="not a Python process"):
+            frametrace.attach(sleeper.pid, duration=0.1)
+    finally:
+        sleeper.send_signal(signal.SIGKILL)
+        sleeper.wait()
+
+
+@pytest.mark.skipif(HAS_REMOTE_EXEC, reason="needs a target older than 3.14")
+def test_old_target_refused(tmp_path, targets):
+    target = targets("busy")
+    version = "%d.%d.%d" % sys.version_info[:3]
+    with pytest.raises(frametrace.AttachError,
+                       match=f"runs CPython {version}: attach needs CPython 3.14 or later"):
+        frametrace.attach(target.pid, duration=0.1, output=str(tmp_path / "t.json"))
+    proc = subprocess.run([sys.executable, "-m", "frametrace", "attach", str(target.pid)],
+                          capture_output=True, text=True, timeout=120, env=child_env())
+    assert proc.returncode == 2 and "attach needs CPython 3.14 or later" in proc.stderr
+    assert target.finish() == untraced(tmp_path, "busy")
+
+
+@pytest.mark.parametrize("kwargs, error, message", [
+    ({"pid": 0}, ValueError, "pid must be positive"),
+    ({"pid": True}, TypeError, "pid must be an int"),
+    ({"pid": "1"}, TypeError, "pid must be an int"),
+    ({"duration": 0}, ValueError, "duration must be positive"),
+    ({"duration": float("nan")}, ValueError, "duration must be positive"),
+    ({"duration": 1, "steps": 2}, ValueError, "a duration or steps, not both"),
+    ({"steps": 1.5}, TypeError, "steps must be an int"),
+    ({"steps": -1}, ValueError, "steps must be positive"),
+    ({"step_function": "train_step"}, ValueError, "'module:qualname'"),
+    ({"timeout": -1}, ValueError, "timeout must be positive"),
+    ({"backend": "perf"}, ValueError, "backend must be"),
+    ({"output": "/no/such/dir/t.json"}, ValueError, "no directory"),
+])
+def test_bad_arguments(kwargs, error, message):
+    kwargs = dict({"pid": 1}, **kwargs)
+    with pytest.raises(error, match=message):
+        frametrace.attach(**kwargs)
+    with pytest.raises(ValueError, match="itself"):
+        frametrace.attach(os.getpid())
+
+
+def test_cli_bad_input(tmp_path):
+    from frametrace import cli
+
+    assert cli.main(["attach", "0"]) == 2
+    assert cli.main(["attach", "1", "--duration", "1", "--steps", "2"]) == 2
+    assert cli.main(["attach", "1", "--duration", "-1"]) == 2
+    assert cli.main(["attach", "1", "--steps", "0"]) == 2

@@ -1,0 +1,436 @@
+"""frametrace.loader: Chrome traces (and the portable format) read back into
+a frametrace.Trace, event by event equal to getEvents(), to the nanosecond;
+merged traces; every kind of bad file rejected with a ValueError naming it."""
+import decimal
+import gzip
+import json
+import os
+import threading
+
+import pytest
+
+import frametrace
+from frametrace import reports
+from frametrace.export import write_chrome
+from frametrace.loader import MergedTrace, load, merge, read_other_data
+from frametrace.testing import assert_valid_trace
+from targets import calls
+
+
+def assert_same_events(loaded, events):
+    assert len(loaded) == len(events)
+    for i, (a, b) in enumerate(zip(loaded, events)):
+        assert type(a) is frametrace.Event, i
+        assert tuple(a) == tuple(b), (i, a, b)
+        for f in frametrace.Event.__match_args__:
+            assert type(getattr(a, f)) is type(getattr(b, f)), (i, f)
+
+
+def busy(n):
+    for _ in range(n):
+        calls.program()
+
+
+def traced_program(n=700):
+    """Known code on two threads alive together (idents stay distinct), with
+    generators, an exception, recursion and enough events to span several
+    read chunks of the file."""
+    barrier = threading.Barrier(2)
+
+    def worker():
+        barrier.wait()
+        calls.branch(3)
+        busy(n // 3)
+
+    with frametrace.trace() as tracer:
+        t = threading.Thread(target=worker, name="load-worker")
+        t.start()
+        barrier.wait()
+        calls.program()
+        calls.catcher()
+        calls.recurse(20)
+        busy(n)
+        t.join()
+    return tracer, t
+
+
+@pytest.mark.parametrize("suffix", [".json", ".json.gz"])
+def test_round_trip_is_exact(tmp_path, suffix):
+    tracer, worker = traced_program()
+    events = tracer.getEvents()
+    assert_valid_trace(events, tracer.start_ns, tracer.stop_ns)
+    path = tmp_path / f"trace{suffix}"
+    write_chrome(path, tracer, process_name="trainer")
+    if suffix == ".json":
+        assert os.path.getsize(path) > 3 << 19  # crosses the reader's 1 MiB chunks
+    trace = load(path)
+    assert type(trace) is frametrace.Trace
+    assert_same_events(trace.events, events)
+    assert (trace.tracer_start_ns, trace.tracer_stop_ns) == (tracer.start_ns, tracer.stop_ns)
+    assert trace.session_start_ns == tracer.start_ns
+    assert trace.session_end_ns == tracer.stop_ns
+    assert trace.pid == os.getpid()
+    assert trace.dropped == tracer.dropped == 0
+    assert trace.thread_names[worker.ident] == "load-worker"
+    assert trace.thread_names[threading.get_ident()] == threading.current_thread().name
+    assert trace.ranges == [] and trace.steps == [] and trace.cycle == 0
+    assert_valid_trace(trace.events, tracer.start_ns, tracer.stop_ns)
+
+
+def test_open_at_start_and_stop_and_overflow(tmp_path):
+    def deep(n, tracer):
+        if n == 0:
+            busy(3)
+            tracer.stop()  # frames open at stop: all end at stop_ns
+            return
+        deep(n - 1, tracer)
+
+    for buffer_size in (1 << 20, 97):  # 97: the ring overwrites, open_at_start rebuilt
+        with frametrace.trace(buffer_size=buffer_size) as tracer:
+            busy(5)
+            deep(6, tracer)
+        events = tracer.getEvents()
+        assert any(e.open_at_stop for e in events) and any(e.open_at_start for e in events)
+        write_chrome(tmp_path / "t.json", tracer)
+        trace = load(tmp_path / "t.json")
+        assert_same_events(trace.events, events)
+        assert trace.dropped == tracer.dropped
+        assert trace.dropped_by_thread == tracer.dropped_by_thread
+        assert (buffer_size == 97) == (trace.dropped > 0)
+
+
+def test_dropped_by_thread_survives_the_file_and_a_merge(tmp_path):
+    both_alive = threading.Barrier(2)  # distinct idents: none ends before the other starts
+
+    def work(n, barrier=None):
+        for _ in range(n):
+            busy(1)
+        if barrier is not None:
+            barrier.wait()
+
+    with frametrace.trace(buffer_size=64) as tracer:
+        threads = [threading.Thread(target=work, args=(n, both_alive)) for n in (50, 200)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        work(120)
+    by_thread = tracer.dropped_by_thread
+    assert len([n for n in by_thread.values() if n > 0]) == 3  # each thread overflowed
+    assert len(set(by_thread.values())) == 3  # and by different amounts
+    write_chrome(tmp_path / "t.json", tracer)
+    trace = load(tmp_path / "t.json")
+    assert trace.dropped_by_thread == by_thread
+    assert sum(trace.dropped_by_thread.values()) == trace.dropped == tracer.dropped
+    merged = frametrace.loader.merge([tmp_path / "t.json"], tmp_path / "all.json")
+    assert merged["inputs"][0]["dropped_by_thread"]
+    again = load(tmp_path / "all.json")
+    assert again.dropped == tracer.dropped
+    assert sorted(again.dropped_by_thread.values()) == sorted(by_thread.values())
+    assert again.processes[0]["dropped_by_thread"] == again.dropped_by_thread
+
+
+def test_names_and_files_needing_escapes(tmp_path):
+    namespace = {}
+    exec("def f():\n    return len('x')\n", namespace)
+    f = namespace["f"]
+    weird = 'we"ird\\name\n\u00e9\u2603\t:x'
+    replace = {"co_name": weird, "co_filename": 'C:\\dir/"x":y.py'}
+    if hasattr(f.__code__, "co_qualname"):
+        replace["co_qualname"] = weird
+    f.__code__ = f.__code__.replace(**replace)
+    with frametrace.trace() as tracer:
+        for _ in range(3):
+            f()
+    write_chrome(tmp_path / "t.json", tracer)
+    trace = load(tmp_path / "t.json")
+    assert_same_events(trace.events, tracer.getEvents())
+    found = [e for e in trace.events if e.name == weird]
+    assert len(found) == 3
+    assert {(e.filename, e.lineno) for e in found} == {('C:\\dir/"x":y.py', 1)}
+
+
+def dump_like_another_tool(doc):
+    """JSON with the keys sorted, indented, numbers kept exact: the file
+    another tool might write from the same data."""
+    def dump(v, indent):
+        pad = "\n" + "  " * (indent + 1)
+        if isinstance(v, decimal.Decimal):
+            return str(v)
+        if isinstance(v, dict):
+            if not v:
+                return "{}"
+            return "{" + ",".join(pad + json.dumps(k) + ": " + dump(v[k], indent + 1)
+                                 for k in sorted(v)) + "\n" + "  " * indent + "}"
+        if isinstance(v, list):
+            return "[" + ",".join(pad + dump(x, indent + 1) for x in v) + "]"
+        return json.dumps(v)
+    return dump(doc, 0)
+
+
+def test_reformatted_file_loads_the_same(tmp_path):
+    tracer, _ = traced_program(30)
+    write_chrome(tmp_path / "t.json", tracer)
+    with open(tmp_path / "t.json", encoding="utf-8") as fh:
+        doc = json.load(fh, parse_float=decimal.Decimal)
+    (tmp_path / "r.json").write_text(dump_like_another_tool(doc), encoding="utf-8")
+    assert_same_events(load(tmp_path / "r.json").events, tracer.getEvents())
+
+
+def test_session_trace_with_ranges_and_steps(tmp_path):
+    def model(x):
+        return sum(x)
+
+    def other_thread():
+        with frametrace.range("loader"):
+            model([1])
+
+    with frametrace.profile(python_steps=2) as prof:
+        with frametrace.range("outer"):  # entered before the window's steps
+            for i in range(4):
+                with frametrace.range("forward"):
+                    model([i])
+                if i == 1:
+                    t = threading.Thread(target=other_thread)
+                    t.start()
+                    t.join()
+                prof.step()
+    trace = prof.last_trace
+    path = trace.to_chrome(tmp_path / "session.json.gz")
+    loaded = load(path)
+    assert_same_events(loaded.events, trace.events)
+    assert loaded.ranges == trace.ranges
+    assert loaded.steps == trace.steps
+    assert all(type(r) is frametrace.RangeRecord for r in loaded.ranges)
+    assert all(type(s) is frametrace.StepRecord for s in loaded.steps)
+    assert [s.name for s in loaded.steps] == ["step#0", "step#1", "step#2", "step#3", "step#4"]
+    for f in ("session_start_ns", "session_end_ns", "tracer_start_ns", "tracer_stop_ns",
+              "pid", "cycle", "dropped"):
+        assert getattr(loaded, f) == getattr(trace, f), f
+    assert loaded.session_end_ns > loaded.tracer_stop_ns  # Python tracing stopped at step 2
+    for tid, name in loaded.thread_names.items():
+        assert trace.thread_names[tid] == name
+
+
+def test_summary_and_reports_of_a_loaded_trace(tmp_path):
+    tracer, _ = traced_program(20)
+    events = tracer.getEvents()
+    write_chrome(tmp_path / "t.json", tracer)
+    trace = load(tmp_path / "t.json")
+    table = trace.summary(print=False, limit=None)
+    assert table.rows == reports.summary(events, limit=None).rows
+    assert any(r.name == "leaf" for r in table.rows)
+    per = reports.summary(trace, per_thread=True, limit=None)
+    assert set(per.threads) == {e.thread_id for e in events}
+    trace.to_flamegraph_svg(tmp_path / "t.svg")
+    assert (tmp_path / "t.svg").read_text().startswith("<?xml")
+
+
+def test_portable_format(tmp_path):
+    with frametrace.profile() as prof:
+        with frametrace.range("r"):
+            calls.program()
+        prof.step()
+    trace = prof.last_trace
+    for name in ("p.json", "p.json.gz"):
+        loaded = load(trace.save(tmp_path / name))
+        assert_same_events(loaded.events, trace.events)
+        assert loaded.ranges == trace.ranges and loaded.steps == trace.steps
+        for f in ("session_start_ns", "session_end_ns", "tracer_start_ns", "tracer_stop_ns",
+                  "pid", "cycle", "dropped", "dropped_by_thread", "thread_names"):
+            assert getattr(loaded, f) == getattr(trace, f), f
+    # The pytest plugin's documents: start_ns/stop_ns, dict ranges without flags.
+    from frametrace.export import trace_document, write_json
+    doc = trace_document(trace.events, metadata={"pid": 5, "start_ns": trace.tracer_start_ns,
+                                                 "stop_ns": trace.tracer_stop_ns},
+                         ranges=[{"name": "body", "thread_id": 1, "start_ns": 1, "end_ns": 2}])
+    loaded = load(write_json(tmp_path / "plugin.json", doc))
+    assert (loaded.pid, loaded.tracer_start_ns, loaded.session_start_ns) == \
+        (5, trace.tracer_start_ns, trace.tracer_start_ns)
+    assert loaded.ranges == [frametrace.RangeRecord("body", 1, 1, 2)]
+
+
+def test_merged_traces_load_on_one_timeline(tmp_path):
+    tracer_a, _ = traced_program(5)
+    tracer_b, _ = traced_program(5)
+    pid = os.getpid()
+    # The same pid twice (and the same thread idents): both made distinct.
+    write_chrome(tmp_path / "a.json", tracer_a)
+    write_chrome(tmp_path / "b.json.gz", tracer_b)
+    other = merge([tmp_path / "b.json.gz", tmp_path / "a.json"], tmp_path / "ab.json")
+    assert [d["original_pid"] for d in other["inputs"]] == [pid, pid]
+    pids = [d["pid"] for d in other["inputs"]]
+    assert pids[0] == pid and pids[1] != pid
+    merged = load(tmp_path / "ab.json")
+    assert isinstance(merged, MergedTrace) and len(merged.processes) == 2
+    events_a, events_b = tracer_a.getEvents(), tracer_b.getEvents()
+    assert len(merged.events) == len(events_a) + len(events_b)
+    # File order (b then a); a started first, so its clock is the merged one.
+    got_b, got_a = merged.events[:len(events_b)], merged.events[len(events_b):]
+    assert [tuple(e)[6:8] for e in got_a] == [tuple(e)[6:8] for e in events_a]
+    shift = got_b[0].start_ns - events_b[0].start_ns
+    assert abs(shift) < 1_000_000  # one clock here: only the anchors' jitter
+    assert [(e.start_ns - shift, e.end_ns - shift) for e in got_b] == \
+        [(e.start_ns, e.end_ns) for e in events_b]
+    proc_b, proc_a = merged.processes
+    assert proc_b["shift_ns"] == shift and proc_a["shift_ns"] == 0
+    assert merged.tracer_start_ns == tracer_a.start_ns
+    assert merged.tracer_stop_ns == max(tracer_a.stop_ns, tracer_b.stop_ns + shift)
+    # Thread ids: b's kept, a's replaced by their native ids where b has the
+    # same idents (the main thread's always; a worker's when it was reused).
+    taken = {e.thread_id for e in events_b}
+    assert {e.thread_id for e in got_b} == taken
+    assert {e.thread_id for e in got_a} == {
+        e.native_thread_id if e.thread_id in taken else e.thread_id for e in events_a}
+    # Parents index the merged list: a's come after b's events.
+    for got, want, offset in ((got_a, events_a, len(events_b)), (got_b, events_b, 0)):
+        assert [tuple(e)[:4] + tuple(e)[5:6] + (e.depth, e.parent) + tuple(e)[10:]
+                for e in got] == \
+            [tuple(e)[:4] + tuple(e)[5:6] + (e.depth, e.parent + offset if e.parent >= 0 else -1)
+             + tuple(e)[10:] for e in want]
+    assert any(n.endswith(f"[pid {pids[1]}]") for n in merged.thread_names.values())
+    assert merged.summary(print=False).calls == len(merged.events)
+    # Read another way (otherData not at the end: the events are kept until it is known).
+    with open(tmp_path / "ab.json", encoding="utf-8") as fh:
+        doc = json.load(fh, parse_float=decimal.Decimal)
+    (tmp_path / "ab-sorted.json").write_text(dump_like_another_tool(doc), encoding="utf-8")
+    assert load(tmp_path / "ab-sorted.json") == merged
+    # A merge of merges keeps every process.
+    merge([tmp_path / "ab.json", tmp_path / "a.json"], tmp_path / "aba.json.gz")
+    again = load(tmp_path / "aba.json.gz")
+    assert len(again.processes) == 3 and len({p["pid"] for p in again.processes}) == 3
+    assert len(again.events) == 2 * len(events_a) + len(events_b)
+    assert read_other_data(tmp_path / "aba.json.gz")["merged"] is True
+
+
+# ---- bad files ------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def good_file(tmp_path_factory):
+    with frametrace.trace() as tracer:
+        calls.program()
+    path = tmp_path_factory.mktemp("good") / "good.json"
+    write_chrome(path, tracer)
+    return path.read_bytes()
+
+
+def first_x(doc):
+    return next(e for e in doc["traceEvents"] if e["ph"] == "X")
+
+
+def edit(good, change):
+    doc = json.loads(good)
+    change(doc)
+    return json.dumps(doc).encode()
+
+
+BAD = {
+    "not-json": (lambda g: b"hello, world", "not JSON"),
+    "empty": (lambda g: b"", "empty file"),
+    "truncated-json": (lambda g: g[: len(g) // 2], "truncated"),
+    "truncated-gzip": (lambda g: gzip.compress(g)[:-40], "truncated or corrupted gzip"),
+    "corrupted-gzip": (lambda g: (lambda z: z[:60] + bytes(b ^ 0x5A for b in z[60:200]) + z[200:])(
+        gzip.compress(g)), "gzip"),
+    "array": (lambda g: b'[{"ph": "X", "name": "a", "ts": 1, "dur": 1}]', "array, not an object"),
+    "string": (lambda g: b'"trace"', "not an object"),
+    "no-traceEvents": (lambda g: b'{"displayTimeUnit": "ns"}', "no traceEvents"),
+    "traceEvents-not-a-list": (lambda g: b'{"traceEvents": {}}', "traceEvents is not a list"),
+    "foreign-chrome": (lambda g: b'{"traceEvents": [{"ph": "X", "name": "a", "ts": 1.5, "dur": 2, '
+                                 b'"pid": 1, "tid": 1}], "otherData": {"version": "x"}}',
+                       "not written by frametrace"),
+    "extra-data": (lambda g: g + b"{}", "extra data"),
+    "not-utf8": (lambda g: g.replace(b"program", b"progr\xe9m", 1), "not UTF-8"),
+    "event-not-object": (lambda g: edit(g, lambda d: d["traceEvents"].append(3)),
+                         "an object expected"),
+    "no-ph": (lambda g: edit(g, lambda d: d["traceEvents"].append({"name": "x"})), "no \"ph\""),
+    "ts-string": (lambda g: edit(g, lambda d: first_x(d).update(ts="12.5")), ".ts"),
+    "ts-missing": (lambda g: edit(g, lambda d: first_x(d).pop("ts")), "no 'ts'"),
+    "dur-negative": (lambda g: edit(g, lambda d: first_x(d).update(dur=-1)), "negative"),
+    "sub-nanosecond": (lambda g: g.replace(b'"dur":', b'"dur":0.0005,"x":', 1),
+                       "whole number of nanoseconds"),
+    "name-not-string": (lambda g: edit(g, lambda d: first_x(d).update(name=7)), ".name"),
+    "tid-not-int": (lambda g: edit(g, lambda d: first_x(d).update(tid="1")), ".tid"),
+    "file-without-line": (lambda g: edit(g, lambda d: first_x(d)["args"].update(file="x.py")),
+                          "path:line"),
+    "flag-not-bool": (lambda g: edit(g, lambda d: first_x(d)["args"].update(open_at_stop=1)),
+                      "open_at_stop"),
+    "no-thread-ids": (lambda g: edit(g, lambda d: d["otherData"]["frametrace"].pop("thread_ids")),
+                      "thread_ids"),
+    "origin-not-int": (lambda g: edit(g, lambda d: d["otherData"]["frametrace"].update(origin_ns=1.5)),
+                       "origin_ns"),
+    "portable-version": (lambda g: b'{"format": "frametrace", "version": 99, "events": []}',
+                         "version 99"),
+    "portable-bad-event": (lambda g: json.dumps({
+        "format": "frametrace", "version": 1, "event_fields": list(frametrace.Event.__match_args__),
+        "events": [["f", "m.py", 1, "python", 1, 1, 0, 1, 0, -1, False, False]]}).encode(),
+        "events[0].kind"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD))
+def test_bad_files_raise_value_error_naming_file_and_problem(tmp_path, good_file, case):
+    make, words = BAD[case]
+    path = tmp_path / f"{case}.json"
+    path.write_bytes(make(good_file))
+    with pytest.raises(ValueError) as info:
+        load(path)
+    message = str(info.value)
+    assert message.startswith(f"{path}: "), message
+    assert words in message, message
+
+
+def test_merge_rejects_what_it_cannot_align(tmp_path, good_file):
+    (tmp_path / "good.json").write_bytes(good_file)
+    (tmp_path / "bad.json").write_bytes(good_file[:100])
+    with pytest.raises(ValueError, match="bad.json: .*truncated"):
+        merge([tmp_path / "good.json", tmp_path / "bad.json"], tmp_path / "out.json")
+    assert not os.path.exists(tmp_path / "out.json")
+    (tmp_path / "noanchor.json").write_bytes(
+        edit(good_file, lambda d: d["otherData"]["frametrace"].pop("clock_anchor")))
+    with pytest.raises(ValueError, match="noanchor.json: .*clock_anchor"):
+        merge([tmp_path / "good.json", tmp_path / "noanchor.json"], tmp_path / "out.json")
+    with frametrace.profile() as prof:
+        calls.leaf(1)
+    prof.last_trace.save(tmp_path / "portable.json")
+    with pytest.raises(ValueError, match="portable.json: .*portable"):
+        merge([tmp_path / "portable.json"], tmp_path / "out.json")
+    assert not os.listdir(tmp_path) == []
+    assert not any(name.startswith("out.json") for name in os.listdir(tmp_path))
+
+
+def test_thread_ident_reused_by_a_later_thread(tmp_path):
+    """A thread started after another ended often gets its ident.  Where the
+    file's thread_ids cannot tell them apart, the later thread's events keep
+    their Chrome tid (its native id) as thread_id; nothing else changes."""
+    def work():
+        calls.branch(2)
+
+    with frametrace.trace() as tracer:
+        for _ in range(3):
+            t = threading.Thread(target=work)
+            t.start()
+            t.join()
+    events = tracer.getEvents()
+    write_chrome(tmp_path / "t.json", tracer)
+    known = {int(k): v for k, v in read_other_data(tmp_path / "t.json")["thread_ids"].items()}
+    loaded = load(tmp_path / "t.json").events
+    assert len(loaded) == len(events)
+    for a, b in zip(loaded, events):
+        assert tuple(a)[:4] + tuple(a)[5:] == tuple(b)[:4] + tuple(b)[5:]
+        if b.native_thread_id in known:
+            assert a.thread_id == known[b.native_thread_id]
+        else:
+            assert a.thread_id == b.native_thread_id
+
+
+def test_cut_anywhere_is_truncated(tmp_path, good_file):
+    # Whatever the cut falls on: a string, a number, true, an escape, a separator.
+    cuts = sorted(set(range(1, len(good_file) - 1, 23)) | {good_file.index(b"true") + 2,
+                                                          len(good_file) - 2})
+    path = tmp_path / "cut.json"
+    for n in cuts:
+        path.write_bytes(good_file[:n])
+        with pytest.raises(ValueError, match="truncated") as info:
+            load(path)
+        assert str(info.value).startswith(f"{path}: not JSON: truncated"), (n, str(info.value))

@@ -1,0 +1,66 @@
+"""Flight-recorder overflow: the newest records are kept, the count of the
+rest is reported, and every invariant still holds."""
+import threading
+
+import frametrace
+from frametrace.testing import assert_valid_trace
+from support import find, only, qual
+from targets import calls
+
+
+def busy(n):
+    for i in range(n):
+        calls.leaf(i)
+    return calls.branch(3)
+
+
+def test_tiny_ring_drops_oldest_and_keeps_invariants():
+    with frametrace.trace(buffer_size=64, c_calls=False) as tracer:
+        busy(5000)
+    events = tracer.getEvents()
+    assert_valid_trace(events, tracer.start_ns, tracer.stop_ns)
+    me = threading.get_ident()
+    assert tracer.dropped > 0
+    assert tracer.dropped_by_thread[me] == tracer.dropped
+    # 2 records per leaf call; the ring keeps the last 64 records.
+    assert tracer.dropped >= 2 * 5000 - 64
+    # The newest calls survive, complete.
+    br = only(events, "branch")
+    assert len([i for i in find(events, "leaf") if events[i].parent == br]) == 3
+    # busy returned after overwritten records: its call is gone, it starts
+    # at the earliest retained record, flagged.
+    b = events[only(events, "busy")]
+    assert b.open_at_start and not b.open_at_stop
+    # Frames open across the whole window come from the stack at stop.
+    test_frame = events[only(events, qual("test_tiny_ring_drops_oldest_and_keeps_invariants"))]
+    assert test_frame.open_at_start and test_frame.open_at_stop
+    assert test_frame.end_ns == tracer.stop_ns
+    assert events[only(events, "busy")].parent == only(events, qual("test_tiny_ring_drops_oldest_and_keeps_invariants"))
+
+
+def test_overflow_while_frames_stay_open():
+    def loop(tracer):
+        for i in range(3000):
+            calls.leaf(i)
+            if i == 2999:
+                tracer.stop()
+
+    with frametrace.trace(buffer_size=16) as tracer:
+        loop(tracer)
+    events = tracer.getEvents()
+    assert_valid_trace(events, tracer.start_ns, tracer.stop_ns)
+    lp = events[only(events, qual("test_overflow_while_frames_stay_open.<locals>.loop"))]
+    # Entered before the window, still running at stop: from the stop stack.
+    assert lp.open_at_start and lp.open_at_stop
+    assert tracer.dropped > 0
+
+
+def test_every_size_keeps_invariants():
+    for size in (1, 2, 3, 5, 8, 13, 100, 1000):
+        with frametrace.trace(buffer_size=size) as tracer:
+            calls.program()
+            busy(20)
+            calls.catcher()
+        events = tracer.getEvents()
+        assert_valid_trace(events, tracer.start_ns, tracer.stop_ns)
+        assert (tracer.dropped > 0) == (size <= 13)

@@ -1,0 +1,244 @@
+"""Profiling sessions: schedules, Python tracing limited to the first
+active steps, ranges, steps and what each trace holds."""
+import os
+import threading
+
+import pytest
+
+import frametrace
+from frametrace.export import read_json
+from frametrace.testing import assert_valid_trace
+from support import qual
+
+
+def model(batch):
+    return sum(batch)
+
+
+def training_loop(prof, steps):
+    for i in range(steps):
+        with frametrace.range("forward"):
+            model([i, 1])
+        prof.step()
+
+
+def run_training(prof, steps):
+    training_loop(prof, steps)
+
+
+def test_python_traced_only_in_first_active_step():
+    traces = []
+    sched = frametrace.schedule(wait=1, warmup=1, active=3, repeat=2)
+    with frametrace.profile(schedule=sched, python_steps=1, on_trace_ready=traces.append) as prof:
+        run_training(prof, 12)
+    assert [t.cycle for t in traces] == [0, 1]
+    for trace, first in zip(traces, (2, 7)):
+        events = trace.events
+        stop = trace.tracer_stop_ns
+        assert trace.session_start_ns <= trace.tracer_start_ns <= stop < trace.session_end_ns
+        assert all(ev.end_ns <= stop for ev in events)
+        # Python ran only in the first active step: one model() call.
+        assert [ev.name for ev in events if ev.name == "model"] == ["model"]
+        # The loop and its caller were running at the stop: they end
+        # exactly there, not at the session's end.
+        for name in ("training_loop", "run_training"):
+            ev = next(e for e in events if e.name == name)
+            assert ev.open_at_stop and ev.end_ns == stop
+        # Steps, and the ranges of the later active steps, are still there.
+        assert [s.name for s in trace.steps] == [f"step#{n}" for n in range(first, first + 3)]
+        assert all(a.end_ns <= b.start_ns for a, b in zip(trace.steps, trace.steps[1:]))
+        assert trace.steps[-1].end_ns == trace.session_end_ns
+        forward = [r for r in trace.ranges if r.name == "forward"]
+        assert len(forward) == 3
+        assert forward[-1].start_ns > stop
+        for r, s in zip(forward, trace.steps):
+            assert s.start_ns <= r.start_ns <= r.end_ns <= s.end_ns
+            assert not r.open_at_start and not r.open_at_end
+        # Nothing of the session's own work is in the trace.
+        assert not [e for e in events if e.filename == frametrace.session.__file__]
+        assert trace.pid == os.getpid()
+        assert trace.thread_names[threading.get_ident()] == threading.current_thread().name
+
+
+def test_events_of_a_session_trace_are_sound():
+    traces = []
+    with frametrace.profile(schedule=frametrace.schedule(wait=0, warmup=0, active=2),
+                            on_trace_ready=traces.append) as prof:
+        run_training(prof, 4)
+    # Two full windows, then the window step 4 opened, closed by the exit.
+    assert len(traces) == 3
+    assert [len(t.steps) for t in traces] == [2, 2, 1]
+    for trace, models in zip(traces, (2, 2, 0)):
+        assert_valid_trace(trace.events, trace.tracer_start_ns, trace.tracer_stop_ns)
+        assert trace.tracer_stop_ns <= trace.session_end_ns
+        assert len([e for e in trace.events if e.name == "model"]) == models  # all active steps
+        # Exactly the loop's calls: none of the session's own between steps
+        # (neither its Python code nor C calls made from it).
+        (root,) = [e for e in trace.events if e.name == "run_training"]
+        inside = [e for e in trace.events if e.depth >= root.depth]
+        assert {e.name for e in inside} <= {"run_training", "training_loop", "model", "sum"}
+        assert len([e for e in inside if e.name == "sum"]) == models
+        # The rest: the test's callers (pytest), open since before the start.
+        assert all(e.open_at_start and e.depth < root.depth for e in trace.events
+                   if e not in inside)
+
+
+def test_frametrace_step_steps_the_running_session():
+    frametrace.step()  # no session: nothing happens
+    traces = []
+
+    def loop(steps):
+        for i in range(steps):
+            model([i])
+            frametrace.step()
+
+    with frametrace.profile(schedule=frametrace.schedule(wait=1, warmup=0, active=2),
+                            on_trace_ready=traces.append) as prof:
+        loop(6)
+        assert prof.step_num == 6
+    assert [[s.step for s in t.steps] for t in traces] == [[1, 2], [4, 5], []][:len(traces)]
+    for t in traces[:2]:
+        assert [e.name for e in t.events if e.name == "model"] == ["model", "model"]
+        # frametrace.step() itself is the session's: not in the trace.
+        assert not [e for e in t.events if e.name == "step" or
+                    e.filename == frametrace.session.__file__]
+    frametrace.step()  # after the session: nothing happens
+    assert prof.step_num == 6
+
+
+def test_profile_without_schedule_records_everything():
+    with frametrace.profile() as prof:
+        run_training(prof, 3)
+        model([5])
+    trace = prof.last_trace
+    assert len([e for e in trace.events if e.name == "model"]) == 4
+    assert [s.name for s in trace.steps] == ["step#0", "step#1", "step#2", "step#3"]
+    assert len(trace.ranges) == 3
+    assert trace.tracer_stop_ns <= trace.session_end_ns
+
+
+def test_prof_stop_ends_python_tracing_but_not_the_session():
+    with frametrace.profile() as prof:
+        run_training(prof, 2)
+        prof.stop()
+        stop_seen = prof.last_trace
+        run_training(prof, 2)
+    trace = prof.last_trace
+    assert stop_seen is None  # the window is still open until exit
+    assert len([e for e in trace.events if e.name == "model"]) == 2
+    assert len(trace.ranges) == 4 and len(trace.steps) == 5
+    assert trace.ranges[-1].start_ns > trace.tracer_stop_ns
+    assert all(e.end_ns <= trace.tracer_stop_ns for e in trace.events)
+    me = next(e for e in trace.events if e.name == qual("test_prof_stop_ends_python_tracing_but_not_the_session"))
+    assert me.open_at_stop and me.end_ns == trace.tracer_stop_ns
+
+
+def test_session_misuse():
+    sched = frametrace.schedule(wait=0, warmup=0, active=2)
+    with pytest.raises(ValueError, match=r"python_steps=3.*active=2"):
+        frametrace.profile(schedule=sched, python_steps=3)
+    with pytest.raises(ValueError, match="python_steps"):
+        frametrace.profile(python_steps=-1)
+    with pytest.raises(TypeError, match="python_steps"):
+        frametrace.profile(python_steps=1.0)
+    with pytest.raises(TypeError, match="on_trace_ready"):
+        frametrace.profile(on_trace_ready="traces/")
+    with pytest.raises(TypeError, match="schedule"):
+        frametrace.profile(schedule=3)
+    with pytest.raises(ValueError, match="buffer_size"):
+        frametrace.profile(buffer_size=0)
+    prof = frametrace.profile()
+    with pytest.raises(RuntimeError, match="outside a session"):
+        prof.step()
+    with prof:
+        with pytest.raises(RuntimeError, match="nest"):
+            with frametrace.profile():
+                pass
+    with pytest.raises(RuntimeError, match="outside a session"):
+        prof.step()
+    with pytest.raises(RuntimeError, match="already run"):
+        with prof:
+            pass
+    with frametrace.profile():  # the failed attempts left nothing behind
+        pass
+
+
+def test_exit_of_a_session_never_entered():
+    prof = frametrace.profile()
+    with pytest.raises(RuntimeError, match="never entered"):
+        prof.__exit__(None, None, None)
+    # Refused without a trace of it: the session still runs as a whole.
+    with prof:
+        prof.step()
+    assert prof.step_num == 1 and prof.last_trace is not None
+    # Nor does it end another session that is running.
+    with frametrace.profile() as running:
+        with pytest.raises(RuntimeError, match="never entered"):
+            frametrace.profile().__exit__(None, None, None)
+        running.step()
+    assert running.last_trace is not None and running.step_num == 1
+
+
+def test_body_raising_still_delivers_the_trace():
+    traces = []
+    with pytest.raises(KeyError):
+        with frametrace.profile(on_trace_ready=traces.append) as prof:
+            model([1])
+            raise KeyError("boom")
+    assert len(traces) == 1 and any(e.name == "model" for e in traces[0].events)
+    with frametrace.profile():  # released
+        pass
+
+
+def test_range_decorator_and_misuse():
+    @frametrace.range("load")
+    def load(x):
+        return model([x])
+
+    with frametrace.profile() as prof:
+        assert load(2) == 2
+    trace = prof.last_trace
+    assert [r.name for r in trace.ranges] == ["load"]
+    # The decorator's wrapper is the session's code: not in the trace.
+    names = [e.name for e in trace.events]
+    assert "model" in names and not [n for n in names if "ranged" in n]
+    with pytest.raises(TypeError, match="str"):
+        frametrace.range(3)
+    with pytest.raises(TypeError, match="callable"):
+        frametrace.range("x")(3)
+    with frametrace.range("no session"):  # harmless outside a session
+        pass
+
+
+def test_save_writes_each_trace(tmp_path):
+    sched = frametrace.schedule(wait=0, warmup=0, active=1, repeat=2)
+    with frametrace.profile(schedule=sched, on_trace_ready=frametrace.save(tmp_path / "t")) as prof:
+        run_training(prof, 4)
+    files = sorted(os.listdir(tmp_path / "t"))
+    assert files == [f"frametrace.{os.getpid()}.0.json", f"frametrace.{os.getpid()}.1.json"]
+    doc = read_json(tmp_path / "t" / files[0])
+    assert doc["metadata"]["tracer_stop_ns"] <= doc["metadata"]["session_end_ns"]
+    assert [s["name"] for s in doc["steps"]] == ["step#0"]
+    names = [e[doc["event_fields"].index("name")] for e in doc["events"]]
+    assert "model" in names
+    path = prof.last_trace.save(tmp_path / "last.json.gz")
+    last = read_json(path)
+    assert last["metadata"]["cycle"] == 1 and len(last["steps"]) == 1
+
+
+def test_trace_reports(tmp_path, capsys):
+    import pstats
+    import xml.etree.ElementTree as ET
+
+    with frametrace.profile() as prof:
+        run_training(prof, 3)
+    trace = prof.last_trace
+    table = trace.summary(sort="calls", limit=5)
+    assert "model" in capsys.readouterr().out
+    assert any(row.name == "model" and row.calls == 3 for row in table.rows)
+    stats = pstats.Stats(trace.to_pstats(tmp_path / "t.pstats"))
+    assert any(func[2] == "model" and v[1] == 3 for func, v in stats.stats.items())
+    lines = open(trace.to_collapsed(tmp_path / "t.folded")).read().splitlines()
+    assert any("model" in line for line in lines)
+    root = ET.parse(trace.to_flamegraph_svg(tmp_path / "t.svg")).getroot()
+    assert root.tag.endswith("svg")
