@@ -9,6 +9,7 @@ import sys
 import pytest
 from collections import defaultdict
 
+import frametrace
 from frametrace.testing import assert_valid_trace
 
 QUALNAMES = sys.version_info >= (3, 11)
@@ -107,3 +108,41 @@ PROC_STATUS = """
                 if line.startswith(field + ":"):
                     return int(line.split()[1]) * 1024
 """
+
+
+# ---- a training loop under a profiling session -------------------------------
+
+
+def model(batch):
+    return sum(batch)
+
+
+def training_loop(prof, steps):
+    for i in range(steps):
+        with frametrace.range("forward"):
+            model([i, 1])
+        prof.step()
+
+
+def run_training(prof, steps):
+    training_loop(prof, steps)
+
+
+# ---- SVG flame graphs ----------------------------------------------------------
+
+SVG = "{http://www.w3.org/2000/svg}"
+
+
+def frames_of(path):
+    """The root of an SVG flame graph and its frames: (title, x, width, y)."""
+    import xml.etree.ElementTree as ET
+    root = ET.parse(path).getroot()
+    assert root.tag == SVG + "svg"
+    frames = []
+    for g in root.iter(SVG + "g"):
+        if g.get("class") == "f":
+            rect, title = g.find(SVG + "rect"), g.find(SVG + "title")
+            assert rect is not None and title is not None
+            frames.append((title.text, float(rect.get("x")), float(rect.get("width")),
+                           float(rect.get("y"))))
+    return root, frames

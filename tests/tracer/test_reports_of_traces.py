@@ -3,36 +3,21 @@ pstats (against cProfile), collapsed stacks and SVG flame graphs."""
 import cProfile
 import pstats
 import threading
-import xml.etree.ElementTree as ET
 
 import pytest
 
 import frametrace
 from frametrace import reports
 from frametrace.testing import assert_valid_trace
-from support import only, qual, traced
+from support import SVG, frames_of, only, qual, traced
 from targets import calls
 
 
 CALLS = calls.__file__
-SVG = "{http://www.w3.org/2000/svg}"
 
 
 def rows_by_name(table):
     return {r.name: r for r in table.rows}
-
-
-def frames_of(path):
-    root = ET.parse(path).getroot()
-    assert root.tag == SVG + "svg"
-    frames = []
-    for g in root.iter(SVG + "g"):
-        if g.get("class") == "f":
-            rect, title = g.find(SVG + "rect"), g.find(SVG + "title")
-            assert rect is not None and title is not None
-            frames.append((title.text, float(rect.get("x")), float(rect.get("width")),
-                           float(rect.get("y"))))
-    return root, frames
 
 
 def test_summary_of_known_program_exact_calls():

@@ -8,22 +8,7 @@ import pytest
 import frametrace
 from frametrace.export import read_json
 from frametrace.testing import assert_valid_trace
-from support import qual
-
-
-def model(batch):
-    return sum(batch)
-
-
-def training_loop(prof, steps):
-    for i in range(steps):
-        with frametrace.range("forward"):
-            model([i, 1])
-        prof.step()
-
-
-def run_training(prof, steps):
-    training_loop(prof, steps)
+from support import model, qual, run_training
 
 
 def test_python_traced_only_in_first_active_step():

@@ -70,6 +70,13 @@ def test_compat_h_lists_entries_in_the_form_this_test_reads():
     assert any(name == "_PyEval_SetProfile" for _, name, _, _ in entries())
 
 
+def test_imported_private_symbols_are_exactly_those_listed():
+    imported = imported_private_symbols()
+    expected = listed({"private", "implied"}, fields=False)
+    assert imported - expected == set(), "imported but not listed in csrc/compat.h"
+    assert expected - imported == set(), "listed in csrc/compat.h but no longer imported"
+
+
 def test_testing_extension_imports_nothing_unlisted():
     imported = imported_private_symbols(frametrace._testing)
     assert imported - listed({"private", "implied", "testing"}, fields=False) == set()

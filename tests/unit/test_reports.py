@@ -10,10 +10,10 @@ import pytest
 
 import frametrace
 from frametrace import reports
+from support import frames_of
 from targets import calls
 
 CALLS = calls.__file__
-SVG = "{http://www.w3.org/2000/svg}"
 
 
 def ev(name, start, end, parent, depth, *, tid=7, kind="py", filename="m.py", lineno=1,
@@ -305,19 +305,6 @@ def test_collapsed_sanitizes_rounds_and_merges_threads():
 
 
 # ---- SVG flame graph ----------------------------------------------------------
-
-
-def frames_of(path):
-    root = ET.parse(path).getroot()
-    assert root.tag == SVG + "svg"
-    frames = []
-    for g in root.iter(SVG + "g"):
-        if g.get("class") == "f":
-            rect, title = g.find(SVG + "rect"), g.find(SVG + "title")
-            assert rect is not None and title is not None
-            frames.append((title.text, float(rect.get("x")), float(rect.get("width")),
-                           float(rect.get("y"))))
-    return root, frames
 
 
 def test_svg_geometry_and_escaping(tmp_path):

@@ -6,21 +6,8 @@ import pytest
 
 import frametrace
 from frametrace import ProfilerAction as A
+from support import run_training
 
-
-def model(batch):
-    return sum(batch)
-
-
-def training_loop(prof, steps):
-    for i in range(steps):
-        with frametrace.range("forward"):
-            model([i, 1])
-        prof.step()
-
-
-def run_training(prof, steps):
-    training_loop(prof, steps)
 
 
 def test_schedule_step_semantics():
