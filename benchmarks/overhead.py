@@ -35,7 +35,6 @@ import gc
 import os
 import platform
 import statistics
-import sys
 import time
 from functools import partial
 

@@ -68,7 +68,7 @@ import sys
 import time
 import traceback
 import types
-from typing import IO, Any, Optional, Sequence
+from typing import Any, Optional, Sequence
 
 from .export import TerminalProgress as Progress
 

@@ -2,15 +2,11 @@
 read, cleared and dropped (while active too, in cycles too) leave the
 process as they found it.  Each run is in a fresh interpreter, for a
 clean RSS and so that a crash fails the test, not the run."""
-import json
-import os
-import subprocess
 import sys
-import textwrap
 
 import pytest
 
-from support import PROC_STATUS, child_env, needs_plain_allocator, run_json
+from support import PROC_STATUS, needs_plain_allocator, run_json
 
 # A tracer runs here (in this process or a child): in every setup.
 pytestmark = pytest.mark.usefixtures("clock")

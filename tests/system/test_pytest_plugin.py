@@ -198,7 +198,7 @@ def test_helper_failure_messages_in_the_report(pytester):
         "E *   did you mean: 'known_call' (1x)*",
         "E *   most called: *",
     ])
-    call_line = rf"E +  event \d+ 'known_call' \(py\) on thread \d+ \(native \d+\), start_ns=\d+ end_ns=\d+, depth=\d+ parent=\d+, at .*test_helper_failure_messages_in_the_report\.py:4$"
+    call_line = r"E +  event \d+ 'known_call' \(py\) on thread \d+ \(native \d+\), start_ns=\d+ end_ns=\d+, depth=\d+ parent=\d+, at .*test_helper_failure_messages_in_the_report\.py:4$"
     assert re.search(r"E +AssertionError: 'known_call' was called 1 time, expected 2:$", out, re.M), out
     assert re.search(call_line, out, re.M), out
     result.stdout.fnmatch_lines([

@@ -167,7 +167,7 @@ def test_exit_of_a_session_never_entered():
 def test_body_raising_still_delivers_the_trace():
     traces = []
     with pytest.raises(KeyError):
-        with frametrace.profile(on_trace_ready=traces.append) as prof:
+        with frametrace.profile(on_trace_ready=traces.append):
             model([1])
             raise KeyError("boom")
     assert len(traces) == 1 and any(e.name == "model" for e in traces[0].events)
