@@ -12,6 +12,8 @@ from .schedule import ProfilerAction, Schedule, schedule
 from .session import Profile, RangeRecord, StepRecord, Trace, profile, range, save, step
 from .tracer import Tracer, trace
 
+# frametrace.range stays public but out of __all__: `from frametrace import *`
+# must not replace the builtin range.
 __all__ = [
     "AttachError",
     "AttachResult",
@@ -30,7 +32,6 @@ __all__ = [
     "attach",
     "load",
     "profile",
-    "range",
     "save",
     "schedule",
     "step",
