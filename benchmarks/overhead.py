@@ -4,7 +4,7 @@ configuration once, back to back.
 
     python benchmarks/overhead.py [--rounds 40] [--workloads fib,builtins]
 
-The references (csrc/floors.c, private functions of frametrace._tracer):
+The references (csrc/testing/floors.c, in the private frametrace._testing):
 
 - floor: a C profile function that does nothing (PyEval_SetProfile), what
   any tracer on that hook pays;

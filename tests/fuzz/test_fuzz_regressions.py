@@ -37,7 +37,7 @@ def _subprocess_ok(code):
 @pytest.mark.parametrize("call", ["replay", "ticks_to_ns", "perfetto_track", "perfetto_span"])
 def test_regression_list_instead_of_tuple_is_systemerror(call, tmp_path):
     """Found by this file's fuzzing, fixed since: A record, anchor, track or span given as a
-    list instead of a tuple reaches PyArg_ParseTuple (csrc/testing.c,
+    list instead of a tuple reaches PyArg_ParseTuple (csrc/testing/records.c,
     csrc/export_perfetto.c), which raises SystemError('new style getargs format but argument
     is not a tuple') instead of TypeError"""
     tracer = stopped_tracer()
@@ -56,7 +56,7 @@ def test_regression_list_instead_of_tuple_is_systemerror(call, tmp_path):
 
 @pytest.mark.parametrize("how", ["grow_ticks", "shrink_ticks", "shrink_anchors"])
 def test_regression_ticks_to_ns_lists_mutated_while_parsed(how):
-    """Found by this file's fuzzing, fixed since: _ticks_to_ns (csrc/testing.c) iterates its
+    """Found by this file's fuzzing, fixed since: ticks_to_ns (csrc/testing/records.c) iterates its
     lists through borrowed items and sizes read once: an __index__ that grows the ticks list
     writes past the result list (heap-buffer-overflow, segfault); one that shrinks it
     returns a list holding NULLs; one that shrinks the anchors list reads freed memory
@@ -370,7 +370,7 @@ def test_write_chrome_ranges_far_from_origin_keep_ns(far, tmp_path):
 
 @pytest.mark.parametrize("which", ["base_ts", "stop_ns"])
 def test_replay_takes_int64_min(which):
-    """Found by this file's fuzzing, fixed since: _replay (csrc/testing.c) marked base_ts
+    """Found by this file's fuzzing, fixed since: replay (csrc/testing/records.c) marked base_ts
     and stop_ns missing with LLONG_MIN, so -2**63, a valid int64, raised TypeError."""
     kwargs = {"base_ts": 0, "stop_ns": 0, which: -(2**63)}
     assert isinstance(_testing.replay([], **kwargs), list)

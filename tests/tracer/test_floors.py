@@ -1,4 +1,4 @@
-"""The benchmarks' reference hooks (csrc/floors.c): the do-nothing profile
+"""The benchmarks' reference hooks (csrc/testing/floors.c, frametrace._testing): the do-nothing profile
 function, the same reading the clock into a ring, and their sys.monitoring
 twins.  They must install and go as asked, never touch another tool's hook,
 and free what they hold."""
