@@ -188,7 +188,7 @@ def test_python_return_without_call_keeps_the_stack():
          (40, "return", 4), (50, "return", 3)],
         base_ts=5, stop_ns=1000, base_stack=[1, 2], stop_stack=[1, 2])
     shape = [(func, start, end, parent, open_start, open_stop)
-             for func, _, start, end, parent, _, open_start, open_stop in out]
+             for func, _, start, end, parent, _, open_start, open_stop, _ in out]
     # As a C return with no call: it ran at most since the previous record.
     assert shape == [(1, 5, 1000, -1, True, True),
                      (2, 5, 1000, 0, True, True),
