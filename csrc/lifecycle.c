@@ -348,8 +348,11 @@ hook_dealloc(ft_hookobject *self)
 
 static PyType_Slot hook_slots[] = {
     {Py_tp_doc, "The argument frametrace's profile function and monitoring "
-                "callbacks find their tracer through (internal)."},
+                "callbacks find their tracer through (internal).  Called "
+                "as a profile function when sys.setprofile() puts it back "
+                "(displaced.c)."},
     {Py_tp_dealloc, hook_dealloc},
+    {Py_tp_call, ft_hook_call},
     {0, NULL},
 };
 
@@ -1054,11 +1057,30 @@ start_claimed(ft_tracer *self)
 
 /* ---- stop: the latch ------------------------------------------------ */
 
+/* Notes which registered threads are alive at stop, and whether this
+ * tracer's hook is still theirs (ft_thread.at_stop), before the hook is
+ * removed.  Pure C: nothing runs meanwhile. */
+static void
+mark_threads_at_stop(ft_tracer *self)
+{
+    PyThreadState *ts = PyInterpreterState_ThreadHead(PyInterpreterState_Get());
+    for (; ts != NULL; ts = PyThreadState_Next(ts)) {
+        ft_thread *th = find_thread(self, ts);
+        if (th == NULL) {
+            continue;
+        }
+        th->at_stop = self->backend == FT_BACKEND_MONITORING || is_ours(self, ts)
+            ? FT_AT_STOP_OURS : FT_AT_STOP_OTHER;
+    }
+}
+
 /* The latched stop: the first call records stop_ns (now, or at the anchor
- * `at` taken earlier) and removes the hook; every later call does nothing.
+ * `at` taken earlier), removes the hook and, unless in a forked child
+ * (whose other threads vanished with the fork), finds the threads whose
+ * recording ended early (displaced.c); every later call does nothing.
  * Never fails. */
 static void
-latch_stop_at(ft_tracer *self, const ft_anchor *at)
+latch_stop_at(ft_tracer *self, const ft_anchor *at, int in_child)
 {
     if (self->phase != FT_PHASE_ACTIVE) {
         return;
@@ -1073,10 +1095,12 @@ latch_stop_at(ft_tracer *self, const ft_anchor *at)
     if (self->state->active == self) {
         self->state->active = NULL;
     }
+    mark_threads_at_stop(self);
+    int tool_lost = 0;
 #if FT_HAVE_MONITORING
     if (self->backend == FT_BACKEND_MONITORING) {
         take_stop_stacks(self);
-        ft_monitor_stop(self);
+        tool_lost = !ft_monitor_stop(self);
     }
 #endif
     uninstall_hooks(self, 1);
@@ -1087,12 +1111,15 @@ latch_stop_at(ft_tracer *self, const ft_anchor *at)
         name_thread(self->threads[i], names);
     }
     Py_XDECREF(names);
+    if (!in_child) {
+        ft_find_displaced(self, tool_lost);
+    }
 }
 
 void
 ft_tracer_stop(ft_tracer *self)
 {
-    latch_stop_at(self, NULL);
+    latch_stop_at(self, NULL, 0);
 }
 
 /* ---- threads started while a tracer is active ----------------------- */
@@ -1100,10 +1127,9 @@ ft_tracer_stop(ft_tracer *self)
 /* Profile function given to threading.setprofile(): each thread started
  * while a tracer is active calls it at its first event, and it replaces
  * itself with the C hook on that thread. */
-static PyObject *
-thread_bootstrap(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+PyObject *
+ft_bootstrap_thread(ft_state *state, PyObject *const *args, Py_ssize_t nargs)
 {
-    ft_state *state = ft_get_state(module);
     ft_tracer *tracer = state->active;
 
     if (tracer == NULL) {
@@ -1223,6 +1249,12 @@ thread_bootstrap(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     Py_RETURN_NONE;
 }
 
+static PyObject *
+thread_bootstrap(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    return ft_bootstrap_thread(ft_get_state(module), args, nargs);
+}
+
 PyMethodDef ft_thread_bootstrap_def = {
     "_thread_bootstrap", (PyCFunction)(void (*)(void))thread_bootstrap,
     METH_FASTCALL,
@@ -1247,7 +1279,7 @@ tracer_after_fork_child(ft_tracer *self)
     /* The other threads are gone, and the child's at-fork callbacks have
      * run since the anchor: the trace ends where the fork began.  The
      * child traces nothing unless it starts a tracer of its own. */
-    latch_stop_at(self, self->fork_anchored ? &self->fork_anchor : NULL);
+    latch_stop_at(self, self->fork_anchored ? &self->fork_anchor : NULL, 1);
     self->fork_anchored = 0;
 }
 

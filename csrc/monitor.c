@@ -264,6 +264,15 @@ static const vectorcallfunc callback_funcs[FT_MON_NEVENTS] = {
     [FT_MON_C_RAISE] = on_c_raise,
 };
 
+/* The name the tool id is held under: what sys.monitoring.get_tool(2)
+ * shows a program whose cProfile (or other profiler) is refused with
+ * "ValueError: Another profiling tool is already active" (3.12, 3.13) or
+ * "tool 2 is already in use" (3.14+), messages frametrace cannot change. */
+#define TOOL_NAME \
+    "frametrace (a Tracer with backend='monitoring' is recording: stop " \
+    "it first, or trace with backend='setprofile', which leaves this id " \
+    "free)"
+
 int
 ft_monitor_start(ft_tracer *tracer)
 {
@@ -275,9 +284,9 @@ ft_monitor_start(ft_tracer *tracer)
     owner->tracer = tracer;  /* borrowed: cleared by ft_monitor_stop */
     owner->thread = NULL;
     owner->generation = tracer->generation;
-    if (ft_monitor_take(tracer->state->callback_type, "frametrace",
-                        (PyObject *)owner, callback_funcs,
-                        tracer->c_calls) < 0) {
+    if (ft_monitor_take(tracer->state->callback_type, TOOL_NAME,
+                        (PyObject *)owner, callback_funcs, tracer->c_calls,
+                        &tracer->monitor_events) < 0) {
         owner->tracer = NULL;
         Py_DECREF(owner);
         return -1;
@@ -286,17 +295,21 @@ ft_monitor_start(ft_tracer *tracer)
     return 0;
 }
 
-void
+int
 ft_monitor_stop(ft_tracer *tracer)
 {
-    if (tracer->monitor == NULL) {
-        return;
+    PyObject *owner = tracer->monitor;
+    if (owner == NULL) {
+        return 1;
     }
     /* Inert first: events arriving while the calls below run record
-     * nothing. */
-    ((ft_hookobject *)tracer->monitor)->tracer = NULL;
-    Py_CLEAR(tracer->monitor);
-    ft_monitor_release();
+     * nothing.  Held until the callbacks are compared with it. */
+    ((ft_hookobject *)owner)->tracer = NULL;
+    tracer->monitor = NULL;
+    int intact = ft_monitor_release(TOOL_NAME, tracer->state->callback_type,
+                                    owner, tracer->monitor_events);
+    Py_DECREF(owner);
+    return intact;
 }
 
 #endif /* FT_HAVE_MONITORING */

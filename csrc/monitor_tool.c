@@ -96,8 +96,7 @@ ft_monitor_conflict(void)
 }
 
 /* Registers a callback of type owned by owner for every event (funcs[i] for
- * event i); with no owner, None.  *mask: the events' bits, the C ones only
- * if with_c. */
+ * event i).  *mask: the events' bits, the C ones only if with_c. */
 static int
 register_callbacks(PyTypeObject *type, PyObject *mon, PyObject *events,
                    PyObject *owner, const vectorcallfunc *funcs, int with_c,
@@ -114,9 +113,7 @@ register_callbacks(PyTypeObject *type, PyObject *mon, PyObject *events,
             Py_DECREF(flag);
             return -1;
         }
-        PyObject *cb = owner == NULL
-            ? Py_NewRef(Py_None)
-            : new_callback(type, owner, funcs[i]);
+        PyObject *cb = new_callback(type, owner, funcs[i]);
         PyObject *res = cb == NULL ? NULL
             : PyObject_CallMethod(mon, "register_callback", "iOO",
                                   FT_MONITOR_TOOL_ID, flag, cb);
@@ -133,9 +130,21 @@ register_callbacks(PyTypeObject *type, PyObject *mon, PyObject *events,
     return 0;
 }
 
+/* The events the tool id has on (get_events()), or -1 with an exception. */
+static long
+tool_events(PyObject *mon)
+{
+    PyObject *res = PyObject_CallMethod(mon, "get_events", "i",
+                                        FT_MONITOR_TOOL_ID);
+    long bits = res == NULL ? -1 : PyLong_AsLong(res);
+    Py_XDECREF(res);
+    return bits;
+}
+
 int
 ft_monitor_take(PyTypeObject *callback_type, const char *name,
-                PyObject *owner, const vectorcallfunc *funcs, int c_calls)
+                PyObject *owner, const vectorcallfunc *funcs, int c_calls,
+                long *events_out)
 {
     PyObject *mon = monitoring_module();
     if (mon == NULL) {
@@ -160,34 +169,97 @@ ft_monitor_take(PyTypeObject *callback_type, const char *name,
         rc = res == NULL ? -1 : 0;
         Py_XDECREF(res);
     }
+    /* As get_events() reports them (without C_RETURN and C_RAISE, which
+     * come with CALL): what ft_monitor_release() compares. */
+    long reported = rc == 0 ? tool_events(mon) : -1;
+    if (reported == -1 && PyErr_Occurred()) {
+        rc = -1;
+    }
     Py_DECREF(events);
     Py_DECREF(mon);
     if (rc < 0) {
-        ft_monitor_release();  /* keeps the exception */
+        (void)ft_monitor_release(name, NULL, NULL, -1);  /* keeps the
+                                                            exception */
+    }
+    else if (events_out != NULL) {
+        *events_out = reported;
     }
     return rc;
 }
 
-void
-ft_monitor_release(void)
+/* Registers None for every event; *ours becomes 0 if a callback it
+ * replaced was not one of callback_type owned by owner (callback_type NULL:
+ * not checked).  0, or -1 with an exception. */
+static int
+clear_callbacks(PyObject *mon, PyObject *events, PyTypeObject *callback_type,
+                PyObject *owner, int *ours)
+{
+    for (int i = 0; i < FT_MON_NEVENTS; i++) {
+        PyObject *flag = PyObject_GetAttrString(events, event_names[i]);
+        PyObject *prev = flag == NULL ? NULL
+            : PyObject_CallMethod(mon, "register_callback", "iOO",
+                                  FT_MONITOR_TOOL_ID, flag, Py_None);
+        Py_XDECREF(flag);
+        if (prev == NULL) {
+            return -1;
+        }
+        if (callback_type != NULL
+            && !(Py_IS_TYPE(prev, callback_type)
+                 && ((ft_callback *)prev)->owner == owner)) {
+            *ours = 0;
+        }
+        Py_DECREF(prev);
+    }
+    return 0;
+}
+
+int
+ft_monitor_release(const char *name, PyTypeObject *callback_type,
+                   PyObject *owner, long events)
 {
     ft_saved_exc saved;
     FT_SAVE_EXC(saved);
+    int intact = 1;
+    PyObject *res = NULL;
     PyObject *mon = monitoring_module();
-    PyObject *events = mon ? PyObject_GetAttrString(mon, "events") : NULL;
-    if (events != NULL) {
-        PyObject *res = PyObject_CallMethod(mon, "set_events", "ii",
-                                            FT_MONITOR_TOOL_ID, 0);
-        Py_XDECREF(res);
-        long mask;
-        if (res != NULL
-            && register_callbacks(NULL, mon, events, NULL, NULL, 1,
-                                  &mask) == 0) {
-            res = PyObject_CallMethod(mon, "free_tool_id", "i",
-                                      FT_MONITOR_TOOL_ID);
-            Py_XDECREF(res);
-        }
+    PyObject *flags = mon ? PyObject_GetAttrString(mon, "events") : NULL;
+    PyObject *holder = flags ? ft_monitor_holder() : NULL;
+    if (holder == NULL) {
+        goto done;
     }
+    if (holder == Py_None) {
+        /* Freed by another tool.  3.12 and 3.13 leave the events and
+         * callbacks of a freed id on: take it back to clear ours. */
+        intact = 0;
+        res = PyObject_CallMethod(mon, "use_tool_id", "is",
+                                  FT_MONITOR_TOOL_ID, name);
+        if (res == NULL) {
+            goto done;
+        }
+        Py_CLEAR(res);
+    }
+    else if (!PyUnicode_Check(holder)
+             || PyUnicode_CompareWithASCIIString(holder, name) != 0) {
+        intact = 0;  /* another tool's now: not ours to touch */
+        goto done;
+    }
+    if (events >= 0) {
+        long now = tool_events(mon);
+        if (now == -1 && PyErr_Occurred()) {
+            goto done;
+        }
+        intact = intact && now == events;
+    }
+    res = PyObject_CallMethod(mon, "set_events", "ii", FT_MONITOR_TOOL_ID, 0);
+    if (res == NULL || clear_callbacks(mon, flags, callback_type, owner,
+                                       &intact) < 0) {
+        goto done;
+    }
+    Py_DECREF(res);
+    res = PyObject_CallMethod(mon, "free_tool_id", "i", FT_MONITOR_TOOL_ID);
+
+done:
+    Py_XDECREF(res);
     if (PyErr_Occurred()) {
         if (FT_FINALIZING()) {
             PyErr_Clear();  /* sys.monitoring goes away with the interpreter */
@@ -196,9 +268,11 @@ ft_monitor_release(void)
             PyErr_WriteUnraisable(NULL);
         }
     }
-    Py_XDECREF(events);
+    Py_XDECREF(holder);
+    Py_XDECREF(flags);
     Py_XDECREF(mon);
     FT_RESTORE_EXC(saved);
+    return intact;
 }
 
 #endif /* FT_HAVE_MONITORING */

@@ -67,15 +67,23 @@ PyObject *ft_monitor_conflict(void);
 
 /* Takes the tool id as name and turns on the events (the C ones with
  * c_calls), each calling a new callback of callback_type owned by owner:
- * funcs[FT_MON_*] is the function of each event.  0, or -1 with an
- * exception set and nothing held. */
+ * funcs[FT_MON_*] is the function of each event; *events (if not NULL)
+ * gets the events' bits.  0, or -1 with an exception set and nothing
+ * held. */
 int ft_monitor_take(PyTypeObject *callback_type, const char *name,
                     PyObject *owner, const vectorcallfunc *funcs,
-                    int c_calls);
+                    int c_calls, long *events);
 
-/* Turns the events off, drops the callbacks and frees the tool id; a
- * failure is reported as unraisable.  Keeps any pending exception. */
-void ft_monitor_release(void);
+/* Gives back the tool id taken as name: turns the events off, drops the
+ * callbacks and frees it.  Another tool may have freed or changed it
+ * meanwhile (sys.monitoring lets any code do so): held under another name,
+ * it is left alone; free, whatever of ours it still has is cleared.
+ * Returns 1 when the tool id was still as ft_monitor_take() left it (held
+ * as name, with exactly the events given; with callback_type not NULL,
+ * every callback one of that type owned by owner), else 0.  A failure is
+ * reported as unraisable; keeps any pending exception. */
+int ft_monitor_release(const char *name, PyTypeObject *callback_type,
+                       PyObject *owner, long events);
 
 #endif /* FT_HAVE_MONITORING */
 #endif /* FT_MONITOR_TOOL_H */

@@ -362,3 +362,23 @@ done:
     free(ctx.stack);
     return rc;
 }
+
+int64_t
+ft_replay_open_python(const ft_replay_input *in)
+{
+    ft_replay_input bare = *in;
+    bare.stop_stack = NULL;  /* only what the records leave open */
+    bare.stop_depth = 0;
+    bare.loss_ns = 0;
+    ft_eventvec vec = {0};
+    if (ft_replay_thread(&bare, &vec) < 0) {
+        ft_eventvec_free(&vec);
+        return -1;
+    }
+    int64_t open = 0;
+    for (size_t i = 0; i < vec.len; i++) {
+        open += vec.items[i].open_at_stop && !vec.items[i].is_c;
+    }
+    ft_eventvec_free(&vec);
+    return open;
+}

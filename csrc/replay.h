@@ -52,5 +52,10 @@ typedef struct {
  * then left as it was before the call). */
 int ft_replay_thread(const ft_replay_input *in, ft_eventvec *out);
 void ft_eventvec_free(ft_eventvec *vec);
+/* The number of Python frames the thread's records leave open (called and
+ * never returned), from in's ring, clock, base stack and stop_ns (its
+ * stop stack and loss_ns are not used), or -1 when out of memory.  More
+ * than the thread really has open means returns were never recorded. */
+int64_t ft_replay_open_python(const ft_replay_input *in);
 
 #endif /* FT_REPLAY_H */

@@ -73,7 +73,31 @@ typedef struct {
     PyObject *name;           /* strong: threading's name for it, or NULL */
     int64_t loss_ticks;       /* 0, or when its recording ended early (its
                                  hook displaced): its last record */
+    uint8_t displaced;        /* FT_DISPLACED_*: why its recording ended
+                                 early (set by stop()) */
+    uint8_t at_stop;          /* FT_AT_STOP_*: its thread state at stop() */
+    uint8_t hook_restored;    /* its hook came back through sys.setprofile()
+                                 after another tool had replaced it */
 } ft_thread;
+
+/* Why a thread's recording ended before stop() (ft_thread.displaced). */
+enum {
+    FT_DISPLACED_NO = 0,
+    FT_DISPLACED_REPLACED,  /* another profile function, or none, at stop */
+    FT_DISPLACED_ENDED,     /* it ended with frames whose end was never
+                               recorded: its hook had gone before */
+    FT_DISPLACED_RESTORED,  /* its hook was replaced and later put back:
+                               the events in between are missing */
+    FT_DISPLACED_TOOL_ID,   /* another tool freed or changed the
+                               sys.monitoring tool id */
+};
+
+/* A registered thread's thread state when stop() looked (ft_thread.at_stop). */
+enum {
+    FT_AT_STOP_GONE = 0,  /* the thread had ended */
+    FT_AT_STOP_OURS,      /* alive, recording through this tracer */
+    FT_AT_STOP_OTHER,     /* alive, with another profile function or none */
+};
 
 /* The profile function's argument: on 3.10/3.11 one per thread (thread
  * set), on 3.12+ one for all threads (thread NULL: the hook finds the
@@ -126,6 +150,10 @@ typedef struct ft_tracer {
                                  cache (ft_cached_thread()) */
     ft_anchor fork_anchor;    /* taken just before os.fork(), while active */
     int fork_anchored;
+    long monitor_events;      /* the events the tool id was given, as
+                                 get_events() reports them */
+    int displaced_unwarned;   /* stop() found displaced threads that its
+                                 caller has not warned about yet */
     PyObject *weakreflist;
 } ft_tracer;
 
@@ -143,8 +171,9 @@ ft_state *ft_state_of_type(PyTypeObject *type);
  * starting; else installs the hook (or takes the tool id) on every thread.
  * 0, or -1 with an exception set and nothing installed. */
 int ft_tracer_start(ft_tracer *tracer);
-/* The latched stop: the first call records stop_ns and removes the hook;
- * every later call does nothing.  Never fails. */
+/* The latched stop: the first call records stop_ns, removes the hook and
+ * finds the threads whose recording ended early (displaced); every later
+ * call does nothing.  Never fails. */
 void ft_tracer_stop(ft_tracer *tracer);
 /* Frees the tracer's threads (their rings and stacks). */
 void ft_free_threads(ft_tracer *tracer);
@@ -153,6 +182,11 @@ extern PyType_Spec ft_hook_spec;
 /* _thread_bootstrap(), the profile function given to threading.setprofile()
  * while a tracer is active: a new thread installs the hook itself. */
 extern PyMethodDef ft_thread_bootstrap_def;
+/* What _thread_bootstrap(frame, event, arg) does: registers the calling
+ * thread with the active tracer (or finds it), installs the hook on it and
+ * records the event; with no tracer active, turns profiling off on it. */
+PyObject *ft_bootstrap_thread(ft_state *state, PyObject *const *args,
+                              Py_ssize_t nargs);
 /* os.register_at_fork() callbacks: the parent goes on tracing; in the child
  * the tracer is stopped as of the moment just before the fork.  0, or -1
  * with an exception set. */
@@ -204,6 +238,23 @@ ft_cache_thread(const ft_tracer *tracer, ft_thread *th)
     ft_tls_cache.thread = th;
 }
 
+/* ==== displaced.c: threads whose recording ended early ==== */
+
+/* After the hook is removed at stop (ft_thread.at_stop set before): flags
+ * the threads whose recording ended early, or had a gap, and sets their
+ * loss_ticks; tool_lost: the monitoring tool id was freed or changed by
+ * another tool.  Pure C. */
+void ft_find_displaced(ft_tracer *tracer, int tool_lost);
+/* After ft_tracer_stop(): one RuntimeWarning per displaced thread, once.
+ * 0, or -1 with the exception of a warning turned into an error. */
+int ft_tracer_warn_displaced(ft_tracer *tracer);
+/* Tracer.displaced: [(thread_serial, thread_id, native_thread_id, name)]
+ * of the displaced threads (a new list), or NULL with an exception. */
+PyObject *ft_displaced_list(ft_tracer *tracer);
+/* The hook object's tp_call: it is called as a Python profile function
+ * when a tool that saved it (sys.getprofile()) puts it back. */
+PyObject *ft_hook_call(PyObject *hook, PyObject *args, PyObject *kwargs);
+
 /* ==== hook.c: the PyEval_SetProfile backend's hot path ==== */
 
 /* The profile function (Py_tracefunc) of every traced thread; obj is its
@@ -252,8 +303,10 @@ uint32_t ft_c_function_id(ft_tracer *tracer, PyObject *func, const void *key);
 /* Takes the tool id (monitor_tool.h) with the callbacks, owned by a new
  * hook object of tracer.  0, or -1 with an exception set. */
 int ft_monitor_start(ft_tracer *tracer);
-/* Silences the callbacks and gives the tool id back; never fails. */
-void ft_monitor_stop(ft_tracer *tracer);
+/* Silences the callbacks and gives the tool id back; never fails.  1, or
+ * 0 when another tool had freed or changed the tool id meanwhile (then
+ * recording stopped or went wrong on every thread). */
+int ft_monitor_stop(ft_tracer *tracer);
 #endif
 
 /* ==== tracer.c ==== */

@@ -132,6 +132,9 @@ static PyObject *
 tracer_stop(ft_tracer *self, PyObject *Py_UNUSED(ignored))
 {
     ft_tracer_stop(self);
+    if (ft_tracer_warn_displaced(self) < 0) {
+        return NULL;
+    }
     Py_RETURN_NONE;
 }
 
@@ -151,6 +154,9 @@ tracer_exit(ft_tracer *self, PyObject *const *Py_UNUSED(args),
             Py_ssize_t Py_UNUSED(nargs))
 {
     ft_tracer_stop(self);
+    if (ft_tracer_warn_displaced(self) < 0) {
+        return NULL;
+    }
     Py_RETURN_FALSE;
 }
 
@@ -326,6 +332,12 @@ tracer_get_threads(ft_tracer *self, void *Py_UNUSED(closure))
 }
 
 static PyObject *
+tracer_get_displaced(ft_tracer *self, void *Py_UNUSED(closure))
+{
+    return ft_displaced_list(self);
+}
+
+static PyObject *
 tracer_ignore(ft_tracer *self, PyObject *obj)
 {
     PyObject *code = obj;
@@ -472,6 +484,11 @@ static PyGetSetDef tracer_getset[] = {
     {"_threads", (getter)tracer_get_threads, NULL,
      "[(thread_id, native_thread_id)] of the traced threads, in the order "
      "of their events", NULL},
+    {"displaced", (getter)tracer_get_displaced, NULL,
+     "[(thread_serial, thread_id, native_thread_id, name)] of the threads "
+     "whose recording ended before stop(): another tool replaced or removed "
+     "frametrace's hook on them (stop() warns of each); their frames still "
+     "open then end at their last record, flagged open_at_loss", NULL},
     {"thread_names", (getter)tracer_get_thread_names, NULL,
      "{thread_id: name} of the traced threads threading knows", NULL},
     {"buffer_size", (getter)tracer_get_buffer_size, NULL,

@@ -44,7 +44,8 @@ def tracing_installed() -> bool:
     if sys.getprofile() is not None:
         return True
     monitoring = getattr(sys, "monitoring", None)
-    return monitoring is not None and monitoring.get_tool(monitoring.PROFILER_ID) == "frametrace"
+    holder = monitoring.get_tool(monitoring.PROFILER_ID) if monitoring is not None else None
+    return holder is not None and holder.startswith("frametrace (")
 
 
 def traced(func, *args, **options):

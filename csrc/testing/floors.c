@@ -178,7 +178,7 @@ ftt_set_noop_monitoring(PyObject *module, PyObject *args, PyObject *kwargs)
         return NULL;
     }
     if (ours) {
-        ft_monitor_release();
+        (void)ft_monitor_release(FLOOR_TOOL_NAME, NULL, NULL, -1);
     }
     if (!on) {
         Py_RETURN_NONE;
@@ -195,7 +195,7 @@ ftt_set_noop_monitoring(PyObject *module, PyObject *args, PyObject *kwargs)
         funcs[i] = clock ? clock_callback : noop_callback;
     }
     int rc = ft_monitor_take(ftt_get_state(module)->callback_type,
-                             FLOOR_TOOL_NAME, owner, funcs, c_calls);
+                             FLOOR_TOOL_NAME, owner, funcs, c_calls, NULL);
     Py_DECREF(owner);  /* the callbacks hold it */
     return rc < 0 ? NULL : Py_NewRef(Py_None);
 }

@@ -58,7 +58,10 @@ def test_monitoring_tool_id_taken_and_given_back():
     mon = sys.monitoring
     tracer = frametrace.Tracer(backend="monitoring")
     tracer.start()
-    assert mon.get_tool(mon.PROFILER_ID) == "frametrace"
+    # Named so that a profiler it refuses shows what holds the id, and what to do.
+    assert mon.get_tool(mon.PROFILER_ID) == (
+        "frametrace (a Tracer with backend='monitoring' is recording: stop it first, "
+        "or trace with backend='setprofile', which leaves this id free)")
     with pytest.raises(RuntimeError, match="another frametrace Tracer is already active"):
         frametrace.Tracer(backend="setprofile").start()
     tracer.stop()

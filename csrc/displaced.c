@@ -1,0 +1,204 @@
+/* Threads whose recording ended before stop(), "displaced": another tool
+ * replaced or removed frametrace's profile function on them
+ * (sys.setprofile(), cProfile on 3.10/3.11, torch.profiler's Python
+ * tracer), or freed or changed the sys.monitoring tool id.  CPython tells
+ * nobody when a thread's profile function is replaced, so stop() finds
+ * them afterwards, from what lifecycle.c noted before removing the hook
+ * (ft_thread.at_stop):
+ *
+ * - a thread alive at stop with another profile function, or none;
+ * - a thread that ended before stop with Python frames its records never
+ *   saw return: with the hook in place, every frame returns before its
+ *   thread ends;
+ * - a thread whose hook came back after a gap through sys.setprofile() (a
+ *   tool that saved sys.getprofile() and restores it): the hook object is
+ *   then called as a Python profile function, which installs the C hook
+ *   again and notes the gap (ft_hook_call());
+ * - with the monitoring backend, every thread when the tool id was not as
+ *   frametrace left it.
+ *
+ * A displaced thread's recording ends at its last record: its frames still
+ * open then end there, flagged open_at_loss (loss_ticks, events.c).  The
+ * caller of stop() warns, once per thread.  Not here: noting each thread's
+ * state at stop and removing the hook (lifecycle.c). */
+#include "state.h"
+#include "replay.h"
+
+/* The time of th's last record, its loss_ticks: never 0 (0 is "not
+ * lost"). */
+static int64_t
+last_record(const ft_thread *th)
+{
+    int64_t ticks = th->ring.buf != NULL ? th->ring.last : th->base_ticks;
+    return ticks != 0 ? ticks : 1;
+}
+
+/* The number of Python frames th's records leave open (its ticks as they
+ * are: only the order counts), or -1 when out of memory. */
+static int64_t
+open_python(const ft_thread *th)
+{
+    ft_replay_input in = {
+        .ring = &th->ring,
+        .clock = NULL,
+        .base_ticks = th->base_ticks,
+        .base_stack = th->base_stack,
+        .base_depth = (size_t)th->base_depth,
+        .base_known = 1,
+        .stop_ns = INT64_MAX,
+    };
+    return ft_replay_open_python(&in);
+}
+
+/* Why th's recording ended early (FT_DISPLACED_*), or FT_DISPLACED_NO. */
+static int
+displaced_why(const ft_thread *th, int tool_lost)
+{
+    /* Events lost to memory leave frames open too: counted as dropped,
+     * not taken for a displaced hook. */
+    int checkable = th->lost == 0;
+    switch (th->at_stop) {
+    case FT_AT_STOP_OTHER:
+        return FT_DISPLACED_REPLACED;
+    case FT_AT_STOP_OURS:
+        if (tool_lost) {
+            return FT_DISPLACED_TOOL_ID;
+        }
+        /* A hook put back from C, saved from the thread state, goes
+         * unseen: comparing the frames the records leave open with the
+         * stack at stop would tell, but a thread that start() caught
+         * between a frame's push and its call event (3.12+) has one frame
+         * too many on its records all the same. */
+        return th->hook_restored ? FT_DISPLACED_RESTORED : FT_DISPLACED_NO;
+    default:  /* FT_AT_STOP_GONE: the thread ended before stop */
+        if (checkable && open_python(th) > 0) {
+            return tool_lost ? FT_DISPLACED_TOOL_ID : FT_DISPLACED_ENDED;
+        }
+        return th->hook_restored ? FT_DISPLACED_RESTORED : FT_DISPLACED_NO;
+    }
+}
+
+void
+ft_find_displaced(ft_tracer *self, int tool_lost)
+{
+    for (Py_ssize_t i = 0; i < self->nthreads; i++) {
+        ft_thread *th = self->threads[i];
+        int why = displaced_why(th, tool_lost);
+        if (why != FT_DISPLACED_NO) {
+            th->displaced = (uint8_t)why;
+            th->loss_ticks = last_record(th);
+            self->displaced_unwarned = 1;
+        }
+    }
+}
+
+/* ---- telling the user ------------------------------------------------ */
+
+static const char *
+cause_of(int why)
+{
+    switch (why) {
+    case FT_DISPLACED_ENDED:
+        return "ended after its recording had stopped: sys.setprofile() or "
+               "another profiler replaced frametrace's hook on it";
+    case FT_DISPLACED_RESTORED:
+        return "was not recorded for a while: sys.setprofile() or another "
+               "profiler replaced frametrace's hook on it and put it back "
+               "later; the events in between are missing";
+    case FT_DISPLACED_TOOL_ID:
+        return "was not recorded to the end: another tool freed or changed "
+               "sys.monitoring tool id 2 while frametrace held it "
+               "(free_tool_id(), set_events() or register_callback())";
+    default:
+        return "stopped being recorded before stop(): sys.setprofile() or "
+               "another profiler replaced frametrace's hook on it";
+    }
+}
+
+int
+ft_tracer_warn_displaced(ft_tracer *self)
+{
+    if (!self->displaced_unwarned) {
+        return 0;
+    }
+    self->displaced_unwarned = 0;
+    for (Py_ssize_t i = 0; i < self->nthreads; i++) {
+        const ft_thread *th = self->threads[i];
+        if (th->displaced == FT_DISPLACED_NO) {
+            continue;
+        }
+        if (PyErr_WarnFormat(
+                PyExc_RuntimeWarning, 1,
+                "frametrace: thread %R (thread_serial %zd, id %lu, native id "
+                "%lu) %s; its frames still open then end at its last record, "
+                "flagged open_at_loss (see Tracer.displaced)",
+                th->name != NULL ? th->name : Py_None, i + 1, th->thread_id,
+                th->native_id, cause_of(th->displaced)) < 0) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+PyObject *
+ft_displaced_list(ft_tracer *self)
+{
+    PyObject *result = PyList_New(0);
+    for (Py_ssize_t i = 0; result != NULL && i < self->nthreads; i++) {
+        const ft_thread *th = self->threads[i];
+        if (th->displaced == FT_DISPLACED_NO) {
+            continue;
+        }
+        PyObject *item = Py_BuildValue(
+            "(nkkO)", i + 1, th->thread_id, th->native_id,
+            th->name != NULL ? th->name : Py_None);
+        if (item == NULL || PyList_Append(result, item) < 0) {
+            Py_CLEAR(result);
+        }
+        Py_XDECREF(item);
+    }
+    return result;
+}
+
+/* ---- the hook put back through sys.setprofile() --------------------- */
+
+PyObject *
+ft_hook_call(PyObject *hook, PyObject *args, PyObject *kwargs)
+{
+    if ((kwargs != NULL && PyDict_GET_SIZE(kwargs) != 0)
+        || PyTuple_GET_SIZE(args) != 3) {
+        PyErr_SetString(PyExc_TypeError,
+                        "_ThreadHook(frame, event, arg) is called by the "
+                        "interpreter as a profile function");
+        return NULL;
+    }
+    /* Installed as this thread's Python profile function: sys.setprofile()
+     * put it back.  Anything else (a profiler that chains to the function
+     * it replaced) records nothing through it: that thread is reported
+     * displaced at stop. */
+    PyThreadState *ts = PyThreadState_Get();
+    if (ft_tstate_profile_obj(ts) != hook
+        || ft_tstate_profile_func(ts) == ft_hook) {
+        Py_RETURN_NONE;
+    }
+    ft_state *state = ft_state_of_type(Py_TYPE(hook));
+    if (state == NULL) {
+        return NULL;
+    }
+    /* The thread registered with the tracer that is active now (the hook
+     * may be an earlier tracer's) lost what ran since its hook went. */
+    ft_tracer *tracer = state->active;
+    uint64_t tstate_id = PyThreadState_GetID(ts);
+    for (Py_ssize_t i = 0; tracer != NULL && i < tracer->nthreads; i++) {
+        if (tracer->threads[i]->tstate_id == tstate_id) {
+            tracer->threads[i]->hook_restored = 1;
+            break;
+        }
+    }
+    /* Then as a new thread's first event: the hook of the active tracer, if
+     * any, goes back on the thread in C, and the event is recorded. */
+    Py_INCREF(hook);  /* the thread's reference goes with its replacement */
+    PyObject *res = ft_bootstrap_thread(state, PySequence_Fast_ITEMS(args), 3);
+    Py_DECREF(hook);
+    return res;
+}
