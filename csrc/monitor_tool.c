@@ -130,6 +130,33 @@ register_callbacks(PyTypeObject *type, PyObject *mon, PyObject *events,
     return 0;
 }
 
+/* Drops the callbacks of callback_type owned by owner, putting back any
+ * other.  0, or -1 with an exception. */
+static int
+drop_callbacks(PyObject *mon, PyObject *events, PyTypeObject *callback_type,
+               PyObject *owner)
+{
+    for (int i = 0; i < FT_MON_NEVENTS; i++) {
+        PyObject *flag = PyObject_GetAttrString(events, event_names[i]);
+        PyObject *prev = flag == NULL ? NULL
+            : PyObject_CallMethod(mon, "register_callback", "iOO",
+                                  FT_MONITOR_TOOL_ID, flag, Py_None);
+        if (prev != NULL && prev != Py_None
+            && !(Py_IS_TYPE(prev, callback_type)
+                 && ((ft_callback *)prev)->owner == owner)) {
+            Py_SETREF(prev, PyObject_CallMethod(mon, "register_callback",
+                                                "iOO", FT_MONITOR_TOOL_ID,
+                                                flag, prev));
+        }
+        Py_XDECREF(flag);
+        if (prev == NULL) {
+            return -1;
+        }
+        Py_DECREF(prev);
+    }
+    return 0;
+}
+
 /* The events the tool id has on (get_events()), or -1 with an exception. */
 static long
 tool_events(PyObject *mon)
@@ -240,7 +267,12 @@ ft_monitor_release(const char *name, PyTypeObject *callback_type,
     }
     else if (!PyUnicode_Check(holder)
              || PyUnicode_CompareWithASCIIString(holder, name) != 0) {
-        intact = 0;  /* another tool's now: not ours to touch */
+        /* Another tool's now: only our callbacks go, which 3.12 and 3.13
+         * keep across free_tool_id(). */
+        intact = 0;
+        if (callback_type != NULL) {
+            (void)drop_callbacks(mon, flags, callback_type, owner);
+        }
         goto done;
     }
     if (events >= 0) {

@@ -392,8 +392,16 @@ class Profile:
             tracer = Tracer(**self._tracer_options)
             for code in self._ignored:
                 tracer._ignore(code)
+            try:
+                tracer.start()
+            except BaseException:
+                # Refused (another profiler holds the hook): the window is
+                # dropped, so that this error is the one the program sees,
+                # not one from closing a window with a tracer that never ran.
+                self._window = None
+                _tracer._set_range_sink(None)
+                raise
             window.tracer = tracer
-            tracer.start()
 
     def _close_window(self, now: int) -> None:
         window = self._window
