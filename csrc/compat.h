@@ -26,8 +26,8 @@
  * private: _Py_IsFinalizing 3.10-3.12 — whether the interpreter is shutting
  *     down; Py_IsFinalizing() is public from 3.13
  * private: PyThreadState.c_profilefunc 3.10+ — which profile function a
- *     thread has (conflicts at start(), is it still ours at stop()); no
- *     getter exists
+ *     thread has (conflicts at start(); at stop(), whether another tool
+ *     displaced ours, displaced.c); no getter exists for another thread
  * private: PyThreadState.c_profileobj 3.10+ — the same, its argument
  *     (sys.getprofile() reads only the caller's, through Python)
  * private: PyThreadState.thread_id 3.10+ — threading.get_ident() of another
