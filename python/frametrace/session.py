@@ -71,7 +71,10 @@ class Trace:
     tracer_stop_ns: Optional[int] = None
     """When Python tracing stopped (None: the window traced no Python)."""
     dropped: int = 0
+    """Events (function executions) lost entirely, all threads: every
+    record of theirs overwritten by the ring (or never stored)."""
     dropped_by_thread: dict = field(default_factory=dict)
+    """{thread_id: events lost entirely}."""
     pid: int = 0
     thread_names: dict = field(default_factory=dict)
     cycle: int = 0
