@@ -186,8 +186,12 @@ ft_hook_call(PyObject *hook, PyObject *args, PyObject *kwargs)
         return NULL;
     }
     /* The thread registered with the tracer that is active now (the hook
-     * may be an earlier tracer's) lost what ran since its hook went. */
+     * may be an earlier tracer's) lost what ran since its hook went.  A
+     * monitoring tracer lost nothing: the profile function is not its. */
     ft_tracer *tracer = state->active;
+    if (tracer != NULL && tracer->backend != FT_BACKEND_SETPROFILE) {
+        tracer = NULL;
+    }
     uint64_t tstate_id = PyThreadState_GetID(ts);
     for (Py_ssize_t i = 0; tracer != NULL && i < tracer->nthreads; i++) {
         if (tracer->threads[i]->tstate_id == tstate_id) {

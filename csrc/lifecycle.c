@@ -438,9 +438,8 @@ find_conflict(ft_tracer *self)
         PyObject *msg = PyUnicode_FromFormat(
             "another profiler is installed on thread %lu: %R (cProfile, "
             "sys.setprofile(), torch.profiler with with_stack=True, or "
-            "another PyEval_SetProfile() hook); frametrace cannot trace "
-            "while it is: stop it before starting frametrace", thread_id,
-            other);
+            "another PyEval_SetProfile() hook); stop it before starting "
+            "frametrace", thread_id, other);
         Py_DECREF(other);
         return msg;
     }

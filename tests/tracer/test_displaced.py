@@ -273,6 +273,22 @@ def test_hook_put_back_after_its_tracer_stopped_turns_profiling_off():
         saved(1, 2)
 
 
+@MONITORING_ONLY
+def test_old_hook_put_back_under_a_monitoring_tracer():
+    earlier = frametrace.Tracer(backend="setprofile")
+    earlier.start()
+    saved = sys.getprofile()
+    earlier.stop()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with frametrace.Tracer(backend="monitoring") as tracer:
+            sys.setprofile(saved)
+            work()
+            assert sys.getprofile() is None  # turned itself off
+    assert tracer.displaced == []
+    assert find(tracer.getEvents(), "work")
+
+
 # ---- the monitoring backend: another tool frees or changes tool id 2 ----
 
 def unraisable_errors():
