@@ -1105,6 +1105,9 @@ latch_stop_at(ft_tracer *self, const ft_anchor *at, int in_child)
     }
 #endif
     uninstall_hooks(self, 1);
+    if (!in_child) {
+        ft_find_displaced(self, tool_lost);  /* pure C */
+    }
     restore_threading_profile(self);
     /* Threads may have been renamed while traced. */
     PyObject *names = thread_names();
@@ -1112,9 +1115,6 @@ latch_stop_at(ft_tracer *self, const ft_anchor *at, int in_child)
         name_thread(self->threads[i], names);
     }
     Py_XDECREF(names);
-    if (!in_child) {
-        ft_find_displaced(self, tool_lost);
-    }
 }
 
 void
