@@ -161,7 +161,8 @@ def open_output(path: Any, mode: str = "w", *, compresslevel: Optional[int] = No
             _tmp, fd = stack.enter_context(_replacing(path))
         raw = _Raw(fd, "wb", closefd=False)
         raw.target = path
-        fh: Any = io.BufferedWriter(raw, 1 << 16)
+        buffered = io.BufferedWriter(raw, 1 << 16)
+        fh: Any = buffered
         if compresslevel is not None:
             fh = gzip.GzipFile(filename=os.path.basename(path), mode="wb",
                                compresslevel=compresslevel, fileobj=fh)
@@ -170,11 +171,14 @@ def open_output(path: Any, mode: str = "w", *, compresslevel: Optional[int] = No
                                   newline=newline)
         try:
             yield fh
+            fh.close()  # flushes: a write error raises here, before the rename
+            buffered.close()  # GzipFile leaves the file object it was given open
         except BaseException:
-            # What is buffered (a gzip trailer too) goes nowhere: a file
-            # written in place ends where the failure was.
+            # What is still buffered (a gzip trailer too) goes nowhere: a
+            # file written in place ends where the failure was, and no
+            # layer writes again when it is collected.
             raw.discard = True
-            with contextlib.suppress(Exception):
-                fh.close()
+            for layer in (fh, buffered):
+                with contextlib.suppress(Exception):
+                    layer.close()
             raise
-        fh.close()  # flushes: a write error raises here, before the rename
