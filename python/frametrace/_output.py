@@ -133,7 +133,7 @@ class _Raw(io.FileIO):
     target = ""
     discard = False
 
-    def write(self, b: Any) -> Optional[int]:
+    def write(self, b: Any) -> int:
         if self.discard:
             return memoryview(b).nbytes
         try:
