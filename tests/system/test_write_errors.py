@@ -39,13 +39,15 @@ def test_every_writer_reports_a_write_error_and_keeps_the_target(tmp_path):
         from frametrace.export import write_chrome, write_perfetto
         from frametrace.loader import merge
 
-        # 300 functions: every writer's output is larger than the limit.
+        # 300 functions that take microseconds: every writer's output
+        # (collapsed stacks: a line per function) is larger than the limit.
         ns = {{}}
-        exec("\\n".join(f"def f{{i}}(x):\\n    return x" for i in range(300)), ns)
+        exec("\\n".join(f"def function_number_{{i}}(x):\\n    return sum(range(x))"
+                         for i in range(300)), ns)
         with frametrace.Tracer(c_calls=False) as tracer:
             for n in range(20):
                 for i in range(300):
-                    ns[f"f{{i}}"](n)
+                    ns[f"function_number_{{i}}"](300)
         source = {str(tmp_path / "source.json")!r}
         write_chrome(source, tracer)
         trace = frametrace.load(source)
@@ -90,13 +92,15 @@ def test_every_writer_reports_a_write_error_and_keeps_the_target(tmp_path):
     assert sorted(os.listdir(directory)) == sorted(out)  # no temporary left
 
 
-# 300 functions: a flame graph larger than the limit too.
+# 300 functions that take microseconds: a flame graph larger than the
+# limit too.
 PROGRAM = """
 ns = {}
-exec("\\n".join(f"def f{i}(x):\\n    return x" for i in range(300)), ns)
+exec("\\n".join(f"def function_number_{i}(x):\\n    return sum(range(x))"
+                 for i in range(300)), ns)
 for n in range(20):
     for i in range(300):
-        ns[f"f{i}"](n)
+        ns[f"function_number_{i}"](300)
 """
 
 
