@@ -19,12 +19,12 @@ the file it names is replaced.
 from __future__ import annotations
 
 import contextlib
-import gzip
 import io
 import os
 import re
 import secrets
 import stat
+import zlib
 from typing import IO, Any, Iterator, Optional
 
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
@@ -65,6 +65,10 @@ def reason(exc: BaseException) -> str:
     if isinstance(exc, OSError) and exc.errno:
         return os.strerror(exc.errno)
     return str(exc)
+
+
+def _again(exc: OSError) -> OSError:
+    return OSError(exc.errno, exc.strerror) if exc.errno else exc
 
 
 def _create_temp(target: str, name: str) -> tuple[int, str]:
@@ -127,19 +131,46 @@ def output_path(path: Any) -> Iterator[str]:
 
 
 class _Raw(io.FileIO):
-    """An fd's FileIO whose write errors name the target and say why;
-    once discarding, writes go nowhere."""
+    """An fd's FileIO that writes all it is given, gzip-compressed if
+    deflate is set (the gzip trailer at close).  A write error names the
+    target and says why, and is raised again by every later write and by
+    close(): a caller that swallowed it cannot end up with a file that
+    looks complete.  Once discarding, writes go nowhere."""
 
     target = ""
     discard = False
+    deflate: Any = None  # zlib.compressobj(..., wbits=31): gzip
+    failed: Optional[OSError] = None
 
     def write(self, b: Any) -> int:
-        if self.discard:
-            return memoryview(b).nbytes
+        data = memoryview(b).cast("B")
+        if not self.discard:
+            self._write_all(data if self.deflate is None else self.deflate.compress(data))
+        return data.nbytes
+
+    def close(self) -> None:
+        if self.closed:
+            return
         try:
-            return super().write(b)
+            deflate, self.deflate = self.deflate, None
+            if not self.discard:
+                if deflate is not None and self.failed is None:
+                    self._write_all(deflate.flush())
+                if self.failed is not None:
+                    raise _again(self.failed)
+        finally:
+            super().close()
+
+    def _write_all(self, data: Any) -> None:
+        if self.failed is not None:
+            raise _again(self.failed)
+        view = memoryview(data)
+        try:
+            while view:
+                view = view[super().write(view) or 0:]
         except OSError as exc:
-            raise _write_error(exc, self.target) from None
+            self.failed = _write_error(exc, self.target)
+            raise self.failed from None
 
 
 @contextlib.contextmanager
@@ -161,24 +192,23 @@ def open_output(path: Any, mode: str = "w", *, compresslevel: Optional[int] = No
             _tmp, fd = stack.enter_context(_replacing(path))
         raw = _Raw(fd, "wb", closefd=False)
         raw.target = path
+        if compresslevel is not None:
+            # Compressed below the buffer, not by gzip.GzipFile, which keeps
+            # a buffer of its own that a failed close leaves unflushed.
+            raw.deflate = zlib.compressobj(compresslevel, zlib.DEFLATED, 31)
         buffered = io.BufferedWriter(raw, 1 << 16)
         fh: Any = buffered
-        if compresslevel is not None:
-            fh = gzip.GzipFile(filename=os.path.basename(path), mode="wb",
-                               compresslevel=compresslevel, fileobj=fh)
         if mode == "w":
-            fh = io.TextIOWrapper(fh, encoding=encoding or "utf-8", errors=errors,
+            fh = io.TextIOWrapper(buffered, encoding=encoding or "utf-8", errors=errors,
                                   newline=newline)
         try:
             yield fh
             fh.close()  # flushes: a write error raises here, before the rename
-            buffered.close()  # GzipFile leaves the file object it was given open
         except BaseException:
-            # What is still buffered (a gzip trailer too) goes nowhere: a
+            # What is still buffered (the gzip trailer too) goes nowhere: a
             # file written in place ends where the failure was, and no
             # layer writes again when it is collected.
             raw.discard = True
-            for layer in (fh, buffered):
-                with contextlib.suppress(Exception):
-                    layer.close()
+            with contextlib.suppress(Exception):
+                fh.close()
             raise
