@@ -19,6 +19,7 @@ the file it names is replaced.
 from __future__ import annotations
 
 import contextlib
+import errno
 import io
 import os
 import re
@@ -167,7 +168,10 @@ class _Raw(io.FileIO):
         view = memoryview(data)
         try:
             while view:
-                view = view[super().write(view) or 0:]
+                done = super().write(view)
+                if not done:  # a blocking fd writes something or fails
+                    raise OSError(errno.EIO, os.strerror(errno.EIO))
+                view = view[done:]
         except OSError as exc:
             self.failed = _write_error(exc, self.target)
             raise self.failed from None

@@ -93,6 +93,33 @@ def test_interrupted_export_leaves_the_target_as_it_was(long_trace, tmp_path, wr
         assert read_other_data(target)["stop_ns"] == long_trace.stop_ns
 
 
+def test_an_interrupted_export_to_a_fifo_does_not_end_like_a_trace(long_trace, tmp_path):
+    # Written in place: the reader gets what was written up to the
+    # interruption, without the closing part that would make it valid.
+    fifo = tmp_path / "pipe.json"
+    os.mkfifo(fifo)
+    tail = bytearray()
+
+    def read():
+        with open(fifo, "rb") as f:
+            while chunk := f.read(1 << 20):
+                tail[:] = (bytes(tail) + chunk)[-4096:]
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+
+    def interrupt(done, total):
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        write_chrome(fifo, long_trace, progress=interrupt)
+    reader.join(timeout=120)  # not a timing check: the writer has closed the FIFO
+    assert not reader.is_alive()
+    assert b'"ph":"X"' in tail  # events came through
+    # A whole trace ends with otherData and "}\n".
+    assert b"otherData" not in tail and not tail.endswith(b"}\n")
+
+
 def test_a_failure_while_writing_json_leaves_the_target_as_it_was(long_trace, tmp_path):
     # json.dump streams: what it wrote before the unserializable value was
     # in the file before.
