@@ -1,16 +1,19 @@
 /* frametrace.Event: one function execution.  A compact immutable record
  * rather than a tuple: getEvents() makes millions of them, and a 12-item
  * tuple with three fresh ints costs four allocations and ~240 bytes each;
- * this is one allocation of 80.  It behaves as the 12-sequence it replaces
+ * this is one allocation of 80.  It behaves as the 14-sequence it replaces
  * (fields by name and by index, unpacking, iteration, equality and ordering
  * with Events and tuples, hashing, pickling).
  *
  * Two kinds of instance share the layout:
  * - built by getEvents(): info is the function's (name, filename, lineno,
- *   kind) tuple and thread its (thread_id, native_thread_id) tuple, both
- *   shared by many events; the numbers are C fields, made ints on access;
+ *   kind) tuple and thread its (thread_id, native_thread_id, thread_serial)
+ *   tuple, both shared by many events; the numbers are C fields, made ints
+ *   on access;
  * - built by Event(sequence) (the loader, tests): info is the tuple of the
- *   12 values as given, thread is NULL. */
+ *   14 values as given (12 from files written before thread_serial and
+ *   open_at_loss: those two are then 0 and False), thread is NULL.
+ * New fields go at the end, so that indices and old files stay valid. */
 #include "state.h"
 
 #include <stdint.h>
@@ -18,8 +21,12 @@
 enum {
     F_NAME, F_FILENAME, F_LINENO, F_KIND, F_THREAD_ID, F_NATIVE_ID,
     F_START, F_END, F_DEPTH, F_PARENT, F_OPEN_START, F_OPEN_STOP,
+    F_THREAD_SERIAL, F_OPEN_LOSS,
     FT_EVENT_NFIELDS
 };
+
+/* Event(sequence) also takes the fields up to open_at_stop alone. */
+#define FT_EVENT_OLD_NFIELDS F_THREAD_SERIAL
 
 typedef struct {
     PyObject_HEAD
@@ -31,6 +38,7 @@ typedef struct {
     uint32_t depth;
     uint8_t open_at_start;
     uint8_t open_at_stop;
+    uint8_t open_at_loss;
 } ft_eventobject;
 
 #define IS_RECORDED(ev) ((ev)->thread != NULL)
@@ -61,6 +69,7 @@ ft_event_from_record(PyTypeObject *type, PyObject *info, PyObject *thread,
     self->depth = ev->depth;
     self->open_at_start = ev->open_at_start;
     self->open_at_stop = ev->open_at_stop;
+    self->open_at_loss = ev->open_at_loss;
     return (PyObject *)self;
 }
 
@@ -80,6 +89,8 @@ event_field(ft_eventobject *self, Py_ssize_t i)
     case F_THREAD_ID:
     case F_NATIVE_ID:
         return Py_NewRef(PyTuple_GET_ITEM(self->thread, i - F_THREAD_ID));
+    case F_THREAD_SERIAL:
+        return Py_NewRef(PyTuple_GET_ITEM(self->thread, 2));
     case F_START:
         return PyLong_FromLongLong(self->start_ns);
     case F_END:
@@ -90,12 +101,14 @@ event_field(ft_eventobject *self, Py_ssize_t i)
         return PyLong_FromLongLong(self->parent);
     case F_OPEN_START:
         return PyBool_FromLong(self->open_at_start);
-    default:
+    case F_OPEN_STOP:
         return PyBool_FromLong(self->open_at_stop);
+    default:
+        return PyBool_FromLong(self->open_at_loss);
     }
 }
 
-/* The 12 fields as a new tuple. */
+/* The 14 fields as a new tuple. */
 static PyObject *
 event_as_tuple(ft_eventobject *self)
 {
@@ -134,10 +147,33 @@ event_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
         }
         return NULL;
     }
-    if (PyTuple_GET_SIZE(values) != FT_EVENT_NFIELDS) {
+    Py_ssize_t given = PyTuple_GET_SIZE(values);
+    if (given == FT_EVENT_OLD_NFIELDS) {
+        /* An event from before thread_serial and open_at_loss. */
+        PyObject *full = PyTuple_New(FT_EVENT_NFIELDS);
+        if (full == NULL) {
+            Py_DECREF(values);
+            return NULL;
+        }
+        for (Py_ssize_t i = 0; i < given; i++) {
+            PyTuple_SET_ITEM(full, i,
+                             Py_NewRef(PyTuple_GET_ITEM(values, i)));
+        }
+        PyObject *serial = PyLong_FromLong(0);
+        if (serial == NULL) {
+            Py_DECREF(full);
+            Py_DECREF(values);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(full, F_THREAD_SERIAL, serial);
+        PyTuple_SET_ITEM(full, F_OPEN_LOSS, Py_NewRef(Py_False));
+        Py_SETREF(values, full);
+    }
+    else if (given != FT_EVENT_NFIELDS) {
         PyErr_Format(PyExc_TypeError, "frametrace.Event() takes a "
-                     "%d-sequence (%zd-sequence given)", FT_EVENT_NFIELDS,
-                     PyTuple_GET_SIZE(values));
+                     "%d-sequence, or the first %d fields of files written "
+                     "before (%zd-sequence given)", FT_EVENT_NFIELDS,
+                     FT_EVENT_OLD_NFIELDS, given);
         Py_DECREF(values);
         return NULL;
     }
@@ -150,7 +186,7 @@ event_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     self->thread = NULL;
     self->start_ns = self->end_ns = self->parent = 0;
     self->depth = 0;
-    self->open_at_start = self->open_at_stop = 0;
+    self->open_at_start = self->open_at_stop = self->open_at_loss = 0;
     /* Its values may be anything, cycles included. */
     PyObject_GC_Track(self);
     return (PyObject *)self;
@@ -211,6 +247,14 @@ static PyGetSetDef event_getset[] = {
           "was overwritten): starts at the earliest time the records allow"),
     FIELD(F_OPEN_STOP, "open_at_stop",
           "still running at stop(): ends at the tracer's stop_ns"),
+    FIELD(F_THREAD_SERIAL, "thread_serial",
+          "1, 2, ... in the order the tracer first saw the thread: unique "
+          "per thread even when CPython or the OS reuses its ids; 0 if "
+          "unknown (an event from a file written before this field)"),
+    FIELD(F_OPEN_LOSS, "open_at_loss",
+          "still running when its thread stopped being recorded before "
+          "stop() (another tool replaced frametrace's hook): ends at the "
+          "thread's last record"),
     {NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -293,7 +337,8 @@ event_richcompare(ft_eventobject *self, PyObject *other, int op)
             && (self->start_ns != o->start_ns || self->end_ns != o->end_ns
                 || self->parent != o->parent || self->depth != o->depth
                 || self->open_at_start != o->open_at_start
-                || self->open_at_stop != o->open_at_stop)) {
+                || self->open_at_stop != o->open_at_stop
+                || self->open_at_loss != o->open_at_loss)) {
             return PyBool_FromLong(op == Py_NE);
         }
     }
@@ -468,9 +513,12 @@ static PyType_Slot event_slots[] = {
     {Py_tp_doc,
      "Event(sequence)\n--\n\n"
      "One function execution: a call and its return (or the stop).  "
-     "Immutable; its 12 fields by name or index, in this order: name, "
+     "Immutable; its 14 fields by name or index, in this order: name, "
      "filename, lineno, kind, thread_id, native_thread_id, start_ns, "
-     "end_ns, depth, parent, open_at_start, open_at_stop."},
+     "end_ns, depth, parent, open_at_start, open_at_stop, thread_serial, "
+     "open_at_loss.  The sequence may also hold only the first 12 (an "
+     "event of a file written before the last two): thread_serial is then "
+     "0 and open_at_loss False."},
     {Py_tp_new, event_new},
     {Py_tp_dealloc, event_dealloc},
     {Py_tp_traverse, event_traverse},

@@ -39,6 +39,12 @@ ft_replay_all(ft_tracer *tracer, ft_eventvec *vec, size_t **thread_end)
             .stop_depth = (size_t)th->stop_depth,
             .stop_ns = tracer->stop_ns,
         };
+        if (th->loss_ticks != 0) {
+            ft_clock_cursor cursor = {0};
+            int64_t loss_ns = ft_clock_convert(&tracer->clock, th->loss_ticks,
+                                               &cursor);
+            in.loss_ns = loss_ns != 0 ? loss_ns : 1;  /* 0: not lost */
+        }
         if (ft_replay_thread(&in, vec) < 0) {
             return -1;
         }
@@ -100,8 +106,8 @@ ft_build_events(ft_tracer *tracer)
     size_t pos = 0;
     for (Py_ssize_t i = 0; i < nthreads; i++) {
         const ft_thread *th = tracer->threads[i];
-        PyObject *thread = Py_BuildValue("(kk)", th->thread_id,
-                                         th->native_id);
+        PyObject *thread = Py_BuildValue("(kkn)", th->thread_id,
+                                         th->native_id, i + 1);
         if (thread == NULL) {
             goto error;
         }

@@ -135,7 +135,7 @@ describe_thread(thread_json *tj, long long pid, uint64_t tid)
 
 /* The most an event writes besides its thread's head and its function's
  * tail: the separator, ts, dur, both open flags and the closing braces. */
-#define EVENT_FIXED_MAX (2 + FT_US_MAX + 7 + FT_US_MAX + 21 + 20 + 2)
+#define EVENT_FIXED_MAX (2 + FT_US_MAX + 7 + FT_US_MAX + 21 + 20 + 20 + 2)
 
 /* _write_chrome(path, *, pid, origin_ns, prelude, trailer, compress) */
 PyObject *
@@ -236,6 +236,9 @@ ft_write_chrome(ft_tracer *tracer, PyObject *args, PyObject *kwargs)
             }
             if (ev->open_at_stop) {
                 p = PUT_LIT(p, ",\"open_at_stop\":true");
+            }
+            if (ev->open_at_loss) {
+                p = PUT_LIT(p, ",\"open_at_loss\":true");
             }
             p = PUT_LIT(p, "}}");
             out_commit(&out, p);

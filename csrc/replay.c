@@ -14,7 +14,10 @@
  * encloses everything recorded before it at that level.  Frames open both
  * before the window and at stop are found from the stack taken at stop (M).
  * The output of a thread is M (outermost first), F (outermost first), then
- * the recorded frames (R) in call order. */
+ * the recorded frames (R) in call order.
+ *
+ * A thread whose recording ended early (loss_ns) has no M: its open frames
+ * end at loss_ns, flagged open_at_loss instead of open_at_stop. */
 #define _POSIX_C_SOURCE 200809L  /* clock.h under -std=c11 */
 #include "replay.h"
 
@@ -215,15 +218,25 @@ on_c_return(replay_ctx *ctx, const ft_record *rec)
 static int
 assemble(replay_ctx *ctx, const ft_replay_input *in, ft_eventvec *out)
 {
+    /* A thread whose recording ended early: what was open then ends at
+     * that moment (not before anything recorded, not after the stop), and
+     * the stop stack, taken later, says nothing about it. */
+    int lost = in->loss_ns != 0;
+    int64_t open_end = in->stop_ns;
+    if (lost) {
+        open_end = in->loss_ns > ctx->prev_ts ? in->loss_ns : ctx->prev_ts;
+        open_end = open_end < in->stop_ns ? open_end : in->stop_ns;
+    }
     size_t open_py = 0;
     for (size_t i = 0; i < ctx->depth; i++) {
         ft_event *ev = &ctx->recorded.items[ctx->stack[i]];
-        ev->end_ns = in->stop_ns;
-        ev->open_at_stop = 1;
+        ev->end_ns = open_end;
+        ev->open_at_stop = (uint8_t)!lost;
+        ev->open_at_loss = (uint8_t)lost;
         open_py += !ev->is_c;
     }
     size_t nmissing = 0;
-    if (in->stop_stack != NULL && in->stop_depth > open_py) {
+    if (!lost && in->stop_stack != NULL && in->stop_depth > open_py) {
         nmissing = in->stop_depth - open_py;
     }
     size_t npre = ctx->prewindow.len;

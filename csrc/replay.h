@@ -19,6 +19,8 @@ typedef struct {
     uint8_t open_at_start;  /* its start was not recorded: it begins at the
                                earliest time the records allow */
     uint8_t open_at_stop;   /* still running at stop: ends at stop_ns */
+    uint8_t open_at_loss;   /* still running when the thread's recording
+                               ended early: ends at loss_ns */
 } ft_event;
 
 typedef struct {
@@ -39,6 +41,10 @@ typedef struct {
     const uint32_t *stop_stack;   /* Python frames open at stop, or NULL */
     size_t stop_depth;
     int64_t stop_ns;
+    int64_t loss_ns;              /* 0, or when the thread's recording ended
+                                     early (its hook displaced): frames open
+                                     then end there, and stop_stack is not
+                                     used */
 } ft_replay_input;
 
 /* Appends the thread's events to out, parents before children; parent

@@ -71,6 +71,8 @@ typedef struct {
     uint32_t *stop_stack;     /* the same, at stop(); NULL if not taken */
     Py_ssize_t stop_depth;
     PyObject *name;           /* strong: threading's name for it, or NULL */
+    int64_t loss_ticks;       /* 0, or when its recording ended early (its
+                                 hook displaced): its last record */
 } ft_thread;
 
 /* The profile function's argument: on 3.10/3.11 one per thread (thread

@@ -24,12 +24,14 @@ static PyMethodDef testing_methods[] = {
     {"replay", (PyCFunction)(void (*)(void))ftt_replay,
      METH_VARARGS | METH_KEYWORDS,
      "replay($module, records, *, base_ts, stop_ns, capacity=None, "
-     "base_stack=[], stop_stack=None, with_dropped=False)\n--\n\n"
+     "base_stack=[], stop_stack=None, with_dropped=False, loss_ns=0)"
+     "\n--\n\n"
      "Replay hand-written (ts, kind, func_id) records of one thread through "
      "a ring of capacity 8-byte words (default: room for all); returns "
-     "(func, kind, start, end, parent, depth, open_at_start, open_at_stop) "
-     "tuples, and with_dropped the records overwritten too, as (events, "
-     "dropped)."},
+     "(func, kind, start, end, parent, depth, open_at_start, open_at_stop, "
+     "open_at_loss) tuples, and with_dropped the records overwritten too, "
+     "as (events, dropped).  loss_ns: when the thread's recording ended "
+     "early (0: it did not)."},
     {"ticks_to_ns", ftt_ticks_to_ns, METH_VARARGS,
      "ticks_to_ns($module, anchors, ticks, /)\n--\n\n"
      "Convert ticks to ns through (ticks, ns) anchors."},

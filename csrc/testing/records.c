@@ -67,11 +67,11 @@ ftt_replay(PyObject *Py_UNUSED(module), PyObject *args,
 {
     static char *kwlist[] = {"records", "base_ts", "stop_ns", "capacity",
                              "base_stack", "stop_stack", "with_dropped",
-                             NULL};
+                             "loss_ns", NULL};
     PyObject *records, *capacity_obj = Py_None;
     PyObject *base_obj = NULL, *stop_obj = Py_None;
     PyObject *base_ts_obj = NULL, *stop_ns_obj = NULL;  /* required */
-    long long base_ts, stop_ns;
+    long long base_ts, stop_ns, loss_ns = 0;
     ft_ring ring = {0};
     ft_eventvec out = {0};
     uint32_t *base = NULL, *stop = NULL;
@@ -79,10 +79,11 @@ ftt_replay(PyObject *Py_UNUSED(module), PyObject *args,
     PyObject *result = NULL;
     int with_dropped = 0;
 
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!|$OOOOOp:replay",
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!|$OOOOOpL:replay",
                                      kwlist, &PyList_Type, &records,
                                      &base_ts_obj, &stop_ns_obj, &capacity_obj,
-                                     &base_obj, &stop_obj, &with_dropped)) {
+                                     &base_obj, &stop_obj, &with_dropped,
+                                     &loss_ns)) {
         return NULL;
     }
     if (base_ts_obj == NULL || stop_ns_obj == NULL) {
@@ -183,6 +184,7 @@ ftt_replay(PyObject *Py_UNUSED(module), PyObject *args,
         .stop_stack = stop,
         .stop_depth = nstop,
         .stop_ns = stop_ns,
+        .loss_ns = loss_ns,
     };
     if (ft_replay_thread(&in, &out) < 0) {
         PyErr_NoMemory();
@@ -195,10 +197,11 @@ ftt_replay(PyObject *Py_UNUSED(module), PyObject *args,
     for (size_t i = 0; i < out.len; i++) {
         const ft_event *ev = &out.items[i];
         PyObject *item = Py_BuildValue(
-            "(IsLLLINN)", ev->func, ev->is_c ? "c" : "py", ev->start_ns,
+            "(IsLLLINNN)", ev->func, ev->is_c ? "c" : "py", ev->start_ns,
             ev->end_ns, ev->parent, ev->depth,
             PyBool_FromLong(ev->open_at_start),
-            PyBool_FromLong(ev->open_at_stop));
+            PyBool_FromLong(ev->open_at_stop),
+            PyBool_FromLong(ev->open_at_loss));
         if (item == NULL) {
             Py_CLEAR(result);
             goto done;

@@ -4,8 +4,9 @@ DEFAULT_BUFFER_SIZE: Final[int]
 MAX_BUFFER_SIZE: Final[int]
 
 class Event:
-    """Immutable; behaves as the 12-sequence of its fields (not a tuple
-    subclass: json needs list(ev))."""
+    """Immutable; behaves as the 14-sequence of its fields (not a tuple
+    subclass: json needs list(ev)).  Event(sequence) also takes the first 12
+    (files written before thread_serial and open_at_loss)."""
     __match_args__: tuple[str, ...]
     n_fields: int
     n_sequence_fields: int
@@ -34,6 +35,10 @@ class Event:
     def open_at_start(self) -> bool: ...
     @property
     def open_at_stop(self) -> bool: ...
+    @property
+    def thread_serial(self) -> int: ...
+    @property
+    def open_at_loss(self) -> bool: ...
     def __init__(self, sequence: Iterable[Any]) -> None: ...
     def __len__(self) -> int: ...
     @overload

@@ -507,7 +507,7 @@ _FAST_CALL = re.compile(
     r'\{"ph":"X","cat":"(python|c)","pid":' + _JSON_UINT + ',"tid":' + _JSON_UINT
     + r',"ts":(-?(?:0|[1-9][0-9]*))\.([0-9]{3}),"dur":' + _JSON_UINT + r'\.([0-9]{3}),'
     + '"name":' + _JSON_STR + ',"args":\\{"file":' + _JSON_STR
-    + '(,"open_at_start":true)?(,"open_at_stop":true)?\\}\\},\n')
+    + '(,"open_at_start":true)?(,"open_at_stop":true)?(,"open_at_loss":true)?\\}\\},\n')
 
 
 def _unescape(raw: str, what: str) -> str:
@@ -613,7 +613,7 @@ class _Strings:
 def _parse_event(ev: Any, n: int, strings: _Strings) -> Optional[tuple[str, tuple]]:
     """traceEvents[n] checked as load() reads it, whoever reads it (load and
     merge accept the same events): ("call", (kind, pid, tid, ts, end, name,
-    (filename, lineno), open_at_start, open_at_stop)), ("range", (name, pid,
+    (filename, lineno), open_at_start, open_at_stop, open_at_loss)), ("range", (name, pid,
     tid, ts, end, open_at_start, open_at_end)), ("step", (name, step, pid,
     ts, end)), ("thread_name", (pid, tid, name, thread_id)),
     ("process_name", (pid, name)), or None: not frametrace's, left out.
@@ -636,7 +636,8 @@ def _parse_event(ev: Any, n: int, strings: _Strings) -> Optional[tuple[str, tupl
             return "call", ("py" if cat == "python" else "c", pid, tid, ts, end,
                             strings.name(name), strings.loc(where, what),
                             _bool(args.get("open_at_start", False), f"{what}.args.open_at_start"),
-                            _bool(args.get("open_at_stop", False), f"{what}.args.open_at_stop"))
+                            _bool(args.get("open_at_stop", False), f"{what}.args.open_at_stop"),
+                            _bool(args.get("open_at_loss", False), f"{what}.args.open_at_loss"))
         if cat == "range":
             what += " (range)"
             pid, tid, ts, end = _span(ev, what)
@@ -685,13 +686,17 @@ class _ChromeEvents(_Sink):
 
     def __init__(self, plan: Optional[_Plan] = None) -> None:
         self.plan = plan
-        # Events, or (name, filename, lineno, kind, pid, tid, ts, end, depth, parent, oas, oast)
+        # Events, or (name, filename, lineno, kind, pid, tid, ts, end, depth, parent, oas, oast,
+        # serial, oal)
         self.calls: list[Any] = []
         self.ranges: list[tuple] = []  # (name, pid, tid, ts, end, oas, oae)
         self.steps: list[tuple] = []  # (name, step, pid, ts, end)
         self.thread_names: dict[tuple[int, int], tuple[str, Any]] = {}  # (pid, tid) -> (name, thread_id)
         self.process_names: dict[int, str] = {}
-        self.threads: dict[tuple[int, int], tuple] = {}  # (pid, tid) -> (pid, tid, thread_id, stack)
+        self.threads: dict[tuple[int, int], tuple] = {}  # (pid, tid) -> (pid, tid, thread_id, serial, stack)
+        # (pid, tid) -> thread_serial: 1, 2, ... in the order the file names or uses the
+        # threads (write_chrome names them in the order the tracer saw them).
+        self.serials: dict[tuple[int, int], int] = {}
         self.strings = _Strings()
         self.n = 0
         self.last_pid: Optional[str] = None  # the thread of the previous fast-path event
@@ -699,15 +704,17 @@ class _ChromeEvents(_Sink):
         self.last: Any = None
         self.origin = plan.origin if plan is not None else 0
 
-    def _place(self, stack: list, ts: int, end: int, oas: bool, oast: bool) -> tuple[int, int]:
+    def _place(self, stack: list, ts: int, end: int, oas: bool, oast: bool,
+               oal: bool) -> tuple[int, int]:
         """Depth and parent of the next event of a thread: the innermost
-        event still enclosing it (and, for one open at the start or stop,
-        open there too).  Pushes it on the thread's stack."""
+        event still enclosing it (and, for one open at the start, the stop
+        or the loss of its thread, open there too).  Pushes it on the
+        thread's stack."""
         calls = self.calls
         while stack:
             top = calls[stack[-1]]
             if (top[6] <= ts and end <= top[7]
-                    and (top[10] or not oas) and (top[11] or not oast)):
+                    and (top[10] or not oas) and (top[11] or not oast) and (top[13] or not oal)):
                 break
             stack.pop()
         depth = len(stack)
@@ -715,39 +722,48 @@ class _ChromeEvents(_Sink):
         stack.append(len(calls))
         return depth, parent
 
+    def _serial(self, key: tuple[int, int]) -> int:
+        serial = self.serials.get(key)
+        if serial is None:
+            serial = self.serials[key] = len(self.serials) + 1
+        return serial
+
     def _thread(self, pid: int, tid: int) -> tuple:
-        """(pid, tid, thread_id, stack of the thread's open events)."""
+        """(pid, tid, thread_id, serial, stack of the thread's open events)."""
         key = (pid, tid)
         t = self.threads.get(key)
         if t is None:
             thread_id = self.plan.thread_id(pid, tid) if self.plan is not None else pid
-            t = self.threads[key] = (pid, tid, thread_id, [])
+            t = self.threads[key] = (pid, tid, thread_id, self._serial(key), [])
         return t
 
     def on_fast(self, m: "re.Match[str]") -> None:
         n = self.n
         self.n = n + 1
-        cat, pid_s, tid_s, ts_us, ts_frac, dur_us, dur_frac, raw_name, raw_file, oas_s, oast_s = m.groups()
+        (cat, pid_s, tid_s, ts_us, ts_frac, dur_us, dur_frac, raw_name, raw_file, oas_s, oast_s,
+         oal_s) = m.groups()
         name = self.strings.raw_name(raw_name, n)
         loc = self.strings.raw_loc(raw_file, n)
         ts = self.origin + int(ts_us + ts_frac)
         end = ts + int(dur_us + dur_frac)
         oas = oas_s is not None
         oast = oast_s is not None
+        oal = oal_s is not None
         # The thread: most often the previous event's.
         if pid_s == self.last_pid and tid_s == self.last_tid:
-            pid, tid, thread_id, stack = self.last
+            pid, tid, thread_id, serial, stack = self.last
         else:
-            self.last = pid, tid, thread_id, stack = self._thread(int(pid_s), int(tid_s))
+            self.last = pid, tid, thread_id, serial, stack = self._thread(int(pid_s), int(tid_s))
             self.last_pid, self.last_tid = pid_s, tid_s
         calls = self.calls
-        depth, parent = self._place(stack, ts, end, oas, oast)
+        depth, parent = self._place(stack, ts, end, oas, oast, oal)
         kind = "py" if cat == "python" else "c"
         if self.plan is not None:
             calls.append(Event((name, loc[0], loc[1], kind, thread_id, tid, ts, end, depth,
-                                parent, oas, oast)))
+                                parent, oas, oast, serial, oal)))
         else:
-            calls.append((name, loc[0], loc[1], kind, pid, tid, ts, end, depth, parent, oas, oast))
+            calls.append((name, loc[0], loc[1], kind, pid, tid, ts, end, depth, parent, oas, oast,
+                          serial, oal))
 
     def on_event(self, ev: Any) -> None:
         n = self.n
@@ -757,17 +773,17 @@ class _ChromeEvents(_Sink):
             return
         what, data = parsed
         if what == "call":
-            kind, pid, tid, ts, end, name, loc, oas, oast = data
+            kind, pid, tid, ts, end, name, loc, oas, oast, oal = data
             ts += self.origin
             end += self.origin
-            _pid, _tid, thread_id, stack = self._thread(pid, tid)
-            depth, parent = self._place(stack, ts, end, oas, oast)
+            _pid, _tid, thread_id, serial, stack = self._thread(pid, tid)
+            depth, parent = self._place(stack, ts, end, oas, oast, oal)
             if self.plan is not None:
                 self.calls.append(Event((name, loc[0], loc[1], kind, thread_id, tid, ts, end,
-                                         depth, parent, oas, oast)))
+                                         depth, parent, oas, oast, serial, oal)))
             else:
                 self.calls.append((name, loc[0], loc[1], kind, pid, tid, ts, end, depth, parent,
-                                   oas, oast))
+                                   oas, oast, serial, oal))
         elif what == "range":
             self.ranges.append(data)
         elif what == "step":
@@ -775,6 +791,7 @@ class _ChromeEvents(_Sink):
         elif what == "thread_name":
             pid, tid, name, thread_id = data
             self.thread_names[(pid, tid)] = (name, thread_id)
+            self._serial((pid, tid))
         else:
             pid, name = data
             self.process_names[pid] = name
@@ -793,9 +810,9 @@ def _chrome_trace(col: _ChromeEvents, ft: dict) -> Trace:
         # Tuples of times relative to the origin: Events now.
         thread_of = {key: plan.thread_id(*key) for key in col.threads}
         calls[:] = [Event((name, filename, lineno, kind, thread_of[(pid, ctid)], ctid,
-                           origin + ts, origin + end, depth, parent, oas, oast))
-                    for name, filename, lineno, kind, pid, ctid, ts, end, depth, parent, oas, oast
-                    in calls]
+                           origin + ts, origin + end, depth, parent, oas, oast, serial, oal))
+                    for (name, filename, lineno, kind, pid, ctid, ts, end, depth, parent, oas, oast,
+                         serial, oal) in calls]
     ranges = [RangeRecord(name, plan.thread_id(pid, ctid), origin + ts, origin + end, oas, oae)
               for name, pid, ctid, ts, end, oas, oae in col.ranges]
     steps = [StepRecord(name, step, origin + ts, origin + end)
@@ -862,22 +879,31 @@ def _portable_trace(doc: dict) -> Trace:
         raise _Bad(f"unsupported frametrace trace version {doc.get('version')!r}")
     md = _dict(doc.get("metadata") or {}, "metadata")
     fields = _get(doc, "event_fields", "the document")
-    if not isinstance(fields, list) or sorted(map(str, fields)) != sorted(EVENT_FIELDS):
+    # Files written before thread_serial and open_at_loss have the first 12.
+    names = next((names for names in (EVENT_FIELDS, EVENT_FIELDS[:12])
+                  if isinstance(fields, list) and sorted(map(str, fields)) == sorted(names)), None)
+    if names is None:
         raise _Bad(f"event_fields: the {len(EVENT_FIELDS)} fields {', '.join(EVENT_FIELDS)} "
-                   f"expected, not {_show(fields)}")
-    order = [fields.index(f) for f in EVENT_FIELDS]
+                   f"(or the first 12 of them) expected, not {_show(fields)}")
+    order = [fields.index(f) for f in names]
     checks: list[Callable[[Any, str], Any]] = [
-        _str, _str, _int, _kind, _int, _int, _int, _int, _int, _int, _bool, _bool]
+        _str, _str, _int, _kind, _int, _int, _int, _int, _int, _int, _bool, _bool, _int, _bool]
     raw_events = _get(doc, "events", "the document")
     if not isinstance(raw_events, list):
         raise _Bad(f"events: a list expected, not {_show(raw_events)}")
+    serials: dict[tuple[int, int], int] = {}  # for old files: threads in order of appearance
     events = []
     for i, raw in enumerate(raw_events):
-        if not isinstance(raw, list) or len(raw) != len(EVENT_FIELDS):
-            raise _Bad(f"events[{i}]: a list of {len(EVENT_FIELDS)} fields expected, not {_show(raw)}")
-        values = [check(raw[j], f"events[{i}].{f}") for check, j, f in zip(checks, order, EVENT_FIELDS)]
+        if not isinstance(raw, list) or len(raw) != len(names):
+            raise _Bad(f"events[{i}]: a list of {len(names)} fields expected, not {_show(raw)}")
+        values = [check(raw[j], f"events[{i}].{f}") for check, j, f in zip(checks, order, names)]
         if not -1 <= values[9] < i:
             raise _Bad(f"events[{i}].parent: {values[9]} is not -1 or an earlier event")
+        if len(names) == 12:
+            serial = serials.setdefault((values[4], values[5]), len(serials) + 1)
+            values += [serial, False]
+        elif values[12] < 0:
+            raise _Bad(f"events[{i}].thread_serial: {values[12]} is negative")
         events.append(Event(values))
 
     def record(cls: Any, i: int, raw: Any, what: str) -> Any:

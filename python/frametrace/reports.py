@@ -13,7 +13,7 @@ stacks and a flame graph.
     reports.write_flamegraph_svg(events, "step.svg")
 
 Every function takes the list ``Tracer.getEvents()`` returns (or any
-sequence of 12-field event tuples in the same order: each thread's events in
+sequence of 14-field event tuples in the same order: each thread's events in
 call order, parents before their children, ``parent`` the index of the
 parent event in the same sequence), or a ``frametrace.Trace``, whose
 ``events`` (and ``thread_names``) are used.  Each makes a single pass over the
@@ -117,12 +117,13 @@ def _bad_event(i: int, ev: Any, why: str) -> ValueError:
 def _unpack_error(events: Sequence[Any], exc: Exception) -> Exception:
     for i, ev in enumerate(events):
         try:
-            if len(ev) != 12:
+            if len(ev) != 14:
                 raise ValueError
         except (TypeError, ValueError):
-            return TypeError(f"event {i} {ev!r} is not a frametrace.Event (12 fields: name, "
+            return TypeError(f"event {i} {ev!r} is not a frametrace.Event (14 fields: name, "
                              f"filename, lineno, kind, thread_id, native_thread_id, start_ns, "
-                             f"end_ns, depth, parent, open_at_start, open_at_stop)")
+                             f"end_ns, depth, parent, open_at_start, open_at_stop, "
+                             f"thread_serial, open_at_loss)")
     return exc
 
 
@@ -162,7 +163,7 @@ class _Functions:
 
         try:
             for i, (name, filename, lineno, kind, tid, _ntid, start, end, _depth, parent,
-                    _oas, oast) in enumerate(events):
+                    _oas, oast, _serial, _oal) in enumerate(events):
                 key = (name, filename, lineno, kind, tid)
                 fid = ids.get(key)
                 if fid is None:
@@ -594,7 +595,7 @@ class _Paths:
         threads: dict[Any, int] = {}  # thread_id -> sum of root durations, first-seen order
         try:
             for i, (name, filename, lineno, kind, tid, _ntid, start, end, _depth, parent,
-                    _oas, oast) in enumerate(events):
+                    _oas, oast, _serial, _oal) in enumerate(events):
                 d = end - start
                 if parent < 0:
                     if parent != -1:

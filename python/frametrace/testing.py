@@ -54,7 +54,7 @@ def _describe(events: Sequence[Event], index: int) -> str:
     ev = events[index]
     where = ev.filename if ev.lineno <= 0 else f"{ev.filename}:{ev.lineno}"
     flags = "".join(
-        f", {flag}" for flag in ("open_at_start", "open_at_stop") if getattr(ev, flag)
+        f", {flag}" for flag in ("open_at_start", "open_at_stop", "open_at_loss") if getattr(ev, flag)
     )
     return (
         f"event {index} {ev.name!r} ({ev.kind}) on thread {ev.thread_id}"
@@ -110,8 +110,9 @@ def assert_valid_trace(events: Sequence[Event], start_ns: int, stop_ns: int) -> 
     a session's ``Trace.events``) make, given its ``start_ns`` and ``stop_ns``:
     each event starts and ends within [start_ns, stop_ns]; ``kind`` is "py"
     or "c"; a C event is at ``<built-in>`` line 0 and a Python event at a line
-    > 0; an event ``open_at_stop`` ends at ``stop_ns``; and the events are well
-    nested (``assert_well_nested``).  One pass over the events for each."""
+    > 0; an event ``open_at_stop`` ends at ``stop_ns`` and is not also
+    ``open_at_loss``; and the events are well nested (``assert_well_nested``).
+    One pass over the events for each."""
     __tracebackhide__ = True
     _check_events(events)
     for what, value in (("start_ns", start_ns), ("stop_ns", stop_ns)):
@@ -136,6 +137,8 @@ def assert_valid_trace(events: Sequence[Event], start_ns: int, stop_ns: int) -> 
             problems.append(f"{_Lazy(events, i)}: kind must be 'py' or 'c', not {ev.kind!r}")
         if ev.open_at_stop and ev.end_ns != stop_ns:
             problems.append(f"{_Lazy(events, i)}: is open_at_stop but does not end at stop_ns={stop_ns}")
+        if ev.open_at_stop and ev.open_at_loss:
+            problems.append(f"{_Lazy(events, i)}: cannot be both open_at_stop and open_at_loss")
     problems.extend(_nesting_problems(events))
     if problems:
         raise AssertionError(

@@ -1,4 +1,4 @@
-"""frametrace.Event: a compact record that behaves as the 12-sequence of its
+"""frametrace.Event: a compact record that behaves as the 14-sequence of its
 fields, whether getEvents() made it or Event(sequence) did."""
 import copy
 import gc
@@ -13,7 +13,8 @@ from frametrace import Event
 import targets.calls as calls
 
 FIELDS = ("name", "filename", "lineno", "kind", "thread_id", "native_thread_id",
-          "start_ns", "end_ns", "depth", "parent", "open_at_start", "open_at_stop")
+          "start_ns", "end_ns", "depth", "parent", "open_at_start", "open_at_stop",
+          "thread_serial", "open_at_loss")
 
 
 @pytest.fixture  # per setup: each backend and clock records its own events
@@ -30,25 +31,26 @@ def recorded():
 def test_fields_by_name_and_index(recorded):
     events, leaf, c_call = recorded
     assert Event.__match_args__ == FIELDS
-    assert (Event.n_fields, Event.n_sequence_fields, Event.n_unnamed_fields) == (12, 12, 0)
-    assert len(leaf) == 12
-    assert [leaf[i] for i in range(12)] == [getattr(leaf, f) for f in FIELDS]
-    assert [leaf[i - 12] for i in range(12)] == list(leaf)
+    assert (Event.n_fields, Event.n_sequence_fields, Event.n_unnamed_fields) == (14, 14, 0)
+    assert len(leaf) == 14
+    assert [leaf[i] for i in range(14)] == [getattr(leaf, f) for f in FIELDS]
+    assert [leaf[i - 14] for i in range(14)] == list(leaf)
     assert leaf[:4] == ("leaf", calls.__file__, 15, "py")
-    assert leaf[6:8] == (leaf.start_ns, leaf.end_ns) and leaf[::-1][0] is leaf.open_at_stop
+    assert leaf[6:8] == (leaf.start_ns, leaf.end_ns) and leaf[::-1][0] is leaf.open_at_loss is False
     assert leaf.thread_id == threading.get_ident()
     assert leaf.native_thread_id == threading.get_native_id()
     assert events[leaf.parent].depth == leaf.depth - 1
     assert c_call[:4] == ("len", "<built-in>", 0, "c")
     assert type(leaf.open_at_start) is bool and leaf.open_at_start is False
-    name, filename, *_, stop = leaf
-    assert (name, filename, stop) == ("leaf", calls.__file__, False)
+    assert leaf.thread_serial == 1 and type(leaf.thread_serial) is int
+    name, filename, *_, stop, serial, loss = leaf
+    assert (name, filename, stop, serial, loss) == ("leaf", calls.__file__, False, 1, False)
     assert "leaf" in leaf and 15 in leaf and "nope" not in leaf
-    assert leaf.count(False) == 2 and leaf.index("py") == 3
+    assert leaf.count(False) == 3 and leaf.index("py") == 3
     with pytest.raises(IndexError, match="out of range"):
-        leaf[12]
+        leaf[14]
     with pytest.raises(IndexError, match="out of range"):
-        leaf[-13]
+        leaf[-15]
     with pytest.raises(TypeError, match="integers or slices, not str"):
         leaf["name"]
     with pytest.raises(AttributeError):
@@ -79,7 +81,7 @@ def test_repr_pickle_copy_replace_match(recorded):
     _, leaf, _ = recorded
     text = repr(leaf)
     assert text.startswith("frametrace.Event(name='leaf', filename=")
-    assert f"start_ns={leaf.start_ns}," in text and text.endswith("open_at_stop=False)")
+    assert f"start_ns={leaf.start_ns}," in text and text.endswith("open_at_stop=False, thread_serial=1, open_at_loss=False)")
     assert repr(Event(tuple(leaf))) == text
     for clone in (pickle.loads(pickle.dumps(leaf)), copy.copy(leaf), copy.deepcopy(leaf)):
         assert clone == leaf and type(clone) is Event
@@ -98,7 +100,7 @@ def test_repr_pickle_copy_replace_match(recorded):
             pytest.fail("class pattern did not match")
     match leaf:
         case [name, _, _, "py", *rest]:
-            assert name == "leaf" and len(rest) == 8
+            assert name == "leaf" and len(rest) == 10
         case _:
             pytest.fail("sequence pattern did not match")
 

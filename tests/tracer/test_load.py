@@ -284,10 +284,14 @@ def test_merged_traces_load_on_one_timeline(tmp_path):
         e.native_thread_id if e.thread_id in taken else e.thread_id for e in events_a}
     # Parents index the merged list: a's come after b's events.
     for got, want, offset in ((got_a, events_a, len(events_b)), (got_b, events_b, 0)):
-        assert [tuple(e)[:4] + tuple(e)[5:6] + (e.depth, e.parent) + tuple(e)[10:]
+        assert [tuple(e)[:4] + tuple(e)[5:6] + (e.depth, e.parent) + tuple(e)[10:12] + (e.open_at_loss,)
                 for e in got] == \
             [tuple(e)[:4] + tuple(e)[5:6] + (e.depth, e.parent + offset if e.parent >= 0 else -1)
-             + tuple(e)[10:] for e in want]
+             + tuple(e)[10:12] + (e.open_at_loss,) for e in want]
+    # thread_serial tells the threads of the merged file apart, across processes.
+    threads = {(e.thread_serial, e.native_thread_id) for e in merged.events}
+    assert len({serial for serial, _ in threads}) == len(threads) == \
+        len({e.thread_serial for e in events_a}) + len({e.thread_serial for e in events_b})
     assert any(n.endswith(f"[pid {pids[1]}]") for n in merged.thread_names.values())
     assert merged.summary(print=False).calls == len(merged.events)
     # Read another way (otherData not at the end: the events are kept until it is known).
@@ -363,8 +367,16 @@ BAD = {
                          "version 99"),
     "portable-bad-event": (lambda g: json.dumps({
         "format": "frametrace", "version": 1, "event_fields": list(frametrace.Event.__match_args__),
-        "events": [["f", "m.py", 1, "python", 1, 1, 0, 1, 0, -1, False, False]]}).encode(),
+        "events": [["f", "m.py", 1, "python", 1, 1, 0, 1, 0, -1, False, False, 1, False]]}).encode(),
         "events[0].kind"),
+    "portable-old-bad-event": (lambda g: json.dumps({
+        "format": "frametrace", "version": 1, "event_fields": list(frametrace.Event.__match_args__)[:12],
+        "events": [["f", "m.py", 1, "py", 1, 1, 0, 1, 0, -1, False]]}).encode(),
+        "a list of 12 fields expected"),
+    "portable-bad-serial": (lambda g: json.dumps({
+        "format": "frametrace", "version": 1, "event_fields": list(frametrace.Event.__match_args__),
+        "events": [["f", "m.py", 1, "py", 1, 1, 0, 1, 0, -1, False, False, -3, False]]}).encode(),
+        "thread_serial: -3 is negative"),
 }
 
 

@@ -188,10 +188,30 @@ def test_python_return_without_call_keeps_the_stack():
          (40, "return", 4), (50, "return", 3)],
         base_ts=5, stop_ns=1000, base_stack=[1, 2], stop_stack=[1, 2])
     shape = [(func, start, end, parent, open_start, open_stop)
-             for func, _, start, end, parent, _, open_start, open_stop in out]
+             for func, _, start, end, parent, _, open_start, open_stop, _ in out]
     # As a C return with no call: it ran at most since the previous record.
     assert shape == [(1, 5, 1000, -1, True, True),
                      (2, 5, 1000, 0, True, True),
                      (3, 10, 50, 1, False, False),
                      (4, 20, 40, 2, False, False),
                      (9, 20, 30, 3, True, False)]
+
+
+def test_recording_ended_early_ends_open_frames_at_the_loss():
+    """A thread whose hook another tool took: what was open at its last
+    record ends at loss_ns, flagged open_at_loss, not stretched to the stop,
+    and the stop stack (taken later) adds nothing."""
+    records = [(10, "call", 1), (20, "call", 2), (30, "c_call", 7), (40, "c_return", 7)]
+    out = replay(records, base_ts=0, stop_ns=1000, base_stack=[9], stop_stack=[9, 1, 2, 5],
+                 loss_ns=45)
+    assert [(ev[FUNC], ev[START], ev[END], ev[OPEN_START], ev[OPEN_STOP], ev[8]) for ev in out] == [
+        (9, 0, 45, True, False, True),
+        (1, 10, 45, False, False, True),
+        (2, 20, 45, False, False, True),
+        (7, 30, 40, False, False, False),
+    ]
+    # Never before the last record, never after the stop.
+    assert [ev[END] for ev in replay(records, loss_ns=35)[:3]] == [40, 40, 40]
+    assert [ev[END] for ev in replay(records, stop_ns=100, loss_ns=500)[:2]] == [100, 100]
+    # Without a loss the same stream ends at the stop.
+    assert all(ev[OPEN_STOP] and not ev[8] for ev in replay(records)[:2])
