@@ -275,6 +275,7 @@ def _run(ns: argparse.Namespace, script: Optional[str], module: Optional[str],
         skip = set(_code_objects_on_stack())
         skip.add(_execute.__code__)
         skip.add(_wait_for_threads.__code__)
+        skip.add(_threads_left.__code__)
         skip.add(_ForkTracers.tracer.__code__)
         for func in _runpy_functions():
             skip.add(func.__code__)
@@ -334,7 +335,7 @@ def _run(ns: argparse.Namespace, script: Optional[str], module: Optional[str],
 _RUNNING = False
 
 
-def _thread_shutdown(own_process: bool) -> Optional[Any]:
+def _thread_shutdown(own_process: bool) -> Optional[tuple[int, Any]]:
     """What waits for the program's non-daemon threads as Python does
     before it exits: threading._shutdown, which also runs threading's exit
     hooks (concurrent.futures' ends its workers).  Only when this process
@@ -342,7 +343,24 @@ def _thread_shutdown(own_process: bool) -> Optional[Any]:
     ends the threading of the process.  Looked up before tracing starts."""
     if not own_process or threading.current_thread() is not threading.main_thread():
         return None
-    return getattr(threading, "_shutdown", None) or _join_threads
+    wait = threading._shutdown if hasattr(threading, "_shutdown") else _join_threads
+    return threading.get_ident(), wait
+
+
+def _threads_left(me: int) -> bool:
+    """Whether threading has a non-daemon thread other than me, running or
+    starting.  Calls nothing (a call would be in the trace): it reads
+    threading's tables; if they are not what it expects, True."""
+    try:
+        for ident in threading._active:  # type: ignore[attr-defined]
+            if ident != me and not threading._active[ident]._daemonic:  # type: ignore[attr-defined]
+                return True
+        for thread in threading._limbo:  # type: ignore[attr-defined]
+            if not thread._daemonic:
+                return True
+    except Exception:  # noqa: BLE001 - changed while read, or not CPython's
+        return True
+    return False
 
 
 def _join_threads() -> None:
@@ -355,14 +373,17 @@ def _join_threads() -> None:
             t.join()
 
 
-def _wait_for_threads(shutdown: Optional[Any],
+def _wait_for_threads(shutdown: Optional[tuple[int, Any]],
                       error: Optional[BaseException]) -> Optional[BaseException]:
     """Runs shutdown (see _thread_shutdown), still tracing; Ctrl-C ends the
     wait.  error is what the program raised; what to report is returned."""
     if shutdown is None:
         return error
+    me, wait = shutdown
+    if not _threads_left(me):
+        return error  # Python's own wait, at exit, has nothing to do
     try:
-        shutdown()
+        wait()
     except KeyboardInterrupt as exc:
         return error if error is not None else exc
     return error

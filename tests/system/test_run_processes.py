@@ -161,3 +161,11 @@ def test_fork_traces_does_not_go_with_steps(tmp_path):
     proc = run(tmp_path, "--fork-traces", "--steps", "2", "prog.py")
     assert proc.returncode == 2
     assert "--fork-traces does not go with --steps" in proc.stderr
+
+
+def test_no_thread_left_no_wait_in_the_trace(tmp_path):
+    (tmp_path / "plain.py").write_text("def f():\n    return len('ab')\nf()\n")
+    proc = run(tmp_path, "plain.py")
+    assert proc.returncode == 0, proc.stderr
+    trace = load(str(tmp_path / "trace.json"))
+    assert [(e.name, e.depth) for e in trace.events] == [("<module>", 0), ("f", 1), ("len", 2)]
