@@ -19,6 +19,47 @@ event_info(ft_tracer *tracer, const ft_event *ev, PyObject **infos)
     return *slot;
 }
 
+uint64_t
+ft_thread_lost_records(const ft_thread *th)
+{
+    return ft_ring_overwritten(&th->ring) + th->lost;
+}
+
+/* Replays thread i of a stopped tracer, appending to vec; counts the events
+ * it lost entirely the first time. */
+static int
+replay_thread(ft_tracer *tracer, Py_ssize_t i, ft_eventvec *vec)
+{
+    ft_thread *th = tracer->threads[i];
+    ft_replay_input in = {
+        .ring = &th->ring,
+        .clock = &tracer->clock,
+        .base_ticks = th->base_ticks,
+        .base_stack = th->base_stack,
+        .base_depth = (size_t)th->base_depth,
+        .base_known = 1,
+        .stop_stack = th->stop_stack,
+        .stop_depth = (size_t)th->stop_depth,
+        .stop_ns = tracer->stop_ns,
+    };
+    if (th->loss_ticks != 0) {
+        ft_clock_cursor cursor = {0};
+        int64_t loss_ns = ft_clock_convert(&tracer->clock, th->loss_ticks,
+                                           &cursor);
+        in.loss_ns = loss_ns != 0 ? loss_ns : 1;  /* 0: not lost */
+    }
+    int64_t partial;
+    if (ft_replay_thread(&in, vec, &partial) < 0) {
+        return -1;
+    }
+    if (!th->dropped_counted) {
+        th->dropped_events = ft_dropped_events(ft_thread_lost_records(th),
+                                               partial);
+        th->dropped_counted = 1;
+    }
+    return 0;
+}
+
 int
 ft_replay_all(ft_tracer *tracer, ft_eventvec *vec, size_t **thread_end)
 {
@@ -27,30 +68,38 @@ ft_replay_all(ft_tracer *tracer, ft_eventvec *vec, size_t **thread_end)
         return -1;
     }
     for (Py_ssize_t i = 0; i < tracer->nthreads; i++) {
-        const ft_thread *th = tracer->threads[i];
-        ft_replay_input in = {
-            .ring = &th->ring,
-            .clock = &tracer->clock,
-            .base_ticks = th->base_ticks,
-            .base_stack = th->base_stack,
-            .base_depth = (size_t)th->base_depth,
-            .base_known = 1,
-            .stop_stack = th->stop_stack,
-            .stop_depth = (size_t)th->stop_depth,
-            .stop_ns = tracer->stop_ns,
-        };
-        if (th->loss_ticks != 0) {
-            ft_clock_cursor cursor = {0};
-            int64_t loss_ns = ft_clock_convert(&tracer->clock, th->loss_ticks,
-                                               &cursor);
-            in.loss_ns = loss_ns != 0 ? loss_ns : 1;  /* 0: not lost */
-        }
-        if (ft_replay_thread(&in, vec) < 0) {
+        if (replay_thread(tracer, i, vec) < 0) {
             return -1;
         }
         (*thread_end)[i] = vec->len;
     }
     return 0;
+}
+
+int
+ft_count_dropped(ft_tracer *tracer)
+{
+    ft_eventvec scratch = {0};
+    int rc = 0;
+    for (Py_ssize_t i = 0; i < tracer->nthreads && rc == 0; i++) {
+        ft_thread *th = tracer->threads[i];
+        if (th->dropped_counted) {
+            continue;
+        }
+        if (ft_thread_lost_records(th) == 0) {
+            /* Nothing lost: no replay needed. */
+            th->dropped_events = 0;
+            th->dropped_counted = 1;
+            continue;
+        }
+        scratch.len = 0;
+        rc = replay_thread(tracer, i, &scratch);
+    }
+    ft_eventvec_free(&scratch);
+    if (rc < 0) {
+        PyErr_NoMemory();
+    }
+    return rc;
 }
 
 int

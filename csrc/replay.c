@@ -40,6 +40,8 @@ typedef struct {
     int64_t prev_ts;        /* time of the previous record */
     int base_known;         /* every frame open at the window start is on
                                the stack: no overflow, base stack given */
+    uint64_t partial;       /* frames shown with one of their records
+                               missing (see ft_dropped_events()) */
 } replay_ctx;
 
 static int
@@ -180,6 +182,7 @@ on_return(replay_ctx *ctx, const ft_record *rec)
             return -1;
         }
         close_down_to(ctx, ctx->depth - 1, rec->ts);
+        ctx->partial++;
         return 0;
     }
     /* The frame was open before the window began. */
@@ -193,6 +196,7 @@ on_return(replay_ctx *ctx, const ft_record *rec)
     ev->end_ns = rec->ts;
     ev->func = rec->func;
     ev->open_at_start = 1;
+    ctx->partial++;
     return 0;
 }
 
@@ -211,6 +215,7 @@ on_c_return(replay_ctx *ctx, const ft_record *rec)
         return -1;
     }
     close_down_to(ctx, ctx->depth - 1, rec->ts);
+    ctx->partial++;
     return 0;
 }
 
@@ -244,6 +249,7 @@ assemble(replay_ctx *ctx, const ft_replay_input *in, ft_eventvec *out)
     if (vec_reserve(out, nmissing + npre + nrec) < 0) {
         return -1;
     }
+    ctx->partial += nmissing;
     int64_t base = (int64_t)out->len;
     /* The innermost enclosing frame built from the stop stack, or -1. */
     int64_t outer_parent = nmissing ? base + (int64_t)nmissing - 1 : -1;
@@ -288,8 +294,24 @@ assemble(replay_ctx *ctx, const ft_replay_input *in, ft_eventvec *out)
     return 0;
 }
 
+uint64_t
+ft_dropped_events(uint64_t lost_records, int64_t partial)
+{
+    /* A frame lost entirely lost two records (its call and return); one
+     * shown with a record missing lost one.  Rounded up: a single record
+     * lost from no frame shown is one frame lost. */
+    if (partial >= 0 && lost_records <= (uint64_t)partial) {
+        return 0;
+    }
+    uint64_t whole = partial >= 0 ? lost_records - (uint64_t)partial
+                                  : lost_records + (uint64_t)-partial;
+    uint64_t events = whole / 2 + whole % 2;
+    return events < lost_records ? events : lost_records;
+}
+
 int
-ft_replay_thread(const ft_replay_input *in, ft_eventvec *out)
+ft_replay_thread(const ft_replay_input *in, ft_eventvec *out,
+                 int64_t *partial)
 {
     replay_ctx ctx;
     memset(&ctx, 0, sizeof(ctx));
@@ -355,6 +377,14 @@ ft_replay_thread(const ft_replay_input *in, ft_eventvec *out)
         ctx.prev_ts = rec->ts;
     }
     rc = assemble(&ctx, in, out);
+    if (rc == 0 && partial != NULL) {
+        /* The frames open at the hook's installation had no call to lose:
+         * under overflow they are among the pre-window and stop-stack
+         * frames counted, or lost entirely with their return: one record
+         * each, which the negative count makes up for. */
+        int64_t base = overflowed ? (int64_t)in->base_depth : 0;
+        *partial = (int64_t)ctx.partial - base;
+    }
 
 done:
     ft_eventvec_free(&ctx.recorded);

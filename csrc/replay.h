@@ -49,8 +49,18 @@ typedef struct {
 
 /* Appends the thread's events to out, parents before children; parent
  * indices are absolute in out.  Returns 0, or -1 when out of memory (out is
- * then left as it was before the call). */
-int ft_replay_thread(const ft_replay_input *in, ft_eventvec *out);
+ * then left as it was before the call).  partial (may be NULL) gets how many
+ * of the events have a record missing, less the frames open at the hook's
+ * installation when the ring overflowed (they had no call to lose), for
+ * ft_dropped_events(). */
+int ft_replay_thread(const ft_replay_input *in, ft_eventvec *out,
+                     int64_t *partial);
+
+/* The number of events lost entirely, estimated from the records a thread
+ * lost (overwritten or never stored) and the events its replay showed with
+ * a record missing: exact when every lost record belongs to a Python frame
+ * that began after the hook was installed; never above lost_records. */
+uint64_t ft_dropped_events(uint64_t lost_records, int64_t partial);
 void ft_eventvec_free(ft_eventvec *vec);
 
 #endif /* FT_REPLAY_H */

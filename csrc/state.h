@@ -73,6 +73,9 @@ typedef struct {
     PyObject *name;           /* strong: threading's name for it, or NULL */
     int64_t loss_ticks;       /* 0, or when its recording ended early (its
                                  hook displaced): its last record */
+    uint64_t dropped_events;  /* events lost entirely, once counted by a
+                                 replay after the stop */
+    int dropped_counted;
 } ft_thread;
 
 /* The profile function's argument: on 3.10/3.11 one per thread (thread
@@ -283,6 +286,14 @@ PyObject *ft_build_events(ft_tracer *tracer);
  * i's events (malloc'd, the caller frees it, also on failure).  Pure C:
  * 0, or -1 when out of memory. */
 int ft_replay_all(ft_tracer *tracer, ft_eventvec *vec, size_t **thread_end);
+
+/* Records thread th lost: overwritten by its ring, or never stored. */
+uint64_t ft_thread_lost_records(const ft_thread *th);
+
+/* Counts the events each thread of a stopped tracer lost entirely
+ * (ft_thread.dropped_events), replaying the threads that lost records and
+ * were not replayed yet.  0, or -1 with MemoryError set. */
+int ft_count_dropped(ft_tracer *tracer);
 
 /* The writers' common start: a stopped tracer's events replayed with the GC
  * off (so that no other thread can clear the tracer meanwhile); who names

@@ -75,7 +75,7 @@ tracer_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     if (size_obj != NULL) {
         if (!PyLong_Check(size_obj) || PyBool_Check(size_obj)) {
             PyErr_Format(PyExc_TypeError,
-                         "buffer_size must be an int (events per thread), "
+                         "buffer_size must be an int (records per thread), "
                          "not %.100s", Py_TYPE(size_obj)->tp_name);
             return NULL;
         }
@@ -86,7 +86,7 @@ tracer_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
         }
         if (overflow || buffer_size < 1 || buffer_size > FT_MAX_BUFFER_SIZE) {
             PyErr_Format(PyExc_ValueError,
-                         "buffer_size must be between 1 and %lld events per "
+                         "buffer_size must be between 1 and %lld records per "
                          "thread, got %R", FT_MAX_BUFFER_SIZE, size_obj);
             return NULL;
         }
@@ -210,10 +210,23 @@ tracer_clear_method(ft_tracer *self, PyObject *Py_UNUSED(ignored))
 
 /* ---- attributes -------------------------------------------------------- */
 
-static uint64_t
-thread_dropped(const ft_thread *th)
+/* Whether dropped and dropped_by_thread can be known: 1 (counted), 0
+ * (None: still recording), -1 (error). */
+static int
+dropped_known(ft_tracer *self)
 {
-    return ft_ring_overwritten(&th->ring) + th->lost;
+    if (self->phase == FT_PHASE_ACTIVE) {
+        return 0;
+    }
+    if (self->phase == FT_PHASE_STOPPED) {
+        int gc_was_enabled = PyGC_Disable();
+        int rc = ft_count_dropped(self);
+        if (gc_was_enabled) {
+            PyGC_Enable();
+        }
+        return rc < 0 ? -1 : 1;
+    }
+    return 1;  /* new or cleared: no threads */
 }
 
 static PyObject *
@@ -249,9 +262,23 @@ tracer_get_active(ft_tracer *self, void *Py_UNUSED(closure))
 static PyObject *
 tracer_get_dropped(ft_tracer *self, void *Py_UNUSED(closure))
 {
+    int known = dropped_known(self);
+    if (known <= 0) {
+        return known < 0 ? NULL : Py_NewRef(Py_None);
+    }
     uint64_t total = 0;
     for (Py_ssize_t i = 0; i < self->nthreads; i++) {
-        total += thread_dropped(self->threads[i]);
+        total += self->threads[i]->dropped_events;
+    }
+    return PyLong_FromUnsignedLongLong(total);
+}
+
+static PyObject *
+tracer_get_dropped_records(ft_tracer *self, void *Py_UNUSED(closure))
+{
+    uint64_t total = 0;
+    for (Py_ssize_t i = 0; i < self->nthreads; i++) {
+        total += ft_thread_lost_records(self->threads[i]);
     }
     return PyLong_FromUnsignedLongLong(total);
 }
@@ -259,6 +286,10 @@ tracer_get_dropped(ft_tracer *self, void *Py_UNUSED(closure))
 static PyObject *
 tracer_get_dropped_by_thread(ft_tracer *self, void *Py_UNUSED(closure))
 {
+    int known = dropped_known(self);
+    if (known <= 0) {
+        return known < 0 ? NULL : Py_NewRef(Py_None);
+    }
     PyObject *result = PyDict_New();
     if (result == NULL) {
         return NULL;
@@ -270,7 +301,7 @@ tracer_get_dropped_by_thread(ft_tracer *self, void *Py_UNUSED(closure))
             goto error;
         }
         /* A thread id reused by a later thread adds up. */
-        unsigned long long count = thread_dropped(th);
+        unsigned long long count = th->dropped_events;
         PyObject *prev = PyDict_GetItemWithError(result, key);
         if (prev != NULL) {
             count += PyLong_AsUnsignedLongLong(prev);
@@ -465,17 +496,26 @@ static PyGetSetDef tracer_getset[] = {
      "time.monotonic_ns() latched by the first stop(), or None", NULL},
     {"active", (getter)tracer_get_active, NULL, "True while tracing", NULL},
     {"dropped", (getter)tracer_get_dropped, NULL,
-     "events lost, all threads: overwritten by the ring or not recorded",
+     "events (function executions) lost entirely, all threads: both "
+     "records gone, overwritten by the ring or never stored; counted by "
+     "replaying the records after stop(), None while tracing.  An event "
+     "with one record lost is kept, flagged open_at_start or open_at_stop",
      NULL},
+    {"dropped_records", (getter)tracer_get_dropped_records, NULL,
+     "records lost, all threads (a call and a return are two): "
+     "overwritten by the ring or never stored (no memory)", NULL},
     {"dropped_by_thread", (getter)tracer_get_dropped_by_thread, NULL,
-     "{thread_id: events lost} for every traced thread", NULL},
+     "{thread_id: events lost entirely} for every traced thread; None "
+     "while tracing", NULL},
     {"_threads", (getter)tracer_get_threads, NULL,
      "[(thread_id, native_thread_id)] of the traced threads, in the order "
      "of their events", NULL},
     {"thread_names", (getter)tracer_get_thread_names, NULL,
      "{thread_id: name} of the traced threads threading knows", NULL},
     {"buffer_size", (getter)tracer_get_buffer_size, NULL,
-     "ring capacity, in events per thread", NULL},
+     "ring capacity per thread, in 8-byte records: a call and a return "
+     "are two (so about buffer_size / 2 events); a record whose function "
+     "id or time gap is very large takes two", NULL},
     {"clock", (getter)tracer_get_clock, NULL,
      "\"cycles\" (the CPU counter, converted to monotonic ns) or "
      "\"monotonic\" (CLOCK_MONOTONIC read directly); FRAMETRACE_CLOCK="

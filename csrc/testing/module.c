@@ -29,8 +29,8 @@ static PyMethodDef testing_methods[] = {
      "Replay hand-written (ts, kind, func_id) records of one thread through "
      "a ring of capacity 8-byte words (default: room for all); returns "
      "(func, kind, start, end, parent, depth, open_at_start, open_at_stop, "
-     "open_at_loss) tuples, and with_dropped the records overwritten too, "
-     "as (events, dropped).  loss_ns: when the thread's recording ended "
+     "open_at_loss) tuples; with_dropped (events, records overwritten, "
+     "events lost entirely).  loss_ns: when the thread's recording ended "
      "early (0: it did not)."},
     {"ticks_to_ns", ftt_ticks_to_ns, METH_VARARGS,
      "ticks_to_ns($module, anchors, ticks, /)\n--\n\n"

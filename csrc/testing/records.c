@@ -186,7 +186,8 @@ ftt_replay(PyObject *Py_UNUSED(module), PyObject *args,
         .stop_ns = stop_ns,
         .loss_ns = loss_ns,
     };
-    if (ft_replay_thread(&in, &out) < 0) {
+    int64_t partial;
+    if (ft_replay_thread(&in, &out, &partial) < 0) {
         PyErr_NoMemory();
         goto done;
     }
@@ -209,8 +210,10 @@ ftt_replay(PyObject *Py_UNUSED(module), PyObject *args,
         PyList_SET_ITEM(result, (Py_ssize_t)i, item);
     }
     if (with_dropped) {
-        Py_SETREF(result, Py_BuildValue("(OK)", result, (unsigned long long)
-                                        ft_ring_overwritten(&ring)));
+        uint64_t lost = ft_ring_overwritten(&ring);
+        Py_SETREF(result, Py_BuildValue(
+            "(OKK)", result, (unsigned long long)lost,
+            (unsigned long long)ft_dropped_events(lost, partial)));
     }
 
 done:

@@ -16,7 +16,7 @@ def replay(
     stop_stack: list[int] | None = None,
     with_dropped: bool = False,
     loss_ns: int = 0,
-) -> Any: ...  # the events, or (events, dropped) with with_dropped
+) -> Any: ...  # the events, or (events, records lost, events lost) with with_dropped
 def ticks_to_ns(anchors: list[tuple[int, int]], ticks: list[int], /) -> list[int]: ...
 def profile_off() -> Any: ...  # the saved profile function, for profile_on()
 def profile_on(saved: Any, /) -> None: ...

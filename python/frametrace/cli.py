@@ -549,8 +549,9 @@ def _write_run_trace(tracer: Any, output: str, process_name: str, metadata: dict
 
 def _report_dropped(dropped: int, buffer_size: int, where: str = "") -> None:
     if dropped:
-        print(f"{PROG}: {dropped:,} events{where} were dropped (the oldest, per thread: "
-              f"--buffer-size is {buffer_size:,} events)", file=sys.stderr)
+        print(f"{PROG}: {dropped:,} events{where} were lost entirely (the oldest, per thread: "
+              f"--buffer-size is {buffer_size:,} records, a call and a return are two)",
+              file=sys.stderr)
 
 
 class _CycleWriter:
@@ -876,8 +877,9 @@ def _parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
                      help=f"where to write the trace (default {DEFAULT_OUTPUT}; "
                           f".json.gz: compressed)")
     run.add_argument("--buffer-size", type=int, default=DEFAULT_BUFFER_SIZE, metavar="N",
-                     help=f"ring capacity in events per thread (default {DEFAULT_BUFFER_SIZE:,}); "
-                          f"when full, the oldest events are dropped")
+                     help=f"ring capacity in records per thread, a call and a return being two "
+                     f"(default {DEFAULT_BUFFER_SIZE:,}); "
+                          f"when full, the oldest records are overwritten")
     run.add_argument("--no-c-calls", action="store_true",
                      help="do not record calls of C functions")
     run.add_argument("--backend", choices=("auto", "setprofile", "monitoring"), default="auto",
@@ -925,7 +927,8 @@ def _parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
                      help="where the target writes the trace (default frametrace-PID.json; "
                           ".json.gz: compressed; .pftrace: Perfetto's format)")
     att.add_argument("--buffer-size", type=_positive, default=DEFAULT_BUFFER_SIZE, metavar="N",
-                     help=f"ring capacity in events per thread (default {DEFAULT_BUFFER_SIZE:,})")
+                     help=f"ring capacity in records per thread, a call and a return being two "
+                     f"(default {DEFAULT_BUFFER_SIZE:,})")
     att.add_argument("--no-c-calls", action="store_true",
                      help="do not record calls of C functions")
     att.add_argument("--backend", choices=("auto", "setprofile", "monitoring"), default="auto",

@@ -225,7 +225,8 @@ def write_chrome(
         "start_ns": tracer.start_ns,
         "stop_ns": tracer.stop_ns,
         "pid": pid,
-        "dropped": tracer.dropped,
+        "dropped": tracer.dropped,  # events lost entirely
+        "dropped_records": tracer.dropped_records,
         # Keyed like the events, by Chrome tid: the loader maps both alike.
         "dropped_by_thread": {str(native.get(tid, tid)): n
                               for tid, n in tracer.dropped_by_thread.items()},

@@ -71,7 +71,10 @@ class Trace:
     tracer_stop_ns: Optional[int] = None
     """When Python tracing stopped (None: the window traced no Python)."""
     dropped: int = 0
+    """Events (function executions) lost entirely, all threads: every
+    record of theirs overwritten by the ring (or never stored)."""
     dropped_by_thread: dict = field(default_factory=dict)
+    """{thread_id: events lost entirely}."""
     pid: int = 0
     thread_names: dict = field(default_factory=dict)
     cycle: int = 0
@@ -411,8 +414,8 @@ class Profile:
             session_end_ns=now,
             tracer_start_ns=tracer.start_ns if tracer is not None else None,
             tracer_stop_ns=tracer.stop_ns if tracer is not None else None,
-            dropped=tracer.dropped if tracer is not None else 0,
-            dropped_by_thread=tracer.dropped_by_thread if tracer is not None else {},
+            dropped=(tracer.dropped or 0) if tracer is not None else 0,  # stopped: known
+            dropped_by_thread=(tracer.dropped_by_thread or {}) if tracer is not None else {},
             pid=os.getpid(),
             thread_names=_thread_names(tracer),
             cycle=window.cycle,

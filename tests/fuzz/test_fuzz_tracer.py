@@ -100,10 +100,13 @@ def check_properties(tracer, phase):
     assert tracer.active is (phase == ACTIVE)
     if tracer.start_ns is not None and tracer.stop_ns is not None:
         assert tracer.start_ns <= tracer.stop_ns
-    assert type(tracer.dropped) is int and tracer.dropped >= 0
+    assert type(tracer.dropped_records) is int and tracer.dropped_records >= 0
     by_thread = tracer.dropped_by_thread
-    assert isinstance(by_thread, dict)
-    if phase != ACTIVE:  # while tracing, both keep growing
+    if phase == ACTIVE:  # events lost are counted once stopped
+        assert tracer.dropped is None and by_thread is None
+    else:
+        assert type(tracer.dropped) is int and 0 <= tracer.dropped <= tracer.dropped_records
+        assert isinstance(by_thread, dict)
         assert sum(by_thread.values()) == tracer.dropped
     assert isinstance(tracer.thread_names, dict)
     assert all(isinstance(v, str) for v in tracer.thread_names.values())

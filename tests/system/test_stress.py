@@ -975,6 +975,7 @@ BIG_RUN = STATUS + """
     seconds = time.perf_counter() - t0
     out = dict(rss0=rss0, hwm0=hwm0, rss1=status("VmRSS"), hwm1=status("VmHWM"),
                seconds=seconds, capacity=CAPACITY, dropped=tracer.dropped,
+               dropped_records=tracer.dropped_records,
                by_thread=list(tracer.dropped_by_thread.values()),
                produced=2 * UNROLL * N + 2)  # + work()'s own call and return
     events = tracer.getEvents()
@@ -1000,8 +1001,10 @@ def test_long_trace_through_a_1m_ring_stays_within_the_ring(n):
     out = run_json(BIG_RUN.format(n=n))
     ring = out["capacity"] * 8  # bytes of a record
     assert out["produced"] == 40 * n + 2
-    # Exactly what did not fit is counted as dropped, all on this thread.
-    assert out["dropped"] == out["produced"] - out["capacity"]
+    # Exactly the records that did not fit are counted, all on this thread,
+    # and the len() calls of which none is left as events lost.
+    assert out["dropped_records"] == out["produced"] - out["capacity"]
+    assert out["dropped"] == 20 * n - out["len_events"]
     assert out["by_thread"] == [out["dropped"]]
     # The retained records are the newest: half a ring of len() calls.
     assert out["len_events"] == out["capacity"] // 2

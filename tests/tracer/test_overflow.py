@@ -23,7 +23,11 @@ def test_tiny_ring_drops_oldest_and_keeps_invariants():
     assert tracer.dropped > 0
     assert tracer.dropped_by_thread[me] == tracer.dropped
     # 2 records per leaf call; the ring keeps the last 64 records.
-    assert tracer.dropped >= 2 * 5000 - 64
+    assert tracer.dropped_records >= 2 * 5000 - 64
+    # dropped counts events: of busy, 5003 leaf calls and branch, exactly
+    # those not shown at all (busy is shown, its call lost).
+    shown = [e for e in events if e.name in ("busy", "leaf", "branch")]
+    assert tracer.dropped == 1 + 5003 + 1 - len(shown)
     # The newest calls survive, complete.
     br = only(events, "branch")
     assert len([i for i in find(events, "leaf") if events[i].parent == br]) == 3
@@ -52,7 +56,27 @@ def test_overflow_while_frames_stay_open():
     lp = events[only(events, qual("test_overflow_while_frames_stay_open.<locals>.loop"))]
     # Entered before the window, still running at stop: from the stop stack.
     assert lp.open_at_start and lp.open_at_stop
-    assert tracer.dropped > 0
+    # Lost entirely: the leaf calls not shown; loop is shown, its call lost.
+    assert tracer.dropped == 3000 - len(find(events, "leaf"))
+    assert tracer.dropped_records == 2 * tracer.dropped + 1
+
+
+def test_dropped_counts_events_once_stopped_and_records_any_time():
+    tracer = frametrace.Tracer(buffer_size=8, c_calls=False)
+    assert (tracer.dropped, tracer.dropped_by_thread, tracer.dropped_records) == (0, {}, 0)
+    with tracer:
+        busy(100)
+        # Events lost are known by replaying the records after the stop.
+        assert tracer.dropped is None and tracer.dropped_by_thread is None
+        assert tracer.dropped_records > 0
+    records = tracer.dropped_records
+    assert 0 < tracer.dropped <= records and tracer.dropped_records == records
+    assert tracer.dropped_by_thread == {threading.get_ident(): tracer.dropped}
+    events = tracer.getEvents()
+    shown = [e for e in events if e.name in ("busy", "leaf", "branch")]
+    assert tracer.dropped == 1 + 103 + 1 - len(shown)
+    tracer.clear()
+    assert (tracer.dropped, tracer.dropped_by_thread, tracer.dropped_records) == (0, {}, 0)
 
 
 def test_every_size_keeps_invariants():

@@ -215,3 +215,36 @@ def test_recording_ended_early_ends_open_frames_at_the_loss():
     assert [ev[END] for ev in replay(records, stop_ns=100, loss_ns=500)[:2]] == [100, 100]
     # Without a loss the same stream ends at the stop.
     assert all(ev[OPEN_STOP] and not ev[8] for ev in replay(records)[:2])
+
+
+@pytest.mark.parametrize("seed", range(200))
+def test_events_lost_entirely_are_counted_exactly_for_python_frames(seed):
+    """A random well-nested Python stream through a ring too small for it:
+    the events lost entirely (every record of theirs overwritten) are
+    counted exactly, frames open at the hook's installation included."""
+    rng = random.Random(seed)
+    base = [rng.randrange(1, 5) for _ in range(rng.randrange(0, 4))]
+    open_frames = [(func, None) for func in base]  # (func, index of its call)
+    frames = []  # (call index or None, return index or None)
+    records = []
+    for ts in range(1, rng.randrange(2, 80)):
+        if open_frames and rng.random() < 0.45:
+            func, call = open_frames.pop()
+            frames.append((call, len(records)))
+            records.append((ts, "return", func))
+        else:
+            func = rng.randrange(1, 9)
+            open_frames.append((func, len(records)))
+            records.append((ts, "call", func))
+    frames += [(call, None) for _, call in open_frames]
+    stop_stack = [func for func, _ in open_frames]
+    capacity = rng.randrange(1, len(records) + 1)
+    lost = len(records) - capacity
+    out, lost_records, lost_events = _testing.replay(
+        records, base_ts=0, stop_ns=1000, capacity=capacity, base_stack=base,
+        stop_stack=stop_stack, with_dropped=True)
+    assert lost_records == lost
+    gone = [f for f in frames if f[1] is not None and f[1] < lost
+            and (f[0] is None or f[0] < lost)]
+    assert lost_events == len(gone)
+    assert len(out) == len(frames) - len(gone)

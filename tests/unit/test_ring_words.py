@@ -58,7 +58,7 @@ def test_one_word_limits_are_exact():
     assert words(records, base) == [1, 2, 1, 2, 1, 2, 2, 1]
     stop = records[-1][0] + 1
     # Exactly the words needed: nothing is dropped.
-    out, dropped = _testing.replay(records, base_ts=base, stop_ns=stop,
+    out, dropped, _ = _testing.replay(records, base_ts=base, stop_ns=stop,
                                    capacity=12, with_dropped=True)
     assert dropped == 0
     got = sorted((ev[FUNC], ev[START], ev[END]) for ev in out)
@@ -69,19 +69,19 @@ def test_one_word_limits_are_exact():
         (6, records[3][0], records[4][0]),
     ])
     # One word fewer: the oldest record (one word) goes, and only it.
-    _, dropped = _testing.replay(records, base_ts=base, stop_ns=stop,
+    _, dropped, _ = _testing.replay(records, base_ts=base, stop_ns=stop,
                                  capacity=11, with_dropped=True)
     assert dropped == 1
     # Two fewer: the escape's header goes too; its delta word is left
     # behind as the oldest word, and is no record.
-    out, dropped = _testing.replay(records, base_ts=base, stop_ns=stop,
+    out, dropped, _ = _testing.replay(records, base_ts=base, stop_ns=stop,
                                    capacity=10, with_dropped=True)
     assert dropped == 2
     assert min(ev[START] for ev in out) == records[2][0]
 
 
 def test_a_ring_of_one_word_and_an_escape_keeps_nothing():
-    out, dropped = _testing.replay([(0, "call", 1), (1, "c_call", ID_LIMIT)],
+    out, dropped, _ = _testing.replay([(0, "call", 1), (1, "c_call", ID_LIMIT)],
                                    base_ts=0, stop_ns=5, capacity=1,
                                    with_dropped=True)
     assert out == [] and dropped == 2
@@ -132,7 +132,7 @@ def test_escapes_replay_like_small_records(seed):
     needed = sum(words(records, base_ts))
     capacity = rng.choice([needed, needed + 3, rng.randrange(1, needed + 1)])
     keep, overflowed = retained(records, base_ts, capacity)
-    out, dropped = _testing.replay(records, base_ts=base_ts, stop_ns=stop_ns,
+    out, dropped, _ = _testing.replay(records, base_ts=base_ts, stop_ns=stop_ns,
                                    capacity=capacity, with_dropped=True)
     assert dropped == len(records) - keep
     if keep == 0:
@@ -141,7 +141,7 @@ def test_escapes_replay_like_small_records(seed):
     twin, twin_base, twin_stop, times, ids = small_twin(records, base_ts, stop_ns)
     # The twin's records take a word each: a ring of `keep` words overflows
     # exactly when the original did and keeps the same records.
-    twin_out, twin_dropped = _testing.replay(
+    twin_out, twin_dropped, _ = _testing.replay(
         twin, base_ts=twin_base, stop_ns=twin_stop,
         capacity=keep if overflowed else len(twin), with_dropped=True)
     assert twin_dropped == dropped
