@@ -169,3 +169,41 @@ def test_no_thread_left_no_wait_in_the_trace(tmp_path):
     assert proc.returncode == 0, proc.stderr
     trace = load(str(tmp_path / "trace.json"))
     assert [(e.name, e.depth) for e in trace.events] == [("<module>", 0), ("f", 1), ("len", 2)]
+
+
+# A child forked in the middle of --steps: steps of its own, then sys.exit
+# once the parent has ended.
+FORKING_STEPS = '''\
+import os, sys, frametrace
+
+def work():
+    return sum(range(100))
+
+r, w = os.pipe()
+for i in range(4):
+    work()
+    if i == 1:
+        pid = os.fork()
+        if pid == 0:
+            os.close(w)
+            os.read(r, 1)
+            for j in range(3):
+                work()
+                frametrace.step()
+            sys.exit(0)
+    frametrace.step()
+os.close(r)
+print(pid, flush=True)
+'''
+
+
+@needs_fork
+def test_forked_child_under_steps_writes_nothing(tmp_path):
+    (tmp_path / "steps.py").write_text(FORKING_STEPS)
+    proc = run(tmp_path, "--steps", "3", "steps.py")
+    assert proc.returncode == 0, proc.stderr
+    # The parent's one cycle, reported once; nothing of the child's.
+    assert proc.stderr.count("written to") == 1, proc.stderr
+    assert proc.stderr.count("summary of cycle 0") == 1, proc.stderr
+    assert sorted(os.listdir(tmp_path)) == ["steps.py", "trace.0.json"]
+    assert load(str(tmp_path / "trace.0.json")).pid != int(proc.stdout.split()[0])
