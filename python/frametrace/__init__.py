@@ -5,7 +5,7 @@
     events = tracer.getEvents()
 """
 from ._version import __version__
-from ._tracer import DEFAULT_BUFFER_SIZE, MAX_BUFFER_SIZE, Event
+from ._tracer import DEFAULT_BUFFER_SIZE, MAX_BUFFER_SIZE, Event, ThreadInfo
 from .loader import MergedTrace, load
 from .remote import AttachError, AttachResult, attach
 from .schedule import ProfilerAction, Schedule, schedule
@@ -26,6 +26,7 @@ __all__ = [
     "RangeRecord",
     "Schedule",
     "StepRecord",
+    "ThreadInfo",
     "Trace",
     "Tracer",
     "__version__",
