@@ -503,12 +503,9 @@ ft_write_perfetto(ft_tracer *tracer, PyObject *args, PyObject *kwargs)
                         "process_name, thread_names and tracks");
         goto done;
     }
-    /* Everything that can run Python code first (converting the tracks,
-     * looking the threads' names up), then the tracer's records: a
+    /* The names (taken before any Python code runs), then what can run
+     * Python code (converting the tracks), then the tracer's records: a
      * clear() meanwhile makes the replay refuse, not read freed memory. */
-    if (parse_tracks(tracks, &session_tracks, &nsession_tracks) < 0) {
-        goto done;
-    }
     thread_names = calloc((size_t)tracer->nthreads + 1, sizeof(PyObject *));
     if (thread_names == NULL) {
         PyErr_NoMemory();
@@ -526,6 +523,9 @@ ft_write_perfetto(ft_tracer *tracer, PyObject *args, PyObject *kwargs)
     for (Py_ssize_t t = 0; t < nnames; t++) {
         PyObject *name = PyList_GET_ITEM(names, t);
         thread_names[t] = PyUnicode_Check(name) ? Py_NewRef(name) : NULL;
+    }
+    if (parse_tracks(tracks, &session_tracks, &nsession_tracks) < 0) {
+        goto done;
     }
     export_tids = ft_export_tids(tracer);
     if (export_tids == NULL) {

@@ -859,12 +859,12 @@ def _chrome_trace(col: _ChromeEvents, ft: dict) -> Trace:
         t = plan.tid_map.get((pid if merged else procs[0].pid, ctid))
         if t is None and key not in col.threads:
             continue  # the steps track
-        tname = col.thread_names.get(key, (None, None))[0]
-        if tname is not None and merged:
-            tname = f"{tname} [pid {pid}]"
+        own: Optional[str] = col.thread_names[key][0] if key in col.thread_names else None
+        if own is not None and merged:
+            own = f"{own} [pid {pid}]"
         p = plan.by_pid.get(pid, procs[0])
         threads.append(ThreadInfo((col.serials[key], plan.thread_id(pid, ctid),
-                                   col.natives.get(key, ctid), tname,
+                                   col.natives.get(key, ctid), own,
                                    p.dropped_by_thread.get(ctid))))
 
     if not merged:
@@ -1011,7 +1011,9 @@ def _portable_threads(md: dict, events: list) -> list:
                                    None if name is None else _str(name, f"{what}[3]"),
                                    None if dropped is None else _int(dropped, f"{what}[4]"))))
         return out
-    names = md.get("thread_names") if isinstance(md.get("thread_names"), dict) else {}
+    names = md.get("thread_names")
+    if not isinstance(names, dict):
+        names = {}
     seen: dict[int, Any] = {}
     for e in events:
         if e.thread_serial not in seen:

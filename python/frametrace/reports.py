@@ -534,10 +534,10 @@ def summary(events: Any, *, sort: str = "self", limit: Optional[int] = 30,
             per[key[4]][key[:4]] = [calls[fid], prim[fid], totals[fid], selfs[fid], capped[fid]]
         shared = _shared_idents(fs.idents)
         tables = _ThreadTables()
-        for tk, acc in per.items():
+        for tk, tacc in per.items():
             tid = fs.idents[tk]
             serial = tk if tk != tid else None
-            table = _table(acc, fs.roots.get(tk, 0), sort, limit, tid,
+            table = _table(tacc, fs.roots.get(tk, 0), sort, limit, tid,
                            names.of(tk, tid, tid in shared), serial)
             table.thread_serial = serial
             table.ident_shared = tid in shared
