@@ -3,6 +3,10 @@
     with frametrace.trace() as tracer:
         train()
     events = tracer.getEvents()
+
+(PYTEST_DONT_REWRITE: pytest asks to rewrite this package because of its
+plugin; under ``frametrace run -m pytest`` it is imported already, and
+pytest would warn.  It holds no asserts.)
 """
 from ._version import __version__
 from ._tracer import DEFAULT_BUFFER_SIZE, MAX_BUFFER_SIZE, Event, ThreadInfo

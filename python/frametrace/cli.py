@@ -1,6 +1,6 @@
 """The ``frametrace`` command (also ``python -m frametrace``).
 
-    frametrace run [-o trace.json] [--buffer-size N] [--no-c-calls]
+    frametrace run [-o trace.json] [--buffer-size N] [--no-c-calls] [--fork-traces]
                    [--steps SPEC [--python-steps N]] script.py [args...]
     frametrace run [options] -m package.module [args...]
     frametrace attach PID [--duration SECONDS | --steps N [--step-function module:qualname]]
@@ -13,9 +13,12 @@
 would: the same ``sys.argv``, as module ``__main__``, with ``sys.path[0]``
 the script's directory (the current directory for ``-m``), and exits with
 its exit code (an uncaught exception: its traceback and 1).  The program is
-traced from just before its first line to just after its last (threads
-still running then are cut there, flagged open_at_stop; ``atexit``
-handlers are not traced).  The command's own frames and runpy's are kept
+traced from just before its first line until its non-daemon threads have
+ended, as Python waits for them (daemon threads still running then are cut
+there, flagged open_at_stop; ``atexit`` handlers are not traced).  A child
+the program forks that comes back here (``sys.exit()`` in the child)
+writes nothing; with ``--fork-traces`` it writes its own trace, from the
+fork on, as the output's name with ``.PID`` before the extension.  The command's own frames and runpy's are kept
 out of the trace.  A script file is read and compiled before tracing
 starts and its code called as a function, so the main thread's trace has
 one root, the program's ``<module>``; with ``-m``, a directory or a zip
@@ -65,6 +68,7 @@ import os
 import platform
 import runpy
 import sys
+import threading
 import time
 import traceback
 import types
@@ -89,7 +93,7 @@ def _error(command: str, message: str) -> int:
 
 _RUN_VALUE_OPTIONS = ("-o", "--output", "--buffer-size", "--steps", "--python-steps",
                       "--backend")
-_RUN_FLAGS = ("--no-c-calls", "-h", "--help")
+_RUN_FLAGS = ("--no-c-calls", "--fork-traces", "-h", "--help")
 
 
 def _split_run(argv: Sequence[str]) -> tuple[list[str], Optional[str], Optional[str], list[str]]:
@@ -215,7 +219,10 @@ def _run(ns: argparse.Namespace, script: Optional[str], module: Optional[str],
     from .tracer import Tracer
 
     output = os.path.abspath(ns.output)
+    pid = os.getpid()
     try:
+        if ns.fork_traces and ns.steps is not None:
+            raise ValueError("--fork-traces does not go with --steps")
         tracer = Tracer(buffer_size=ns.buffer_size, c_calls=not ns.no_c_calls,
                         backend=ns.backend)
         if ns.python_steps is not None and ns.steps is None:
@@ -267,10 +274,17 @@ def _run(ns: argparse.Namespace, script: Optional[str], module: Optional[str],
                 prepared = _main_module(code, script)  # type: ignore[arg-type]
         skip = set(_code_objects_on_stack())
         skip.add(_execute.__code__)
+        skip.add(_wait_for_threads.__code__)
+        skip.add(_threads_left.__code__)
+        skip.add(_ForkTracers.tracer.__code__)
         for func in _runpy_functions():
             skip.add(func.__code__)
 
         sys.stdout.flush()
+        global _RUNNING, _FORKS
+        _RUNNING = True
+        forks = _FORKS = _ForkTracers(tracer, skip) if ns.fork_traces else None
+        shutdown = _thread_shutdown(ns.own_process)
         if session is None:
             for skipped in skip:
                 tracer._ignore(skipped)
@@ -279,6 +293,9 @@ def _run(ns: argparse.Namespace, script: Optional[str], module: Optional[str],
             except RuntimeError as exc:  # another profiler (coverage, cProfile) is installed
                 return _error("run", str(exc))
             error = _execute(script, module, prepared)
+            error = _wait_for_threads(shutdown, error)
+            if forks is not None:
+                tracer = forks.tracer()
             tracer.stop()
         else:
             assert writer is not None
@@ -290,17 +307,145 @@ def _run(ns: argparse.Namespace, script: Optional[str], module: Optional[str],
             except RuntimeError as exc:
                 return _error("run", str(exc))
             error = _execute(script, module, prepared)
+            error = _wait_for_threads(shutdown, error)
             session.__exit__(None, None, None)
     finally:
+        _RUNNING, _FORKS = False, None
         sys.argv = saved_argv
         sys.path[:] = saved_path
 
     status = _report_error(error, skip)
+    if os.getpid() != pid:
+        # A forked child of the program, back here through SystemExit:
+        # never the parent's file, nor its summary.
+        if forks is None:
+            return status
+        child = os.getpid()
+        return _write_run_trace(tracer, _numbered(output, child),
+                                f"{process_name} (child {child})",
+                                dict(metadata, exit_code=status, parent_pid=pid), status)
     if session is None:
         return _write_run_trace(tracer, output, process_name,
                                 dict(metadata, exit_code=status), status)
     assert writer is not None
     return _report_cycles(writer, session, ns.steps_text, status)
+
+
+# True while run executes the program: the pytest plugin's fixture skips.
+_RUNNING = False
+
+
+def _thread_shutdown(own_process: bool) -> Optional[tuple[int, Any]]:
+    """What waits for the program's non-daemon threads as Python does
+    before it exits: threading._shutdown, which also runs threading's exit
+    hooks (concurrent.futures' ends its workers).  Only when this process
+    is the command (main() with no argv), in its main thread: _shutdown
+    ends the threading of the process.  Looked up before tracing starts."""
+    if not own_process or threading.current_thread() is not threading.main_thread():
+        return None
+    wait = threading._shutdown if hasattr(threading, "_shutdown") else _join_threads
+    return threading.get_ident(), wait
+
+
+def _threads_left(me: int) -> bool:
+    """Whether threading has a non-daemon thread other than me, running or
+    starting.  Calls nothing (a call would be in the trace): it reads
+    threading's tables; if they are not what it expects, True."""
+    try:
+        for ident in threading._active:  # type: ignore[attr-defined]
+            if ident != me and not threading._active[ident]._daemonic:  # type: ignore[attr-defined]
+                return True
+        for thread in threading._limbo:  # type: ignore[attr-defined]
+            if not thread._daemonic:
+                return True
+    except Exception:  # noqa: BLE001 - changed while read, or not CPython's
+        return True
+    return False
+
+
+def _join_threads() -> None:
+    me = threading.current_thread()
+    while True:
+        left = [t for t in threading.enumerate() if t is not me and not t.daemon and t.is_alive()]
+        if not left:
+            return
+        for t in left:
+            t.join()
+
+
+def _wait_for_threads(shutdown: Optional[tuple[int, Any]],
+                      error: Optional[BaseException]) -> Optional[BaseException]:
+    """Runs shutdown (see _thread_shutdown), still tracing; Ctrl-C ends the
+    wait.  error is what the program raised; what to report is returned."""
+    if shutdown is None:
+        return error
+    me, wait = shutdown
+    if not _threads_left(me):
+        return error  # Python's own wait, at exit, has nothing to do
+    try:
+        wait()
+    except KeyboardInterrupt as exc:
+        return error if error is not None else exc
+    return error
+
+
+class _ForkTracers:
+    """run --fork-traces: each child forked by the program traces itself
+    with a tracer of its own, started just after the fork (the inherited
+    one stopped there, see csrc/lifecycle.c), and writes it at its end as
+    OUTPUT with .PID before the extension.  Children that end with
+    os._exit (multiprocessing's) never come back to write it."""
+
+    def __init__(self, parent: Any, skip: set):
+        global _FORK_HOOK
+        self.options = {"buffer_size": parent.buffer_size, "c_calls": parent.c_calls,
+                        "backend": parent.backend}
+        self.skip = skip
+        self.parent = parent
+        self.child: Any = None
+        if not _FORK_HOOK:  # once per process: at-fork hooks stay for good
+            os.register_at_fork(after_in_child=_after_fork_in_child)
+            _FORK_HOOK = True
+
+    def start_child(self) -> None:
+        from .tracer import Tracer
+
+        tracer = Tracer(**self.options)
+        for skipped in self.skip:
+            tracer._ignore(skipped)
+        tracer._ignore(_after_fork_in_child)
+        tracer._ignore(self.start_child.__func__)  # type: ignore[attr-defined]
+        try:
+            tracer.start()
+        except RuntimeError:
+            return  # another tracer, started at the fork, has the child
+        self.child = tracer
+
+    def tracer(self) -> Any:
+        """This process's tracer: the parent's, or the child's."""
+        return self.child if self.child is not None else self.parent
+
+
+# The run --fork-traces under way, and whether its at-fork hook is set.
+_FORKS: Optional[_ForkTracers] = None
+_FORK_HOOK = False
+
+
+def _after_fork_in_child() -> None:
+    # Registered after frametrace's own at-fork hooks: the inherited
+    # tracer is stopped already.
+    if _RUNNING and _FORKS is not None:
+        _FORKS.start_child()
+
+
+def _numbered(output: str, number: int) -> str:
+    """output with .number before its extension."""
+    base, ext = output, ""
+    for suffix in (".json.gz", ".json", ".gz"):
+        if base.endswith(suffix):
+            base, ext = base[: -len(suffix)], suffix
+            break
+    return f"{base}.{number}{ext}"
 
 
 def _compile_script(script: str) -> Any:
@@ -424,15 +569,14 @@ class _CycleWriter:
         self.written: list[tuple[str, Any, float]] = []  # (path, trace, seconds)
         self.failed: list[tuple[str, str]] = []  # (path, error)
 
+        self.pid = os.getpid()
+
     def path(self, cycle: int) -> str:
-        base, ext = self.output, ""
-        for suffix in (".json.gz", ".json", ".gz"):
-            if base.endswith(suffix):
-                base, ext = base[: -len(suffix)], suffix
-                break
-        return f"{base}.{cycle}{ext}"
+        return _numbered(self.output, cycle)
 
     def __call__(self, trace: Any) -> None:
+        if os.getpid() != self.pid:
+            return  # a forked child's: the parent writes the cycles
         path = self.path(trace.cycle)
         started = time.monotonic()
         if trace.tracer is None:
@@ -733,7 +877,7 @@ def _parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
 
     run = sub.add_parser(
         "run", help="run a Python program under the tracer and write its trace",
-        usage=f"{PROG} run [-o trace.json] [--buffer-size N] [--no-c-calls] "
+        usage=f"{PROG} run [-o trace.json] [--buffer-size N] [--no-c-calls] [--fork-traces] "
               f"[--steps SPEC [--python-steps N]] (script.py | -m module) [args ...]",
         description="Run a program as python would (same sys.argv, as __main__, its exit "
                     "code), traced from its first line to its last; write the trace as "
@@ -750,6 +894,10 @@ def _parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     run.add_argument("--backend", choices=("auto", "setprofile", "monitoring"), default="auto",
                      help="how calls are seen: PyEval_SetProfile, or sys.monitoring "
                           "(CPython 3.12+); auto (default): sys.monitoring where there is one")
+    run.add_argument("--fork-traces", action="store_true",
+                     help="each child the program forks (os.fork) that returns (sys.exit) "
+                          "traces itself from the fork and writes OUTPUT's name with .PID "
+                          "before the extension; without it a child writes nothing")
     run.add_argument("--steps", type=_parse_steps, metavar="SPEC",
                      help="trace only some steps of the program, which marks them with "
                           "frametrace.step(): N (the first N steps) or a schedule, "
@@ -845,7 +993,9 @@ def _non_negative(text: str) -> int:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Runs the command line argv (default sys.argv[1:]); returns the exit
-    status."""
+    status.  With no argv, this process is the command: ``run`` waits for
+    the program's non-daemon threads as Python's exit would."""
+    own_process = argv is None
     argv = list(sys.argv[1:] if argv is None else argv)
     parser, run_parser = _parser()
     try:
@@ -854,6 +1004,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             target = ["-m", module] if module is not None else ["--", script] if script else []
             ns = parser.parse_args(["run"] + own + target)
             ns.steps_text = _option_text(own, "--steps")
+            ns.own_process = own_process
             if script is None and module is None:
                 run_parser.error("give the program to run: a script or -m module")
             return _run(ns, script, module, args)

@@ -30,6 +30,7 @@ import hashlib
 import os
 import platform
 import re
+import sys
 import threading
 import time
 import types
@@ -46,6 +47,7 @@ from .tracer import Tracer
 __all__ = ["entry_point", "frametrace_tracer", "trace_filename"]
 
 OPTION = "--frametrace-failures"
+RUN_SKIP = "frametrace run already traces this process"
 # The user property (and junitxml property) naming a written trace.
 TRACE_PROPERTY = "frametrace_trace"
 
@@ -110,9 +112,14 @@ def frametrace_tracer(request: pytest.FixtureRequest) -> Iterator[Tracer]:
     The test may stop it and read its events (``stop()``, ``getEvents()``).
     It is stopped when the body returns (a later stop is a no-op: the first
     one latches ``stop_ns``), so fixtures that use it can read its events in
-    their teardown, and at the latest at this fixture's teardown.  Starting
-    fails, and the test errors, when another tracer or profiler is active.
+    their teardown, and at the latest at this fixture's teardown.  Under
+    ``frametrace run``, which traces the whole process already, the test is
+    skipped.  Otherwise starting fails, and the test errors, when another
+    tracer or profiler is active.
     """
+    cli = sys.modules.get("frametrace.cli")
+    if cli is not None and getattr(cli, "_RUNNING", False):
+        pytest.skip(RUN_SKIP)
     tracer = Tracer()
     refused: str | None = None
     try:

@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable, TypeVar
+import threading
+import warnings
+from typing import Any, Callable, Optional, TypeVar
 
 from . import _tracer
 
@@ -16,9 +18,26 @@ class Tracer(_tracer.Tracer):
         @frametrace.trace()
         def train(): ...
 
-    Each call of a decorated function is traced; the first call uses this
-    tracer, later ones a fresh one with the same options.  The tracer of the
-    latest call is ``train.tracer``.
+    Each outermost call of a decorated function is traced; the first one
+    uses this tracer, later ones a fresh one with the same options.  The
+    tracer of the latest traced call is ``train.tracer``.  The decorator
+    never changes what the function does, returns or raises:
+
+    - a call made while another call of the same function is running, in
+      this thread (recursion) or in another one, runs inside the outer
+      call's trace, which records every thread; what it does after the
+      outer call returns is cut there (``open_at_stop``).  The wrapper's
+      own frames are not in the trace.
+    - a call made while another frametrace tracer is active (``with
+      frametrace.trace()``, a session, ``frametrace run``, another
+      decorated function), or while a profiler frametrace cannot run
+      beside is installed, runs untraced by this decorator (its events are
+      in the other trace, if any) and leaves ``train.tracer`` as it was;
+      the first such call of each decorated function warns
+      (``RuntimeWarning``) saying why.
+
+    A generator or coroutine function is traced only while it makes the
+    generator or coroutine, not while that runs.
     """
 
     def __call__(self, func: F) -> F:
@@ -26,14 +45,64 @@ class Tracer(_tracer.Tracer):
             raise TypeError(f"Tracer() decorates a callable, not {type(func).__name__}")
         options: dict[str, Any] = {"buffer_size": self.buffer_size, "c_calls": self.c_calls,
                                    "backend": self.backend}
-        template = self
+        template: Optional[Tracer] = self
+        # Which call owns the trace: decided under `owned`, while no trace of
+        # this decorator records.  The owner holds `busy` from before its
+        # start() to after its stop(): a call that finds the trace stopping
+        # waits for it, then owns a new trace.
+        owned = threading.Lock()
+        busy = threading.Lock()
+        owner: Optional[int] = None
+        stopping: Optional[int] = None  # the thread that stops the trace
+        warned = False
 
         @functools.wraps(func)
         def traced(*args: Any, **kwargs: Any) -> Any:
-            tracer = template if template.start_ns is None else Tracer(**options)
-            traced.tracer = tracer  # type: ignore[attr-defined]
-            with tracer:
+            nonlocal template, owner, stopping, warned
+            # Inside the trace: no call of ours, so none in the trace.
+            if owner is not None and stopping is None:
                 return func(*args, **kwargs)
+            me = threading.get_ident()
+            while True:
+                with owned:
+                    if stopping is None or stopping == me:
+                        inner = owner is not None or stopping is not None
+                        if not inner:
+                            busy.acquire()
+                            owner = me
+                            tracer = template if template is not None else Tracer(**options)
+                            template = None
+                        break
+                with busy:  # the stop ends
+                    pass
+            if inner:
+                return func(*args, **kwargs)
+            try:
+                tracer._ignore(traced)
+                tracer.start()
+            except RuntimeError as exc:
+                with owned:
+                    owner = None
+                    if tracer.start_ns is None:  # never ran: the next call's
+                        template = tracer
+                    busy.release()
+                if not warned:
+                    warned = True
+                    warnings.warn(f"frametrace: {func.__qualname__}() runs untraced by its "
+                                  f"@frametrace.trace() decorator: {exc}",
+                                  RuntimeWarning, stacklevel=2)
+                return func(*args, **kwargs)
+            traced.tracer = tracer  # type: ignore[attr-defined]
+            try:
+                return func(*args, **kwargs)
+            finally:
+                stopping = me  # before the stop: no call of ours in the trace
+                try:
+                    tracer.stop()
+                finally:
+                    with owned:
+                        owner = stopping = None
+                        busy.release()
 
         traced.tracer = self  # type: ignore[attr-defined]
         return traced  # type: ignore[return-value]

@@ -1,0 +1,209 @@
+"""frametrace run and the program's processes and threads: forked children
+that come back through sys.exit, non-daemon threads still running when
+the main module returns, pytest with the frametrace_tracer fixture."""
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import frametrace
+from frametrace.loader import load
+from support import child_env
+
+needs_fork = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+
+
+def run(tmp_path, *args):
+    """python -m frametrace run -o trace.json args..., in tmp_path: the
+    CompletedProcess, once every process holding its output ended."""
+    package_root = os.path.dirname(os.path.dirname(frametrace.__file__))
+    env = child_env(PYTHONPATH=package_root, PYTHONFAULTHANDLER="1")
+    return subprocess.run([sys.executable, "-m", "frametrace", "run", "-o", "trace.json",
+                           *args], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=120)
+
+
+def names(path):
+    trace = load(str(path))
+    return trace, [e.name.rsplit(".", 1)[-1] for e in trace.events]
+
+
+# The child waits for the parent process to end (the pipe's write end
+# closes with it): it comes back into the command after the parent wrote
+# its trace, where it used to write over it.
+FORKING = '''\
+import os, sys
+
+def before_fork(): pass
+def parent_only(): pass
+def child_only(): pass
+
+before_fork()
+r, w = os.pipe()
+pid = os.fork()
+if pid == 0:
+    os.close(w)
+    os.read(r, 1)
+    child_only()
+    sys.exit(3)
+os.close(r)
+print(pid, flush=True)
+parent_only()
+'''
+
+
+@needs_fork
+@pytest.mark.parametrize("fork_traces", [False, True], ids=["default", "fork-traces"])
+def test_forked_child_never_writes_over_the_parent(tmp_path, fork_traces):
+    (tmp_path / "forking.py").write_text(FORKING)
+    proc = run(tmp_path, *(["--fork-traces"] if fork_traces else []), "forking.py")
+    assert proc.returncode == 0, proc.stderr
+    child = int(proc.stdout.split()[0])
+    trace, called = names(tmp_path / "trace.json")
+    assert trace.pid != child
+    assert {"before_fork", "parent_only"} <= set(called) and "child_only" not in called
+    # The parent's summary only, once.
+    assert proc.stderr.count("written to") == 1 + fork_traces, proc.stderr
+    child_file = tmp_path / f"trace.{child}.json"
+    if not fork_traces:
+        assert sorted(os.listdir(tmp_path)) == ["forking.py", "trace.json"]
+        return
+    # The child's own trace, from the fork on.
+    assert f"written to {child_file}" in proc.stderr
+    child_trace, child_called = names(child_file)
+    assert child_trace.pid == child
+    assert "child_only" in child_called
+    assert "parent_only" not in child_called and "before_fork" not in child_called
+
+
+POOL = '''\
+import multiprocessing
+
+def square(x):
+    return x * x
+
+def parent_only():
+    pass
+
+if __name__ == "__main__":
+    with multiprocessing.get_context("fork").Pool(2) as pool:
+        print(pool.map(square, range(10)))
+    parent_only()
+'''
+
+
+@needs_fork
+@pytest.mark.parametrize("fork_traces", [False, True], ids=["default", "fork-traces"])
+def test_multiprocessing_fork_pool(tmp_path, fork_traces):
+    (tmp_path / "pool.py").write_text(POOL)
+    proc = run(tmp_path, *(["--fork-traces"] if fork_traces else []), "pool.py")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == str([x * x for x in range(10)])
+    _, called = names(tmp_path / "trace.json")
+    assert "parent_only" in called and "Pool" in called
+    # multiprocessing's children end with os._exit: never back in the
+    # command, they write nothing even with --fork-traces.
+    assert sorted(os.listdir(tmp_path)) == ["pool.py", "trace.json"]
+    assert proc.stderr.count("written to") == 1
+
+
+THREAD = '''\
+import threading, time
+
+def call(i):
+    return i
+
+def late():
+    # Until the main module has returned and Python waits for threads.
+    while threading.main_thread().is_alive():
+        time.sleep(0.001)
+    for i in range(20):
+        call(i)
+
+threading.Thread(target=late).start()
+'''
+
+
+def test_non_daemon_thread_traced_until_it_ends(tmp_path):
+    (tmp_path / "late.py").write_text(THREAD)
+    proc = run(tmp_path, "late.py")
+    assert proc.returncode == 0, proc.stderr
+    trace, called = names(tmp_path / "trace.json")
+    assert called.count("call") == 20
+    calls = [e for e in trace.events if e.name.endswith("call")]
+    assert not any(e.open_at_stop for e in calls)
+
+
+TESTS = '''\
+def test_plain():
+    assert 1 + 1 == 2
+
+def test_traced(frametrace_tracer):
+    assert frametrace_tracer.active
+'''
+
+
+def test_pytest_under_run_skips_the_fixture_without_warnings(tmp_path):
+    (tmp_path / "test_small.py").write_text(TESTS)
+    proc = run(tmp_path, "-m", "pytest", "-W", "error", "-rs", "-p", "no:cacheprovider",
+               "test_small.py")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "1 passed, 1 skipped" in proc.stdout, proc.stdout
+    assert "SKIPPED [1] test_small.py:4: frametrace run already traces this process" in proc.stdout
+    assert "Warning" not in proc.stdout + proc.stderr
+    assert (tmp_path / "trace.json").exists()
+
+
+def test_fork_traces_does_not_go_with_steps(tmp_path):
+    (tmp_path / "prog.py").write_text("pass\n")
+    proc = run(tmp_path, "--fork-traces", "--steps", "2", "prog.py")
+    assert proc.returncode == 2
+    assert "--fork-traces does not go with --steps" in proc.stderr
+
+
+def test_no_thread_left_no_wait_in_the_trace(tmp_path):
+    (tmp_path / "plain.py").write_text("def f():\n    return len('ab')\nf()\n")
+    proc = run(tmp_path, "plain.py")
+    assert proc.returncode == 0, proc.stderr
+    trace = load(str(tmp_path / "trace.json"))
+    assert [(e.name, e.depth) for e in trace.events] == [("<module>", 0), ("f", 1), ("len", 2)]
+
+
+# A child forked in the middle of --steps: steps of its own, then sys.exit
+# once the parent has ended.
+FORKING_STEPS = '''\
+import os, sys, frametrace
+
+def work():
+    return sum(range(100))
+
+r, w = os.pipe()
+for i in range(4):
+    work()
+    if i == 1:
+        pid = os.fork()
+        if pid == 0:
+            os.close(w)
+            os.read(r, 1)
+            for j in range(3):
+                work()
+                frametrace.step()
+            sys.exit(0)
+    frametrace.step()
+os.close(r)
+print(pid, flush=True)
+'''
+
+
+@needs_fork
+def test_forked_child_under_steps_writes_nothing(tmp_path):
+    (tmp_path / "steps.py").write_text(FORKING_STEPS)
+    proc = run(tmp_path, "--steps", "3", "steps.py")
+    assert proc.returncode == 0, proc.stderr
+    # The parent's one cycle, reported once; nothing of the child's.
+    assert proc.stderr.count("written to") == 1, proc.stderr
+    assert proc.stderr.count("summary of cycle 0") == 1, proc.stderr
+    assert sorted(os.listdir(tmp_path)) == ["steps.py", "trace.0.json"]
+    assert load(str(tmp_path / "trace.0.json")).pid != int(proc.stdout.split()[0])
