@@ -316,6 +316,12 @@ def write_perfetto(
         by_thread.setdefault(r.thread_id, []).append((r.name, r.start_ns, r.end_ns))
     thread_names_list = _thread_name_list(tracer, names)
     latest = {t.thread_id: name for t, name in zip(tracer.threads, thread_names_list) if name}
+    # A thread descriptor holds no args: a synthetic tid's real one goes in
+    # the thread's name.
+    for i, (t, tid) in enumerate(zip(tracer.threads, tracer._export_tids)):
+        if t.native_thread_id and tid != t.native_thread_id:
+            thread_names_list[i] = (f"{thread_names_list[i] or f'thread {t.thread_id}'} "
+                                    f"[tid {t.native_thread_id}]")
     for tid, spans in by_thread.items():
         tracks.append((f"ranges: {names.get(tid) or latest.get(tid, tid)}", 0, spans))
     compress = path.endswith(".gz")

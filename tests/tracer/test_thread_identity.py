@@ -186,14 +186,14 @@ def test_names_given_by_thread_id_do_not_name_reused_idents(traced, tmp_path):
 
 # ---- native tid reuse -------------------------------------------------------------
 
-def _native_id_of_new_thread(target):
+def _native_id_of_new_thread(target, name):
     out = []
 
     def run():
         out.append(threading.get_native_id())
         target()
 
-    t = threading.Thread(target=run, name=f"reuse-{len(out)}")
+    t = threading.Thread(target=run, name=name)
     t.start()
     t.join()
     return out[0]
@@ -206,14 +206,14 @@ def test_native_tid_reused_within_a_trace(tmp_path):
     if not os.access(last_pid, os.W_OK):
         pytest.skip(f"{last_pid} is not writable here: cannot make Linux reuse a tid")
     with frametrace.trace() as tracer:
-        first = _native_id_of_new_thread(leaf)
-        for _ in range(50):
+        first = _native_id_of_new_thread(leaf, "first")
+        for attempt in range(50):
             try:
                 with open(last_pid, "w") as fh:
                     fh.write(str(first - 1))
             except OSError as exc:
                 pytest.skip(f"cannot write {last_pid}: {exc}")
-            again = _native_id_of_new_thread(leaf)
+            again = _native_id_of_new_thread(leaf, f"again-{attempt}")
             if again == first:
                 break
     if again != first:
@@ -242,6 +242,11 @@ def test_native_tid_reused_within_a_trace(tmp_path):
 
     pf = tmp_path / "t.pftrace"
     write_perfetto(pf, tracer)
-    tracks = {tid: names for tid, _, names in perfetto_threads(pf)}
+    threads = perfetto_threads(pf)
+    tracks = {tid: names for tid, _, names in threads}
     assert len(tracks) == len(tracer.threads)
     assert tracks[first].count("leaf") == 1 and tracks[synthetic].count("leaf") == 1
+    # The real tid of the synthetic one is in its name (a descriptor has no args).
+    named = {tid: name for tid, name, _ in threads}
+    assert named[synthetic] == f"{later.name} [tid {first}]"
+    assert named[first] == earlier.name
