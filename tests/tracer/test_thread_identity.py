@@ -184,6 +184,26 @@ def test_names_given_by_thread_id_do_not_name_reused_idents(traced, tmp_path):
     assert "impostor" not in [t.thread_name for t in table.threads.values()]
 
 
+def test_ended_thread_keeps_its_name_when_a_live_one_has_its_ident():
+    """stop() reads the names again (threads may be renamed), but only of
+    threads still running: an ended thread whose ident a live thread has
+    now keeps its own name."""
+    release = threading.Event()
+    with frametrace.trace() as tracer:
+        ended = threading.Thread(target=leaf, name="ended")
+        ended.start()
+        ended.join()
+        live = threading.Thread(target=release.wait, name="live")
+        live.start()
+        while not any(t.name == "live" for t in tracer.threads):
+            release.wait(0.001)
+    release.set()
+    live.join()
+    if live.ident != ended.ident:
+        pytest.skip("the live thread did not get the ended one's ident")
+    assert [t.name for t in tracer.threads] == ["MainThread", "ended", "live"]
+
+
 # ---- native tid reuse -------------------------------------------------------------
 
 def _native_id_of_new_thread(target, name):
