@@ -38,3 +38,16 @@ def test_run_and_summary_count_each_thread(tmp_path):
     assert len(headers) == 51
     for i in range(50):
         assert sum(h.endswith(f" (w{i})") for h in headers) == 1, headers
+
+
+def test_merge_keeps_each_thread(tmp_path):
+    (tmp_path / "prog.py").write_text(PROGRAM)
+    for name in ("a.json", "b.json"):
+        frametrace_cmd("run", "-o", name, "prog.py", cwd=tmp_path, check=0)
+    frametrace_cmd("merge", "a.json", "b.json", "-o", "all.json", cwd=tmp_path, check=0)
+    proc = frametrace_cmd("summary", "all.json", "--per-thread", "--limit", "1", cwd=tmp_path, check=0)
+    assert ", 102 threads" in proc.stdout.splitlines()[0], proc.stdout
+    headers = [line for line in proc.stdout.splitlines() if line.startswith("thread ")]
+    assert len(headers) == 102
+    for i in range(50):
+        assert sum(f" (w{i} [pid " in h for h in headers) == 2, headers  # one per process
