@@ -591,16 +591,18 @@ static PyMethodDef tracer_methods[] = {
     {"_write_chrome", (PyCFunction)(void (*)(void))ft_write_chrome,
      METH_VARARGS | METH_KEYWORDS,
      "_write_chrome($self, path, *, pid, origin_ns, prelude, trailer, "
-     "compress=False)\n--\n\n"
+     "compress=False, progress=None, name=path)\n--\n\n"
      "Write the events as Chrome trace JSON, straight from the records; "
      "returns how many.  prelude and trailer are JSON the caller renders: "
-     "see frametrace.export.write_chrome()."},
+     "see frametrace.export.write_chrome().  name: the path errors show "
+     "(path is the caller's temporary)."},
     {"_write_perfetto", (PyCFunction)(void (*)(void))ft_write_perfetto,
      METH_VARARGS | METH_KEYWORDS,
      "_write_perfetto($self, path, *, pid, process_name, thread_names, "
-     "tracks, compress=False)\n--\n\n"
+     "tracks, compress=False, progress=None, name=path)\n--\n\n"
      "Write the events as a Perfetto protobuf trace, straight from the "
-     "records; returns how many.  See frametrace.export.write_perfetto()."},
+     "records; returns how many.  See frametrace.export.write_perfetto().  "
+     "name: the path errors show (path is the caller's temporary)."},
     {"_ignore", (PyCFunction)tracer_ignore, METH_O,
      "_ignore($self, func, /)\n--\n\n"
      "Never record frames of this function or code object (frametrace's own "

@@ -74,6 +74,7 @@ import traceback
 import types
 from typing import Any, Optional, Sequence
 
+from ._output import reason
 from .export import TerminalProgress as Progress
 
 PROG = "frametrace"
@@ -532,7 +533,7 @@ def _write_run_trace(tracer: Any, output: str, process_name: str, metadata: dict
                                     metadata=metadata, progress=progress)
     except OSError as exc:
         progress.close()
-        print(f"{PROG} run: could not write the trace to {output}: {exc}", file=err)
+        print(f"{PROG} run: could not write the trace to {output}: {reason(exc)}", file=err)
         return status or 2
     progress.close()
     seconds = time.monotonic() - started
@@ -586,7 +587,7 @@ class _CycleWriter:
         try:
             trace.to_chrome(path, process_name=self.process_name, metadata=self.metadata)
         except (OSError, RuntimeError) as exc:
-            self.failed.append((path, str(exc)))
+            self.failed.append((path, reason(exc)))
         else:
             self.written.append((path, trace, time.monotonic() - started))
             trace.tracer.clear()  # the file has it; the events are kept for the summary
@@ -823,7 +824,7 @@ def _flamegraph(ns: argparse.Namespace) -> int:
     try:
         reports.write_flamegraph_svg(trace, output, title=ns.title or os.path.basename(ns.trace))
     except OSError as exc:
-        return _error("flamegraph", f"could not write {output}: {exc}")
+        return _error("flamegraph", f"could not write {output}: {reason(exc)}")
     print(f"{PROG}: flame graph of {len(trace.events):,} events written to {output}",
           file=sys.stderr)
     return 0

@@ -16,10 +16,13 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import shutil
 import sys
+import tempfile
 import time
 from typing import IO, Any, Iterable, Mapping, Optional, Sequence
 
+from ._output import open_output, output_path
 from ._tracer import Event
 
 FORMAT = "frametrace"
@@ -48,13 +51,11 @@ def trace_document(
 
 def write_json(path: str | os.PathLike[str], document: Mapping[str, Any]) -> str:
     """Writes document to path (gzip-compressed if it ends in .gz); returns
-    the path written."""
+    the path written.  Like every writer here, the file replaces path only
+    once complete (frametrace._output)."""
     path = os.fspath(path)
-    parent = os.path.dirname(path)
-    if parent:
-        os.makedirs(parent, exist_ok=True)
-    opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "wt", encoding="utf-8") as fh:
+    level = 9 if path.endswith(".gz") else None  # gzip.open's default
+    with open_output(path, "w", compresslevel=level, encoding="utf-8") as fh:
         json.dump(document, fh, separators=(",", ":"))
     return path
 
@@ -108,8 +109,8 @@ def _prepare(path: str | os.PathLike[str], tracer: Any, pid: int | None,
              thread_names: Mapping[int, str] | None, process_name: str | None,
              ranges: Iterable[Any], steps: Iterable[Any],
              writer: str) -> tuple[str, int, dict, list, list]:
-    """What both writers start with: the checks, the output folder, the pid,
-    the threads' names, and the ranges and steps as lists."""
+    """What both writers start with: the checks, the pid, the threads'
+    names, and the ranges and steps as lists."""
     from ._tracer import Tracer
 
     if not isinstance(tracer, Tracer):
@@ -134,9 +135,6 @@ def _prepare(path: str | os.PathLike[str], tracer: Any, pid: int | None,
             raise TypeError(f"thread_names[{tid!r}] must be a str, not {type(name).__name__}")
         names[tid] = name
     path = os.fspath(path)
-    parent = os.path.dirname(path)
-    if parent:
-        os.makedirs(parent, exist_ok=True)
     return path, os.getpid() if pid is None else pid, names, ranges, steps
 
 
@@ -207,7 +205,8 @@ def write_chrome(
     ``otherData.frametrace`` keeps what reading the file back needs: the
     origin, start and stop times, the thread ids, and a wall-clock anchor.
     ``progress(done, total)`` is called every 2**20 events (see
-    ``terminal_progress``).
+    ``terminal_progress``).  The file replaces path only once complete: an
+    exception (from progress too) leaves path as it was.
     """
     if origin_ns is not None:
         _check_int64("origin_ns", origin_ns)
@@ -263,24 +262,24 @@ def write_chrome(
     trailer = '"displayTimeUnit":"ns","otherData":' + json.dumps({"frametrace": other}, separators=(",", ":"))
     prelude = ",\n".join(lines)
     compress = path.endswith(".gz")
-    try:
-        return tracer._write_chrome(path, pid=pid, origin_ns=origin, prelude=prelude,
-                                    trailer=trailer, compress=compress, progress=progress)
-    except RuntimeError as exc:
-        if not compress or "zlib" not in str(exc):
-            raise
-    # Built without zlib: write plain, then compress here.
-    plain = path[:-3] + ".tmp"
-    try:
-        count = tracer._write_chrome(plain, pid=pid, origin_ns=origin, prelude=prelude,
-                                     trailer=trailer, compress=False, progress=progress)
-        with open(plain, "rb") as src, gzip.open(path, "wb") as dst:
-            while chunk := src.read(1 << 20):
-                dst.write(chunk)
+    with output_path(path) as where:
+        try:
+            return tracer._write_chrome(where, pid=pid, origin_ns=origin, prelude=prelude,
+                                        trailer=trailer, compress=compress, progress=progress,
+                                        name=path)
+        except RuntimeError as exc:
+            if not compress or "zlib" not in str(exc):
+                raise
+        # Built without zlib: write plain to a file of our own, then compress here.
+        with tempfile.NamedTemporaryFile(dir=os.path.dirname(where) if where != path else None,
+                                         prefix=".frametrace.", suffix=".tmp") as plain:
+            count = tracer._write_chrome(plain.name, pid=pid, origin_ns=origin, prelude=prelude,
+                                         trailer=trailer, compress=False, progress=progress,
+                                         name=path)
+            with open(where, "wb") as raw, gzip.GzipFile(os.path.basename(path), "wb",
+                                                         fileobj=raw) as dst:
+                shutil.copyfileobj(plain, dst, 1 << 20)
         return count
-    finally:
-        if os.path.exists(plain):
-            os.unlink(plain)
 
 
 # ---- Perfetto's native protobuf trace (.pftrace) ----------------------------
@@ -304,7 +303,8 @@ def write_perfetto(
     locations interned once, a track per process and per thread, each event
     a SLICE_BEGIN/SLICE_END pair on its thread's track; a session's steps and
     each thread's ranges on tracks of their own.  Timestamps are the
-    tracer's CLOCK_MONOTONIC nanoseconds.
+    tracer's CLOCK_MONOTONIC nanoseconds.  ``progress`` as for
+    ``write_chrome``; the file replaces path only once complete.
     """
     path, pid, names, ranges, steps = _prepare(path, tracer, pid, thread_names, process_name,
                                                ranges, steps, "write_perfetto")
@@ -325,9 +325,11 @@ def write_perfetto(
     for tid, spans in by_thread.items():
         tracks.append((f"ranges: {names.get(tid) or latest.get(tid, tid)}", 0, spans))
     compress = path.endswith(".gz")
-    return tracer._write_perfetto(path, pid=pid, process_name=process_name or f"python {pid}",
-                                  thread_names=thread_names_list,
-                                  tracks=tracks, compress=compress, progress=progress)
+    with output_path(path) as where:
+        return tracer._write_perfetto(where, pid=pid, process_name=process_name or f"python {pid}",
+                                      thread_names=thread_names_list,
+                                      tracks=tracks, compress=compress, progress=progress,
+                                      name=path)
 
 
 class TerminalProgress:

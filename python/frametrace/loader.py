@@ -73,6 +73,7 @@ import zlib
 from dataclasses import dataclass, field
 from typing import IO, Any, Callable, Iterator, Optional, Union
 
+from ._output import open_output
 from ._tracer import Event
 from .export import EVENT_FIELDS, FORMAT, VERSION, _us_text
 from .session import RangeRecord, StepRecord, Trace
@@ -1286,67 +1287,57 @@ def merge(inputs: list, output: PathLike, *, progress: Progress = None) -> dict:
 
     total = sum(os.path.getsize(p) for p in paths)
     done_before = 0
-    parent = os.path.dirname(output)
-    if parent:
-        os.makedirs(parent, exist_ok=True)
-    tmp = f"{output}.tmp{os.getpid()}"
     count = 0
-    try:
-        opener: Any = (lambda p: gzip.open(p, "wt", encoding="utf-8", compresslevel=1)) \
-            if output.endswith(".gz") else (lambda p: open(p, "w", encoding="utf-8"))
-        with opener(tmp) as fh:
-            pending: list[str] = []
+    level = 1 if output.endswith(".gz") else None
+    with open_output(output, "w", compresslevel=level, encoding="utf-8") as fh:
+        pending: list[str] = []
 
-            def out(text: str) -> None:
-                pending.append(text)
-                if len(pending) >= 4096:
-                    fh.write("".join(pending))
-                    pending.clear()
+        def out(text: str) -> None:
+            pending.append(text)
+            if len(pending) >= 4096:
+                fh.write("".join(pending))
+                pending.clear()
 
-            fh.write('{"traceEvents":[\n')
-            first = True
-            for i, (path, ft, pids, default_pid, offset, renames) in enumerate(plans):
-                sink = _MergeSink(out, pids, default_pid, offset, renames, first)
-                size = os.path.getsize(path)
-                step = None
-                if progress is not None:
-                    base = done_before
+        fh.write('{"traceEvents":[\n')
+        first = True
+        for i, (path, ft, pids, default_pid, offset, renames) in enumerate(plans):
+            sink = _MergeSink(out, pids, default_pid, offset, renames, first)
+            size = os.path.getsize(path)
+            step = None
+            if progress is not None:
+                base = done_before
 
-                    def step(done: int, _total: int, base: int = base) -> None:
-                        progress(base + done, total)  # type: ignore[misc]
-                with _named_errors(path):
-                    top, saw = _read(path, sink, step)
-                    again = _frametrace_other(top, saw)
-                if again != ft:
-                    raise ValueError(f"{path}: otherData.frametrace is not the one at the end of "
-                                     f"the file")
-                first = first and sink.sep == ""
-                count += sink.count
-                done_before += size
-                for d in described:
-                    if d["pid"] in sink.process_names and d["process_name"] is None:
-                        d["process_name"] = sink.process_names[d["pid"]]
-            fh.write("".join(pending))
-            pending.clear()
-            merged_other = {
-                "format": FORMAT,
-                "version": VERSION,
-                "merged": True,
-                "origin_ns": ref_origin,
-                "start_ns": min(d["start_ns"] + d["shift_ns"] for d in described),
-                "stop_ns": max(d["stop_ns"] + d["shift_ns"] for d in described),
-                "pid": described[0]["pid"],
-                "dropped": sum(d["dropped"] for d in described),
-                "thread_ids": {},
-                "clock_anchor": {"monotonic_ns": ref_origin, "wall_ns": common_wall},
-                "metadata": {"merged_from": paths, "events": count},
-                "inputs": described,
-            }
-            fh.write('\n],"displayTimeUnit":"ns","otherData":')
-            fh.write(json.dumps({"frametrace": _plain(merged_other)}, separators=(",", ":")))
-            fh.write("}\n")
-        os.replace(tmp, output)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+                def step(done: int, _total: int, base: int = base) -> None:
+                    progress(base + done, total)  # type: ignore[misc]
+            with _named_errors(path):
+                top, saw = _read(path, sink, step)
+                again = _frametrace_other(top, saw)
+            if again != ft:
+                raise ValueError(f"{path}: otherData.frametrace is not the one at the end of "
+                                 f"the file")
+            first = first and sink.sep == ""
+            count += sink.count
+            done_before += size
+            for d in described:
+                if d["pid"] in sink.process_names and d["process_name"] is None:
+                    d["process_name"] = sink.process_names[d["pid"]]
+        fh.write("".join(pending))
+        pending.clear()
+        merged_other = {
+            "format": FORMAT,
+            "version": VERSION,
+            "merged": True,
+            "origin_ns": ref_origin,
+            "start_ns": min(d["start_ns"] + d["shift_ns"] for d in described),
+            "stop_ns": max(d["stop_ns"] + d["shift_ns"] for d in described),
+            "pid": described[0]["pid"],
+            "dropped": sum(d["dropped"] for d in described),
+            "thread_ids": {},
+            "clock_anchor": {"monotonic_ns": ref_origin, "wall_ns": common_wall},
+            "metadata": {"merged_from": paths, "events": count},
+            "inputs": described,
+        }
+        fh.write('\n],"displayTimeUnit":"ns","otherData":')
+        fh.write(json.dumps({"frametrace": _plain(merged_other)}, separators=(",", ":")))
+        fh.write("}\n")
     return merged_other

@@ -50,6 +50,8 @@ import zlib
 from collections.abc import Sequence as _SequenceABC
 from typing import IO, Any, Iterable, Mapping, NamedTuple, Optional, Sequence, Union
 
+from ._output import open_output
+
 __all__ = [
     "SORT_KEYS",
     "SummaryRow",
@@ -644,17 +646,9 @@ def write_pstats(events: Any, path: PathLike, *, qualnames: bool = False) -> str
     for label, (pc, nc, tt, ct, callers) in stats.items():
         out[label] = (pc, nc, tt / 1e9, ct / 1e9,
                       {k: (v[0], v[1], v[2] / 1e9, v[3] / 1e9) for k, v in callers.items()})
-    path = _prepare(path)
-    with open(path, "wb") as fh:
-        marshal.dump(out, fh)
-    return path
-
-
-def _prepare(path: PathLike) -> str:
     path = os.fspath(path)
-    parent = os.path.dirname(path)
-    if parent:
-        os.makedirs(parent, exist_ok=True)
+    with open_output(path, "wb") as fh:
+        marshal.dump(out, fh)
     return path
 
 
@@ -802,8 +796,8 @@ def write_collapsed(events: Any, path: PathLike, *, weight: str = "self", thread
     (UTF-8); returns the path.  ``flamegraph.pl path > out.svg``, or open it
     in speedscope."""
     lines = collapsed_stacks(events, weight=weight, threads=threads, thread_names=thread_names)
-    path = _prepare(path)
-    with open(path, "w", encoding="utf-8", errors="surrogateescape", newline="\n") as fh:
+    path = os.fspath(path)
+    with open_output(path, "w", encoding="utf-8", errors="surrogateescape", newline="\n") as fh:
         for line in lines:
             fh.write(line + "\n")
     return path
@@ -1003,7 +997,7 @@ def write_flamegraph_svg(events: Any, path: PathLike, *, title: str = "frametrac
     if frames:
         out.append(_ZOOM_SCRIPT % {"pad": _PAD, "inner": inner, "char_w": _CHAR_W})
     out.append("</svg>\n")
-    path = _prepare(path)
-    with open(path, "w", encoding="utf-8", newline="\n") as fh:
+    path = os.fspath(path)
+    with open_output(path, "w", encoding="utf-8", newline="\n") as fh:
         fh.writelines(out)
     return path
