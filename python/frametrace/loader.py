@@ -702,6 +702,7 @@ class _ChromeEvents(_Sink):
         # 1, 2, ... after the largest so far, in the order the file names or uses the threads.
         self.serials: dict[tuple[int, int], int] = {}
         self.used_serials: set[int] = set()
+        self.max_serial = 0
         # (pid, tid) -> the real native id, where the thread_name event gives it (a
         # synthetic Chrome tid stands for a native id an earlier thread had).
         self.natives: dict[tuple[int, int], int] = {}
@@ -733,12 +734,13 @@ class _ChromeEvents(_Sink):
     def _serial(self, key: tuple[int, int], wanted: Any = None) -> int:
         serial = self.serials.get(key)
         if serial is None:
-            if (type(wanted) is int and wanted > 0 and wanted not in self.used_serials):
+            if type(wanted) is int and wanted > 0 and wanted not in self.used_serials:
                 serial = wanted
             else:
-                serial = max(self.used_serials, default=0) + 1
+                serial = self.max_serial + 1
             self.serials[key] = serial
             self.used_serials.add(serial)
+            self.max_serial = max(self.max_serial, serial)
         return serial
 
     def _thread(self, pid: int, tid: int) -> tuple:
