@@ -271,8 +271,9 @@ extern PyType_Spec ft_tracer_spec;
 /* The frametrace.ThreadInfo structseq type (new reference, or NULL). */
 PyTypeObject *ft_thread_info_type_new(void);
 /* ThreadInfo(serial, thread_id, native_thread_id, name, dropped) of
- * tracer->threads[index] (dropped: borrowed, an int or None); the one
- * shape of a thread in the API (tracer.threads).  NULL with an exception. */
+ * tracer->threads[index] (dropped: borrowed, an int, or None or NULL for
+ * None); the one shape of a thread in the API (tracer.threads; a list of
+ * some threads should reuse it).  NULL with an exception. */
 PyObject *ft_thread_info(ft_tracer *tracer, Py_ssize_t index,
                          PyObject *dropped);
 /* The tid each thread has in the exports (malloc'd, nthreads long, the

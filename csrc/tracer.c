@@ -381,7 +381,7 @@ ft_thread_info(ft_tracer *tracer, Py_ssize_t index, PyObject *dropped)
         PyLong_FromUnsignedLong(th->thread_id),
         PyLong_FromUnsignedLong(th->native_id),
         Py_NewRef(th->name != NULL ? th->name : Py_None),
-        Py_NewRef(dropped),
+        Py_NewRef(dropped != NULL ? dropped : Py_None),
     };
     int failed = 0;
     for (Py_ssize_t i = 0; i < 5; i++) {
