@@ -149,9 +149,7 @@ ft_displaced_list(ft_tracer *self)
         if (th->displaced == FT_DISPLACED_NO) {
             continue;
         }
-        PyObject *item = Py_BuildValue(
-            "(nkkO)", i + 1, th->thread_id, th->native_id,
-            th->name != NULL ? th->name : Py_None);
+        PyObject *item = ft_thread_info(self, i, NULL);
         if (item == NULL || PyList_Append(result, item) < 0) {
             Py_CLEAR(result);
         }

@@ -190,12 +190,17 @@ ft_write_chrome(ft_tracer *tracer, PyObject *args, PyObject *kwargs)
             goto done;
         }
     }
-    for (Py_ssize_t i = 0; i < tracer->nthreads; i++) {
-        const ft_thread *th = tracer->threads[i];
-        /* The OS's id where known: the one other tools show. */
-        describe_thread(&tids[i], pid,
-                        th->native_id ? th->native_id : th->thread_id);
+    /* The OS's id where known (the one other tools show), unique per
+     * thread: the prelude's thread metadata uses the same ones. */
+    uint64_t *export_tids = ft_export_tids(tracer);
+    if (export_tids == NULL) {
+        PyErr_NoMemory();
+        goto done;
     }
+    for (Py_ssize_t i = 0; i < tracer->nthreads; i++) {
+        describe_thread(&tids[i], pid, export_tids[i]);
+    }
+    free(export_tids);
     if (ft_export_replay(tracer, "_write_chrome()", &vec, &thread_end) < 0) {
         goto done;
     }

@@ -467,10 +467,11 @@ emit_spans(out_t *out, const track_t *track, uint64_t uuid, uint64_t category)
 }
 
 /* _write_perfetto(path, *, pid, process_name, thread_names, tracks,
- *                 compress, progress, name) -- tracks: [(name, thread_id
- * or None, category, [(span name, start, end)])] for ranges and steps;
- * name: the path errors show (default path; the caller writes to a
- * temporary and renames it). */
+ *                 compress, progress, name) -- thread_names: [str or
+ * None] per thread, in registration order; tracks: [(name, thread_id or
+ * None, category, [(span name, start, end)])] for ranges and steps; name:
+ * the path errors show (default path; the caller writes to a temporary
+ * and renames it). */
 PyObject *
 ft_write_perfetto(ft_tracer *tracer, PyObject *args, PyObject *kwargs)
 {
@@ -482,7 +483,7 @@ ft_write_perfetto(ft_tracer *tracer, PyObject *args, PyObject *kwargs)
     int compress = 0;
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&|$LUO!O!pOO&:_write_perfetto",
                                      kwlist, PyUnicode_FSConverter, &path_obj,
-                                     &pid, &process_name, &PyDict_Type, &names,
+                                     &pid, &process_name, &PyList_Type, &names,
                                      &PyList_Type, &tracks, &compress,
                                      &progress, PyUnicode_FSConverter, &name_obj)) {
         return NULL;
@@ -500,33 +501,41 @@ ft_write_perfetto(ft_tracer *tracer, PyObject *args, PyObject *kwargs)
     Py_ssize_t nsession_tracks = 0;
     PyObject **thread_names = NULL;
     Py_ssize_t nnames = 0;
+    uint64_t *export_tids = NULL;
 
     if (pid < 0 || process_name == NULL || names == NULL || tracks == NULL) {
         PyErr_SetString(PyExc_TypeError, "_write_perfetto() needs pid, "
                         "process_name, thread_names and tracks");
         goto done;
     }
-    /* Everything that can run Python code first (converting the tracks,
-     * looking the threads' names up), then the tracer's records: a
+    /* The names (taken before any Python code runs), then what can run
+     * Python code (converting the tracks), then the tracer's records: a
      * clear() meanwhile makes the replay refuse, not read freed memory. */
-    if (parse_tracks(tracks, &session_tracks, &nsession_tracks) < 0) {
-        goto done;
-    }
     thread_names = calloc((size_t)tracer->nthreads + 1, sizeof(PyObject *));
     if (thread_names == NULL) {
         PyErr_NoMemory();
         goto done;
     }
+    /* One name (str or None) per thread, in registration order: threads
+     * that had the same ident each have their own. */
     nnames = tracer->nthreads;
-    for (Py_ssize_t t = 0; t < nnames && t < tracer->nthreads; t++) {
-        PyObject *key = PyLong_FromUnsignedLong(tracer->threads[t]->thread_id);
-        PyObject *name = key ? PyDict_GetItemWithError(names, key) : NULL;
-        Py_XDECREF(key);
-        if (PyErr_Occurred()) {
-            goto done;
-        }
-        thread_names[t] = name != NULL && PyUnicode_Check(name) ? Py_NewRef(name)
-                                                                 : NULL;
+    if (PyList_GET_SIZE(names) != nnames) {
+        PyErr_Format(PyExc_ValueError, "_write_perfetto(): thread_names "
+                     "has %zd names for %zd threads", PyList_GET_SIZE(names),
+                     nnames);
+        goto done;
+    }
+    for (Py_ssize_t t = 0; t < nnames; t++) {
+        PyObject *name = PyList_GET_ITEM(names, t);
+        thread_names[t] = PyUnicode_Check(name) ? Py_NewRef(name) : NULL;
+    }
+    if (parse_tracks(tracks, &session_tracks, &nsession_tracks) < 0) {
+        goto done;
+    }
+    export_tids = ft_export_tids(tracer);
+    if (export_tids == NULL) {
+        PyErr_NoMemory();
+        goto done;
     }
     if (ft_export_replay(tracer, "_write_perfetto()", &vec, &thread_end) < 0) {
         goto done;
@@ -551,10 +560,9 @@ ft_write_perfetto(ft_tracer *tracer, PyObject *args, PyObject *kwargs)
         goto done;
     }
     for (Py_ssize_t t = 0; t < tracer->nthreads; t++) {
-        const ft_thread *th = tracer->threads[t];
         PyObject *name = thread_names[t];
         pkt.len = 0;
-        long long tid = (long long)(th->native_id ? th->native_id : th->thread_id);
+        long long tid = (long long)export_tids[t];
         if (track_packet(&pkt, FIRST_THREAD_UUID + (uint64_t)t, PROCESS_UUID,
                          pid, tid, name, 0) < 0) {
             PyErr_NoMemory();
@@ -656,6 +664,7 @@ done:
         Py_XDECREF(thread_names[t]);
     }
     free(thread_names);
+    free(export_tids);
     free(thread_end);
     ft_eventvec_free(&vec);
     Py_DECREF(path_obj);

@@ -538,11 +538,14 @@ def _write_run_trace(tracer: Any, output: str, process_name: str, metadata: dict
     progress.close()
     seconds = time.monotonic() - started
     events = tracer.getEvents()
-    threads = len({e.thread_id for e in events})
+    threads = _count_threads(events)
     print(f"{PROG}: {count:,} events of {threads} thread{'s' if threads != 1 else ''} "
           f"written to {output} ({seconds:.2f} s)", file=err)
     _report_dropped(tracer.dropped, tracer.buffer_size)
-    table = reports.summary(events, limit=RUN_SUMMARY_LIMIT, thread_names=tracer.thread_names)
+    from .session import Trace
+
+    table = reports.summary(Trace(events=events, thread_names=tracer.thread_names,
+                                  threads=tracer.threads), limit=RUN_SUMMARY_LIMIT)
     print(table, file=err)
     tracer.clear()
     return status
@@ -598,7 +601,7 @@ def _report_cycles(writer: _CycleWriter, session: Any, steps_text: str, status: 
     err = sys.stderr
     for path, trace, seconds in writer.written:
         first, last = trace.steps[0].step, trace.steps[-1].step
-        threads = len({e.thread_id for e in trace.events})
+        threads = _count_threads(trace.events)
         print(f"{PROG}: steps {first}-{last} (cycle {trace.cycle}): {len(trace.events):,} events "
               f"of {threads} thread{'s' if threads != 1 else ''} written to {path} "
               f"({seconds:.2f} s)", file=err)
@@ -730,6 +733,12 @@ def _attach(ns: argparse.Namespace) -> int:
     return 0
 
 
+def _count_threads(events: list) -> int:
+    """How many threads recorded: each OS thread once (thread_serial), also
+    those whose thread_id an earlier thread had."""
+    return len({(e.thread_serial, e.thread_id if not e.thread_serial else 0) for e in events})
+
+
 def _without_thread(events: list, threads: set) -> list:
     """events less those of threads (frametrace's, waiting), parents
     renumbered."""
@@ -789,7 +798,7 @@ def _summary(ns: argparse.Namespace) -> int:
         trace = _load("summary", ns.trace)
     except (OSError, ValueError) as exc:
         return _error("summary", str(exc))
-    threads = len({e.thread_id for e in trace.events})
+    threads = _count_threads(trace.events)
     what = (f"{len(trace.processes)} processes" if isinstance(trace, MergedTrace)
             else f"pid {trace.pid}")
     span = ""

@@ -127,7 +127,7 @@ def _prepare(path: str | os.PathLike[str], tracer: Any, pid: int | None,
     if thread_names is not None and not isinstance(thread_names, Mapping):
         raise TypeError(f"thread_names must be a mapping {{thread_id: name}}, not "
                         f"{type(thread_names).__name__}")
-    names = dict(tracer.thread_names)
+    names = {}
     for tid, name in (thread_names or {}).items():
         if isinstance(tid, bool) or not isinstance(tid, int):
             raise TypeError(f"thread_names keys must be thread ids (int), not {type(tid).__name__}")
@@ -136,6 +136,22 @@ def _prepare(path: str | os.PathLike[str], tracer: Any, pid: int | None,
         names[tid] = name
     path = os.fspath(path)
     return path, os.getpid() if pid is None else pid, names, ranges, steps
+
+
+def _thread_name_list(tracer: Any, names: Mapping[int, str]) -> list:
+    """One name (or None) per traced thread, in serial order: the tracer's
+    own for each thread, or one given by thread_id for a thread whose ident
+    no other traced thread had (CPython reuses idents: a name by ident could
+    be any of theirs)."""
+    threads = tracer.threads
+    per_ident: dict[int, int] = {}
+    for t in threads:
+        per_ident[t.thread_id] = per_ident.get(t.thread_id, 0) + 1
+    out = []
+    for t in threads:
+        given = names.get(t.thread_id)
+        out.append(given if given is not None and per_ident[t.thread_id] == 1 else t.name)
+    return out
 
 
 def _check_int64(what: str, value: Any, minimum: int = -(1 << 63)) -> int:
@@ -197,16 +213,22 @@ def write_chrome(
     path, pid, names, ranges, steps = _prepare(path, tracer, pid, thread_names, process_name,
                                                ranges, steps, "write_chrome")
     origin = tracer.start_ns if origin_ns is None else origin_ns
-    # Every traced thread, also one whose ident an earlier thread had: the
-    # C writer's tid is the native id where known.
-    chrome_tids = [(tid, ntid or tid) for tid, ntid in tracer._threads]
-    native = dict(chrome_tids)  # for ranges: a reused ident maps to the latest
+    # Every traced thread, also one whose ident an earlier thread had, with
+    # the C writer's tid: the native id where known, unique per thread
+    # (a synthetic one where the OS reused a native id, see _export_tids).
+    threads = tracer.threads
+    chrome_tids = tracer._export_tids
+    thread_names_list = _thread_name_list(tracer, names)
+    native = {t.thread_id: ctid for t, ctid in zip(threads, chrome_tids)}  # ranges: the latest
 
     lines = [_chrome_event("M", "process_name", "__metadata", pid, 0,
                            args={"name": process_name or f"python {pid}"})]
-    for tid, chrome_tid in chrome_tids:
+    for t, chrome_tid, name in zip(threads, chrome_tids, thread_names_list):
         lines.append(_chrome_event("M", "thread_name", "__metadata", pid, chrome_tid,
-                                   args={"name": names.get(tid, f"thread {tid}"), "thread_id": tid}))
+                                   args={"name": name or f"thread {t.thread_id}",
+                                         "thread_id": t.thread_id,
+                                         "native_thread_id": t.native_thread_id,
+                                         "thread_serial": t.serial}))
     if steps:
         lines.append(_chrome_event("M", "thread_name", "__metadata", pid, STEPS_TID,
                                    args={"name": "steps"}))
@@ -227,9 +249,12 @@ def write_chrome(
         "dropped": tracer.dropped,  # events lost entirely
         "dropped_records": tracer.dropped_records,
         # Keyed like the events, by Chrome tid: the loader maps both alike.
-        "dropped_by_thread": {str(native.get(tid, tid)): n
-                              for tid, n in tracer.dropped_by_thread.items()},
-        "thread_ids": {str(chrome_tid): tid for tid, chrome_tid in chrome_tids},
+        "dropped_by_thread": {str(ctid): t.dropped for t, ctid in zip(threads, chrome_tids)},
+        "thread_ids": {str(ctid): t.thread_id for t, ctid in zip(threads, chrome_tids)},
+        # Each thread's own: its serial and its real native id (which a
+        # synthetic Chrome tid stands for).
+        "thread_serials": {str(ctid): t.serial for t, ctid in zip(threads, chrome_tids)},
+        "native_thread_ids": {str(ctid): t.native_thread_id for t, ctid in zip(threads, chrome_tids)},
         # For merging traces of several processes: this moment on both clocks.
         "clock_anchor": {"monotonic_ns": time.monotonic_ns(), "wall_ns": time.time_ns()},
         "metadata": dict(metadata or {}),
@@ -289,13 +314,20 @@ def write_perfetto(
     by_thread: dict = {}
     for r in ranges:
         by_thread.setdefault(r.thread_id, []).append((r.name, r.start_ns, r.end_ns))
+    thread_names_list = _thread_name_list(tracer, names)
+    latest = {t.thread_id: name for t, name in zip(tracer.threads, thread_names_list) if name}
+    # A thread descriptor holds no args: a synthetic tid's real one goes in
+    # the thread's name.
+    for i, (t, tid) in enumerate(zip(tracer.threads, tracer._export_tids)):
+        if t.native_thread_id and tid != t.native_thread_id:
+            thread_names_list[i] = (f"{thread_names_list[i] or f'thread {t.thread_id}'} "
+                                    f"[tid {t.native_thread_id}]")
     for tid, spans in by_thread.items():
-        tracks.append((f"ranges: {names.get(tid, tid)}", 0, spans))
+        tracks.append((f"ranges: {names.get(tid) or latest.get(tid, tid)}", 0, spans))
     compress = path.endswith(".gz")
     with output_path(path) as where:
         return tracer._write_perfetto(where, pid=pid, process_name=process_name or f"python {pid}",
-                                      thread_names={k: v for k, v in names.items()
-                                                    if isinstance(k, int) and not isinstance(k, bool)},
+                                      thread_names=thread_names_list,
                                       tracks=tracks, compress=compress, progress=progress,
                                       name=path)
 

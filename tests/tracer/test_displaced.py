@@ -60,6 +60,7 @@ def set_and_remove():
 
 def test_sys_setprofile_on_the_main_thread():
     tracer, events, warned = traced_with_warnings(set_and_remove)
+    assert all(type(d) is frametrace.ThreadInfo for d in tracer.displaced)
     me = threading.current_thread()
     sp = events[only(events, qual("set_and_remove"))]
     if tracer.backend == "monitoring":
@@ -67,7 +68,7 @@ def test_sys_setprofile_on_the_main_thread():
         assert tracer.displaced == [] and warned == []
         assert find(events, "later_work") and not sp.open_at_loss
         return
-    assert tracer.displaced == [(1, me.ident, me.native_id, "MainThread")]
+    assert tracer.displaced == [(1, me.ident, me.native_id, "MainThread", None)]
     assert [str(w.message) for w in warned] == [
         f"frametrace: thread 'MainThread' (thread_serial 1, id {me.ident}, native id "
         f"{me.native_id}) stopped being recorded before stop(): sys.setprofile() or another "
@@ -141,7 +142,7 @@ def test_sys_setprofile_on_a_worker_that_ends_before_stop():
     if tracer.backend == "monitoring":
         assert tracer.displaced == [] and warned == [] and find(events, "later_work")
         return
-    assert tracer.displaced == [(2, ident, native, "replacer")]
+    assert tracer.displaced == [(2, ident, native, "replacer", None)]
     assert len(warned) == 1
     assert str(warned[0].message).startswith(
         f"frametrace: thread 'replacer' (thread_serial 2, id {ident}, native id {native}) "
@@ -181,7 +182,7 @@ def test_sys_setprofile_on_a_worker_alive_at_stop():
     if tracer.backend == "monitoring":
         assert tracer.displaced == [] and warned == []
         return
-    assert tracer.displaced == [(2, thread.ident, thread.native_id, "still-running")]
+    assert tracer.displaced == [(2, thread.ident, thread.native_id, "still-running", None)]
     assert "'still-running'" in str(warned[0].message) and len(warned) == 1
     b = events[only(events, qual("test_sys_setprofile_on_a_worker_alive_at_stop.<locals>.body"))]
     assert b.open_at_loss and not b.open_at_stop and b.end_ns < tracer.stop_ns
@@ -219,7 +220,7 @@ def test_cprofile_inside_the_traced_region():
         assert tracer.displaced == [] and not caught and find(events, "later_work")
         return
     me = threading.current_thread()
-    assert tracer.displaced == [(1, me.ident, me.native_id, "MainThread")]
+    assert tracer.displaced == [(1, me.ident, me.native_id, "MainThread", None)]
     assert len(caught) == 1 and "replaced frametrace's hook" in str(caught[0].message)
     enable = events[only(events, "Profiler.enable") if find(events, "Profiler.enable")
                     else only(events, "enable")]
@@ -247,7 +248,7 @@ def test_hook_put_back_through_sys_setprofile():
         return
     # ... but the thread missed what ran meanwhile: reported all the same.
     me = threading.current_thread()
-    assert tracer.displaced == [(1, me.ident, me.native_id, "MainThread")]
+    assert tracer.displaced == [(1, me.ident, me.native_id, "MainThread", None)]
     assert len(warned) == 1
     assert "put it back later; the events in between are missing" in str(warned[0].message)
     # The hook put back was taken for frametrace's: stop() removed it.
@@ -333,7 +334,7 @@ def test_tool_id_changed_by_another_tool(change, monkeypatch):
     for event in ("PY_START", "PY_RETURN", "CALL"):
         assert mon.register_callback(mon.PROFILER_ID, getattr(mon.events, event), None) is None
     me = threading.current_thread()
-    assert tracer.displaced == [(1, me.ident, me.native_id, "MainThread")]
+    assert tracer.displaced == [(1, me.ident, me.native_id, "MainThread", None)]
     assert len(warned) == 1 and "freed or changed sys.monitoring tool id 2" in str(warned[0].message)
     b = events[only(events, qual("test_tool_id_changed_by_another_tool.<locals>.body"))]
     assert not any(ev.open_at_stop for ev in events)
