@@ -137,23 +137,31 @@ describe_thread(thread_json *tj, long long pid, uint64_t tid)
  * tail: the separator, ts, dur, both open flags and the closing braces. */
 #define EVENT_FIXED_MAX (2 + FT_US_MAX + 7 + FT_US_MAX + 21 + 20 + 20 + 2)
 
-/* _write_chrome(path, *, pid, origin_ns, prelude, trailer, compress) */
+/* _write_chrome(path, *, pid, origin_ns, prelude, trailer, compress,
+ *               progress, name) -- name: the path errors show (default
+ * path; the caller writes to a temporary and renames it). */
 PyObject *
 ft_write_chrome(ft_tracer *tracer, PyObject *args, PyObject *kwargs)
 {
     static char *kwlist[] = {"path", "pid", "origin_ns", "prelude", "trailer",
-                             "compress", "progress", NULL};
-    PyObject *path_obj, *prelude = NULL, *trailer = NULL, *progress = NULL;
+                             "compress", "progress", "name", NULL};
+    PyObject *path_obj, *name_obj = NULL, *prelude = NULL, *trailer = NULL;
+    PyObject *progress = NULL;
     long long pid = -1, origin_ns = 0;
     int compress = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&|$LLUUpO:_write_chrome",
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&|$LLUUpOO&:_write_chrome",
                                      kwlist, PyUnicode_FSConverter, &path_obj,
                                      &pid, &origin_ns, &prelude, &trailer,
-                                     &compress, &progress)) {
+                                     &compress, &progress,
+                                     PyUnicode_FSConverter, &name_obj)) {
         return NULL;
+    }
+    if (name_obj == NULL) {
+        name_obj = Py_NewRef(path_obj);
     }
     if (prelude == NULL || trailer == NULL || pid < 0) {
         Py_DECREF(path_obj);
+        Py_DECREF(name_obj);
         PyErr_SetString(PyExc_TypeError, "_write_chrome() needs pid, "
                         "origin_ns, prelude and trailer");
         return NULL;
@@ -182,30 +190,36 @@ ft_write_chrome(ft_tracer *tracer, PyObject *args, PyObject *kwargs)
             goto done;
         }
     }
-    for (Py_ssize_t i = 0; i < tracer->nthreads; i++) {
-        const ft_thread *th = tracer->threads[i];
-        /* The OS's id where known: the one other tools show. */
-        describe_thread(&tids[i], pid,
-                        th->native_id ? th->native_id : th->thread_id);
+    /* The OS's id where known (the one other tools show), unique per
+     * thread: the prelude's thread metadata uses the same ones. */
+    uint64_t *export_tids = ft_export_tids(tracer);
+    if (export_tids == NULL) {
+        PyErr_NoMemory();
+        goto done;
     }
+    for (Py_ssize_t i = 0; i < tracer->nthreads; i++) {
+        describe_thread(&tids[i], pid, export_tids[i]);
+    }
+    free(export_tids);
     if (ft_export_replay(tracer, "_write_chrome()", &vec, &thread_end) < 0) {
         goto done;
     }
-    const char *path = PyBytes_AS_STRING(path_obj);
-    if (out_open_or_raise(&out, path_obj, compress, OUT_CAP) < 0) {
+    if (out_open_or_raise(&out, path_obj, name_obj, compress, OUT_CAP) < 0) {
         goto done;
     }
     /* Writing is pure C on data this call owns (the escaped names and the
      * replayed events): other threads may run meanwhile. */
     Py_ssize_t nthreads = tracer->nthreads;
-    int close_rc, interrupted = 0, nomem = 0;
+    int write_err, interrupted = 0, nomem = 0;
     Py_BEGIN_ALLOW_THREADS
     OUT_LIT(&out, "{\"traceEvents\":[");
     out_bytes(&out, prelude_s, strlen(prelude_s));
     int first = prelude_s[0] == '\0';
     size_t pos = 0;
-    for (Py_ssize_t t = 0; t < nthreads && !interrupted; t++) {
-        for (; pos < thread_end[t] && !interrupted; pos++) {
+    /* Stops at an interruption or a write error: no closing part then,
+     * so even a file written in place does not look complete. */
+    for (Py_ssize_t t = 0; t < nthreads && !interrupted && !out.failed; t++) {
+        for (; pos < thread_end[t] && !interrupted && !out.failed; pos++) {
             if (out_progress(progress, pos, vec.len, &_save) < 0) {
                 interrupted = 1;
                 break;
@@ -244,26 +258,27 @@ ft_write_chrome(ft_tracer *tracer, PyObject *args, PyObject *kwargs)
             out_commit(&out, p);
         }
     }
-    OUT_LIT(&out, "],");
-    out_bytes(&out, trailer_s, strlen(trailer_s));
-    OUT_LIT(&out, "}\n");
-    close_rc = out_close(&out);
+    if (!interrupted) {
+        OUT_LIT(&out, "],");
+        out_bytes(&out, trailer_s, strlen(trailer_s));
+        OUT_LIT(&out, "}\n");
+    }
+    write_err = out_end(&out, interrupted);
     Py_END_ALLOW_THREADS
-    if (nomem) {
-        PyErr_NoMemory();
-        goto done;
-    }
     if (interrupted) {
-        goto done;  /* the callback's exception */
+        if (nomem) {
+            PyErr_NoMemory();
+        }
+        goto done;  /* else the signal handler's or the callback's exception */
     }
-    if (close_rc < 0) {
-        PyErr_Format(PyExc_OSError, "could not write %s", path);
+    if (write_err) {
+        out_raise(write_err, name_obj);
         goto done;
     }
     result = PyLong_FromSize_t(vec.len);
 
 done:
-    out_close(&out);  /* on the error paths */
+    out_end(&out, 1);  /* on the error paths */
     if (funcs != NULL) {
         for (uint32_t i = 0; i < nfuncs; i++) {
             free(funcs[i].tail);
@@ -274,5 +289,6 @@ done:
     free(thread_end);
     ft_eventvec_free(&vec);
     Py_DECREF(path_obj);
+    Py_DECREF(name_obj);
     return result;
 }

@@ -21,9 +21,34 @@ typedef struct {
     size_t len;
     size_t cap;
     int failed;
+    int err;  /* errno of the first failure, for the message */
 } out_t;
 
 #define OUT_CAP ((size_t)1 << 18)
+
+/* Marks the output failed, keeping the first cause. */
+static inline void
+out_fail(out_t *out, int err)
+{
+    if (!out->failed) {
+        out->err = err ? err : EIO;
+    }
+    out->failed = 1;
+}
+
+#ifdef FT_HAVE_ZLIB
+/* errno of zlib's last error on gz (EIO when it was not a system call's). */
+static inline int
+out_gz_errno(gzFile gz, int saved_errno)
+{
+    int errnum = Z_OK;
+    gzerror(gz, &errnum);
+    if (errnum == Z_ERRNO) {
+        return saved_errno;
+    }
+    return errnum == Z_MEM_ERROR ? ENOMEM : EIO;
+}
+#endif
 
 static inline void
 out_flush(out_t *out)
@@ -35,14 +60,15 @@ out_flush(out_t *out)
 #ifdef FT_HAVE_ZLIB
     if (out->gz != NULL) {
         if (gzwrite(out->gz, out->buf, (unsigned)out->len) != (int)out->len) {
-            out->failed = 1;
+            int saved = errno;
+            out_fail(out, out_gz_errno(out->gz, saved));
         }
         out->len = 0;
         return;
     }
 #endif
     if (fwrite(out->buf, 1, out->len, out->fp) != out->len) {
-        out->failed = 1;
+        out_fail(out, errno);
     }
     out->len = 0;
 }
@@ -81,7 +107,7 @@ out_reserve(out_t *out, size_t n)
         if (n > out->cap) {
             char *grown = realloc(out->buf, n);
             if (grown == NULL) {
-                out->failed = 1;
+                out_fail(out, ENOMEM);
                 return NULL;
             }
             out->buf = grown;
@@ -153,9 +179,11 @@ out_open(out_t *out, const char *path, int compress, size_t cap)
     return out->fp ? 0 : -1;
 }
 
-/* out_open() with the Python exception set on failure. */
+/* out_open() with the Python exception set on failure; name_bytes: the
+ * path the messages show (the target, when path is its temporary). */
 static inline int
-out_open_or_raise(out_t *out, PyObject *path_bytes, int compress, size_t cap)
+out_open_or_raise(out_t *out, PyObject *path_bytes, PyObject *name_bytes,
+                  int compress, size_t cap)
 {
     if (out_open(out, PyBytes_AS_STRING(path_bytes), compress, cap) == 0) {
         return 0;
@@ -165,49 +193,86 @@ out_open_or_raise(out_t *out, PyObject *path_bytes, int compress, size_t cap)
                         "built without zlib: cannot compress in C");
     }
     else {
-        PyErr_SetFromErrnoWithFilenameObject(PyExc_OSError, path_bytes);
+        PyErr_SetFromErrnoWithFilenameObject(PyExc_OSError, name_bytes);
     }
     return -1;
 }
 
-/* Flushes and closes; 0, or -1 if anything failed to be written. */
+/* Flushes (unless discard: the output is abandoned, its pending bytes
+ * dropped) and closes; 0, or the errno of the first failure to write. */
 static inline int
-out_close(out_t *out)
+out_end(out_t *out, int discard)
 {
+    if (discard) {
+        out->len = 0;
+    }
     out_flush(out);
-    int failed = out->failed;
 #ifdef FT_HAVE_ZLIB
-    if (out->gz != NULL && gzclose(out->gz) != Z_OK) {
-        failed = 1;
+    if (out->gz != NULL) {
+        int rc = gzclose(out->gz);
+        if (rc != Z_OK) {
+            out_fail(out, rc == Z_ERRNO ? errno : (rc == Z_MEM_ERROR ? ENOMEM : EIO));
+        }
     }
 #endif
     if (out->fp != NULL && fclose(out->fp) != 0) {
-        failed = 1;
+        out_fail(out, errno);
     }
+    int err = out->failed ? out->err : 0;
     free(out->buf);
     memset(out, 0, sizeof(*out));
-    return failed ? -1 : 0;
+    return err;
 }
 
-/* Every FT_PROGRESS_EVERY events, calls progress(done, total) (if not
- * NULL) from a loop that let the GIL go: takes it back for the call.
- * Returns -1 if the callback raised (the exception is set once the GIL is
- * held again by the caller's Py_END_ALLOW_THREADS). */
+static inline int
+out_close(out_t *out)
+{
+    return out_end(out, 0);
+}
+
+/* Sets OSError(err, "could not write NAME: <errno text>"), NAME the
+ * file-system path (bytes) the user gave. */
+static inline void
+out_raise(int err, PyObject *name_bytes)
+{
+    PyObject *name = PyUnicode_DecodeFSDefaultAndSize(
+        PyBytes_AS_STRING(name_bytes), PyBytes_GET_SIZE(name_bytes));
+    if (name == NULL) {
+        return;
+    }
+    PyObject *args = Py_BuildValue("(iN)", err, PyUnicode_FromFormat(
+        "could not write %U: %s", name, strerror(err)));
+    Py_DECREF(name);
+    if (args != NULL) {
+        /* OSError(errno, text): the errno's subclass, as PyErr_SetFromErrno. */
+        PyErr_SetObject(PyExc_OSError, args);
+        Py_DECREF(args);
+    }
+}
+
+/* Every FT_PROGRESS_EVERY events, from a loop that let the GIL go: takes
+ * it back to run the signal handlers (Ctrl-C stops a long write) and to
+ * call progress(done, total) if not NULL/None.  Returns -1 if either
+ * raised (the exception is set once the GIL is held again by the
+ * caller's Py_END_ALLOW_THREADS): the caller stops writing. */
 #define FT_PROGRESS_EVERY ((size_t)1 << 20)
 
 static inline int
 out_progress(PyObject *progress, size_t done, size_t total, PyThreadState **save)
 {
-    if (done == 0 || done % FT_PROGRESS_EVERY != 0
-        || progress == NULL || progress == Py_None) {
+    if (done == 0 || done % FT_PROGRESS_EVERY != 0) {
         return 0;
     }
     PyEval_RestoreThread(*save);
-    PyObject *res = PyObject_CallFunction(progress, "nn", (Py_ssize_t)done,
-                                          (Py_ssize_t)total);
-    Py_XDECREF(res);
+    int rc = PyErr_CheckSignals();
+    if (rc == 0 && progress != NULL && progress != Py_None) {
+        PyObject *res = PyObject_CallFunction(progress, "nn", (Py_ssize_t)done,
+                                              (Py_ssize_t)total);
+        Py_XDECREF(res);
+        rc = res == NULL ? -1 : 0;
+    }
     *save = PyEval_SaveThread();
-    return res == NULL ? -1 : 0;
+    return rc;
 }
 
 #endif /* FT_EXPORT_OUT_H */

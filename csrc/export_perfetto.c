@@ -467,23 +467,29 @@ emit_spans(out_t *out, const track_t *track, uint64_t uuid, uint64_t category)
 }
 
 /* _write_perfetto(path, *, pid, process_name, thread_names, tracks,
- *                 compress) -- tracks: [(name, thread_id or None,
- * category, [(span name, start, end)])] for ranges and steps. */
+ *                 compress, progress, name) -- thread_names: [str or
+ * None] per thread, in registration order; tracks: [(name, thread_id or
+ * None, category, [(span name, start, end)])] for ranges and steps; name:
+ * the path errors show (default path; the caller writes to a temporary
+ * and renames it). */
 PyObject *
 ft_write_perfetto(ft_tracer *tracer, PyObject *args, PyObject *kwargs)
 {
     static char *kwlist[] = {"path", "pid", "process_name", "thread_names",
-                             "tracks", "compress", "progress", NULL};
-    PyObject *path_obj, *process_name = NULL, *names = NULL, *tracks = NULL;
-    PyObject *progress = NULL;
+                             "tracks", "compress", "progress", "name", NULL};
+    PyObject *path_obj, *name_obj = NULL, *process_name = NULL, *names = NULL;
+    PyObject *tracks = NULL, *progress = NULL;
     long long pid = -1;
     int compress = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&|$LUO!O!pO:_write_perfetto",
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&|$LUO!O!pOO&:_write_perfetto",
                                      kwlist, PyUnicode_FSConverter, &path_obj,
-                                     &pid, &process_name, &PyDict_Type, &names,
+                                     &pid, &process_name, &PyList_Type, &names,
                                      &PyList_Type, &tracks, &compress,
-                                     &progress)) {
+                                     &progress, PyUnicode_FSConverter, &name_obj)) {
         return NULL;
+    }
+    if (name_obj == NULL) {
+        name_obj = Py_NewRef(path_obj);
     }
     ft_eventvec vec = {0};
     size_t *thread_end = NULL;
@@ -495,38 +501,46 @@ ft_write_perfetto(ft_tracer *tracer, PyObject *args, PyObject *kwargs)
     Py_ssize_t nsession_tracks = 0;
     PyObject **thread_names = NULL;
     Py_ssize_t nnames = 0;
+    uint64_t *export_tids = NULL;
 
     if (pid < 0 || process_name == NULL || names == NULL || tracks == NULL) {
         PyErr_SetString(PyExc_TypeError, "_write_perfetto() needs pid, "
                         "process_name, thread_names and tracks");
         goto done;
     }
-    /* Everything that can run Python code first (converting the tracks,
-     * looking the threads' names up), then the tracer's records: a
+    /* The names (taken before any Python code runs), then what can run
+     * Python code (converting the tracks), then the tracer's records: a
      * clear() meanwhile makes the replay refuse, not read freed memory. */
-    if (parse_tracks(tracks, &session_tracks, &nsession_tracks) < 0) {
-        goto done;
-    }
     thread_names = calloc((size_t)tracer->nthreads + 1, sizeof(PyObject *));
     if (thread_names == NULL) {
         PyErr_NoMemory();
         goto done;
     }
+    /* One name (str or None) per thread, in registration order: threads
+     * that had the same ident each have their own. */
     nnames = tracer->nthreads;
-    for (Py_ssize_t t = 0; t < nnames && t < tracer->nthreads; t++) {
-        PyObject *key = PyLong_FromUnsignedLong(tracer->threads[t]->thread_id);
-        PyObject *name = key ? PyDict_GetItemWithError(names, key) : NULL;
-        Py_XDECREF(key);
-        if (PyErr_Occurred()) {
-            goto done;
-        }
-        thread_names[t] = name != NULL && PyUnicode_Check(name) ? Py_NewRef(name)
-                                                                 : NULL;
+    if (PyList_GET_SIZE(names) != nnames) {
+        PyErr_Format(PyExc_ValueError, "_write_perfetto(): thread_names "
+                     "has %zd names for %zd threads", PyList_GET_SIZE(names),
+                     nnames);
+        goto done;
+    }
+    for (Py_ssize_t t = 0; t < nnames; t++) {
+        PyObject *name = PyList_GET_ITEM(names, t);
+        thread_names[t] = PyUnicode_Check(name) ? Py_NewRef(name) : NULL;
+    }
+    if (parse_tracks(tracks, &session_tracks, &nsession_tracks) < 0) {
+        goto done;
+    }
+    export_tids = ft_export_tids(tracer);
+    if (export_tids == NULL) {
+        PyErr_NoMemory();
+        goto done;
     }
     if (ft_export_replay(tracer, "_write_perfetto()", &vec, &thread_end) < 0) {
         goto done;
     }
-    if (out_open_or_raise(&out, path_obj, compress, (size_t)1 << 18) < 0) {
+    if (out_open_or_raise(&out, path_obj, name_obj, compress, (size_t)1 << 18) < 0) {
         goto done;
     }
     if (interned_packet(tracer, &pkt, SEQUENCE_ID, 0) < 0) {
@@ -546,10 +560,9 @@ ft_write_perfetto(ft_tracer *tracer, PyObject *args, PyObject *kwargs)
         goto done;
     }
     for (Py_ssize_t t = 0; t < tracer->nthreads; t++) {
-        const ft_thread *th = tracer->threads[t];
         PyObject *name = thread_names[t];
         pkt.len = 0;
-        long long tid = (long long)(th->native_id ? th->native_id : th->thread_id);
+        long long tid = (long long)export_tids[t];
         if (track_packet(&pkt, FIRST_THREAD_UUID + (uint64_t)t, PROCESS_UUID,
                          pid, tid, name, 0) < 0) {
             PyErr_NoMemory();
@@ -598,14 +611,16 @@ ft_write_perfetto(ft_tracer *tracer, PyObject *args, PyObject *kwargs)
     }
     /* A slice each, ended when the next event is not its descendant.  Pure
      * C on data this call owns. */
-    int interrupted = 0;
+    /* Stops at an interruption or a write error, without ending the open
+     * slices: even a file written in place does not look complete. */
+    int interrupted = 0, write_err;
     Py_BEGIN_ALLOW_THREADS
     size_t pos = 0;
-    for (Py_ssize_t t = 0; t < nthreads && !interrupted; t++) {
+    for (Py_ssize_t t = 0; t < nthreads && !interrupted && !out.failed; t++) {
         uint64_t seq = SEQUENCE_ID + 1 + (uint64_t)t;
         size_t depth = 0;
         emit_packet(&out, &firsts[t]);
-        for (; pos < thread_end[t] && !interrupted; pos++) {
+        for (; pos < thread_end[t] && !interrupted && !out.failed; pos++) {
             if (out_progress(progress, pos, vec.len, &_save) < 0) {
                 interrupted = 1;
                 break;
@@ -620,28 +635,28 @@ ft_write_perfetto(ft_tracer *tracer, PyObject *args, PyObject *kwargs)
                        ev->is_c ? CATEGORY_C : 0, ev->is_c ? 0 : id);
             stack[depth++] = pos;
         }
-        while (depth) {
+        while (depth && !interrupted) {
             emit_slice(&out, SLICE_END, (uint64_t)vec.items[stack[--depth]].end_ns,
                        seq, 0, 0, 0, 0);
         }
     }
+    write_err = out_end(&out, interrupted);
     Py_END_ALLOW_THREADS
     for (Py_ssize_t t = 0; t < nthreads; t++) {
         free(firsts[t].p);
     }
     free(firsts);
     if (interrupted) {
-        goto done;  /* the callback's exception */
+        goto done;  /* the signal handler's or the callback's exception */
     }
-    if (out_close(&out) < 0) {
-        PyErr_Format(PyExc_OSError, "could not write %s",
-                     PyBytes_AS_STRING(path_obj));
+    if (write_err) {
+        out_raise(write_err, name_obj);
         goto done;
     }
     result = PyLong_FromSize_t(vec.len);
 
 done:
-    out_close(&out);
+    out_end(&out, 1);  /* on the error paths */
     free(pkt.p);
     free(stack);
     free_tracks(session_tracks, nsession_tracks);
@@ -649,8 +664,10 @@ done:
         Py_XDECREF(thread_names[t]);
     }
     free(thread_names);
+    free(export_tids);
     free(thread_end);
     ft_eventvec_free(&vec);
     Py_DECREF(path_obj);
+    Py_DECREF(name_obj);
     return result;
 }

@@ -203,6 +203,19 @@ thread_names(void)
     return names;
 }
 
+/* Whether a thread state with this id (unique in the process) is alive. */
+static int
+tstate_id_alive(uint64_t id)
+{
+    PyThreadState *p = PyInterpreterState_ThreadHead(PyInterpreterState_Get());
+    for (; p != NULL; p = PyThreadState_Next(p)) {
+        if (PyThreadState_GetID(p) == id) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
 /* Gives thread its name from such a dict.  Runs no Python code. */
 static void
 name_thread(ft_thread *thread, PyObject *names)
@@ -1113,10 +1126,13 @@ latch_stop_at(ft_tracer *self, const ft_anchor *at)
 #endif
     uninstall_hooks(self, 1);
     restore_threading_profile(self);
-    /* Threads may have been renamed while traced. */
+    /* Threads may have been renamed while traced.  Only those still
+     * running: an ended thread's ident may be a later thread's now. */
     PyObject *names = thread_names();
     for (Py_ssize_t i = 0; i < self->nthreads; i++) {
-        name_thread(self->threads[i], names);
+        if (tstate_id_alive(self->threads[i]->tstate_id)) {
+            name_thread(self->threads[i], names);
+        }
     }
     Py_XDECREF(names);
     if (state->stopping == self) {

@@ -85,6 +85,14 @@ module_exec(PyObject *module)
                               (PyObject *)state->event_type) < 0) {
         return -1;
     }
+    state->thread_info_type = ft_thread_info_type_new();
+    if (state->thread_info_type == NULL) {
+        return -1;
+    }
+    if (PyModule_AddObjectRef(module, "ThreadInfo",
+                              (PyObject *)state->thread_info_type) < 0) {
+        return -1;
+    }
     state->range_type = (PyTypeObject *)PyType_FromModuleAndSpec(
         module, &ft_range_spec, NULL);
     if (state->range_type == NULL) {
@@ -137,6 +145,7 @@ module_traverse(PyObject *module, visitproc visit, void *arg)
     Py_VISIT(state->callback_type);
     Py_VISIT(state->event_type);
     Py_VISIT(state->range_type);
+    Py_VISIT(state->thread_info_type);
     Py_VISIT(state->range_sink);
     Py_VISIT(state->thread_bootstrap);
     return 0;
@@ -151,6 +160,7 @@ module_clear(PyObject *module)
     Py_CLEAR(state->callback_type);
     Py_CLEAR(state->event_type);
     Py_CLEAR(state->range_type);
+    Py_CLEAR(state->thread_info_type);
     Py_CLEAR(state->range_sink);
     Py_CLEAR(state->thread_bootstrap);
     Py_CLEAR(state->str_py);

@@ -28,6 +28,7 @@ typedef struct {
     PyTypeObject *hook_type;     /* strong */
     PyTypeObject *event_type;    /* strong */
     PyTypeObject *range_type;    /* strong */
+    PyTypeObject *thread_info_type;  /* strong: frametrace.ThreadInfo */
     PyTypeObject *callback_type; /* strong: sys.monitoring callbacks (3.12+),
                                     else NULL */
     PyObject *range_sink;        /* strong: list receiving range marks while
@@ -291,6 +292,24 @@ void ft_monitor_stop(ft_tracer *tracer);
 /* ==== tracer.c ==== */
 
 extern PyType_Spec ft_tracer_spec;
+
+/* The tid the writers give a thread whose native id (or ident) an earlier
+ * thread of the same trace had: this plus its serial.  Above any Linux tid
+ * (at most 2**22) and within the int32 that Perfetto's tid fields hold. */
+#define FT_SYNTHETIC_TID_BASE ((uint64_t)1 << 30)
+/* The frametrace.ThreadInfo structseq type (new reference, or NULL). */
+PyTypeObject *ft_thread_info_type_new(void);
+/* ThreadInfo(serial, thread_id, native_thread_id, name, dropped) of
+ * tracer->threads[index] (dropped: borrowed, an int, or None or NULL for
+ * None); the one shape of a thread in the API (tracer.threads; a list of
+ * some threads should reuse it).  NULL with an exception. */
+PyObject *ft_thread_info(ft_tracer *tracer, Py_ssize_t index,
+                         PyObject *dropped);
+/* The tid each thread has in the exports (malloc'd, nthreads long, the
+ * caller frees it): its native id, else its ident, or
+ * FT_SYNTHETIC_TID_BASE + serial where an earlier thread had that tid.
+ * NULL when out of memory (no exception set). */
+uint64_t *ft_export_tids(const ft_tracer *tracer);
 
 /* ==== ranges.c: frametrace.Range and _set_range_sink() ==== */
 extern PyType_Spec ft_range_spec;

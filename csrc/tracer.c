@@ -347,6 +347,129 @@ tracer_get_thread_names(ft_tracer *self, void *Py_UNUSED(closure))
     return result;
 }
 
+/* ---- threads ------------------------------------------------------------ */
+
+static PyStructSequence_Field thread_info_fields[] = {
+    {"serial", "1, 2, ... in the order the tracer registered the thread: "
+               "its Event.thread_serial"},
+    {"thread_id", "threading.get_ident() (CPython reuses it for later "
+                  "threads)"},
+    {"native_thread_id", "threading.get_native_id(), 0 if unknown (the OS "
+                         "may reuse it for a later thread)"},
+    {"name", "threading's name for the thread, or None"},
+    {"dropped", "events of the thread lost entirely; None while tracing"},
+    {NULL, NULL},
+};
+
+static PyStructSequence_Desc thread_info_desc = {
+    .name = "frametrace.ThreadInfo",
+    .doc = "One traced OS thread: ThreadInfo(serial, thread_id, "
+           "native_thread_id, name, dropped); an item of tracer.threads",
+    .fields = thread_info_fields,
+    .n_in_sequence = 5,
+};
+
+PyTypeObject *
+ft_thread_info_type_new(void)
+{
+    return PyStructSequence_NewType(&thread_info_desc);
+}
+
+PyObject *
+ft_thread_info(ft_tracer *tracer, Py_ssize_t index, PyObject *dropped)
+{
+    const ft_thread *th = tracer->threads[index];
+    PyObject *info = PyStructSequence_New(tracer->state->thread_info_type);
+    if (info == NULL) {
+        return NULL;
+    }
+    PyObject *values[5] = {
+        PyLong_FromSsize_t(index + 1),
+        PyLong_FromUnsignedLong(th->thread_id),
+        PyLong_FromUnsignedLong(th->native_id),
+        Py_NewRef(th->name != NULL ? th->name : Py_None),
+        Py_NewRef(dropped != NULL ? dropped : Py_None),
+    };
+    int failed = 0;
+    for (Py_ssize_t i = 0; i < 5; i++) {
+        failed |= values[i] == NULL;
+        /* Steals the value; a NULL one is left for the check below. */
+        PyStructSequence_SetItem(info, i, values[i]);
+    }
+    if (failed) {
+        Py_DECREF(info);
+        return NULL;
+    }
+    return info;
+}
+
+static PyObject *
+tracer_get_thread_infos(ft_tracer *self, void *Py_UNUSED(closure))
+{
+    int known = dropped_known(self);
+    if (known < 0) {
+        return NULL;
+    }
+    PyObject *result = PyList_New(self->nthreads);
+    for (Py_ssize_t i = 0; result && i < self->nthreads; i++) {
+        PyObject *dropped = known
+            ? PyLong_FromUnsignedLongLong(self->threads[i]->dropped_events)
+            : Py_NewRef(Py_None);
+        PyObject *item = dropped ? ft_thread_info(self, i, dropped) : NULL;
+        Py_XDECREF(dropped);
+        if (item == NULL) {
+            Py_CLEAR(result);
+            break;
+        }
+        PyList_SET_ITEM(result, i, item);
+    }
+    return result;
+}
+
+uint64_t *
+ft_export_tids(const ft_tracer *tracer)
+{
+    Py_ssize_t n = tracer->nthreads;
+    uint64_t *tids = malloc(((size_t)n + 1) * sizeof(uint64_t));
+    if (tids == NULL) {
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const ft_thread *th = tracer->threads[i];
+        uint64_t tid = th->native_id ? th->native_id : th->thread_id;
+        /* Viewers key threads by (pid, tid): a tid an earlier thread of
+         * this trace had (the OS reused it) gets a synthetic one. */
+        for (Py_ssize_t j = 0; j < i; j++) {
+            if (tids[j] == tid) {
+                tid = FT_SYNTHETIC_TID_BASE + (uint64_t)i + 1;
+                break;
+            }
+        }
+        tids[i] = tid;
+    }
+    return tids;
+}
+
+static PyObject *
+tracer_get_export_tids(ft_tracer *self, void *Py_UNUSED(closure))
+{
+    uint64_t *tids = ft_export_tids(self);
+    if (tids == NULL) {
+        return PyErr_NoMemory();
+    }
+    PyObject *result = PyList_New(self->nthreads);
+    for (Py_ssize_t i = 0; result && i < self->nthreads; i++) {
+        PyObject *item = PyLong_FromUnsignedLongLong(tids[i]);
+        if (item == NULL) {
+            Py_CLEAR(result);
+            break;
+        }
+        PyList_SET_ITEM(result, i, item);
+    }
+    free(tids);
+    return result;
+}
+
 static PyObject *
 tracer_get_threads(ft_tracer *self, void *Py_UNUSED(closure))
 {
@@ -482,16 +605,18 @@ static PyMethodDef tracer_methods[] = {
     {"_write_chrome", (PyCFunction)(void (*)(void))ft_write_chrome,
      METH_VARARGS | METH_KEYWORDS,
      "_write_chrome($self, path, *, pid, origin_ns, prelude, trailer, "
-     "compress=False)\n--\n\n"
+     "compress=False, progress=None, name=path)\n--\n\n"
      "Write the events as Chrome trace JSON, straight from the records; "
      "returns how many.  prelude and trailer are JSON the caller renders: "
-     "see frametrace.export.write_chrome()."},
+     "see frametrace.export.write_chrome().  name: the path errors show "
+     "(path is the caller's temporary)."},
     {"_write_perfetto", (PyCFunction)(void (*)(void))ft_write_perfetto,
      METH_VARARGS | METH_KEYWORDS,
      "_write_perfetto($self, path, *, pid, process_name, thread_names, "
-     "tracks, compress=False)\n--\n\n"
+     "tracks, compress=False, progress=None, name=path)\n--\n\n"
      "Write the events as a Perfetto protobuf trace, straight from the "
-     "records; returns how many.  See frametrace.export.write_perfetto()."},
+     "records; returns how many.  See frametrace.export.write_perfetto().  "
+     "name: the path errors show (path is the caller's temporary)."},
     {"_ignore", (PyCFunction)tracer_ignore, METH_O,
      "_ignore($self, func, /)\n--\n\n"
      "Never record frames of this function or code object (frametrace's own "
@@ -519,13 +644,24 @@ static PyGetSetDef tracer_getset[] = {
      "records lost, all threads (a call and a return are two): "
      "overwritten by the ring or never stored (no memory)", NULL},
     {"dropped_by_thread", (getter)tracer_get_dropped_by_thread, NULL,
-     "{thread_id: events lost entirely} for every traced thread; None "
-     "while tracing", NULL},
+     "{thread_id: events lost entirely} for every traced thread (threads "
+     "that had the same ident add up; threads has each one's); None while "
+     "tracing", NULL},
+    {"threads", (getter)tracer_get_thread_infos, NULL,
+     "[ThreadInfo(serial, thread_id, native_thread_id, name, dropped)]: one "
+     "per traced OS thread, in registration order (serial = index + 1), "
+     "whatever the reuse of thread ids", NULL},
+    {"_export_tids", (getter)tracer_get_export_tids, NULL,
+     "[tid] the writers give the threads, in registration order: the native "
+     "id (else the ident), or FT_SYNTHETIC_TID_BASE + serial for a tid an "
+     "earlier thread had", NULL},
     {"_threads", (getter)tracer_get_threads, NULL,
      "[(thread_id, native_thread_id)] of the traced threads, in the order "
-     "of their events", NULL},
+     "of their events (serial = index + 1)", NULL},
     {"thread_names", (getter)tracer_get_thread_names, NULL,
-     "{thread_id: name} of the traced threads threading knows", NULL},
+     "{thread_id: name} of the traced threads threading knows; of threads "
+     "that had the same ident, the latest one's (threads has each one's)",
+     NULL},
     {"buffer_size", (getter)tracer_get_buffer_size, NULL,
      "ring capacity per thread, in 8-byte records: a call and a return "
      "are two (so about buffer_size / 2 events); a record whose function "

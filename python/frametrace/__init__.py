@@ -9,7 +9,7 @@ plugin; under ``frametrace run -m pytest`` it is imported already, and
 pytest would warn.  It holds no asserts.)
 """
 from ._version import __version__
-from ._tracer import DEFAULT_BUFFER_SIZE, MAX_BUFFER_SIZE, Event
+from ._tracer import DEFAULT_BUFFER_SIZE, MAX_BUFFER_SIZE, Event, ThreadInfo
 from .loader import MergedTrace, load
 from .remote import AttachError, AttachResult, attach
 from .schedule import ProfilerAction, Schedule, schedule
@@ -30,6 +30,7 @@ __all__ = [
     "RangeRecord",
     "Schedule",
     "StepRecord",
+    "ThreadInfo",
     "Trace",
     "Tracer",
     "__version__",

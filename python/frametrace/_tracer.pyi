@@ -3,6 +3,23 @@ from typing import Any, Final, Iterable, Iterator, Optional, overload
 DEFAULT_BUFFER_SIZE: Final[int]
 MAX_BUFFER_SIZE: Final[int]
 
+class ThreadInfo(tuple[int, int, int, Optional[str], Optional[int]]):
+    """One traced OS thread (a structseq): an item of Tracer.threads."""
+    n_fields: Final[int]
+    n_sequence_fields: Final[int]
+    n_unnamed_fields: Final[int]
+    def __new__(cls, sequence: Iterable[Any], dict: dict[str, Any] = ...) -> "ThreadInfo": ...
+    @property
+    def serial(self) -> int: ...  # Event.thread_serial
+    @property
+    def thread_id(self) -> int: ...
+    @property
+    def native_thread_id(self) -> int: ...
+    @property
+    def name(self) -> Optional[str]: ...
+    @property
+    def dropped(self) -> Optional[int]: ...  # None while tracing
+
 class Event:
     """Immutable; behaves as the 14-sequence of its fields (not a tuple
     subclass: json needs list(ev)).  Event(sequence) also takes the first 12
@@ -90,6 +107,10 @@ class Tracer:
     def thread_names(self) -> dict[int, str]: ...
     @property
     def _threads(self) -> list[tuple[int, int]]: ...  # (thread_id, native_thread_id)
+    @property
+    def threads(self) -> list[ThreadInfo]: ...  # one per OS thread, serial order
+    @property
+    def _export_tids(self) -> list[int]: ...  # the writers' tid per thread
     def _ignore(self, func: Any, /) -> None: ...
 
 class Range:

@@ -74,6 +74,7 @@ import traceback
 import types
 from typing import Any, Optional, Sequence
 
+from ._output import reason
 from .export import TerminalProgress as Progress
 
 PROG = "frametrace"
@@ -532,16 +533,19 @@ def _write_run_trace(tracer: Any, output: str, process_name: str, metadata: dict
                                     metadata=metadata, progress=progress)
     except OSError as exc:
         progress.close()
-        print(f"{PROG} run: could not write the trace to {output}: {exc}", file=err)
+        print(f"{PROG} run: could not write the trace to {output}: {reason(exc)}", file=err)
         return status or 2
     progress.close()
     seconds = time.monotonic() - started
     events = tracer.getEvents()
-    threads = len({e.thread_id for e in events})
+    threads = _count_threads(events)
     print(f"{PROG}: {count:,} events of {threads} thread{'s' if threads != 1 else ''} "
           f"written to {output} ({seconds:.2f} s)", file=err)
     _report_dropped(tracer.dropped, tracer.buffer_size)
-    table = reports.summary(events, limit=RUN_SUMMARY_LIMIT, thread_names=tracer.thread_names)
+    from .session import Trace
+
+    table = reports.summary(Trace(events=events, thread_names=tracer.thread_names,
+                                  threads=tracer.threads), limit=RUN_SUMMARY_LIMIT)
     print(table, file=err)
     tracer.clear()
     return status
@@ -583,7 +587,7 @@ class _CycleWriter:
         try:
             trace.to_chrome(path, process_name=self.process_name, metadata=self.metadata)
         except (OSError, RuntimeError) as exc:
-            self.failed.append((path, str(exc)))
+            self.failed.append((path, reason(exc)))
         else:
             self.written.append((path, trace, time.monotonic() - started))
             trace.tracer.clear()  # the file has it; the events are kept for the summary
@@ -597,7 +601,7 @@ def _report_cycles(writer: _CycleWriter, session: Any, steps_text: str, status: 
     err = sys.stderr
     for path, trace, seconds in writer.written:
         first, last = trace.steps[0].step, trace.steps[-1].step
-        threads = len({e.thread_id for e in trace.events})
+        threads = _count_threads(trace.events)
         print(f"{PROG}: steps {first}-{last} (cycle {trace.cycle}): {len(trace.events):,} events "
               f"of {threads} thread{'s' if threads != 1 else ''} written to {path} "
               f"({seconds:.2f} s)", file=err)
@@ -729,6 +733,12 @@ def _attach(ns: argparse.Namespace) -> int:
     return 0
 
 
+def _count_threads(events: list) -> int:
+    """How many threads recorded: each OS thread once (thread_serial), also
+    those whose thread_id an earlier thread had."""
+    return len({(e.thread_serial, e.thread_id if not e.thread_serial else 0) for e in events})
+
+
 def _without_thread(events: list, threads: set) -> list:
     """events less those of threads (frametrace's, waiting), parents
     renumbered."""
@@ -788,7 +798,7 @@ def _summary(ns: argparse.Namespace) -> int:
         trace = _load("summary", ns.trace)
     except (OSError, ValueError) as exc:
         return _error("summary", str(exc))
-    threads = len({e.thread_id for e in trace.events})
+    threads = _count_threads(trace.events)
     what = (f"{len(trace.processes)} processes" if isinstance(trace, MergedTrace)
             else f"pid {trace.pid}")
     span = ""
@@ -814,7 +824,7 @@ def _flamegraph(ns: argparse.Namespace) -> int:
     try:
         reports.write_flamegraph_svg(trace, output, title=ns.title or os.path.basename(ns.trace))
     except OSError as exc:
-        return _error("flamegraph", f"could not write {output}: {exc}")
+        return _error("flamegraph", f"could not write {output}: {reason(exc)}")
     print(f"{PROG}: flame graph of {len(trace.events):,} events written to {output}",
           file=sys.stderr)
     return 0

@@ -16,10 +16,13 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import shutil
 import sys
+import tempfile
 import time
 from typing import IO, Any, Iterable, Mapping, Optional, Sequence
 
+from ._output import open_output, output_path
 from ._tracer import Event
 
 FORMAT = "frametrace"
@@ -48,13 +51,11 @@ def trace_document(
 
 def write_json(path: str | os.PathLike[str], document: Mapping[str, Any]) -> str:
     """Writes document to path (gzip-compressed if it ends in .gz); returns
-    the path written."""
+    the path written.  Like every writer here, the file replaces path only
+    once complete (frametrace._output)."""
     path = os.fspath(path)
-    parent = os.path.dirname(path)
-    if parent:
-        os.makedirs(parent, exist_ok=True)
-    opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "wt", encoding="utf-8") as fh:
+    level = 9 if path.endswith(".gz") else None  # gzip.open's default
+    with open_output(path, "w", compresslevel=level, encoding="utf-8") as fh:
         json.dump(document, fh, separators=(",", ":"))
     return path
 
@@ -108,8 +109,8 @@ def _prepare(path: str | os.PathLike[str], tracer: Any, pid: int | None,
              thread_names: Mapping[int, str] | None, process_name: str | None,
              ranges: Iterable[Any], steps: Iterable[Any],
              writer: str) -> tuple[str, int, dict, list, list]:
-    """What both writers start with: the checks, the output folder, the pid,
-    the threads' names, and the ranges and steps as lists."""
+    """What both writers start with: the checks, the pid, the threads'
+    names, and the ranges and steps as lists."""
     from ._tracer import Tracer
 
     if not isinstance(tracer, Tracer):
@@ -126,7 +127,7 @@ def _prepare(path: str | os.PathLike[str], tracer: Any, pid: int | None,
     if thread_names is not None and not isinstance(thread_names, Mapping):
         raise TypeError(f"thread_names must be a mapping {{thread_id: name}}, not "
                         f"{type(thread_names).__name__}")
-    names = dict(tracer.thread_names)
+    names = {}
     for tid, name in (thread_names or {}).items():
         if isinstance(tid, bool) or not isinstance(tid, int):
             raise TypeError(f"thread_names keys must be thread ids (int), not {type(tid).__name__}")
@@ -134,10 +135,23 @@ def _prepare(path: str | os.PathLike[str], tracer: Any, pid: int | None,
             raise TypeError(f"thread_names[{tid!r}] must be a str, not {type(name).__name__}")
         names[tid] = name
     path = os.fspath(path)
-    parent = os.path.dirname(path)
-    if parent:
-        os.makedirs(parent, exist_ok=True)
     return path, os.getpid() if pid is None else pid, names, ranges, steps
+
+
+def _thread_name_list(tracer: Any, names: Mapping[int, str]) -> list:
+    """One name (or None) per traced thread, in serial order: the tracer's
+    own for each thread, or one given by thread_id for a thread whose ident
+    no other traced thread had (CPython reuses idents: a name by ident could
+    be any of theirs)."""
+    threads = tracer.threads
+    per_ident: dict[int, int] = {}
+    for t in threads:
+        per_ident[t.thread_id] = per_ident.get(t.thread_id, 0) + 1
+    out = []
+    for t in threads:
+        given = names.get(t.thread_id)
+        out.append(given if given is not None and per_ident[t.thread_id] == 1 else t.name)
+    return out
 
 
 def _check_int64(what: str, value: Any, minimum: int = -(1 << 63)) -> int:
@@ -191,23 +205,30 @@ def write_chrome(
     ``otherData.frametrace`` keeps what reading the file back needs: the
     origin, start and stop times, the thread ids, and a wall-clock anchor.
     ``progress(done, total)`` is called every 2**20 events (see
-    ``terminal_progress``).
+    ``terminal_progress``).  The file replaces path only once complete: an
+    exception (from progress too) leaves path as it was.
     """
     if origin_ns is not None:
         _check_int64("origin_ns", origin_ns)
     path, pid, names, ranges, steps = _prepare(path, tracer, pid, thread_names, process_name,
                                                ranges, steps, "write_chrome")
     origin = tracer.start_ns if origin_ns is None else origin_ns
-    # Every traced thread, also one whose ident an earlier thread had: the
-    # C writer's tid is the native id where known.
-    chrome_tids = [(tid, ntid or tid) for tid, ntid in tracer._threads]
-    native = dict(chrome_tids)  # for ranges: a reused ident maps to the latest
+    # Every traced thread, also one whose ident an earlier thread had, with
+    # the C writer's tid: the native id where known, unique per thread
+    # (a synthetic one where the OS reused a native id, see _export_tids).
+    threads = tracer.threads
+    chrome_tids = tracer._export_tids
+    thread_names_list = _thread_name_list(tracer, names)
+    native = {t.thread_id: ctid for t, ctid in zip(threads, chrome_tids)}  # ranges: the latest
 
     lines = [_chrome_event("M", "process_name", "__metadata", pid, 0,
                            args={"name": process_name or f"python {pid}"})]
-    for tid, chrome_tid in chrome_tids:
+    for t, chrome_tid, name in zip(threads, chrome_tids, thread_names_list):
         lines.append(_chrome_event("M", "thread_name", "__metadata", pid, chrome_tid,
-                                   args={"name": names.get(tid, f"thread {tid}"), "thread_id": tid}))
+                                   args={"name": name or f"thread {t.thread_id}",
+                                         "thread_id": t.thread_id,
+                                         "native_thread_id": t.native_thread_id,
+                                         "thread_serial": t.serial}))
     if steps:
         lines.append(_chrome_event("M", "thread_name", "__metadata", pid, STEPS_TID,
                                    args={"name": "steps"}))
@@ -228,9 +249,12 @@ def write_chrome(
         "dropped": tracer.dropped,  # events lost entirely
         "dropped_records": tracer.dropped_records,
         # Keyed like the events, by Chrome tid: the loader maps both alike.
-        "dropped_by_thread": {str(native.get(tid, tid)): n
-                              for tid, n in tracer.dropped_by_thread.items()},
-        "thread_ids": {str(chrome_tid): tid for tid, chrome_tid in chrome_tids},
+        "dropped_by_thread": {str(ctid): t.dropped for t, ctid in zip(threads, chrome_tids)},
+        "thread_ids": {str(ctid): t.thread_id for t, ctid in zip(threads, chrome_tids)},
+        # Each thread's own: its serial and its real native id (which a
+        # synthetic Chrome tid stands for).
+        "thread_serials": {str(ctid): t.serial for t, ctid in zip(threads, chrome_tids)},
+        "native_thread_ids": {str(ctid): t.native_thread_id for t, ctid in zip(threads, chrome_tids)},
         # For merging traces of several processes: this moment on both clocks.
         "clock_anchor": {"monotonic_ns": time.monotonic_ns(), "wall_ns": time.time_ns()},
         "metadata": dict(metadata or {}),
@@ -238,24 +262,24 @@ def write_chrome(
     trailer = '"displayTimeUnit":"ns","otherData":' + json.dumps({"frametrace": other}, separators=(",", ":"))
     prelude = ",\n".join(lines)
     compress = path.endswith(".gz")
-    try:
-        return tracer._write_chrome(path, pid=pid, origin_ns=origin, prelude=prelude,
-                                    trailer=trailer, compress=compress, progress=progress)
-    except RuntimeError as exc:
-        if not compress or "zlib" not in str(exc):
-            raise
-    # Built without zlib: write plain, then compress here.
-    plain = path[:-3] + ".tmp"
-    try:
-        count = tracer._write_chrome(plain, pid=pid, origin_ns=origin, prelude=prelude,
-                                     trailer=trailer, compress=False, progress=progress)
-        with open(plain, "rb") as src, gzip.open(path, "wb") as dst:
-            while chunk := src.read(1 << 20):
-                dst.write(chunk)
+    with output_path(path) as where:
+        try:
+            return tracer._write_chrome(where, pid=pid, origin_ns=origin, prelude=prelude,
+                                        trailer=trailer, compress=compress, progress=progress,
+                                        name=path)
+        except RuntimeError as exc:
+            if not compress or "zlib" not in str(exc):
+                raise
+        # Built without zlib: write plain to a file of our own, then compress here.
+        with tempfile.NamedTemporaryFile(dir=os.path.dirname(where) if where != path else None,
+                                         prefix=".frametrace.", suffix=".tmp") as plain:
+            count = tracer._write_chrome(plain.name, pid=pid, origin_ns=origin, prelude=prelude,
+                                         trailer=trailer, compress=False, progress=progress,
+                                         name=path)
+            with open(where, "wb") as raw, gzip.GzipFile(os.path.basename(path), "wb",
+                                                         fileobj=raw) as dst:
+                shutil.copyfileobj(plain, dst, 1 << 20)
         return count
-    finally:
-        if os.path.exists(plain):
-            os.unlink(plain)
 
 
 # ---- Perfetto's native protobuf trace (.pftrace) ----------------------------
@@ -279,7 +303,8 @@ def write_perfetto(
     locations interned once, a track per process and per thread, each event
     a SLICE_BEGIN/SLICE_END pair on its thread's track; a session's steps and
     each thread's ranges on tracks of their own.  Timestamps are the
-    tracer's CLOCK_MONOTONIC nanoseconds.
+    tracer's CLOCK_MONOTONIC nanoseconds.  ``progress`` as for
+    ``write_chrome``; the file replaces path only once complete.
     """
     path, pid, names, ranges, steps = _prepare(path, tracer, pid, thread_names, process_name,
                                                ranges, steps, "write_perfetto")
@@ -289,13 +314,22 @@ def write_perfetto(
     by_thread: dict = {}
     for r in ranges:
         by_thread.setdefault(r.thread_id, []).append((r.name, r.start_ns, r.end_ns))
+    thread_names_list = _thread_name_list(tracer, names)
+    latest = {t.thread_id: name for t, name in zip(tracer.threads, thread_names_list) if name}
+    # A thread descriptor holds no args: a synthetic tid's real one goes in
+    # the thread's name.
+    for i, (t, tid) in enumerate(zip(tracer.threads, tracer._export_tids)):
+        if t.native_thread_id and tid != t.native_thread_id:
+            thread_names_list[i] = (f"{thread_names_list[i] or f'thread {t.thread_id}'} "
+                                    f"[tid {t.native_thread_id}]")
     for tid, spans in by_thread.items():
-        tracks.append((f"ranges: {names.get(tid, tid)}", 0, spans))
+        tracks.append((f"ranges: {names.get(tid) or latest.get(tid, tid)}", 0, spans))
     compress = path.endswith(".gz")
-    return tracer._write_perfetto(path, pid=pid, process_name=process_name or f"python {pid}",
-                                  thread_names={k: v for k, v in names.items()
-                                                if isinstance(k, int) and not isinstance(k, bool)},
-                                  tracks=tracks, compress=compress, progress=progress)
+    with output_path(path) as where:
+        return tracer._write_perfetto(where, pid=pid, process_name=process_name or f"python {pid}",
+                                      thread_names=thread_names_list,
+                                      tracks=tracks, compress=compress, progress=progress,
+                                      name=path)
 
 
 class TerminalProgress:

@@ -73,6 +73,7 @@ import zlib
 from dataclasses import dataclass, field
 from typing import IO, Any, Callable, Iterator, Optional, Union
 
+from ._output import open_output
 from ._tracer import Event
 from .export import EVENT_FIELDS, FORMAT, VERSION, _us_text
 from .session import RangeRecord, StepRecord, Trace
@@ -665,7 +666,8 @@ def _parse_event(ev: Any, n: int, strings: _Strings) -> Optional[tuple[str, tupl
             return "thread_name", (_int(_get(ev, "pid", what), f"{what}.pid"),
                                    _int(_get(ev, "tid", what), f"{what}.tid"),
                                    _str(_get(args, "name", f"{what}.args"), f"{what}.args.name"),
-                                   args.get("thread_id"))
+                                   args.get("thread_id"), args.get("thread_serial"),
+                                   args.get("native_thread_id"))
         if name == "process_name" and isinstance(args, dict):
             what += " (process_name)"
             return "process_name", (_int(_get(ev, "pid", what), f"{what}.pid"),
@@ -693,10 +695,17 @@ class _ChromeEvents(_Sink):
         self.steps: list[tuple] = []  # (name, step, pid, ts, end)
         self.thread_names: dict[tuple[int, int], tuple[str, Any]] = {}  # (pid, tid) -> (name, thread_id)
         self.process_names: dict[int, str] = {}
-        self.threads: dict[tuple[int, int], tuple] = {}  # (pid, tid) -> (pid, tid, thread_id, serial, stack)
-        # (pid, tid) -> thread_serial: 1, 2, ... in the order the file names or uses the
-        # threads (write_chrome names them in the order the tracer saw them).
+        # (pid, tid) -> (pid, tid, thread_id, serial, stack, native_thread_id)
+        self.threads: dict[tuple[int, int], tuple] = {}
+        # (pid, tid) -> thread_serial: the one its thread_name event gives (write_chrome
+        # writes each thread's), else (older files, a second process of a merge)
+        # 1, 2, ... after the largest so far, in the order the file names or uses the threads.
         self.serials: dict[tuple[int, int], int] = {}
+        self.used_serials: set[int] = set()
+        self.max_serial = 0
+        # (pid, tid) -> the real native id, where the thread_name event gives it (a
+        # synthetic Chrome tid stands for a native id an earlier thread had).
+        self.natives: dict[tuple[int, int], int] = {}
         self.strings = _Strings()
         self.n = 0
         self.last_pid: Optional[str] = None  # the thread of the previous fast-path event
@@ -722,19 +731,27 @@ class _ChromeEvents(_Sink):
         stack.append(len(calls))
         return depth, parent
 
-    def _serial(self, key: tuple[int, int]) -> int:
+    def _serial(self, key: tuple[int, int], wanted: Any = None) -> int:
         serial = self.serials.get(key)
         if serial is None:
-            serial = self.serials[key] = len(self.serials) + 1
+            if type(wanted) is int and wanted > 0 and wanted not in self.used_serials:
+                serial = wanted
+            else:
+                serial = self.max_serial + 1
+            self.serials[key] = serial
+            self.used_serials.add(serial)
+            self.max_serial = max(self.max_serial, serial)
         return serial
 
     def _thread(self, pid: int, tid: int) -> tuple:
-        """(pid, tid, thread_id, serial, stack of the thread's open events)."""
+        """(pid, tid, thread_id, serial, stack of the thread's open events,
+        native_thread_id)."""
         key = (pid, tid)
         t = self.threads.get(key)
         if t is None:
             thread_id = self.plan.thread_id(pid, tid) if self.plan is not None else pid
-            t = self.threads[key] = (pid, tid, thread_id, self._serial(key), [])
+            t = self.threads[key] = (pid, tid, thread_id, self._serial(key), [],
+                                     self.natives.get(key, tid))
         return t
 
     def on_fast(self, m: "re.Match[str]") -> None:
@@ -751,15 +768,16 @@ class _ChromeEvents(_Sink):
         oal = oal_s is not None
         # The thread: most often the previous event's.
         if pid_s == self.last_pid and tid_s == self.last_tid:
-            pid, tid, thread_id, serial, stack = self.last
+            pid, tid, thread_id, serial, stack, native = self.last
         else:
-            self.last = pid, tid, thread_id, serial, stack = self._thread(int(pid_s), int(tid_s))
+            self.last = pid, tid, thread_id, serial, stack, native = self._thread(int(pid_s),
+                                                                                  int(tid_s))
             self.last_pid, self.last_tid = pid_s, tid_s
         calls = self.calls
         depth, parent = self._place(stack, ts, end, oas, oast, oal)
         kind = "py" if cat == "python" else "c"
         if self.plan is not None:
-            calls.append(Event((name, loc[0], loc[1], kind, thread_id, tid, ts, end, depth,
+            calls.append(Event((name, loc[0], loc[1], kind, thread_id, native, ts, end, depth,
                                 parent, oas, oast, serial, oal)))
         else:
             calls.append((name, loc[0], loc[1], kind, pid, tid, ts, end, depth, parent, oas, oast,
@@ -776,10 +794,10 @@ class _ChromeEvents(_Sink):
             kind, pid, tid, ts, end, name, loc, oas, oast, oal = data
             ts += self.origin
             end += self.origin
-            _pid, _tid, thread_id, serial, stack = self._thread(pid, tid)
+            _pid, _tid, thread_id, serial, stack, native = self._thread(pid, tid)
             depth, parent = self._place(stack, ts, end, oas, oast, oal)
             if self.plan is not None:
-                self.calls.append(Event((name, loc[0], loc[1], kind, thread_id, tid, ts, end,
+                self.calls.append(Event((name, loc[0], loc[1], kind, thread_id, native, ts, end,
                                          depth, parent, oas, oast, serial, oal)))
             else:
                 self.calls.append((name, loc[0], loc[1], kind, pid, tid, ts, end, depth, parent,
@@ -789,9 +807,11 @@ class _ChromeEvents(_Sink):
         elif what == "step":
             self.steps.append(data)
         elif what == "thread_name":
-            pid, tid, name, thread_id = data
+            pid, tid, name, thread_id, serial, native = data
             self.thread_names[(pid, tid)] = (name, thread_id)
-            self._serial((pid, tid))
+            if type(native) is int and native >= 0 and (pid, tid) not in self.threads:
+                self.natives[(pid, tid)] = native
+            self._serial((pid, tid), serial)
         else:
             pid, name = data
             self.process_names[pid] = name
@@ -809,7 +829,9 @@ def _chrome_trace(col: _ChromeEvents, ft: dict) -> Trace:
     if col.plan is None:
         # Tuples of times relative to the origin: Events now.
         thread_of = {key: plan.thread_id(*key) for key in col.threads}
-        calls[:] = [Event((name, filename, lineno, kind, thread_of[(pid, ctid)], ctid,
+        native_of = {key: t[5] for key, t in col.threads.items()}
+        calls[:] = [Event((name, filename, lineno, kind, thread_of[(pid, ctid)],
+                           native_of[(pid, ctid)],
                            origin + ts, origin + end, depth, parent, oas, oast, serial, oal))
                     for (name, filename, lineno, kind, pid, ctid, ts, end, depth, parent, oas, oast,
                          serial, oal) in calls]
@@ -831,6 +853,23 @@ def _chrome_trace(col: _ChromeEvents, ft: dict) -> Trace:
             t = plan.thread_id(p.pid, ctid)
             dropped_by_thread[t] = dropped_by_thread.get(t, 0) + n
 
+    # Each thread its own, in serial order: those named and those with events.
+    from ._tracer import ThreadInfo
+    threads = []
+    keys = set(col.serials) & (set(col.threads) | set(col.thread_names))
+    for key in sorted(keys, key=col.serials.__getitem__):
+        pid, ctid = key
+        t = plan.tid_map.get((pid if merged else procs[0].pid, ctid))
+        if t is None and key not in col.threads:
+            continue  # the steps track
+        own: Optional[str] = col.thread_names[key][0] if key in col.thread_names else None
+        if own is not None and merged:
+            own = f"{own} [pid {pid}]"
+        p = plan.by_pid.get(pid, procs[0])
+        threads.append(ThreadInfo((col.serials[key], plan.thread_id(pid, ctid),
+                                   col.natives.get(key, ctid), own,
+                                   p.dropped_by_thread.get(ctid))))
+
     if not merged:
         p = procs[0]
         return Trace(
@@ -841,6 +880,7 @@ def _chrome_trace(col: _ChromeEvents, ft: dict) -> Trace:
             tracer_start_ns=p.start_ns, tracer_stop_ns=p.stop_ns,
             dropped=p.dropped, dropped_by_thread=dropped_by_thread, pid=p.pid,
             thread_names=names, cycle=_int(p.metadata.get("cycle", 0), "otherData.frametrace.metadata.cycle"),
+            threads=threads,
         )
     processes: list[dict[str, Any]] = []
     ends = []
@@ -867,7 +907,7 @@ def _chrome_trace(col: _ChromeEvents, ft: dict) -> Trace:
         tracer_start_ns=min(p.start_ns + p.shift_ns for p in procs),
         tracer_stop_ns=max(p.stop_ns + p.shift_ns for p in procs),
         dropped=sum(p.dropped for p in procs), dropped_by_thread=dropped_by_thread,
-        pid=procs[0].pid, thread_names=names, processes=processes,
+        pid=procs[0].pid, thread_names=names, processes=processes, threads=threads,
     )
 
 
@@ -950,7 +990,40 @@ def _portable_trace(doc: dict) -> Trace:
         pid=opt_int("pid") or 0,
         thread_names=by_thread("thread_names", _str),
         cycle=opt_int("cycle") or 0,
+        threads=_portable_threads(md, events),
     )
+
+
+def _portable_threads(md: dict, events: list) -> list:
+    """Trace.threads of a portable file: its metadata.threads, or (older
+    files) one per thread_serial of the events, named by thread_names."""
+    from ._tracer import ThreadInfo
+
+    raw = md.get("threads")
+    if raw is not None:
+        if not isinstance(raw, list):
+            raise _Bad(f"metadata.threads must be a list, not {type(raw).__name__}")
+        out = []
+        for i, t in enumerate(raw):
+            what = f"metadata.threads[{i}]"
+            if not isinstance(t, list) or len(t) != 5:
+                raise _Bad(f"{what} must be [serial, thread_id, native_thread_id, name, dropped]")
+            name, dropped = t[3], t[4]
+            out.append(ThreadInfo((_int(t[0], f"{what}[0]"), _int(t[1], f"{what}[1]"),
+                                   _int(t[2], f"{what}[2]"),
+                                   None if name is None else _str(name, f"{what}[3]"),
+                                   None if dropped is None else _int(dropped, f"{what}[4]"))))
+        return out
+    names = md.get("thread_names")
+    if not isinstance(names, dict):
+        names = {}
+    seen: dict[int, Any] = {}
+    for e in events:
+        if e.thread_serial not in seen:
+            seen[e.thread_serial] = e
+    return [ThreadInfo((serial, e.thread_id, e.native_thread_id,
+                        names.get(str(e.thread_id)), None))
+            for serial, e in sorted(seen.items())]
 
 
 def _kind(value: Any, what: str) -> str:
@@ -1216,67 +1289,57 @@ def merge(inputs: list, output: PathLike, *, progress: Progress = None) -> dict:
 
     total = sum(os.path.getsize(p) for p in paths)
     done_before = 0
-    parent = os.path.dirname(output)
-    if parent:
-        os.makedirs(parent, exist_ok=True)
-    tmp = f"{output}.tmp{os.getpid()}"
     count = 0
-    try:
-        opener: Any = (lambda p: gzip.open(p, "wt", encoding="utf-8", compresslevel=1)) \
-            if output.endswith(".gz") else (lambda p: open(p, "w", encoding="utf-8"))
-        with opener(tmp) as fh:
-            pending: list[str] = []
+    level = 1 if output.endswith(".gz") else None
+    with open_output(output, "w", compresslevel=level, encoding="utf-8") as fh:
+        pending: list[str] = []
 
-            def out(text: str) -> None:
-                pending.append(text)
-                if len(pending) >= 4096:
-                    fh.write("".join(pending))
-                    pending.clear()
+        def out(text: str) -> None:
+            pending.append(text)
+            if len(pending) >= 4096:
+                fh.write("".join(pending))
+                pending.clear()
 
-            fh.write('{"traceEvents":[\n')
-            first = True
-            for i, (path, ft, pids, default_pid, offset, renames) in enumerate(plans):
-                sink = _MergeSink(out, pids, default_pid, offset, renames, first)
-                size = os.path.getsize(path)
-                step = None
-                if progress is not None:
-                    base = done_before
+        fh.write('{"traceEvents":[\n')
+        first = True
+        for i, (path, ft, pids, default_pid, offset, renames) in enumerate(plans):
+            sink = _MergeSink(out, pids, default_pid, offset, renames, first)
+            size = os.path.getsize(path)
+            step = None
+            if progress is not None:
+                base = done_before
 
-                    def step(done: int, _total: int, base: int = base) -> None:
-                        progress(base + done, total)  # type: ignore[misc]
-                with _named_errors(path):
-                    top, saw = _read(path, sink, step)
-                    again = _frametrace_other(top, saw)
-                if again != ft:
-                    raise ValueError(f"{path}: otherData.frametrace is not the one at the end of "
-                                     f"the file")
-                first = first and sink.sep == ""
-                count += sink.count
-                done_before += size
-                for d in described:
-                    if d["pid"] in sink.process_names and d["process_name"] is None:
-                        d["process_name"] = sink.process_names[d["pid"]]
-            fh.write("".join(pending))
-            pending.clear()
-            merged_other = {
-                "format": FORMAT,
-                "version": VERSION,
-                "merged": True,
-                "origin_ns": ref_origin,
-                "start_ns": min(d["start_ns"] + d["shift_ns"] for d in described),
-                "stop_ns": max(d["stop_ns"] + d["shift_ns"] for d in described),
-                "pid": described[0]["pid"],
-                "dropped": sum(d["dropped"] for d in described),
-                "thread_ids": {},
-                "clock_anchor": {"monotonic_ns": ref_origin, "wall_ns": common_wall},
-                "metadata": {"merged_from": paths, "events": count},
-                "inputs": described,
-            }
-            fh.write('\n],"displayTimeUnit":"ns","otherData":')
-            fh.write(json.dumps({"frametrace": _plain(merged_other)}, separators=(",", ":")))
-            fh.write("}\n")
-        os.replace(tmp, output)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+                def step(done: int, _total: int, base: int = base) -> None:
+                    progress(base + done, total)  # type: ignore[misc]
+            with _named_errors(path):
+                top, saw = _read(path, sink, step)
+                again = _frametrace_other(top, saw)
+            if again != ft:
+                raise ValueError(f"{path}: otherData.frametrace is not the one at the end of "
+                                 f"the file")
+            first = first and sink.sep == ""
+            count += sink.count
+            done_before += size
+            for d in described:
+                if d["pid"] in sink.process_names and d["process_name"] is None:
+                    d["process_name"] = sink.process_names[d["pid"]]
+        fh.write("".join(pending))
+        pending.clear()
+        merged_other = {
+            "format": FORMAT,
+            "version": VERSION,
+            "merged": True,
+            "origin_ns": ref_origin,
+            "start_ns": min(d["start_ns"] + d["shift_ns"] for d in described),
+            "stop_ns": max(d["stop_ns"] + d["shift_ns"] for d in described),
+            "pid": described[0]["pid"],
+            "dropped": sum(d["dropped"] for d in described),
+            "thread_ids": {},
+            "clock_anchor": {"monotonic_ns": ref_origin, "wall_ns": common_wall},
+            "metadata": {"merged_from": paths, "events": count},
+            "inputs": described,
+        }
+        fh.write('\n],"displayTimeUnit":"ns","otherData":')
+        fh.write(json.dumps({"frametrace": _plain(merged_other)}, separators=(",", ":")))
+        fh.write("}\n")
     return merged_other

@@ -858,7 +858,9 @@ class _Agent:
                 count = export.write_chrome(path, tracer, process_name=process_name,
                                             thread_names=names, steps=steps, metadata=metadata)
         except Exception as exc:  # noqa: BLE001
-            return {"error": f"could not write the trace to {path}: {exc}"}
+            from ._output import reason
+
+            return {"error": f"could not write the trace to {path}: {reason(exc)}"}
         threads = sum(1 for tid, _ in tracer._threads if tid != self.thread_id)
         return {"done": {"path": path, "events": count, "threads": threads,
                          "dropped": tracer.dropped, "start_ns": tracer.start_ns,

@@ -50,6 +50,8 @@ import zlib
 from collections.abc import Sequence as _SequenceABC
 from typing import IO, Any, Iterable, Mapping, NamedTuple, Optional, Sequence, Union
 
+from ._output import open_output
+
 __all__ = [
     "SORT_KEYS",
     "SummaryRow",
@@ -74,11 +76,45 @@ _WEIGHTS = ("self", "calls")
 # ---- input ------------------------------------------------------------------
 
 
-def _source(events: Any) -> tuple[Sequence[Any], dict[Any, str]]:
-    """(events, thread_names) of a list of events or a Trace."""
-    names: dict[Any, str] = {}
+class _Names:
+    """The threads' names of a report: a Trace's own per thread (by
+    thread_serial, Trace.threads), its thread_names and the caller's (by
+    thread_id).  A name by thread_id names a thread only where no other
+    thread of the events had that id (CPython reuses idents), or the thread
+    has no name of its own."""
+
+    def __init__(self, serial: dict[int, str], ident: dict[Any, str]) -> None:
+        self.serial = serial
+        self.ident = ident
+        self.given: dict[Any, str] = {}
+
+    def of(self, key: Any, tid: Any, shared: bool) -> Optional[str]:
+        if not shared and tid in self.given:
+            return self.given[tid]
+        own = self.serial.get(key)
+        if own is not None:
+            return own
+        return None if shared else self.ident.get(tid)
+
+
+def _thread_key(serial: Any, tid: Any) -> Any:
+    """How the reports tell threads apart: thread_serial, or thread_id for an
+    event with none (0)."""
+    return serial if serial else tid
+
+
+def _source(events: Any) -> tuple[Sequence[Any], _Names]:
+    """(events, thread names) of a list of events or a Trace."""
+    names = _Names({}, {})
     if not isinstance(events, (list, tuple)) and hasattr(events, "events"):
-        names = dict(getattr(events, "thread_names", None) or {})
+        names.ident = dict(getattr(events, "thread_names", None) or {})
+        for t in getattr(events, "threads", None) or ():
+            try:
+                serial, name = t[0], t[3]
+            except (TypeError, IndexError, KeyError):
+                continue
+            if type(serial) is int and serial > 0 and isinstance(name, str):
+                names.serial[serial] = name
         events = events.events
     if isinstance(events, (str, bytes)) or not isinstance(events, Iterable):
         raise TypeError(f"events must be a list of frametrace.Event (tracer.getEvents()) "
@@ -96,12 +132,22 @@ def _source(events: Any) -> tuple[Sequence[Any], dict[Any, str]]:
     return events, names
 
 
-def _thread_names(default: dict[Any, str], given: Optional[Mapping[Any, str]]) -> dict[Any, str]:
+def _thread_names(default: _Names, given: Optional[Mapping[Any, str]]) -> _Names:
     if given is None:
         return default
     if not isinstance(given, Mapping):
         raise TypeError(f"thread_names must be a mapping {{thread_id: name}}, not {type(given).__name__}")
-    return dict(given)
+    default.given = dict(given)
+    return default
+
+
+def _shared_idents(idents: Mapping[Any, Any]) -> set:
+    """The thread_ids that several threads (thread keys) of the events had."""
+    seen: set = set()
+    shared: set = set()
+    for tid in idents.values():
+        (shared if tid in seen else seen).add(tid)
+    return shared
 
 
 class _BadEvents(ValueError):
@@ -148,8 +194,9 @@ class _Functions:
         totals: list[int] = []
         capped: list[bool] = []
         active: list[int] = []  # activations of fid on its thread's stack now
-        roots: dict[Any, int] = {}  # thread_id -> sum of root durations
+        roots: dict[Any, int] = {}  # thread key -> sum of root durations
         stacks: dict[Any, list[int]] = {}
+        idents: dict[Any, Any] = {}  # thread key -> thread_id
         ev_fid: list[int] = []
         # Edges: eid of (caller fid, callee fid).
         eids: dict[tuple[int, int], int] = {}
@@ -162,8 +209,11 @@ class _Functions:
         ev_edge: list[int] = []
 
         try:
-            for i, (name, filename, lineno, kind, tid, _ntid, start, end, _depth, parent,
-                    _oas, oast, _serial, _oal) in enumerate(events):
+            for i, (name, filename, lineno, kind, ident, _ntid, start, end, _depth, parent,
+                    _oas, oast, serial, _oal) in enumerate(events):
+                tid = _thread_key(serial, ident)
+                if tid not in idents:
+                    idents[tid] = ident
                 key = (name, filename, lineno, kind, tid)
                 fid = ids.get(key)
                 if fid is None:
@@ -249,6 +299,7 @@ class _Functions:
         self.ett = ett
         self.ect = ect
         self.threads = list(stacks)  # in order of first event
+        self.idents = idents
 
     @staticmethod
     def _restack(events: Sequence[Any], i: int, parent: int, tid: Any, stack: list[int],
@@ -294,6 +345,9 @@ class SummaryRow(NamedTuple):
     mean_ns: float
     share: float
     capped: bool
+    thread_serial: Any = None
+    """The thread's thread_serial in a per-thread table (None: all threads,
+    or events with no serial)."""
 
     @property
     def function(self) -> str:
@@ -305,15 +359,31 @@ def _ms(ns: float) -> str:
     return f"{ns / 1e6:.3f}"
 
 
+class _ThreadTables(dict):
+    """SummaryTable.threads: {thread_serial: table}; a thread_id also finds
+    its thread's table where one thread only had that id."""
+
+    def __missing__(self, key: Any) -> "SummaryTable":
+        found = [t for t in self.values() if t.thread_id == key and t.thread_serial is not None]
+        if len(found) == 1:
+            return found[0]
+        raise KeyError(key)
+
+
 class SummaryTable:
     """The result of ``summary()``: ``rows`` (``SummaryRow``s, sorted and
     limited), ``str(table)`` an aligned text table, ``table.print()``.
 
     ``traced_ns`` is the share denominator (sum of root durations),
     ``functions`` and ``calls`` count every function and call before the
-    limit.  With ``per_thread=True``, ``threads`` maps each thread_id to its
-    own table (sorted and limited on its own, shares of that thread's traced
-    time), and ``rows`` is their rows, thread after thread."""
+    limit.  With ``per_thread=True``, ``threads`` maps each thread's
+    thread_serial (its thread_id for events with no serial) to its own table
+    (sorted and limited on its own, shares of that thread's traced time;
+    ``thread_id``, ``thread_serial`` and ``thread_name`` say which thread),
+    and ``rows`` is their rows, thread after thread.  Threads that had the
+    same thread_id (CPython reuses idents) are separate tables, labelled
+    ``thread <id> #<serial>``; ``threads[thread_id]`` also finds the table
+    of the one thread that had that id."""
 
     def __init__(self, rows: list[SummaryRow], *, traced_ns: int, functions: int, calls: int,
                  sort: str, limit: Optional[int], thread_id: Any = None,
@@ -326,6 +396,8 @@ class SummaryTable:
         self.sort = sort
         self.limit = limit
         self.thread_id = thread_id
+        self.thread_serial: Any = None
+        self.ident_shared = False  # another thread of the events had this thread_id
         self.thread_name = thread_name
         self.threads: dict[Any, SummaryTable] = threads if threads is not None else {}
 
@@ -358,7 +430,9 @@ class SummaryTable:
         lines = []
         if self.thread_id is not None:
             named = f" ({self.thread_name})" if self.thread_name else ""
-            lines.append(f"thread {self.thread_id}{named}")
+            which = (f" #{self.thread_serial}"
+                     if self.ident_shared and self.thread_serial is not None else "")
+            lines.append(f"thread {self.thread_id}{which}{named}")
         shown = (f"; top {len(self.rows)} shown" if len(self.rows) < self.functions else "")
         lines.append(f"{self.functions} functions, {self.calls} calls, {_ms(self.traced_ns)} ms "
                      f"traced (sum of root durations); sorted by {self.sort}{shown}")
@@ -410,14 +484,14 @@ def _check_choice(what: str, value: Any, choices: tuple[str, ...]) -> str:
 
 
 def _table(acc: dict[tuple[Any, ...], list[Any]], traced: int, sort: str, limit: Optional[int],
-           thread_id: Any, thread_name: Optional[str]) -> SummaryTable:
+           thread_id: Any, thread_name: Optional[str], thread_serial: Any = None) -> SummaryTable:
     rows = []
     ncalls = 0
     for (name, filename, lineno, kind), (calls, prim, total, self_ns, capped) in acc.items():
         ncalls += calls
         rows.append(SummaryRow(name, filename, lineno, kind, thread_id, calls, prim, total,
                                self_ns, total / calls if calls else 0.0,
-                               self_ns / traced if traced else 0.0, capped))
+                               self_ns / traced if traced else 0.0, capped, thread_serial))
     rows.sort(key=_SORTERS[sort])
     functions = len(rows)
     if limit is not None:
@@ -443,9 +517,11 @@ def summary(events: Any, *, sort: str = "self", limit: Optional[int] = 30,
 
     sort: "self" (default), "total", "calls", "mean" (descending) or "name"
     (ascending); ties by name, file, line.  limit: at most this many rows
-    (None: all).  per_thread: one table per thread_id in ``table.threads``
-    (each sorted, limited and shared on its own); ``table.rows`` then holds
-    their rows one thread after another, each with its thread_id.
+    (None: all).  per_thread: one table per thread in ``table.threads``,
+    keyed by thread_serial (each OS thread its own, whatever the reuse of
+    thread ids; each sorted, limited and shared on its own); ``table.rows``
+    then holds their rows one thread after another, each with its thread_id
+    and thread_serial.
     thread_names ({thread_id: name}, default a Trace's) label the threads.
     """
     sort = _check_choice("sort", sort, SORT_KEYS)
@@ -455,11 +531,19 @@ def summary(events: Any, *, sort: str = "self", limit: Optional[int] = 30,
     fs = _Functions(evs)
     keys, calls, prim, totals, selfs, capped = fs.keys, fs.calls, fs.prim, fs.totals, fs.selfs, fs.capped
     if per_thread:
-        per: dict[Any, dict[tuple[Any, ...], list[Any]]] = {tid: {} for tid in fs.threads}
+        per: dict[Any, dict[tuple[Any, ...], list[Any]]] = {tk: {} for tk in fs.threads}
         for fid, key in enumerate(keys):
             per[key[4]][key[:4]] = [calls[fid], prim[fid], totals[fid], selfs[fid], capped[fid]]
-        tables = {tid: _table(acc, fs.roots.get(tid, 0), sort, limit, tid, names.get(tid))
-                  for tid, acc in per.items()}
+        shared = _shared_idents(fs.idents)
+        tables = _ThreadTables()
+        for tk, tacc in per.items():
+            tid = fs.idents[tk]
+            serial = tk if tk != tid else None
+            table = _table(tacc, fs.roots.get(tk, 0), sort, limit, tid,
+                           names.of(tk, tid, tid in shared), serial)
+            table.thread_serial = serial
+            table.ident_shared = tid in shared
+            tables[tk] = table
         return SummaryTable([r for t in tables.values() for r in t.rows],
                             traced_ns=sum(fs.roots.values()),
                             functions=len({k[:4] for k in keys}), calls=sum(calls), sort=sort,
@@ -562,17 +646,9 @@ def write_pstats(events: Any, path: PathLike, *, qualnames: bool = False) -> str
     for label, (pc, nc, tt, ct, callers) in stats.items():
         out[label] = (pc, nc, tt / 1e9, ct / 1e9,
                       {k: (v[0], v[1], v[2] / 1e9, v[3] / 1e9) for k, v in callers.items()})
-    path = _prepare(path)
-    with open(path, "wb") as fh:
-        marshal.dump(out, fh)
-    return path
-
-
-def _prepare(path: PathLike) -> str:
     path = os.fspath(path)
-    parent = os.path.dirname(path)
-    if parent:
-        os.makedirs(parent, exist_ok=True)
+    with open_output(path, "wb") as fh:
+        marshal.dump(out, fh)
     return path
 
 
@@ -592,10 +668,14 @@ class _Paths:
         calls: list[int] = []
         capped: list[bool] = []
         ev_path: list[int] = []
-        threads: dict[Any, int] = {}  # thread_id -> sum of root durations, first-seen order
+        threads: dict[Any, int] = {}  # thread key -> sum of root durations, first-seen order
+        idents: dict[Any, Any] = {}  # thread key -> thread_id
         try:
-            for i, (name, filename, lineno, kind, tid, _ntid, start, end, _depth, parent,
-                    _oas, oast, _serial, _oal) in enumerate(events):
+            for i, (name, filename, lineno, kind, ident, _ntid, start, end, _depth, parent,
+                    _oas, oast, serial, _oal) in enumerate(events):
+                tid = _thread_key(serial, ident)
+                if tid not in idents:
+                    idents[tid] = ident
                 d = end - start
                 if parent < 0:
                     if parent != -1:
@@ -637,6 +717,7 @@ class _Paths:
         self.calls = calls
         self.capped = capped
         self.threads = threads
+        self.idents = idents
 
     def children(self) -> list[list[int]]:
         kids: list[list[int]] = [[] for _ in self.parents]
@@ -653,9 +734,13 @@ def _frame(info: tuple[Any, ...]) -> str:
     return _UNSAFE.sub(lambda m: ":" if m.group() == ";" else " ", _display(*info[:4]))
 
 
-def _thread_label(tid: Any, names: Mapping[Any, str]) -> str:
-    name = names.get(tid)
-    return f"{name} (thread {tid})" if name else f"thread {tid}"
+def _thread_label(key: Any, idents: Mapping[Any, Any], shared: set, names: _Names) -> str:
+    """"name (thread <thread_id>)"; where several threads had that id, its
+    serial too: "name (thread <thread_id> #<serial>)"."""
+    tid = idents.get(key, key)
+    name = names.of(key, tid, tid in shared)
+    which = f"thread {tid} #{key}" if tid in shared else f"thread {tid}"
+    return f"{name} ({which})" if name else which
 
 
 def collapsed_stacks(events: Any, *, weight: str = "self", threads: bool = True,
@@ -681,6 +766,7 @@ def collapsed_stacks(events: Any, *, weight: str = "self", threads: bool = True,
     evs, default_names = _source(events)
     names = _thread_names(default_names, thread_names)
     paths = _Paths(evs)
+    shared = _shared_idents(paths.idents)
     values = paths.selfs if weight == "self" else paths.calls
     labels: list[str] = []
     out: dict[str, int] = {}
@@ -689,7 +775,8 @@ def collapsed_stacks(events: Any, *, weight: str = "self", threads: bool = True,
         if pp >= 0:
             label = labels[pp] + ";" + _frame(info)
         elif threads:
-            label = _frame((_thread_label(info[4], names), "", 0, "c")) + ";" + _frame(info)
+            label = (_frame((_thread_label(info[4], paths.idents, shared, names), "", 0, "c"))
+                     + ";" + _frame(info))
         else:
             label = _frame(info)
         labels.append(label)
@@ -709,8 +796,8 @@ def write_collapsed(events: Any, path: PathLike, *, weight: str = "self", thread
     (UTF-8); returns the path.  ``flamegraph.pl path > out.svg``, or open it
     in speedscope."""
     lines = collapsed_stacks(events, weight=weight, threads=threads, thread_names=thread_names)
-    path = _prepare(path)
-    with open(path, "w", encoding="utf-8", errors="surrogateescape", newline="\n") as fh:
+    path = os.fspath(path)
+    with open_output(path, "w", encoding="utf-8", errors="surrogateescape", newline="\n") as fh:
         for line in lines:
             fh.write(line + "\n")
     return path
@@ -824,6 +911,7 @@ def write_flamegraph_svg(events: Any, path: PathLike, *, title: str = "frametrac
     evs, default_names = _source(events)
     names = _thread_names(default_names, thread_names)
     paths = _Paths(evs)
+    shared = _shared_idents(paths.idents)
     kids = paths.children()
     traced = sum(paths.threads.values())
     roots_of: dict[Any, list[int]] = {tid: [] for tid in paths.threads}
@@ -853,7 +941,7 @@ def write_flamegraph_svg(events: Any, path: PathLike, *, title: str = "frametrac
             tsum = paths.threads[tid]
             w = tsum * scale
             if w >= _MIN_PX:
-                tl = _thread_label(tid, names)
+                tl = _thread_label(tid, paths.idents, shared, names)
                 frames.append((1, _PAD + x_ns * scale, w, tl, tip(tl, tsum, None, None, False), ""))
                 max_level = max(max_level, 1)
                 todo = []
@@ -909,7 +997,7 @@ def write_flamegraph_svg(events: Any, path: PathLike, *, title: str = "frametrac
     if frames:
         out.append(_ZOOM_SCRIPT % {"pad": _PAD, "inner": inner, "char_w": _CHAR_W})
     out.append("</svg>\n")
-    path = _prepare(path)
-    with open(path, "w", encoding="utf-8", newline="\n") as fh:
+    path = os.fspath(path)
+    with open_output(path, "w", encoding="utf-8", newline="\n") as fh:
         fh.writelines(out)
     return path

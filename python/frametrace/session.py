@@ -82,6 +82,11 @@ class Trace:
     tracer: Optional[Tracer] = field(default=None, repr=False, compare=False)
     """The stopped tracer the events came from (None: no Python tracing);
     the exporters stream from its records."""
+    threads: list = field(default_factory=list)
+    """[frametrace.ThreadInfo(serial, thread_id, native_thread_id, name,
+    dropped)], one per traced OS thread in serial order: each its own, where
+    thread_names and dropped_by_thread (keyed by thread_id) merge threads
+    that had the same ident (thread_names: the latest one's name)."""
 
     def metadata(self) -> dict:
         for field_name in ("dropped_by_thread", "thread_names"):
@@ -98,6 +103,7 @@ class Trace:
             "dropped": self.dropped,
             "dropped_by_thread": {str(k): v for k, v in self.dropped_by_thread.items()},
             "thread_names": {str(k): v for k, v in self.thread_names.items()},
+            "threads": [list(t) for t in self.threads],
         }
 
     def to_chrome(self, path: Union[str, "os.PathLike[str]"], *,
@@ -418,6 +424,7 @@ class Profile:
             dropped_by_thread=(tracer.dropped_by_thread or {}) if tracer is not None else {},
             pid=os.getpid(),
             thread_names=_thread_names(tracer),
+            threads=tracer.threads if tracer is not None else [],
             cycle=window.cycle,
             tracer=tracer,
         )

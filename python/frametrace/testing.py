@@ -21,7 +21,7 @@ from __future__ import annotations
 import collections
 import difflib
 from collections.abc import Sequence
-from typing import Iterable
+from typing import Any, Iterable
 
 from ._tracer import Event
 
@@ -146,10 +146,16 @@ def assert_valid_trace(events: Sequence[Event], start_ns: int, stop_ns: int) -> 
         )
 
 
+def _thread_of(ev: Any) -> Any:
+    """An event's thread: thread_serial (unique per OS thread, whatever the
+    reuse of idents), or thread_id for an event with none (0)."""
+    return ("serial", ev.thread_serial) if ev.thread_serial else ("ident", ev.thread_id)
+
+
 def _nesting_problems(events: Sequence[Event]) -> list[str]:
     """What assert_well_nested() reports, for events already checked."""
     problems: list[str] = []
-    siblings: dict[tuple[int, int], list[int]] = collections.defaultdict(list)
+    siblings: dict[tuple[Any, int], list[int]] = collections.defaultdict(list)
     for i, ev in enumerate(events):
         here = _Lazy(events, i)
         if ev.end_ns < ev.start_ns:
@@ -157,7 +163,7 @@ def _nesting_problems(events: Sequence[Event]) -> list[str]:
         if ev.parent == -1:
             if ev.depth != 0:
                 problems.append(f"{here}: a root (parent -1) must have depth 0")
-            siblings[(ev.thread_id, -1)].append(i)
+            siblings[(_thread_of(ev), -1)].append(i)
             continue
         if not isinstance(ev.parent, int) or not 0 <= ev.parent < i:
             # Parents come before their children, so a later (or missing)
@@ -170,14 +176,14 @@ def _nesting_problems(events: Sequence[Event]) -> list[str]:
         parent = events[ev.parent]
         # The related event goes on its own, further indented line.
         of_parent = _Lazy(events, ev.parent, "its parent\n    ")
-        if parent.thread_id != ev.thread_id:
+        if _thread_of(parent) != _thread_of(ev) or parent.thread_id != ev.thread_id:
             problems.append(f"{here}: is on another thread than {of_parent}")
             continue
         if ev.start_ns < parent.start_ns or ev.end_ns > parent.end_ns:
             problems.append(f"{here}: is not within {of_parent}")
         if ev.depth != parent.depth + 1:
             problems.append(f"{here}: depth should be {parent.depth + 1}, one more than {of_parent}")
-        siblings[(ev.thread_id, ev.parent)].append(i)
+        siblings[(_thread_of(ev), ev.parent)].append(i)
     for group in siblings.values():
         group.sort(key=lambda k: (events[k].start_ns, events[k].end_ns))
         for a, b in zip(group, group[1:]):

@@ -197,6 +197,7 @@ def test_fuzz_merge(data):
         assert isinstance(loaded.value, frametrace.MergedTrace)
         _check_loaded(loaded.value)
         where = os.fsdecode(os.fspath(output))
-        prefix = os.path.basename(where) + ".tmp"
+        prefix = "." + os.path.basename(where) + "."  # frametrace._output's temporaries
         assert not [name for name in os.listdir(os.path.dirname(where) or ".")
-                    if name.startswith(prefix)], "merge left its temporary file"
+                    if name.startswith(prefix) and name.endswith(".tmp")], \
+            "merge left its temporary file"

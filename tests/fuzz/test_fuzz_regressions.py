@@ -45,9 +45,11 @@ def test_regression_list_instead_of_tuple_is_systemerror(call, tmp_path):
     calls = {
         "replay": lambda: _testing.replay([[0, "call", 1]], base_ts=0, stop_ns=10),
         "ticks_to_ns": lambda: _testing.ticks_to_ns([[0, 0]], [1]),
-        "perfetto_track": lambda: tracer._write_perfetto(path, pid=1, process_name="p", thread_names={},
+        "perfetto_track": lambda: tracer._write_perfetto(path, pid=1, process_name="p",
+                                                         thread_names=[None] * len(tracer._threads),
                                                          tracks=[["t", 0, []]]),
-        "perfetto_span": lambda: tracer._write_perfetto(path, pid=1, process_name="p", thread_names={},
+        "perfetto_span": lambda: tracer._write_perfetto(path, pid=1, process_name="p",
+                                                        thread_names=[None] * len(tracer._threads),
                                                         tracks=[("t", 0, [["s", 0, 1]])]),
     }
     with pytest.raises(TypeError):
@@ -122,7 +124,8 @@ def test_regression_write_perfetto_tracks_mutated_while_parsed(which):
             spans.append((Name("span"), Index(spans), 5))
             tracks.append((Name("track"), 0, spans))
         try:
-            tracer._write_perfetto("/dev/null", pid=1, process_name="p", thread_names={{}}, tracks=tracks)
+            tracer._write_perfetto("/dev/null", pid=1, process_name="p",
+                                   thread_names=[None] * len(tracer._threads), tracks=tracks)
         except Exception as exc:
             error = exc
         else:
@@ -160,9 +163,10 @@ def test_regression_write_perfetto_tracer_cleared_midway(where):
             def __index__(self):
                 tracer.clear()
                 return 0
-        names, tracks = {{}}, []
+        # thread_names is one name per thread now (a list): no key to compare.
+        names, tracks = [None] * len(tracer._threads), []
         if where == "thread_names_key":
-            names[Key()] = "x"
+            names[0] = Key()
         else:
             tracks.append(("t", Index(), []))
         import tempfile, os

@@ -137,7 +137,7 @@ def test_misuse(tmp_path):
                                thread_names={}, tracks=[("bad", 0, [("x", "no", 1)])])
     tracer.clear()
     with pytest.raises(RuntimeError):
-        tracer._write_perfetto(str(tmp_path / "x"), pid=1, process_name="p", thread_names={}, tracks=[])
+        tracer._write_perfetto(str(tmp_path / "x"), pid=1, process_name="p", thread_names=[], tracks=[])
 
 
 def test_progress_of_long_exports(tmp_path):

@@ -221,7 +221,8 @@ def test_summary_and_reports_of_a_loaded_trace(tmp_path):
     assert table.rows == reports.summary(events, limit=None).rows
     assert any(r.name == "leaf" for r in table.rows)
     per = reports.summary(trace, per_thread=True, limit=None)
-    assert set(per.threads) == {e.thread_id for e in events}
+    assert set(per.threads) == {e.thread_serial for e in events}  # keyed by serial
+    assert {per.threads[e.thread_id].thread_id for e in events} == {e.thread_id for e in events}
     trace.to_flamegraph_svg(tmp_path / "t.svg")
     assert (tmp_path / "t.svg").read_text().startswith("<?xml")
 

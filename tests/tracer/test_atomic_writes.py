@@ -1,0 +1,212 @@
+"""A trace file that exists is complete (issue 16, item 2): every writer
+writes a temporary next to the target and renames it over the target only
+once complete; an interruption or a write error leaves the target as it
+was, no temporary behind, and an error that says why.  Targets that are not
+regular files are written in place.  Write errors under a file-size limit,
+the CLI and the pytest plugin: tests/system/test_write_errors.py."""
+import errno
+import json
+import os
+import stat
+import threading
+
+import pytest
+
+import frametrace
+from frametrace import reports
+from frametrace.export import trace_document, write_chrome, write_json, write_perfetto
+from frametrace.loader import merge, read_other_data
+from targets import calls
+
+PREVIOUS = b"the previous trace\n"
+C_WRITERS = [(write_chrome, "t.json"), (write_chrome, "t.json.gz"),
+             (write_perfetto, "t.pftrace"), (write_perfetto, "t.pftrace.gz")]
+
+
+@pytest.fixture
+def long_trace():
+    """A stopped tracer with more than 2**20 events: the C writers call
+    their progress callback once."""
+    def loop(n):
+        for i in range(n):
+            calls.leaf(i)
+
+    with frametrace.Tracer(buffer_size=1 << 22, c_calls=False) as tracer:
+        loop(1_100_000)
+    return tracer
+
+
+@pytest.fixture
+def short_trace(tmp_path_factory):
+    """(tracer, Trace, chrome trace file) of a small program."""
+    with frametrace.Tracer(c_calls=False) as tracer:
+        calls.branch(5)
+    source = tmp_path_factory.mktemp("source") / "source.json"
+    write_chrome(source, tracer)
+    return tracer, frametrace.load(source), source
+
+
+def every_writer(tracer, trace, source, compressed=True):
+    """name -> write(path) for each writer of a file; " gz": to path + ".gz"."""
+    writers = {
+        "write_chrome": lambda p: write_chrome(p, tracer),
+        "write_chrome gz": lambda p: write_chrome(str(p) + ".gz", tracer),
+        "write_perfetto": lambda p: write_perfetto(p, tracer),
+        "write_perfetto gz": lambda p: write_perfetto(str(p) + ".gz", tracer),
+        "Trace.save": lambda p: trace.save(p),
+        "Trace.save gz": lambda p: trace.save(str(p) + ".gz"),
+        "write_pstats": lambda p: reports.write_pstats(trace, p),
+        "write_collapsed": lambda p: reports.write_collapsed(trace, p),
+        "write_flamegraph_svg": lambda p: reports.write_flamegraph_svg(trace, p),
+        "merge": lambda p: merge([source], p),
+    }
+    return {k: v for k, v in writers.items() if compressed or not k.endswith(" gz")}
+
+
+def leftovers(directory):
+    """Temporary files of frametrace._output left in directory."""
+    return [n for n in os.listdir(directory) if n.startswith(".") and n.endswith(".tmp")]
+
+
+@pytest.mark.parametrize("writer,name", C_WRITERS, ids=[n for _, n in C_WRITERS])
+def test_interrupted_export_leaves_the_target_as_it_was(long_trace, tmp_path, writer, name):
+    target = tmp_path / name
+    seen = []
+
+    def interrupt(done, total):
+        seen.append(done)
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        writer(target, long_trace, progress=interrupt)
+    assert seen == [1 << 20]
+    assert os.listdir(tmp_path) == []  # no part of a trace, no temporary
+    target.write_bytes(PREVIOUS)
+    with pytest.raises(KeyboardInterrupt):
+        writer(target, long_trace, progress=interrupt)
+    assert os.listdir(tmp_path) == [name]
+    assert target.read_bytes() == PREVIOUS
+    if name == "t.json":
+        # The same export, not interrupted, replaces it.
+        assert writer(target, long_trace) > 1 << 20
+        assert os.listdir(tmp_path) == [name]
+        assert read_other_data(target)["stop_ns"] == long_trace.stop_ns
+
+
+def test_an_interrupted_export_to_a_fifo_does_not_end_like_a_trace(long_trace, tmp_path):
+    # Written in place: the reader gets what was written up to the
+    # interruption, without the closing part that would make it valid.
+    fifo = tmp_path / "pipe.json"
+    os.mkfifo(fifo)
+    tail = bytearray()
+
+    def read():
+        with open(fifo, "rb") as f:
+            while chunk := f.read(1 << 20):
+                tail[:] = (bytes(tail) + chunk)[-4096:]
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+
+    def interrupt(done, total):
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        write_chrome(fifo, long_trace, progress=interrupt)
+    reader.join(timeout=120)  # not a timing check: the writer has closed the FIFO
+    assert not reader.is_alive()
+    assert b'"ph":"X"' in tail  # events came through
+    # A whole trace ends with otherData and "}\n".
+    assert b"otherData" not in tail and not tail.endswith(b"}\n")
+
+
+def test_a_failure_while_writing_json_leaves_the_target_as_it_was(long_trace, tmp_path):
+    # json.dump streams: what it wrote before the unserializable value was
+    # in the file before.
+    target = tmp_path / "doc.json"
+    target.write_bytes(PREVIOUS)
+    doc = trace_document(long_trace.getEvents()[:100_000])
+    with pytest.raises(TypeError):
+        write_json(target, {**doc, "z": object()})
+    assert os.listdir(tmp_path) == ["doc.json"]
+    assert target.read_bytes() == PREVIOUS
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o002, 0o077])
+def test_files_get_the_mode_the_umask_gives(short_trace, tmp_path, umask):
+    old = os.umask(umask)
+    try:
+        for name, write in every_writer(*short_trace).items():
+            directory = tmp_path / name.replace(" ", "_")
+            directory.mkdir()
+            write(directory / "out")
+            (written,) = os.listdir(directory)
+            mode = stat.S_IMODE(os.stat(directory / written).st_mode)
+            assert mode == 0o666 & ~umask, (name, oct(mode))
+    finally:
+        os.umask(old)
+
+
+def test_write_errors_say_why_and_name_the_file(short_trace):
+    # /dev/full: a character device, written in place; every write fails
+    # with ENOSPC.
+    for name, write in every_writer(*short_trace, compressed=False).items():
+        path = "/dev/full"
+        with pytest.raises(OSError) as info:
+            write(path)
+        assert info.value.errno == errno.ENOSPC, name
+        message = str(info.value)
+        assert "No space left on device" in message and path in message, (name, message)
+
+
+def test_devices_and_fifos_are_written_in_place(short_trace, tmp_path):
+    tracer, trace, source = short_trace
+    for name, write in every_writer(*short_trace, compressed=False).items():
+        assert write("/dev/null") is not None, name
+    fifo = tmp_path / "pipe.json"
+    os.mkfifo(fifo)
+    for name, write in {"write_chrome": lambda p: write_chrome(p, tracer),
+                        "Trace.save": lambda p: trace.save(p),
+                        "merge": lambda p: merge([source], p)}.items():
+        got = []
+        reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()), daemon=True)
+        reader.start()
+        try:
+            write(fifo)
+        except BaseException:
+            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))  # lets the reader end
+            raise
+        assert stat.S_ISFIFO(os.stat(fifo).st_mode), name  # not replaced by a file
+        reader.join(timeout=120)  # not a timing check: the writer has closed the FIFO
+        assert got and json.loads(got[0]), name  # the whole document came through
+    assert os.listdir(tmp_path) == ["pipe.json"]
+
+
+def test_a_symbolic_link_keeps_pointing_at_the_new_file(short_trace, tmp_path):
+    tracer, _, _ = short_trace
+    real = tmp_path / "real.json"
+    real.write_bytes(PREVIOUS)
+    link = tmp_path / "link.json"
+    link.symlink_to(real)
+    write_chrome(link, tracer)
+    assert link.is_symlink() and os.readlink(link) == str(real)
+    assert len(frametrace.load(real).events) == len(tracer.getEvents())
+    assert sorted(os.listdir(tmp_path)) == ["link.json", "real.json"]
+
+
+def test_no_temporary_left_after_success_or_failure(short_trace, tmp_path):
+    writers = every_writer(*short_trace)
+    for name, write in writers.items():
+        write(tmp_path / "ok" / name.replace(" ", "_"))
+    assert leftovers(tmp_path / "ok") == []
+    # A directory where the file should be: opening it fails.
+    for name, write in writers.items():
+        path = tmp_path / "bad" / name.replace(" ", "_")
+        target = path.with_name(path.name + ".gz") if name.endswith(" gz") else path
+        target.mkdir(parents=True)
+        (target / "inside").write_bytes(PREVIOUS)
+        with pytest.raises(OSError):
+            write(path)
+        assert os.listdir(target) == ["inside"], name
+        assert (target / "inside").read_bytes() == PREVIOUS, name
+    assert leftovers(tmp_path / "bad") == []
