@@ -761,6 +761,14 @@ uninstall_hooks(ft_tracer *self, int take_stacks)
     }
     /* Silenced first: events from here on record nothing. */
     hook->tracer = NULL;
+#if FT_NEED_CHECKED_WALK
+    /* Where setting another thread's profile function is unsafe (its audit
+     * hooks may let that very thread exit first, CPython gh-137400), each
+     * other thread removes the silenced hook itself at its next event. */
+    if (!FT_ALL_THREADS_CALL_SAFE()) {
+        all_ours = 0;
+    }
+#endif
     if (any_ours) {
         if (all_ours) {
             (void)set_profile_all(self, NULL, NULL);
