@@ -885,6 +885,8 @@ register_existing(ft_tracer *self, PyThreadState *ts, PyObject *names,
 }
 
 static int start_claimed(ft_tracer *self);
+static void latch_stop_at(ft_tracer *self, const ft_anchor *at,
+                          int in_child);
 
 int
 ft_tracer_start(ft_tracer *self)
@@ -918,10 +920,34 @@ ft_tracer_start(ft_tracer *self)
                           "interpreter; stop it first");
         return -1;
     }
+    if (state->stopping != NULL) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "start() called while another frametrace Tracer is "
+                        "stopping (from code its stop() runs, such as an "
+                        "audit hook, or from another thread meanwhile); "
+                        "start once its stop() has returned");
+        return -1;
+    }
+    /* Held to the end: the code start() runs may drop every other
+     * reference. */
+    Py_INCREF(self);
     state->starting = self;
     state->starting_thread = PyThread_get_thread_ident();
+    self->in_call = FT_IN_START;
     int rc = start_claimed(self);
-    state->starting = NULL;
+    self->in_call = FT_IN_NONE;
+    if (state->starting == self) {
+        state->starting = NULL;
+    }
+    if (self->stop_pending) {
+        /* This process is a child forked by code start() ran: it stops as
+         * of the fork, now that start() is done with the hooks. */
+        self->stop_pending = 0;
+        latch_stop_at(self, self->fork_anchored ? &self->fork_anchor : NULL,
+                      1);
+        self->fork_anchored = 0;
+    }
+    Py_DECREF(self);
     return rc;
 }
 
@@ -1107,6 +1133,14 @@ latch_stop_at(ft_tracer *self, const ft_anchor *at, int in_child)
     if (self->phase != FT_PHASE_ACTIVE) {
         return;
     }
+    /* Python code runs below (audit hooks, threading, thread names): held,
+     * and marked as stopping, so that a stop() from there does nothing, and
+     * a clear() or another tracer's start() is refused. */
+    Py_INCREF(self);
+    ft_state *state = self->state;
+    self->in_call = FT_IN_STOP;
+    state->stopping = self;
+    state->stopping_thread = PyThread_get_thread_ident();
     /* Every record was written before this anchor: converted, none can
      * end after stop_ns.  With an earlier anchor, the records after it
      * are past stop_ns: the replay drops them. */
@@ -1139,12 +1173,78 @@ latch_stop_at(ft_tracer *self, const ft_anchor *at, int in_child)
         }
     }
     Py_XDECREF(names);
+    if (state->stopping == self) {
+        state->stopping = NULL;
+    }
+    self->in_call = FT_IN_NONE;
+    Py_DECREF(self);
+}
+
+int
+ft_tracer_stop(ft_tracer *self)
+{
+    if (self->in_call == FT_IN_START) {
+        /* The hooks are half installed: start() finishes first. */
+        PyErr_SetString(PyExc_RuntimeError,
+                        "stop() called while start() is running (from code "
+                        "start() runs, such as an audit hook, or from another "
+                        "thread meanwhile); call stop() once start() has "
+                        "returned");
+        return -1;
+    }
+    /* Inside stop(): the stop is latched already, and finishing. */
+    latch_stop_at(self, NULL, 0);
+    return 0;
+}
+
+int
+ft_check_not_in_call(ft_tracer *self, const char *what)
+{
+    if (self->in_call != FT_IN_NONE) {
+        PyErr_Format(PyExc_RuntimeError, "%s called while %s is running: "
+                     "call it once that has returned", what,
+                     self->in_call == FT_IN_START ? "start()" : "stop()");
+        return -1;
+    }
+    return 0;
 }
 
 void
-ft_tracer_stop(ft_tracer *self)
+ft_tracer_finalize(ft_tracer *self)
 {
+    /* Inside start() or stop() their callers hold the tracer: not here. */
+    if (self->phase != FT_PHASE_ACTIVE || self->in_call != FT_IN_NONE) {
+        return;
+    }
+    ft_saved_exc saved;
+    FT_SAVE_EXC(saved);
     latch_stop_at(self, NULL, 0);
+    FT_RESTORE_EXC(saved);
+}
+
+void
+ft_tracer_silence(ft_tracer *self)
+{
+    if (self->phase != FT_PHASE_ACTIVE) {
+        return;
+    }
+    self->stop_ns = ft_clock_anchor(&self->clock).ns;
+    self->phase = FT_PHASE_STOPPED;
+    if (self->state->active == self) {
+        self->state->active = NULL;
+    }
+    if (self->hook != NULL) {
+        ((ft_hookobject *)self->hook)->tracer = NULL;
+    }
+    for (Py_ssize_t i = 0; self->hooks && i < PyList_GET_SIZE(self->hooks);
+         i++) {
+        ft_hookobject *hook = (ft_hookobject *)PyList_GET_ITEM(self->hooks, i);
+        hook->thread = NULL;
+        hook->tracer = NULL;
+    }
+    if (self->monitor != NULL) {
+        ((ft_hookobject *)self->monitor)->tracer = NULL;
+    }
 }
 
 /* ---- threads started while a tracer is active ----------------------- */
@@ -1334,14 +1434,36 @@ static PyObject *
 after_fork_in_child(PyObject *module, PyObject *Py_UNUSED(ignored))
 {
     ft_state *state = ft_get_state(module);
-    /* A start() another thread was running is not the child's: that
-     * thread is gone, and its start() would never end there. */
-    if (state->starting != NULL
-        && state->starting_thread != PyThread_get_thread_ident()) {
+    unsigned long me = PyThread_get_thread_ident();
+    /* A start() or stop() another thread was running is not the child's:
+     * that thread is gone, and its call would never end there. */
+    ft_tracer *abandoned = NULL;
+    if (state->starting != NULL && state->starting_thread != me) {
+        abandoned = state->starting;
         state->starting = NULL;
+        abandoned->in_call = FT_IN_NONE;
+    }
+    if (state->stopping != NULL && state->stopping_thread != me) {
+        /* Its hooks were silenced before any Python code ran. */
+        state->stopping->in_call = FT_IN_NONE;
+        state->stopping = NULL;
+    }
+    if (abandoned != NULL && abandoned->phase == FT_PHASE_NEW) {
+        /* Not active yet: what that start() had made goes, so that the
+         * tracer can start in the child. */
+        Py_INCREF(abandoned);
+        restore_threading_profile(abandoned);
+        Py_CLEAR(abandoned->hooks);
+        Py_CLEAR(abandoned->hook);
+        Py_DECREF(abandoned);
     }
     ft_tracer *tracer = state->active;
-    if (tracer != NULL) {
+    if (state->starting != NULL) {
+        /* Forked by code this thread's start() runs: that start() goes on
+         * in the child, and stops the tracer when done with the hooks. */
+        state->starting->stop_pending = 1;
+    }
+    else if (tracer != NULL) {
         Py_INCREF(tracer);
         tracer_after_fork_child(tracer);
         Py_DECREF(tracer);

@@ -46,6 +46,11 @@ typedef struct {
      * it meanwhile. */
     struct ft_tracer *starting;
     unsigned long starting_thread;
+    /* The tracer inside its stop(), or NULL: no tracer starts meanwhile
+     * (its removal would take the new one's hook too).  Borrowed: stop()'s
+     * caller (or the finalizer) holds it meanwhile. */
+    struct ft_tracer *stopping;
+    unsigned long stopping_thread;
 } ft_state;
 
 static inline ft_state *
@@ -120,6 +125,15 @@ enum {
     FT_BACKEND_MONITORING,
 };
 
+/* Which of start() and stop() is running, if any: Python code runs inside
+ * both (audit hooks, threading, other threads while the GIL is released),
+ * and may call them, or clear(), again. */
+enum {
+    FT_IN_NONE = 0,
+    FT_IN_START,
+    FT_IN_STOP,
+};
+
 enum {
     FT_PHASE_NEW = 0,
     FT_PHASE_ACTIVE,
@@ -133,6 +147,9 @@ typedef struct ft_tracer {
     uint64_t buffer_size;     /* records per thread */
     int c_calls;              /* record C function calls */
     int phase;                /* FT_PHASE_* */
+    int in_call;              /* FT_IN_*: inside start() or stop() */
+    int stop_pending;         /* a forked child's stop, latched when the
+                                 start() it interrupted returns */
     int64_t start_ns;
     int64_t stop_ns;
     ft_clock clock;           /* ticks of the records -> ns */
@@ -177,8 +194,20 @@ ft_state *ft_state_of_type(PyTypeObject *type);
 int ft_tracer_start(ft_tracer *tracer);
 /* The latched stop: the first call records stop_ns, removes the hook and
  * finds the threads whose recording ended early (displaced); every later
- * call does nothing.  Never fails. */
-void ft_tracer_stop(ft_tracer *tracer);
+ * call does nothing, as does a call from code that stop() runs.
+ * 0, or -1 with a RuntimeError when start() is running. */
+int ft_tracer_stop(ft_tracer *tracer);
+/* Whether clear() may free the records now (not inside start() or stop()):
+ * 0, or -1 with a RuntimeError. */
+int ft_check_not_in_call(ft_tracer *tracer, const char *what);
+/* The tracer's stop when it is about to be freed (tp_finalize): runs Python
+ * code, raises nothing. */
+void ft_tracer_finalize(ft_tracer *tracer);
+/* Makes an active tracer inert without running Python code (tp_clear and
+ * tp_dealloc, after its finalizer): the hooks record nothing from now on,
+ * and go at their thread's next event (setprofile) or stay, inert, with
+ * the tool id (monitoring). */
+void ft_tracer_silence(ft_tracer *tracer);
 /* Frees the tracer's threads (their rings and stacks). */
 void ft_free_threads(ft_tracer *tracer);
 /* The hook object's type (ft_hookobject). */

@@ -131,8 +131,7 @@ tracer_start(ft_tracer *self, PyObject *Py_UNUSED(ignored))
 static PyObject *
 tracer_stop(ft_tracer *self, PyObject *Py_UNUSED(ignored))
 {
-    ft_tracer_stop(self);
-    if (ft_tracer_warn_displaced(self) < 0) {
+    if (ft_tracer_stop(self) < 0 || ft_tracer_warn_displaced(self) < 0) {
         return NULL;
     }
     Py_RETURN_NONE;
@@ -153,8 +152,7 @@ static PyObject *
 tracer_exit(ft_tracer *self, PyObject *const *Py_UNUSED(args),
             Py_ssize_t Py_UNUSED(nargs))
 {
-    ft_tracer_stop(self);
-    if (ft_tracer_warn_displaced(self) < 0) {
+    if (ft_tracer_stop(self) < 0 || ft_tracer_warn_displaced(self) < 0) {
         return NULL;
     }
     Py_RETURN_FALSE;
@@ -201,6 +199,9 @@ tracer_release(ft_tracer *self)
 static PyObject *
 tracer_clear_method(ft_tracer *self, PyObject *Py_UNUSED(ignored))
 {
+    if (ft_check_not_in_call(self, "clear()") < 0) {
+        return NULL;
+    }
     if (self->phase == FT_PHASE_ACTIVE) {
         PyErr_SetString(PyExc_RuntimeError,
                         "clear() called while the tracer is active: call "
@@ -544,17 +545,21 @@ tracer_traverse(ft_tracer *self, visitproc visit, void *arg)
     return ft_functable_traverse(&self->funcs, visit, arg);
 }
 
+/* Unreachable or unreferenced while tracing (state->active and the hooks
+ * point at it without owning it): stopped here, before tp_clear and
+ * tp_dealloc, since stopping runs Python code (audit hooks, threading). */
+static void
+tracer_finalize(ft_tracer *self)
+{
+    ft_tracer_finalize(self);
+}
+
 static int
 tracer_clear(ft_tracer *self)
 {
-    if (self->phase == FT_PHASE_ACTIVE) {
-        /* Unreachable while tracing (state->active and the hooks point at
-         * it without owning it): stop first, or the hooks would dangle. */
-        ft_saved_exc saved;
-        FT_SAVE_EXC(saved);
-        ft_tracer_stop(self);
-        FT_RESTORE_EXC(saved);
-    }
+    /* Still active only if the finalizer ran earlier (a resurrected tracer
+     * started again): made inert in pure C, or the hooks would dangle. */
+    ft_tracer_silence(self);
     Py_CLEAR(self->hooks);
     Py_CLEAR(self->hook);
     Py_CLEAR(self->prev_thread_hook);
@@ -572,10 +577,13 @@ static void
 tracer_dealloc(ft_tracer *self)
 {
     PyTypeObject *type = Py_TYPE(self);
+    if (PyObject_CallFinalizerFromDealloc((PyObject *)self) < 0) {
+        return;  /* resurrected by code the stop ran */
+    }
     PyObject_GC_UnTrack(self);
-    /* Stop before weakref callbacks run Python code: until the hooks are
+    /* Inert before weakref callbacks run Python code: until the hooks are
      * gone, they may touch this tracer. */
-    tracer_clear(self);
+    ft_tracer_silence(self);
     if (self->weakreflist != NULL) {
         PyObject_ClearWeakRefs((PyObject *)self);
     }
@@ -694,6 +702,7 @@ static PyType_Slot tracer_slots[] = {
      "into per-thread ring buffers of buffer_size events."},
     {Py_tp_new, tracer_new},
     {Py_tp_dealloc, tracer_dealloc},
+    {Py_tp_finalize, tracer_finalize},
     {Py_tp_traverse, tracer_traverse},
     {Py_tp_clear, tracer_clear},
     {Py_tp_methods, tracer_methods},

@@ -134,14 +134,20 @@ def test_audit_hook_stopping_the_tracer_during_start():
     run("""
         import sys, frametrace
         stopping = []
+        refused = []
         def audit(event, args):
             if event == "sys.setprofile" and stopping:
-                stopping.pop().stop()
+                try:
+                    stopping.pop().stop()
+                except RuntimeError as exc:
+                    refused.append(exc)
         sys.addaudithook(audit)
         tr = frametrace.Tracer()
         stopping.append(tr)
         tr.start()
-        assert not tr.active and tr.stop_ns is not None
+        # Refused (see test_reentry.py): start() finishes first.
+        assert refused and tr.active
+        tr.stop()
         tr.getEvents()
         del tr
         # Whatever hook was left on the thread is inert, and in no one's way.
