@@ -190,12 +190,9 @@ ft_hook_call(PyObject *hook, PyObject *args, PyObject *kwargs)
     if (tracer != NULL && tracer->backend != FT_BACKEND_SETPROFILE) {
         tracer = NULL;
     }
-    uint64_t tstate_id = PyThreadState_GetID(ts);
-    for (Py_ssize_t i = 0; tracer != NULL && i < tracer->nthreads; i++) {
-        if (tracer->threads[i]->tstate_id == tstate_id) {
-            tracer->threads[i]->hook_restored = 1;
-            break;
-        }
+    ft_thread *th = tracer != NULL ? ft_find_thread(tracer, ts) : NULL;
+    if (th != NULL) {
+        th->hook_restored = 1;
     }
     /* Then as a new thread's first event: the hook of the active tracer, if
      * any, goes back on the thread in C, and the event is recorded. */

@@ -93,9 +93,8 @@ capture_stack(ft_tracer *tracer, PyFrameObject *top, uint32_t **stack,
     return 0;
 }
 
-/* The thread registered with tracer for thread state ts, or NULL. */
-static ft_thread *
-find_thread(const ft_tracer *tracer, PyThreadState *ts)
+ft_thread *
+ft_find_thread(const ft_tracer *tracer, PyThreadState *ts)
 {
     uint64_t tstate_id = PyThreadState_GetID(ts);
     for (Py_ssize_t i = 0; i < tracer->nthreads; i++) {
@@ -114,7 +113,7 @@ static ft_thread *
 register_thread(ft_tracer *tracer, PyThreadState *ts, PyFrameObject *top,
                    int64_t base_ticks)
 {
-    ft_thread *thread = find_thread(tracer, ts);
+    ft_thread *thread = ft_find_thread(tracer, ts);
     if (thread != NULL) {
         /* The thread was registered already (threading's bootstrap
          * replaced the hook start() had installed): go on recording into
@@ -312,7 +311,7 @@ ft_thread *
 ft_thread_of_caller(ft_tracer *tracer, int starting)
 {
     PyThreadState *ts = PyThreadState_Get();
-    ft_thread *th = find_thread(tracer, ts);
+    ft_thread *th = ft_find_thread(tracer, ts);
     if (th == NULL) {
         /* Threads alive at start() were registered then; later ones
          * register here. */
@@ -575,20 +574,6 @@ thread_list_append(thread_list *list, PyThreadState *ts)
     return entry;
 }
 
-#if FT_NEED_CHECKED_WALK
-/* Whether ts (seen with this id) is still a live thread state. */
-static int
-tstate_alive(PyThreadState *ts, uint64_t id)
-{
-    PyThreadState *p = PyInterpreterState_ThreadHead(PyInterpreterState_Get());
-    for (; p != NULL; p = PyThreadState_Next(p)) {
-        if (p == ts) {
-            return PyThreadState_GetID(p) == id;
-        }
-    }
-    return 0;
-}
-#endif
 
 static int
 is_ours(ft_tracer *self, PyThreadState *ts)
@@ -658,7 +643,7 @@ set_profile_checked(ft_tracer *self, Py_tracefunc func, PyObject *arg)
         if (func != NULL && self->phase != FT_PHASE_ACTIVE) {
             break;  /* an audit hook stopped the tracer */
         }
-        if (!tstate_alive(entry->ts, entry->id)
+        if (!tstate_id_alive(entry->id)
             || (func == NULL && !is_ours(self, entry->ts))) {
             continue;
         }
@@ -756,7 +741,7 @@ uninstall_hooks(ft_tracer *self, int take_stacks)
         if (is_ours(self, ts)) {
             any_ours = 1;
             if (take_stacks && func == ft_hook) {
-                take_stop_stack(self, find_thread(self, ts), ts);
+                take_stop_stack(self, ft_find_thread(self, ts), ts);
             }
         }
         else if (func != NULL && !is_inert(func, ft_tstate_profile_obj(ts))) {
@@ -816,7 +801,7 @@ uninstall_hooks(ft_tracer *self, int take_stacks)
     }
     for (size_t i = 0; i < todo.n; i++) {
         thread_entry *entry = &todo.items[i];
-        if (tstate_alive(entry->ts, entry->id) && is_ours(self, entry->ts)
+        if (tstate_id_alive(entry->id) && is_ours(self, entry->ts)
             && _PyEval_SetProfile(entry->ts, NULL, NULL) < 0) {
             /* An audit hook refused: the hook stays, inert. */
             PyErr_WriteUnraisable(NULL);
@@ -849,7 +834,7 @@ take_stop_stacks(ft_tracer *self)
     int gc_was_enabled = PyGC_Disable();
     PyThreadState *ts = PyInterpreterState_ThreadHead(PyInterpreterState_Get());
     for (; ts != NULL; ts = PyThreadState_Next(ts)) {
-        ft_thread *th = find_thread(self, ts);
+        ft_thread *th = ft_find_thread(self, ts);
         if (th != NULL) {
             take_stop_stack(self, th, ts);
         }
@@ -1067,7 +1052,7 @@ start_claimed(ft_tracer *self)
     for (size_t i = 0; rc == 0 && !monitoring && i < entries.n
                        && self->phase == FT_PHASE_ACTIVE; i++) {
         thread_entry *entry = &entries.items[i];
-        if (tstate_alive(entry->ts, entry->id)) {
+        if (tstate_id_alive(entry->id)) {
             rc = _PyEval_SetProfile(entry->ts, ft_hook,
                                     (PyObject *)entry->hook);
         }
@@ -1113,7 +1098,7 @@ mark_threads_at_stop(ft_tracer *self)
 {
     PyThreadState *ts = PyInterpreterState_ThreadHead(PyInterpreterState_Get());
     for (; ts != NULL; ts = PyThreadState_Next(ts)) {
-        ft_thread *th = find_thread(self, ts);
+        ft_thread *th = ft_find_thread(self, ts);
         if (th == NULL) {
             continue;
         }
@@ -1280,7 +1265,7 @@ ft_bootstrap_thread(ft_state *state, PyObject *const *args, Py_ssize_t nargs)
     if (tracer->backend == FT_BACKEND_MONITORING) {
         /* sys.monitoring records this thread already; threading calls this
          * once the thread is in threading._active: only its name is new. */
-        ft_thread *th = find_thread(tracer, PyThreadState_Get());
+        ft_thread *th = ft_find_thread(tracer, PyThreadState_Get());
         if (th != NULL) {
             name_thread(th, names);
         }

@@ -210,6 +210,8 @@ void ft_tracer_finalize(ft_tracer *tracer);
 void ft_tracer_silence(ft_tracer *tracer);
 /* Frees the tracer's threads (their rings and stacks). */
 void ft_free_threads(ft_tracer *tracer);
+/* The thread registered with tracer for thread state ts, or NULL. */
+ft_thread *ft_find_thread(const ft_tracer *tracer, PyThreadState *ts);
 /* The hook object's type (ft_hookobject). */
 extern PyType_Spec ft_hook_spec;
 /* _thread_bootstrap(), the profile function given to threading.setprofile()
