@@ -23,6 +23,10 @@
  *     function on another thread; PyEval_SetProfileAllThreads() is 3.12+,
  *     and until 3.14.1 reads a freed thread state when a thread exits while
  *     its audit hooks run (CPython gh-137400; FT_ALL_THREADS_CALL_SAFE)
+ * private: PyInterpreterState.audit_hooks 3.10+ — the Python audit hooks,
+ *     set aside while every thread's profile function is set, after one
+ *     "sys.setprofile" audit: run per thread, they may let that thread exit
+ *     first, or others run unrecorded (audit_aside.c); no call does it
  * private: _Py_IsFinalizing 3.10-3.12 — whether the interpreter is shutting
  *     down; Py_IsFinalizing() is public from 3.13
  * private: PyThreadState.c_profilefunc 3.10+ — which profile function a

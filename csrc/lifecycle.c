@@ -20,6 +20,7 @@
  * (hook.c, monitor.c), naming C functions (cnames.c), the Tracer type's
  * methods and attributes (tracer.c). */
 #include "state.h"
+#include "audit_aside.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -574,6 +575,42 @@ thread_list_append(thread_list *list, PyThreadState *ts)
     return entry;
 }
 
+/* Setting the profile function of every thread, as one audited act
+ * (audit_aside.c): "sys.setprofile" is audited once, here, where Python code
+ * may run; then, from set_aside() to put_back(), the threads are set with
+ * the Python audit hooks off the interpreter, so that nothing runs between
+ * one thread being set and the next, nor between their stacks being taken
+ * and their hooks going on. */
+typedef struct {
+    PyObject *hooks;  /* what was set aside (NULL: none) */
+    int taken;        /* whether they were (1), or could not be (0) */
+} audit_hooks_aside;
+
+/* 0, or -1 with the exception of an audit hook that refused. */
+static int
+audit_setprofile_once(void)
+{
+    return PySys_Audit("sys.setprofile", NULL);
+}
+
+/* Pure C, like everything until put_back(). */
+static void
+set_aside(audit_hooks_aside *aside)
+{
+    aside->hooks = NULL;
+    aside->taken = ft_audit_hooks_set_aside(&aside->hooks) == 0;
+}
+
+static void
+put_back(audit_hooks_aside *aside)
+{
+    if (aside->taken) {
+        ft_audit_hooks_put_back(aside->hooks);
+        aside->taken = 0;
+        aside->hooks = NULL;
+    }
+}
+
 
 static int
 is_ours(ft_tracer *self, PyThreadState *ts)
@@ -618,9 +655,10 @@ take_stop_stack(ft_tracer *self, ft_thread *th, PyThreadState *ts)
 /* What PyEval_SetProfileAllThreads(func, arg) does, where it is unsafe
  * (FT_ALL_THREADS_CALL_SAFE): the thread states are listed in pure C
  * first, and each is checked to be alive before its call, whose audit
- * hooks may let threads exit.  With func NULL, only threads where this
- * tracer's hook still is.  0, or -1 with an exception (installing only: a
- * refused removal leaves the hook, silenced, and is reported). */
+ * hooks may let threads exit when they could not be set aside.  With func
+ * NULL, only threads where this tracer's hook still is.  0, or -1 with an
+ * exception (installing only: a refused removal leaves the hook, silenced,
+ * and is reported). */
 static int
 set_profile_checked(ft_tracer *self, Py_tracefunc func, PyObject *arg)
 {
@@ -712,18 +750,20 @@ install_shared_hook(ft_tracer *self)
 /* Removes this tracer's hook from every thread, taking each hooked thread's
  * stack first if take_stacks.
  *
- * No public call removes the profile function of one other thread:
- * PyEval_SetProfile() acts on the caller, PyEval_SetProfileAllThreads() on
- * all.  When every thread has our hook or none, the latter does it.  When
- * another tool has installed its own on some thread meanwhile, it is left
- * alone: the caller's thread drops ours now, and every other thread drops
- * ours itself at its next event (hook_off() in hook.c), silenced until then.
- * Those threads then pay for a profile function a while longer, but only
- * while another tool's keeps CPython's profiling layer on anyway.
+ * The stacks are taken and the hook silenced at once, in pure C; then
+ * "sys.setprofile" is audited (Python code: threads run meanwhile, but
+ * record nothing), and the hook removed as one act (audit_hooks_aside).
  *
- * Setting the profile function runs the audit hooks of "sys.setprofile"
- * once per thread (Python code): a thread that sets its own profile
- * function while they run, with the GIL released, can lose it. */
+ * No public call removes the profile function of some threads only:
+ * PyEval_SetProfile() acts on the caller, PyEval_SetProfileAllThreads() on
+ * all.  Where frametrace walks the threads itself (before 3.14.1), it
+ * removes its hook wherever it is.  Elsewhere, when another tool has
+ * installed its own on some thread meanwhile, that one is left alone: the
+ * caller's thread drops ours now, and every other thread drops ours itself
+ * at its next event (hook_off() in hook.c), silenced until then.  Those
+ * threads then pay for a profile function a while longer, but only while
+ * another tool's keeps CPython's profiling layer on anyway.  So do all
+ * threads when an audit hook refuses the removal. */
 static void
 uninstall_hooks(ft_tracer *self, int take_stacks)
 {
@@ -733,29 +773,51 @@ uninstall_hooks(ft_tracer *self, int take_stacks)
     }
     /* Pure C first, GC off so that allocations run no finalizer. */
     int gc_was_enabled = PyGC_Disable();
-    int any_ours = 0, all_ours = 1;
     PyInterpreterState *interp = PyInterpreterState_Get();
+    int installed = 0;
     PyThreadState *ts = PyInterpreterState_ThreadHead(interp);
     for (; ts != NULL; ts = PyThreadState_Next(ts)) {
+        if (is_ours(self, ts)) {
+            installed = 1;
+            if (take_stacks && ft_tstate_profile_func(ts) == ft_hook) {
+                take_stop_stack(self, ft_find_thread(self, ts), ts);
+            }
+        }
+    }
+    /* Silenced first: events from here on record nothing. */
+    hook->tracer = NULL;
+    if (gc_was_enabled) {
+        PyGC_Enable();
+    }
+    if (!installed) {
+        Py_CLEAR(self->hook);  /* nothing to remove, nothing to audit */
+        return;
+    }
+    if (audit_setprofile_once() < 0) {
+        PyErr_WriteUnraisable(NULL);  /* never raise from a removal */
+        Py_CLEAR(self->hook);
+        return;
+    }
+    gc_was_enabled = PyGC_Disable();
+    audit_hooks_aside aside;
+    set_aside(&aside);
+    int any_ours = 0, all_ours = 1;
+    for (ts = PyInterpreterState_ThreadHead(interp); ts != NULL;
+         ts = PyThreadState_Next(ts)) {
         Py_tracefunc func = ft_tstate_profile_func(ts);
         if (is_ours(self, ts)) {
             any_ours = 1;
-            if (take_stacks && func == ft_hook) {
-                take_stop_stack(self, ft_find_thread(self, ts), ts);
-            }
         }
         else if (func != NULL && !is_inert(func, ft_tstate_profile_obj(ts))) {
             all_ours = 0;
         }
     }
-    /* Silenced first: events from here on record nothing. */
-    hook->tracer = NULL;
 #if FT_NEED_CHECKED_WALK
-    /* Where setting another thread's profile function is unsafe (its audit
-     * hooks may let that very thread exit first, CPython gh-137400), each
-     * other thread removes the silenced hook itself at its next event. */
+    /* The walk by hand sets only the threads that have our hook; without
+     * the audit hooks set aside, they may let that very thread exit first
+     * (CPython gh-137400): then each thread removes it itself. */
     if (!FT_ALL_THREADS_CALL_SAFE()) {
-        all_ours = 0;
+        all_ours = aside.taken;
     }
 #endif
     if (any_ours) {
@@ -766,6 +828,7 @@ uninstall_hooks(ft_tracer *self, int take_stacks)
             PyEval_SetProfile(NULL, NULL);
         }
     }
+    put_back(&aside);
     Py_CLEAR(self->hook);
     if (gc_was_enabled) {
         PyGC_Enable();
@@ -773,25 +836,25 @@ uninstall_hooks(ft_tracer *self, int take_stacks)
 }
 #else
 /* Removes this tracer's hook from every thread, taking each hooked thread's
- * stack first if take_stacks. */
+ * stack first if take_stacks: the stacks are taken and the hooks silenced
+ * at once, in pure C, then "sys.setprofile" is audited and the hooks
+ * removed as one act (audit_hooks_aside). */
 static void
 uninstall_hooks(ft_tracer *self, int take_stacks)
 {
-    /* Pure C first, GC off so that allocations run no finalizer: the
-     * stacks, the list of threads to visit, and silencing every hook. */
+    /* Pure C first, GC off so that allocations run no finalizer. */
     int gc_was_enabled = PyGC_Disable();
-    thread_list todo = {NULL, 0, 0};
-    PyThreadState *ts = PyInterpreterState_ThreadHead(PyInterpreterState_Get());
+    PyInterpreterState *interp = PyInterpreterState_Get();
+    int installed = 0;
+    PyThreadState *ts = PyInterpreterState_ThreadHead(interp);
     for (; ts != NULL; ts = PyThreadState_Next(ts)) {
         if (!is_ours(self, ts)) {
             continue;
         }
+        installed = 1;
         if (take_stacks && ft_tstate_profile_func(ts) == ft_hook) {
             ft_hookobject *hook = (ft_hookobject *)ft_tstate_profile_obj(ts);
             take_stop_stack(self, hook->thread, ts);
-        }
-        if (thread_list_append(&todo, ts) == NULL) {
-            break;  /* the rest stay installed, silenced below */
         }
     }
     if (self->hooks != NULL) {
@@ -799,15 +862,41 @@ uninstall_hooks(ft_tracer *self, int take_stacks)
             ((ft_hookobject *)PyList_GET_ITEM(self->hooks, i))->thread = NULL;
         }
     }
+    if (gc_was_enabled) {
+        PyGC_Enable();
+    }
+    /* Nothing to remove: nothing to audit. */
+    int refused = !installed || audit_setprofile_once() < 0;
+    if (refused && installed) {
+        /* The hooks stay, inert. */
+        PyErr_WriteUnraisable(NULL);
+    }
+    gc_was_enabled = PyGC_Disable();
+    audit_hooks_aside aside;
+    thread_list todo = {NULL, 0, 0};
+    if (!refused) {
+        set_aside(&aside);
+        for (ts = PyInterpreterState_ThreadHead(interp); ts != NULL;
+             ts = PyThreadState_Next(ts)) {
+            if (is_ours(self, ts) && thread_list_append(&todo, ts) == NULL) {
+                break;  /* the rest stay installed, silenced below */
+            }
+        }
+    }
+    /* Checked again before each call: where the audit hooks could not be
+     * set aside, they run for each and may let threads exit. */
     for (size_t i = 0; i < todo.n; i++) {
         thread_entry *entry = &todo.items[i];
         if (tstate_id_alive(entry->id) && is_ours(self, entry->ts)
             && _PyEval_SetProfile(entry->ts, NULL, NULL) < 0) {
-            /* An audit hook refused: the hook stays, inert. */
+            /* A C audit hook refused: the hook stays, inert. */
             PyErr_WriteUnraisable(NULL);
         }
     }
     free(todo.items);
+    if (!refused) {
+        put_back(&aside);
+    }
     /* Hooks registered meanwhile (a thread's bootstrap, while an audit hook
      * ran) are silenced here too.  thread is cleared first, always: the hot
      * path reads the tracer only when its thread is set. */
@@ -951,6 +1040,11 @@ start_claimed(ft_tracer *self)
     if (ft_refuse_conflict(conflict) < 0) {
         return -1;
     }
+    /* Installing the hook on every thread is audited once, here (an audit
+     * hook may refuse), and done below with the audit hooks set aside. */
+    if (!monitoring && audit_setprofile_once() < 0) {
+        return -1;
+    }
     /* Everything that runs Python code comes before the tracer is active:
      * threads' names, threading's hook, and faulting the caller's ring in
      * (which takes a while, and is no part of the trace). */
@@ -980,12 +1074,25 @@ start_claimed(ft_tracer *self)
     /* Threads started from now on install the hook themselves (with the
      * monitoring backend, which sees every thread, they only get named). */
     self->prev_thread_hook = swap_threading_profile(state->thread_bootstrap);
+    /* The monitoring tool id is taken before the clock starts and any thread
+     * is registered: its audit hooks run Python code, and its callbacks
+     * record nothing until the tracer is active. */
     if (self->prev_thread_hook == NULL
+#if FT_HAVE_MONITORING
+        || (monitoring && ft_monitor_start(self) < 0)
+#endif
         || ft_clock_start(&self->clock, self->clock.use_cycles) < 0) {
         if (!PyErr_Occurred()) {
             PyErr_NoMemory();
         }
+        /* Both run Python code: the exception is kept meanwhile. */
+        ft_saved_exc saved;
+        FT_SAVE_EXC(saved);
+#if FT_HAVE_MONITORING
+        ft_monitor_stop(self);
+#endif
         restore_threading_profile(self);
+        FT_RESTORE_EXC(saved);
         Py_CLEAR(self->hooks);
         Py_CLEAR(self->hook);
         Py_XDECREF(names);
@@ -997,9 +1104,15 @@ start_claimed(ft_tracer *self)
     state->active = self;
     self->phase = FT_PHASE_ACTIVE;
 
-    /* Register every thread in pure C, with the GC off so that allocations
-     * run no finalizer: nothing else runs while the list is walked. */
+    /* Register every thread and install the hook in pure C, with the GC
+     * off so that allocations run no finalizer and the audit hooks set
+     * aside: nothing else runs meanwhile, so each thread's stack is the one
+     * its first record follows. */
     int gc_was_enabled = PyGC_Disable();
+    audit_hooks_aside aside = {NULL, 0};
+    if (!monitoring) {
+        set_aside(&aside);
+    }
     PyThreadState *current = PyThreadState_Get();
     thread_list entries = {NULL, 0, 0};
     int rc = 0;
@@ -1045,9 +1158,9 @@ start_claimed(ft_tracer *self)
         rc = install_shared_hook(self);
     }
 #else
-    /* Installing runs audit hooks (Python code): check each thread state
-     * is still alive first.  They may stop the tracer, which drops its list
-     * of hooks: held meanwhile. */
+    /* Where the audit hooks could not be set aside, installing runs them
+     * (Python code): check each thread state is still alive first.  They
+     * may stop the tracer, which drops its list of hooks: held meanwhile. */
     PyObject *hooks = Py_XNewRef(self->hooks);
     for (size_t i = 0; rc == 0 && !monitoring && i < entries.n
                        && self->phase == FT_PHASE_ACTIVE; i++) {
@@ -1059,17 +1172,13 @@ start_claimed(ft_tracer *self)
     }
     Py_XDECREF(hooks);
 #endif
+    put_back(&aside);
     free(entries.items);
     if (gc_was_enabled) {
         PyGC_Enable();
     }
     Py_XDECREF(names);
     ft_ring_free(&caller_ring);  /* if it was not handed over */
-#if FT_HAVE_MONITORING
-    if (rc == 0 && monitoring) {
-        rc = ft_monitor_start(self);
-    }
-#endif
     if (rc < 0) {
         ft_saved_exc saved;
         FT_SAVE_EXC(saved);

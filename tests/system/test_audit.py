@@ -161,28 +161,77 @@ def test_audit_hook_stopping_the_tracer_during_start():
 
 
 def test_threads_exiting_while_audit_hooks_run():
-    """Each thread's hook is set and removed after the "sys.setprofile"
-    audit hooks ran, which may let other threads run and exit: a thread
-    state freed meanwhile is never touched (CPython's own walk did until
-    3.14.1, gh-137400; frametrace walks the threads itself there).
-    On 3.10/3.11 a thread's hook object can leak (LeakSanitizer: 40 bytes
-    each) when its hook is set while the exiting thread's state was
-    already cleared but not yet unlinked: known, not yet fixed."""
-    run(leaks_checked=sys.version_info >= (3, 12), program="""
+    """Audit hooks that release the GIL while the hook goes on every thread
+    (or the sys.monitoring tool id is taken) let other threads run and exit
+    meanwhile: no thread state freed meanwhile is touched (CPython's own walk
+    did until 3.14.1, gh-137400), and no thread runs unrecorded between its
+    stack being taken and its hook going on: a thread that ends while traced
+    then looks displaced (its frames never returned).  On 3.10/3.11 a
+    thread's hook object can leak (LeakSanitizer: 40 bytes each) when its
+    hook is set while the exiting thread's state was already cleared but
+    not yet unlinked: known, not yet fixed."""
+    proc = run(leaks_checked=sys.version_info >= (3, 12), program="""
         import sys, threading, time, frametrace
         def audit(event, args):
-            if event == "sys.setprofile":
+            if event == "sys.setprofile" or event.startswith("sys.monitoring"):
                 time.sleep(0.0005)   # releases the GIL: threads exit
         sys.addaudithook(audit)
-        for i in range(30):
-            threads = [threading.Thread(target=time.sleep, args=(0.0002 * k,))
-                       for k in range(8)]
-            for t in threads:
-                t.start()
-            with frametrace.Tracer(buffer_size=4096) as tr:
-                abs(1)
-            for t in threads:
-                t.join()
-            assert any(e.name == "abs" for e in tr.getEvents())
+        backends = ["setprofile"] + (["monitoring"] if sys.version_info >= (3, 12) else [])
+        for backend in backends:
+            for i in range(30):
+                threads = [threading.Thread(target=time.sleep, args=(0.0002 * k,))
+                           for k in range(8)]
+                for t in threads:
+                    t.start()
+                with frametrace.Tracer(buffer_size=4096, backend=backend) as tr:
+                    abs(1)
+                for t in threads:
+                    t.join()
+                assert any(e.name == "abs" for e in tr.getEvents())
+                assert tr.displaced == [], tr.displaced
         print("survived")
     """)
+    assert "Warning" not in proc.stderr, proc.stderr[-3000:]
+
+
+def test_setting_every_threads_hook_is_audited_once():
+    """start() and stop() each raise one "sys.setprofile" audit event,
+    however many threads there are (as PyEval_SetProfileAllThreads() does
+    from 3.14.1 on), and a refusal of the one at stop() leaves the hook
+    inert."""
+    proc = run("""
+        import sys, threading, frametrace
+        seen = []
+        refuse = False
+        def audit(event, args):
+            if event == "sys.setprofile":
+                seen.append(event)
+                if refuse:
+                    raise PermissionError("no")
+        sys.addaudithook(audit)
+        release = threading.Event()
+        threads = [threading.Thread(target=release.wait) for _ in range(5)]
+        for t in threads:
+            t.start()
+        tr = frametrace.Tracer()
+        tr.start()
+        print("start", len(seen))
+        tr.stop()
+        print("stop", len(seen))
+        t2 = frametrace.Tracer()
+        t2.start()
+        refuse = True
+        t2.stop()            # refused: reported, never raised
+        refuse = False
+        abs(1)               # the hook is inert: nothing more recorded
+        assert not any(e.name == "abs" for e in t2.getEvents())
+        release.set()
+        for t in threads:
+            t.join()
+        with frametrace.Tracer() as t3:
+            abs(1)
+        assert any(e.name == "abs" for e in t3.getEvents())
+        print("survived")
+    """)
+    assert "start 1\n" in proc.stdout and "stop 2\n" in proc.stdout, proc.stdout
+    assert "PermissionError" in proc.stderr, proc.stderr

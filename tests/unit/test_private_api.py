@@ -46,6 +46,8 @@ def listed(kinds, fields):
     names = set()
     for kind, name, first, last in entries():
         is_field = name.startswith("PyThreadState.")
+        if name.startswith("PyInterpreterState."):
+            continue  # checked by test_interpreter_state_is_read_in_one_file
         if kind in kinds and is_field == fields and first <= minor and (last is None or minor <= last):
             names.add(name[len("PyThreadState."):] if fields else name)
     return names
@@ -183,3 +185,21 @@ def private_names_from_c():
 def test_private_python_api_is_only_what_is_allowed():
     assert private_python_names() == ALLOWED_PRIVATE_PYTHON
     assert private_names_from_c() == set()
+
+
+def test_interpreter_state_is_read_in_one_file():
+    # The one PyInterpreterState field (the Python audit hooks, set aside
+    # while every thread's hook is set) is reached through CPython's
+    # internal headers in audit_aside.c only, and nothing else of them.
+    fields = {name[len("PyInterpreterState."):] for _, name, _, _ in entries()
+              if name.startswith("PyInterpreterState.")}
+    assert fields == {"audit_hooks"}
+    users = {}
+    for folder, _, names in os.walk(CSRC):
+        for name in names:
+            if name.endswith((".c", ".h")):
+                with open(os.path.join(folder, name), encoding="utf-8") as f:
+                    text = f.read()
+                if "Py_BUILD_CORE" in text or "internal/pycore" in text or "->audit_hooks" in text:
+                    users[name] = sorted(set(re.findall(r"\binterp->(\w+)", text)))
+    assert users == {"audit_aside.c": ["audit_hooks"]}
