@@ -86,6 +86,19 @@ Progress = Optional[Callable[[int, int], None]]
 
 _CHUNK = 1 << 20  # characters read at a time
 _WS = re.compile(r"[ \t\n\r]*")
+# The largest JSON value read whole (all but the elements of the event
+# arrays, which are read one at a time): otherData, metadata.  Bounds the
+# memory a file that is no trace (a gzip bomb) can take.
+_MAX_VALUE = 8 << 20
+_MAX_MEMBERS = 1000  # of the top-level object
+_MAX_DIGITS = 20  # of an integer: int64 and uint64 have at most 20
+# Top-level arrays of the portable format, read element by element: what
+# each element must be (an event: a list of 12 or 14 fields).
+_PORTABLE_ARRAYS: dict[str, tuple[str, Callable[[Any], bool]]] = {
+    "events": ("a list of 12 or 14 fields", lambda v: type(v) is list and len(v) in (12, 14)),
+    "ranges": ("an object", lambda v: type(v) is dict),
+    "steps": ("an object", lambda v: type(v) is dict),
+}
 
 
 @dataclass
@@ -102,6 +115,19 @@ class MergedTrace(Trace):
 
 class _Bad(ValueError):
     """A problem of the file, raised as ValueError(f"{path}: {problem}")."""
+
+
+class _BigInt(Exception):
+    """An integer too long to be any of a trace's (args: its digits)."""
+
+
+def _parse_int(text: str) -> int:
+    # Before int(): a number of thousands of digits is no time or id, and
+    # converting it is quadratic (and refused past sys.get_int_max_str_digits()).
+    digits = len(text) - text.startswith("-")
+    if digits > _MAX_DIGITS:
+        raise _BigInt(digits)
+    return int(text)
 
 
 # ---- reading JSON, streamed -------------------------------------------------------
@@ -138,7 +164,7 @@ class _Reader:
         self.pos = 0
         self.base = 0  # characters consumed before buf
         self.eof = False
-        self.scan = json.JSONDecoder(parse_float=decimal.Decimal).scan_once  # type: ignore[attr-defined]
+        self.decoder = json.JSONDecoder(parse_float=decimal.Decimal, parse_int=_parse_int)
 
     def close(self) -> None:
         self.text.close()
@@ -190,13 +216,17 @@ class _Reader:
             if len(self.buf) - self.pos < 4096 and not self.eof:
                 self._fill()
             try:
-                value, end = self.scan(self.buf, self.pos)
-            except StopIteration as exc:  # its value: where a value was expected
-                problem, at = "expecting a value", exc.value if type(exc.value) is int else self.pos
+                value, end = self.decoder.raw_decode(self.buf, self.pos)
             except json.JSONDecodeError as exc:
                 problem, at = exc.msg, exc.pos
+            except _BigInt as exc:
+                raise _Bad(f"not a trace: an integer of {exc.args[0]} digits in the value at "
+                           f"{self._where()}") from None
             else:
                 # A number (or literal) that reaches the end of the buffer may go on.
+                if end - self.pos > _MAX_VALUE:
+                    raise _Bad(f"not a trace: a JSON value of more than {_MAX_VALUE >> 20} MiB "
+                               f"at {self._where()}")
                 if end < len(self.buf) or self.eof:
                     self.pos = end
                     return value
@@ -207,6 +237,13 @@ class _Reader:
                     raise _Bad(f"not JSON: truncated (the file ends in the middle of the "
                                f"document, at character {self.base + len(self.buf)})")
                 raise _Bad(f"not JSON: {problem} at character {self.base + at}")
+            # An error well before the end of what was read is one more
+            # text does not mend: said at once, whatever follows.
+            if len(self.buf) - at > 64 and not problem.startswith("Unterminated string"):
+                raise _Bad(f"not JSON: {problem} at character {self.base + at}")
+            if len(self.buf) - self.pos > _MAX_VALUE:
+                raise _Bad(f"not a trace: a JSON value of more than {_MAX_VALUE >> 20} MiB at "
+                           f"{self._where()}")
             # Incomplete in the buffer: read more, twice as much each time, so
             # that a huge value is parsed again only a few times.
             self._fill(size)
@@ -246,14 +283,21 @@ class _Reader:
         if self._skip_ws() == "}":
             self.pos += 1
         else:
+            members = 0
             while True:
                 if self._skip_ws() != '"':
                     self._expect('"', "the top-level object")
+                members += 1
+                if members > _MAX_MEMBERS:
+                    raise _Bad(f"not a trace: more than {_MAX_MEMBERS} members in the top-level "
+                               f"object (at {self._where()})")
                 key = self._value()
                 self._expect(":", "the top-level object")
                 if key == "traceEvents" and self._skip_ws() == "[":
                     saw_events = True
                     self._events(None if skip_events else sink)
+                elif key in _PORTABLE_ARRAYS and self._skip_ws() == "[":
+                    top[key] = self._array(key, _PORTABLE_ARRAYS[key])
                 else:
                     top[key] = self._value()
                 if self._expect(",}", "the top-level object") == "}":
@@ -290,6 +334,24 @@ class _Reader:
                 sink.on_event(value)
             if self._expect(",]", "traceEvents") == "]":
                 return
+
+    def _array(self, key: str, kind: tuple[str, Callable[[Any], bool]]) -> list:
+        """A top-level array of the portable format, element by element, each
+        checked as it comes (a file that is no trace is refused at its first
+        wrong element, whatever its size)."""
+        self.pos += 1  # "["
+        out: list = []
+        if self._skip_ws() == "]":
+            self.pos += 1
+            return out
+        while True:
+            at = self._where()
+            value = self._value()
+            if not kind[1](value):
+                raise _Bad(f"{key}[{len(out)}]: {kind[0]} expected, not {_show(value)} (at {at})")
+            out.append(value)
+            if self._expect(",]", key) == "]":
+                return out
 
     def _end(self) -> None:
         if self._skip_ws() != "":
@@ -502,11 +564,11 @@ def read_other_data(path: PathLike) -> dict:
 
 
 # An event exactly as frametrace's C writer lays it out, with its separator.
-_JSON_UINT = r"(0|[1-9][0-9]*)"
+_JSON_UINT = r"(0|[1-9][0-9]{0,17})"  # longer numbers take the general path's checks
 _JSON_STR = r'"([^"\\\x00-\x1f]*(?:\\.[^"\\\x00-\x1f]*)*)"'
 _FAST_CALL = re.compile(
     r'\{"ph":"X","cat":"(python|c)","pid":' + _JSON_UINT + ',"tid":' + _JSON_UINT
-    + r',"ts":(-?(?:0|[1-9][0-9]*))\.([0-9]{3}),"dur":' + _JSON_UINT + r'\.([0-9]{3}),'
+    + r',"ts":(0|[1-9][0-9]{0,17})\.([0-9]{3}),"dur":' + _JSON_UINT + r'\.([0-9]{3}),'
     + '"name":' + _JSON_STR + ',"args":\\{"file":' + _JSON_STR
     + '(,"open_at_start":true)?(,"open_at_stop":true)?(,"open_at_loss":true)?\\}\\},\n')
 
@@ -543,6 +605,18 @@ class _Plan:
                 mine[ctid] = new
                 self.tid_map[(p.pid, ctid)] = new
             p.thread_ids = mine
+        # No event ends after its tracer's stop (the latched stop), in this
+        # trace's times.
+        self.stop_of = {p.pid: p.stop_ns + p.shift_ns for p in self.procs}
+        self.earliest_stop = min(self.stop_of.values())
+
+    def check_end(self, pid: int, end: int, n: int) -> None:
+        """Raises if an event of pid (traceEvents[n]) ending at end (in this
+        trace's times) ends after its tracer's stop."""
+        stop = self.stop_of.get(pid if self.merged else self.procs[0].pid)
+        if stop is not None and end > stop:
+            raise _Bad(f"traceEvents[{n}]: ends {end - stop} ns after the tracer's stop "
+                       f"(otherData.frametrace stop_ns): no event of frametrace does")
 
     def thread_id(self, pid: int, ctid: int) -> int:
         """The thread id of an event of (pid, Chrome tid).  A tid missing from
@@ -570,6 +644,8 @@ def _span(ev: dict, what: str) -> tuple[int, int, int, int]:
     tid = _int(_get(ev, "tid", what), f"{what}.tid")
     ts = _ns(_get(ev, "ts", what), f"{what}.ts")
     dur = _ns(_get(ev, "dur", what), f"{what}.dur")
+    if ts < 0:
+        raise _Bad(f"{what}.ts: negative ({ev['ts']}): before the trace's origin")
     if dur < 0:
         raise _Bad(f"{what}.dur: negative ({ev['dur']})")
     return pid, tid, ts, ts + dur
@@ -712,6 +788,10 @@ class _ChromeEvents(_Sink):
         self.last_tid: Optional[str] = None
         self.last: Any = None
         self.origin = plan.origin if plan is not None else 0
+        # Events end by their tracer's stop: checked as they come when the
+        # plan is known, else the latest end of each pid (and its index).
+        self.late = plan.earliest_stop if plan is not None else None
+        self.last_end: dict[int, tuple[int, int]] = {}
 
     def _place(self, stack: list, ts: int, end: int, oas: bool, oast: bool,
                oal: bool) -> tuple[int, int]:
@@ -754,6 +834,11 @@ class _ChromeEvents(_Sink):
                                      self.natives.get(key, tid))
         return t
 
+    def _note_end(self, pid: int, end: int, n: int) -> None:
+        last = self.last_end.get(pid)
+        if last is None or end > last[0]:
+            self.last_end[pid] = (end, n)
+
     def on_fast(self, m: "re.Match[str]") -> None:
         n = self.n
         self.n = n + 1
@@ -774,6 +859,10 @@ class _ChromeEvents(_Sink):
                                                                                   int(tid_s))
             self.last_pid, self.last_tid = pid_s, tid_s
         calls = self.calls
+        if self.late is None:
+            self._note_end(pid, end, n)
+        elif end > self.late:
+            self.plan.check_end(pid, end, n)  # type: ignore[union-attr]
         depth, parent = self._place(stack, ts, end, oas, oast, oal)
         kind = "py" if cat == "python" else "c"
         if self.plan is not None:
@@ -795,6 +884,10 @@ class _ChromeEvents(_Sink):
             ts += self.origin
             end += self.origin
             _pid, _tid, thread_id, serial, stack, native = self._thread(pid, tid)
+            if self.late is None:
+                self._note_end(pid, end, n)
+            elif end > self.late:
+                self.plan.check_end(pid, end, n)  # type: ignore[union-attr]
             depth, parent = self._place(stack, ts, end, oas, oast, oal)
             if self.plan is not None:
                 self.calls.append(Event((name, loc[0], loc[1], kind, thread_id, native, ts, end,
@@ -824,6 +917,8 @@ def _chrome_trace(col: _ChromeEvents, ft: dict) -> Trace:
         plan = col.plan
     else:
         plan = _Plan(ft)
+        for pid, (end, n) in sorted(col.last_end.items(), key=lambda item: item[1][1]):
+            plan.check_end(pid, plan.origin + end, n)
     procs, merged, origin = plan.procs, plan.merged, plan.origin
     calls = col.calls
     if col.plan is None:
@@ -1073,22 +1168,35 @@ def load(path: PathLike, *, progress: Progress = None) -> Trace:
 # ---- merge -------------------------------------------------------------------------------
 
 
+def _chrome_head(head: bytes) -> bool:
+    """Whether a file's first bytes may be a Chrome trace's (an object with
+    traceEvents): else its end is not looked for (a gzip bomb is not
+    inflated twice)."""
+    return head.lstrip(b" \t\n\r").startswith(b"{") and b'"traceEvents"' in head
+
+
 def _tail_other(path: str) -> Optional[dict]:
     """otherData.frametrace from the end of the file (where write_chrome
-    puts it), without parsing the events; None when not found there."""
+    puts it), without parsing the events; None when not found there (or
+    the file does not start as a JSON object: the full read says what is
+    wrong, from its first bytes)."""
     keep = 1 << 20
     try:
         with open(path, "rb") as raw:
             if raw.read(2) == b"\x1f\x8b":
                 raw.seek(0)
-                tail = b""
                 with gzip.GzipFile(fileobj=raw, mode="rb") as gz:
+                    tail = gz.read(1 << 16)
+                    if not _chrome_head(tail):
+                        return None
                     while True:
                         chunk = gz.read(1 << 22)
                         if not chunk:
                             break
                         tail = (tail + chunk)[-keep:]
             else:
+                if not _chrome_head(raw.read(1 << 16)):
+                    return None
                 raw.seek(0, os.SEEK_END)
                 raw.seek(max(0, raw.tell() - keep))
                 tail = raw.read()
@@ -1100,10 +1208,11 @@ def _tail_other(path: str) -> Optional[dict]:
         if text[j:j + 1] != ":":
             return None
         j = _WS.match(text, j + 1).end()  # type: ignore[union-attr]
-        other, end = json.JSONDecoder(parse_float=decimal.Decimal).raw_decode(text, j)
+        other, end = json.JSONDecoder(parse_float=decimal.Decimal,
+                                      parse_int=_parse_int).raw_decode(text, j)
         if not re.fullmatch(r"[ \t\n\r]*\}[ \t\n\r]*", text[end:]):
             return None
-    except (OSError, EOFError, zlib.error, ValueError):
+    except (OSError, EOFError, zlib.error, ValueError, _BigInt):
         return None
     ft = other.get("frametrace") if isinstance(other, dict) else None
     return ft if isinstance(ft, dict) else None

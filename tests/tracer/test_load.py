@@ -5,6 +5,7 @@ import decimal
 import gzip
 import json
 import os
+import re
 import threading
 
 import pytest
@@ -330,6 +331,16 @@ def edit(good, change):
     return json.dumps(doc).encode()
 
 
+def _early_stop(good):
+    """The file as write_chrome wrote it, its tracer's stop moved before the
+    end of its last events (which stay in the compact layout)."""
+    doc = json.loads(good)
+    ft = doc["otherData"]["frametrace"]
+    stop = str(ft["stop_ns"]).encode()
+    assert good.count(b'"stop_ns":' + stop) == 1
+    return good.replace(b'"stop_ns":' + stop, b'"stop_ns":' + str(ft["start_ns"] + 1).encode())
+
+
 BAD = {
     "not-json": (lambda g: b"hello, world", "not JSON"),
     "empty": (lambda g: b"", "empty file"),
@@ -373,7 +384,22 @@ BAD = {
     "portable-old-bad-event": (lambda g: json.dumps({
         "format": "frametrace", "version": 1, "event_fields": list(frametrace.Event.__match_args__)[:12],
         "events": [["f", "m.py", 1, "py", 1, 1, 0, 1, 0, -1, False]]}).encode(),
-        "a list of 12 fields expected"),
+        "events[0]: a list of 12 or 14 fields expected"),
+    "5000-digit-ts": (lambda g: g.replace(b'"ts":', b'"ts":' + b"1" * 5000 + b',"x":', 1),
+                      "an integer of 5000 digits in the value at character"),
+    "5000-digit-other": (lambda g: g.replace(b'"origin_ns":', b'"origin_ns":' + b"9" * 5000
+                                             + b',"x":', 1), "an integer of 5000 digits"),
+    "ts-negative": (lambda g: edit(g, lambda d: first_x(d).update(ts=-1)), ".ts: negative"),
+    "ts-negative-compact": (lambda g: re.sub(rb'"ts":[0-9]+[.][0-9]{3}', b'"ts":-5.000', g, count=1),
+                            ".ts: negative"),
+    "ends-after-stop": (lambda g: edit(g, lambda d: first_x(d).update(
+        dur=(d["otherData"]["frametrace"]["stop_ns"] - d["otherData"]["frametrace"]["origin_ns"])
+        / 1000 + 1)), "after the tracer's stop"),
+    "ends-after-stop-compact": (lambda g: _early_stop(g), "after the tracer's stop"),
+    "portable-events-wrong-shape": (lambda g: b'{"format": "frametrace", "version": 1, "events": '
+                                              b'[[1, 2], []]}', "events[0]: a list of 12 or 14"),
+    "huge-value": (lambda g: b'{"otherData": "' + b"a" * (9 << 20) + b'"}',
+                   "a JSON value of more than 8 MiB"),
     "portable-bad-serial": (lambda g: json.dumps({
         "format": "frametrace", "version": 1, "event_fields": list(frametrace.Event.__match_args__),
         "events": [["f", "m.py", 1, "py", 1, 1, 0, 1, 0, -1, False, False, -3, False]]}).encode(),
@@ -447,3 +473,59 @@ def test_cut_anywhere_is_truncated(tmp_path, good_file):
         with pytest.raises(ValueError, match="truncated") as info:
             load(path)
         assert str(info.value).startswith(f"{path}: not JSON: truncated"), (n, str(info.value))
+
+
+def test_the_place_of_an_event_ending_after_stop_is_named(tmp_path, good_file):
+    path = tmp_path / "late.json"
+    path.write_bytes(_early_stop(good_file))
+    with pytest.raises(ValueError, match=r"late.json: traceEvents\[\d+\]: ends \d+ ns after"):
+        load(path)
+
+
+BOMB_CHILD = r"""
+import gzip, os, sys
+from frametrace.loader import load
+def hwm():
+    with open("/proc/self/status") as fh:
+        return next(int(l.split()[1]) * 1024 for l in fh if l.startswith("VmHWM:"))
+path, head, fill = sys.argv[1], sys.argv[2].encode(), sys.argv[3].encode()
+block = (fill or b"\0") * (1 << 20)
+with gzip.open(path, "wb", compresslevel=6) as fh:
+    fh.write(head)
+    for _ in range(256):  # 256 MiB inflated, a few hundred KiB on disk
+        fh.write(block)
+print(os.path.getsize(path))
+before = hwm()
+try:
+    load(path)
+except ValueError as exc:
+    print(before, hwm(), str(exc))
+"""
+
+
+@pytest.mark.parametrize("head, fill, words", [
+    ("", "", "not JSON: Expecting value at character 0"),
+    ('{"traceEvents":[', "0", "traceEvents[0]: an object expected"),
+    ('{"otherData":"', "a", "a JSON value of more than"),
+    ('{"format":"frametrace","version":1,"events":[', "[],", "events[0]: a list of 12 or 14"),
+])
+def test_gzip_bomb_is_refused_within_bounded_memory(tmp_path, head, fill, words):
+    """A small gzip file of 256 MiB inflated: ValueError, the loader's peak
+    memory far below what it inflates to."""
+    import subprocess
+    import sys
+    path = tmp_path / "bomb.json.gz"
+    out = subprocess.run([sys.executable, "-c", BOMB_CHILD, str(path), head, fill],
+                         capture_output=True, text=True, check=True).stdout.splitlines()
+    assert int(out[0]) < 2 << 20
+    before, peak, message = out[1].split(" ", 2)
+    assert message.startswith(f"{path}: ") and words in message, message
+    assert int(peak) - int(before) < 100 << 20
+
+
+def test_non_json_is_refused_from_its_first_bytes(tmp_path):
+    # Not read through: the error is at the start whatever follows.
+    path = tmp_path / "zeros.json"
+    path.write_bytes(b"  \n" + bytes(64 << 20))
+    with pytest.raises(ValueError, match="zeros.json: not JSON: Expecting value at character 3"):
+        load(path)
