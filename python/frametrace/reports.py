@@ -48,7 +48,7 @@ import sys
 import types
 import zlib
 from collections.abc import Sequence as _SequenceABC
-from typing import IO, Any, Iterable, Mapping, NamedTuple, Optional, Sequence, Union
+from typing import IO, Any, Iterable, Iterator, Mapping, NamedTuple, Optional, Sequence, Union
 
 from ._output import open_output
 
@@ -762,32 +762,70 @@ def collapsed_stacks(events: Any, *, weight: str = "self", threads: bool = True,
     number of calls through that path.  Lines come in the order the paths
     first occur in the trace.
     """
+    return list(_collapsed_lines(events, weight, threads, thread_names))
+
+
+def _collapsed_lines(events: Any, weight: str, threads: bool,
+                     thread_names: Optional[Mapping[Any, str]]) -> Iterator[str]:
+    """collapsed_stacks()'s lines one by one.  Memory linear in the number
+    of paths (not in the length of their labels): a label is a frame and
+    the id of its parent's label, spelt out only when its line is made."""
     weight = _check_choice("weight", weight, _WEIGHTS)
     evs, default_names = _source(events)
     names = _thread_names(default_names, thread_names)
     paths = _Paths(evs)
     shared = _shared_idents(paths.idents)
     values = paths.selfs if weight == "self" else paths.calls
-    labels: list[str] = []
-    out: dict[str, int] = {}
+    # Identical labels (paths of different threads with threads=False, or
+    # frames that display alike) are one line: a label is (parent label, frame).
+    label_ids: dict[tuple[int, str], int] = {}
+    label_up: list[int] = []
+    label_frame: list[str] = []
+    label_value: list[int] = []
+    path_label: list[int] = []
+    frames: dict[tuple[Any, ...], str] = {}
+
+    def label(up: int, frame: str) -> int:
+        lid = label_ids.get((up, frame))
+        if lid is None:
+            lid = label_ids[(up, frame)] = len(label_up)
+            label_up.append(up)
+            label_frame.append(frame)
+            label_value.append(0)
+        return lid
+
     for p, pp in enumerate(paths.parents):
         info = paths.info[p]
+        frame = frames.get(info[:4])
+        if frame is None:
+            frame = frames[info[:4]] = _frame(info)
         if pp >= 0:
-            label = labels[pp] + ";" + _frame(info)
+            lid = label(path_label[pp], frame)
         elif threads:
-            label = (_frame((_thread_label(info[4], paths.idents, shared, names), "", 0, "c"))
-                     + ";" + _frame(info))
+            top = _frame((_thread_label(info[4], paths.idents, shared, names), "", 0, "c"))
+            lid = label(label(-1, top), frame)
         else:
-            label = _frame(info)
-        labels.append(label)
-        out[label] = out.get(label, 0) + values[p]
-    lines = []
-    for label, value in out.items():
-        if weight == "self":
-            value = (max(value, 0) + 500) // 1000
-        if value > 0:
-            lines.append(f"{label} {value}")
-    return lines
+            lid = label(-1, frame)
+        path_label.append(lid)
+        label_value[lid] += values[p]
+    del label_ids, path_label, frames
+
+    def lines() -> Iterator[str]:
+        parts: list[str] = []
+        for lid, value in enumerate(label_value):
+            if weight == "self":
+                value = (max(value, 0) + 500) // 1000
+            if value <= 0:
+                continue
+            up = lid
+            while up >= 0:
+                parts.append(label_frame[up])
+                up = label_up[up]
+            parts.reverse()
+            yield f"{';'.join(parts)} {value}"
+            parts.clear()
+
+    return lines()
 
 
 def write_collapsed(events: Any, path: PathLike, *, weight: str = "self", threads: bool = True,
@@ -795,7 +833,7 @@ def write_collapsed(events: Any, path: PathLike, *, weight: str = "self", thread
     """Writes ``collapsed_stacks(events, ...)`` to path, one line each
     (UTF-8); returns the path.  ``flamegraph.pl path > out.svg``, or open it
     in speedscope."""
-    lines = collapsed_stacks(events, weight=weight, threads=threads, thread_names=thread_names)
+    lines = _collapsed_lines(events, weight, threads, thread_names)
     path = os.fspath(path)
     with open_output(path, "w", encoding="utf-8", errors="surrogateescape", newline="\n") as fh:
         for line in lines:

@@ -329,3 +329,31 @@ def test_svg_geometry_and_escaping(tmp_path):
     assert by["all threads"][2] > by["loader (thread 8)"][2] > mains[0][1]
     tip = next(t for t, *_ in frames if t.startswith("<lambda>"))
     assert "500.000 ms, 25.00% of traced time" in tip and "1 call" in tip
+
+
+def deep_chain(depth):
+    """One chain of depth calls, the innermost the only one with a self
+    time of a microsecond or more: one line of depth frames."""
+    end = 10 ** 7
+    return [ev(f"f{i % 7}", i, end - i, i - 1, i, lineno=1 + i % 7) for i in range(depth)]
+
+
+def collapsed_peak(events):
+    import tracemalloc
+    tracemalloc.start()
+    try:
+        lines = reports.collapsed_stacks(events)
+        return tracemalloc.get_traced_memory()[1], lines
+    finally:
+        tracemalloc.stop()
+
+
+def test_collapsed_memory_is_linear_in_depth():
+    # Each path's label spelt out whole cost memory quadratic in depth (a
+    # 12,000-deep chain: about 900 MB); now a line is made when written.
+    small, lines = collapsed_peak(deep_chain(4000))
+    big, lines = collapsed_peak(deep_chain(12000))
+    assert len(lines) == 1 and lines[0].count(";") == 12000
+    assert lines[0].endswith(" 9976")
+    assert big < 3.5 * small  # three times the depth; quadratic would be nine
+    assert big < 40 << 20
