@@ -2,11 +2,13 @@
 event when a trace breaks what it checks (real traces: tests/tracer)."""
 from __future__ import annotations
 
+import collections.abc
 import re
 
 import pytest
 
 import frametrace
+from frametrace import testing
 from frametrace.testing import (
     MAX_LISTED,
     assert_called,
@@ -258,3 +260,43 @@ def test_valid_trace_arguments_checked(start, stop, error, match):
         assert_valid_trace(good_events(), start, stop)
     with pytest.raises(TypeError, match="events must be a sequence"):
         assert_valid_trace(iter(good_events()), 0, 100)
+
+
+class _CountingEvents(collections.abc.Sequence):
+    """Events that count how often they are looked at."""
+
+    def __init__(self, events):
+        self.events = events
+        self.reads = 0
+
+    def __len__(self):
+        return len(self.events)
+
+    def __getitem__(self, i):
+        self.reads += 1
+        return self.events[i]
+
+
+def _nest(n):
+    """A chain of n // 2 calls, and a call with n // 2 children."""
+    half = n // 2
+    end = 10 ** 9
+    evs = [frametrace.Event(("f", "m.py", 1, "py", 1, 1, i, end - i, i, i - 1, False, False, 1,
+                             False)) for i in range(half)]
+    evs.append(frametrace.Event(("g", "m.py", 2, "py", 1, 1, end, 2 * end, 0, -1, False, False,
+                                 1, False)))
+    evs += [frametrace.Event(("h", "m.py", 3, "py", 1, 1, end + 2 * i + 1, end + 2 * i + 2, 1,
+                              half, False, False, 1, False)) for i in range(n - half - 1)]
+    return evs
+
+
+def test_assert_well_nested_reads_each_event_a_bounded_number_of_times():
+    # Deep chains and wide fans: each event read a few times, whatever n
+    # (a quadratic check read 20,000 events hundreds of millions of times).
+    reads = []
+    for n in (20_000, 60_000):
+        events = _CountingEvents(_nest(n))
+        testing.assert_well_nested(events)
+        reads.append(events.reads)
+    assert reads[0] < 20 * 20_000
+    assert reads[1] < 3.3 * reads[0]
