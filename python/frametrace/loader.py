@@ -73,9 +73,8 @@ import zlib
 from dataclasses import dataclass, field
 from typing import IO, Any, Callable, Iterator, Optional, Union
 
-from ._output import open_output
 from ._tracer import Event
-from .export import EVENT_FIELDS, FORMAT, VERSION, _us_text
+from .export import EVENT_FIELDS, FORMAT, VERSION
 from .session import RangeRecord, StepRecord, Trace
 
 __all__ = ["MergedTrace", "load", "merge", "read_other_data"]
@@ -566,7 +565,7 @@ def read_other_data(path: PathLike) -> dict:
 # An event exactly as frametrace's C writer lays it out, with its separator.
 _JSON_UINT = r"(0|[1-9][0-9]{0,17})"  # longer numbers take the general path's checks
 _JSON_STR = r'"([^"\\\x00-\x1f]*(?:\\.[^"\\\x00-\x1f]*)*)"'
-_FAST_CALL = re.compile(
+_FAST_CALL: "re.Pattern[str]" = re.compile(
     r'\{"ph":"X","cat":"(python|c)","pid":' + _JSON_UINT + ',"tid":' + _JSON_UINT
     + r',"ts":(0|[1-9][0-9]{0,17})\.([0-9]{3}),"dur":' + _JSON_UINT + r'\.([0-9]{3}),'
     + '"name":' + _JSON_STR + ',"args":\\{"file":' + _JSON_STR
@@ -1165,7 +1164,7 @@ def load(path: PathLike, *, progress: Progress = None) -> Trace:
             gc.enable()
 
 
-# ---- merge -------------------------------------------------------------------------------
+# ---- the end of a file -------------------------------------------------------------------
 
 
 def _chrome_head(head: bytes) -> bool:
@@ -1218,237 +1217,4 @@ def _tail_other(path: str) -> Optional[dict]:
     return ft if isinstance(ft, dict) else None
 
 
-def _plain(value: Any) -> Any:
-    """value with its decimals made JSON numbers again (for json.dumps)."""
-    if isinstance(value, decimal.Decimal):
-        return int(value) if value == value.to_integral_value() else float(value)
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_plain(v) for v in value]
-    return value
-
-
-class _MergeSink(_Sink):
-    """Writes the events of one input to the merged file: pids mapped, ts
-    moved by shift_ns, everything else as it was."""
-
-    fast = _FAST_CALL
-
-    def __init__(self, out: Callable[[str], None], pids: dict, default_pid: Optional[int],
-                 shift_ns: int, renames: dict, first: bool):
-        self.out = out
-        self.pids = pids  # old pid -> new pid
-        self.default_pid = default_pid  # one process: any pid becomes it
-        self.shift = shift_ns
-        self.renames = renames  # new pid -> suffix for its process_name
-        self.sep = "" if first else ",\n"
-        self.pid_text: dict[str, str] = {}
-        self.strings = _Strings()  # checked as load() checks them
-        self.process_names: dict[int, str] = {}
-        self.n = 0
-        self.count = 0  # Python/C events
-
-    def _pid(self, pid: int, what: str) -> int:
-        new = self.pids.get(pid, self.default_pid)
-        if new is None:
-            raise _Bad(f"{what}: pid {pid} is none of the file's processes")
-        return new
-
-    def on_fast(self, m: "re.Match[str]") -> None:
-        n = self.n
-        self.n = n + 1
-        self.count += 1
-        s = m.string
-        pid_s = m.group(2)
-        pid = self.pid_text.get(pid_s)
-        if pid is None:
-            pid = self.pid_text[pid_s] = str(self._pid(int(pid_s), f"traceEvents[{n}]"))
-        self.strings.raw_name(m.group(8), n)
-        self.strings.raw_loc(m.group(9), n)
-        ts = _us_text(int(m.group(4) + m.group(5)) + self.shift)
-        self.out(f"{self.sep}{s[m.start():m.start(2)]}{pid}{s[m.end(2):m.start(4)]}{ts}"
-                 f"{s[m.end(5):m.end() - 2]}")
-        self.sep = ",\n"
-
-    def on_event(self, ev: Any) -> None:
-        n = self.n
-        self.n = n + 1
-        what = f"traceEvents[{n}]"
-        # Checked as load() checks it: merge writes nothing load() rejects.
-        parsed = _parse_event(ev, n, self.strings)
-        ev = dict(ev)
-        if "pid" in ev:
-            ev["pid"] = self._pid(_int(ev["pid"], f"{what}.pid"), what)
-        if parsed is not None and parsed[0] == "call":
-            self.count += 1
-        ts = ev.pop("ts", None)
-        dur = ev.pop("dur", None)
-        if parsed is not None and parsed[0] == "process_name":
-            name = parsed[1][1]
-            self.process_names[ev["pid"]] = name
-            if ev["pid"] in self.renames:
-                ev["args"] = dict(ev["args"], name=name + self.renames[ev["pid"]])
-        text = json.dumps(_plain(ev), separators=(",", ":"))
-        extra = ""
-        if ts is not None:
-            extra += ',"ts":' + _us_text(_ns(ts, f"{what}.ts") + self.shift)
-        if dur is not None:
-            extra += ',"dur":' + _us_text(_ns(dur, f"{what}.dur"))
-        if extra:
-            text = text[:-1] + extra + "}" if len(ev) else "{" + extra[1:] + "}"
-        self.out(self.sep + text)
-        self.sep = ",\n"
-
-
-def _anchor_wall(ft: dict, origin: int, what: str) -> int:
-    """The wall-clock time of a file's ts 0."""
-    anchor = ft.get("clock_anchor")
-    if not isinstance(anchor, dict):
-        raise _Bad(f"{what}: no otherData.frametrace.clock_anchor: the trace cannot be "
-                   f"placed on a common timeline")
-    mono = _int(anchor.get("monotonic_ns"), f"{what}: otherData.frametrace.clock_anchor.monotonic_ns")
-    wall = _int(anchor.get("wall_ns"), f"{what}: otherData.frametrace.clock_anchor.wall_ns")
-    return wall - mono + origin
-
-
-def merge(inputs: list, output: PathLike, *, progress: Progress = None) -> dict:
-    """Merges Chrome traces frametrace wrote (of several processes, or of
-    merges) into one file at output (``.json.gz``: compressed), each process
-    on its own track, all on one timeline: each file's timestamps are moved
-    by the difference between the wall-clock time of its origin (from the
-    ``clock_anchor`` it records) and the earliest one.  A pid already taken
-    by an earlier input is replaced by the next free number (the process
-    name says so).  The file has an ``otherData.frametrace`` that
-    ``load()`` reads back (a ``MergedTrace``), with ``inputs``: for each
-    process its source file, pid and original_pid, origin, tracer start and
-    stop, dropped count, thread ids, clock anchor, metadata, and
-    ``shift_ns`` (added to its own monotonic times to give the merged
-    trace's).
-
-    Works on the JSON, streaming each input once more after reading the
-    metadata at its end: memory stays small whatever the sizes.  Returns
-    the merged ``otherData.frametrace``.  ValueError (naming the file) for
-    an input that is not a Chrome trace frametrace wrote; the output is
-    only replaced once everything is written.  progress(done, total): bytes
-    of the inputs read, of their total size."""
-    paths = [os.fspath(p) for p in inputs]
-    if not paths:
-        raise ValueError("merge: no input files")
-    output = os.fspath(output)
-
-    # Pass 1: what each file says of itself.
-    files = []
-    for path in paths:
-        with _named_errors(path):
-            ft = _tail_other(path)
-            if ft is None:
-                top, saw = _read(path, None, skip_events=True)
-                if not saw and top.get("format") == FORMAT:
-                    raise _Bad("frametrace's portable JSON format: merge takes Chrome traces "
-                               "(write_chrome, Trace.to_chrome, frametrace run)")
-                ft = _frametrace_other(top, saw)
-            ft = _frametrace_other({"otherData": {"frametrace": ft}}, True)
-            procs, merged = _processes(ft)
-            origin = _int(ft.get("origin_ns"), "otherData.frametrace.origin_ns")
-            wall = _anchor_wall(ft, origin, "the trace")
-        files.append((path, ft, procs, merged, origin, wall))
-
-    common_wall = min(f[5] for f in files)
-    reference = min(range(len(files)), key=lambda i: files[i][5])
-    ref_origin = files[reference][4]
-
-    # New pids and the inputs' descriptions.
-    taken = {p.pid for f in files for p in f[2]}
-    assigned: set[int] = set()
-    plans = []
-    described: list[dict[str, Any]] = []
-    for path, ft, procs, merged, origin, wall in files:
-        offset = wall - common_wall  # ns added to the file's ts
-        file_shift = ref_origin + offset - origin  # own monotonic -> merged monotonic
-        pids: dict[int, int] = {}
-        renames: dict[int, str] = {}
-        for p in procs:
-            new = p.pid
-            if new in assigned:  # an earlier input's: the next number no input has
-                new += 1
-                while new in assigned or new in taken:
-                    new += 1
-            assigned.add(new)
-            pids[p.pid] = new
-            original = p.original_pid if p.original_pid is not None else p.pid
-            if new != p.pid:
-                renames[new] = f" (pid {original} of {os.path.basename(p.source or path)})"
-            described.append({
-                "source": p.source or path,
-                "pid": new,
-                "original_pid": original,
-                "process_name": p.process_name,
-                "origin_ns": p.origin_ns,
-                "start_ns": p.start_ns,
-                "stop_ns": p.stop_ns,
-                "dropped": p.dropped,
-                "dropped_by_thread": {str(k): v for k, v in p.dropped_by_thread.items()},
-                "thread_ids": {str(k): v for k, v in p.thread_ids.items()},
-                "clock_anchor": p.clock_anchor,
-                "metadata": p.metadata,
-                "shift_ns": p.shift_ns + file_shift,
-            })
-        plans.append((path, ft, pids, None if merged else pids[procs[0].pid], offset, renames))
-
-    total = sum(os.path.getsize(p) for p in paths)
-    done_before = 0
-    count = 0
-    level = 1 if output.endswith(".gz") else None
-    with open_output(output, "w", compresslevel=level, encoding="utf-8") as fh:
-        pending: list[str] = []
-
-        def out(text: str) -> None:
-            pending.append(text)
-            if len(pending) >= 4096:
-                fh.write("".join(pending))
-                pending.clear()
-
-        fh.write('{"traceEvents":[\n')
-        first = True
-        for i, (path, ft, pids, default_pid, offset, renames) in enumerate(plans):
-            sink = _MergeSink(out, pids, default_pid, offset, renames, first)
-            size = os.path.getsize(path)
-            step = None
-            if progress is not None:
-                base = done_before
-
-                def step(done: int, _total: int, base: int = base) -> None:
-                    progress(base + done, total)  # type: ignore[misc]
-            with _named_errors(path):
-                top, saw = _read(path, sink, step)
-                again = _frametrace_other(top, saw)
-            if again != ft:
-                raise ValueError(f"{path}: otherData.frametrace is not the one at the end of "
-                                 f"the file")
-            first = first and sink.sep == ""
-            count += sink.count
-            done_before += size
-            for d in described:
-                if d["pid"] in sink.process_names and d["process_name"] is None:
-                    d["process_name"] = sink.process_names[d["pid"]]
-        fh.write("".join(pending))
-        pending.clear()
-        merged_other = {
-            "format": FORMAT,
-            "version": VERSION,
-            "merged": True,
-            "origin_ns": ref_origin,
-            "start_ns": min(d["start_ns"] + d["shift_ns"] for d in described),
-            "stop_ns": max(d["stop_ns"] + d["shift_ns"] for d in described),
-            "pid": described[0]["pid"],
-            "dropped": sum(d["dropped"] for d in described),
-            "thread_ids": {},
-            "clock_anchor": {"monotonic_ns": ref_origin, "wall_ns": common_wall},
-            "metadata": {"merged_from": paths, "events": count},
-            "inputs": described,
-        }
-        fh.write('\n],"displayTimeUnit":"ns","otherData":')
-        fh.write(json.dumps({"frametrace": _plain(merged_other)}, separators=(",", ":")))
-        fh.write("}\n")
-    return merged_other
+from .merge import merge  # noqa: E402  (merge reads with this module)

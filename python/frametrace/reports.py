@@ -808,7 +808,6 @@ def _collapsed_lines(events: Any, weight: str, threads: bool,
             lid = label(-1, frame)
         path_label.append(lid)
         label_value[lid] += values[p]
-    del label_ids, path_label, frames
 
     def lines() -> Iterator[str]:
         parts: list[str] = []
