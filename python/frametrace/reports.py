@@ -121,14 +121,6 @@ def _source(events: Any) -> tuple[Sequence[Any], _Names]:
                         f"or a frametrace.Trace, not {type(events).__name__}")
     if not isinstance(events, _SequenceABC):
         events = list(events)
-    for i, ev in enumerate(events):
-        # The reports take names and files apart as strings.
-        try:
-            name, filename = ev[0], ev[1]
-        except (TypeError, IndexError, KeyError):
-            break  # reported by the pass over the events, with the fields expected
-        if type(name) is not str or type(filename) is not str:
-            raise TypeError(f"event {i} {ev!r}: its name and filename must be str")
     return events, names
 
 
@@ -148,6 +140,15 @@ def _shared_idents(idents: Mapping[Any, Any]) -> set:
     for tid in idents.values():
         (shared if tid in seen else seen).add(tid)
     return shared
+
+
+class _NotStr(TypeError):
+    """An event whose name or filename is not a str (the reports take them
+    apart as strings): checked once per distinct function, in the one pass."""
+
+
+def _not_str(i: int, ev: Any) -> TypeError:
+    return _NotStr(f"event {i} {ev!r}: its name and filename must be str")
 
 
 class _BadEvents(ValueError):
@@ -217,6 +218,8 @@ class _Functions:
                 key = (name, filename, lineno, kind, tid)
                 fid = ids.get(key)
                 if fid is None:
+                    if type(name) is not str or type(filename) is not str:
+                        raise _not_str(i, events[i])
                     fid = ids[key] = len(keys)
                     keys.append(key)
                     calls.append(0)
@@ -282,7 +285,7 @@ class _Functions:
                     capped[fid] = True
                 ev_fid.append(fid)
                 stack.append(i)
-        except _BadEvents:
+        except (_BadEvents, _NotStr):
             raise
         except (TypeError, ValueError) as exc:
             raise _unpack_error(events, exc) from None
@@ -693,6 +696,8 @@ class _Paths:
                     selfs[pp] -= d
                 p = ids.get(key)
                 if p is None:
+                    if type(name) is not str or type(filename) is not str:
+                        raise _not_str(i, events[i])
                     p = ids[key] = len(parents)
                     parents.append(pp)
                     info.append((name, filename, lineno, kind, tid))
@@ -706,7 +711,7 @@ class _Paths:
                 if oast:
                     capped[p] = True
                 ev_path.append(p)
-        except _BadEvents:
+        except (_BadEvents, _NotStr):
             raise
         except (TypeError, ValueError) as exc:
             raise _unpack_error(events, exc) from None
