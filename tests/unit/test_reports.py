@@ -357,3 +357,15 @@ def test_collapsed_memory_is_linear_in_depth():
     assert lines[0].endswith(" 9976")
     assert big < 3.5 * small  # three times the depth; quadratic would be nine
     assert big < 40 << 20
+
+
+@pytest.mark.parametrize("report", ["summary", "collapsed", "flamegraph", "pstats"])
+def test_a_name_that_is_not_a_string_is_named(tmp_path, report):
+    bad = frametrace.Event((7, "m.py", 1, "py", 7, 1007, 5, 6, 1, 0, False, False))
+    events = [ev("f", 0, 10, -1, 0), bad]
+    run = {"summary": lambda: reports.summary(events),
+           "collapsed": lambda: reports.collapsed_stacks(events),
+           "flamegraph": lambda: reports.write_flamegraph_svg(events, tmp_path / "f.svg"),
+           "pstats": lambda: reports.write_pstats(events, tmp_path / "p.prof")}[report]
+    with pytest.raises(TypeError, match=r"event 1 .*: its name and filename must be str"):
+        run()
