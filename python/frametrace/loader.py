@@ -1194,6 +1194,7 @@ def _tail_other(path: str) -> Optional[dict]:
                             break
                         tail = (tail + chunk)[-keep:]
             else:
+                raw.seek(0)
                 if not _chrome_head(raw.read(1 << 16)):
                     return None
                 raw.seek(0, os.SEEK_END)

@@ -529,3 +529,13 @@ def test_non_json_is_refused_from_its_first_bytes(tmp_path):
     path.write_bytes(b"  \n" + bytes(64 << 20))
     with pytest.raises(ValueError, match="zeros.json: not JSON: Expecting value at character 3"):
         load(path)
+
+
+@pytest.mark.parametrize("suffix", [".json", ".json.gz"])
+def test_the_metadata_is_read_from_the_end_of_the_file(tmp_path, good_file, suffix):
+    # load() and merge read otherData.frametrace from the end first, so the
+    # events become Events as they stream past (else kept as tuples first).
+    from frametrace import loader
+    path = tmp_path / f"t{suffix}"
+    path.write_bytes(gzip.compress(good_file) if suffix.endswith(".gz") else good_file)
+    assert loader._tail_other(str(path)) == json.loads(good_file)["otherData"]["frametrace"]
