@@ -560,16 +560,20 @@ def _report_dropped(dropped: int, buffer_size: int, where: str = "") -> None:
 
 class _CycleWriter:
     """run --steps's on_trace_ready: writes each cycle's trace as
-    ``<output stem>.<cycle><ext>`` while the program runs, and never raises
-    into the program (a failed write is reported at the end)."""
+    ``<output stem>.<cycle><ext>`` while the program runs (on the session's
+    writer thread), and never raises into the program (a failed write is
+    reported at the end).  Keeps a line per cycle and the first cycle's
+    summary, nothing of the events: a job of any length stays as large."""
 
     def __init__(self, output: str):
         self.output = output
         self.process_name = ""
         self.metadata: dict = {}
-        self.written: list[tuple[str, Any, float]] = []  # (path, trace, seconds)
+        # (path, cycle, first step, last step, events, threads, dropped, seconds)
+        self.written: list[tuple[str, int, int, int, int, int, int, float]] = []
         self.failed: list[tuple[str, str]] = []  # (path, error)
-
+        self.summary: Any = None  # of the first cycle written
+        self.summary_cycle = -1
         self.pid = os.getpid()
 
     def path(self, cycle: int) -> str:
@@ -585,28 +589,33 @@ class _CycleWriter:
             return
         progress = Progress(f"{PROG}: writing {path}")
         try:
-            trace.to_chrome(path, process_name=self.process_name, metadata=self.metadata)
+            count = trace._write_chrome(path, process_name=self.process_name,
+                                        metadata=self.metadata, progress=progress)
         except (OSError, RuntimeError) as exc:
             self.failed.append((path, reason(exc)))
-        else:
-            self.written.append((path, trace, time.monotonic() - started))
-            trace.tracer.clear()  # the file has it; the events are kept for the summary
+            return
         finally:
             progress.close()
+        seconds = time.monotonic() - started
+        threads = len(trace.threads)
+        self.written.append((path, trace.cycle, trace.steps[0].step, trace.steps[-1].step,
+                             count, threads, trace.dropped, seconds))
+        if self.summary is None:
+            from . import reports
+
+            # The one cycle whose events are built: its summary is printed at the end.
+            self.summary = reports.summary(trace, limit=RUN_SUMMARY_LIMIT)
+            self.summary_cycle = trace.cycle
+        trace.tracer.clear()  # the file has it
 
 
 def _report_cycles(writer: _CycleWriter, session: Any, steps_text: str, status: int) -> int:
-    from . import reports
-
     err = sys.stderr
-    for path, trace, seconds in writer.written:
-        first, last = trace.steps[0].step, trace.steps[-1].step
-        threads = _count_threads(trace.events)
-        print(f"{PROG}: steps {first}-{last} (cycle {trace.cycle}): {len(trace.events):,} events "
+    for path, cycle, first, last, count, threads, dropped, seconds in writer.written:
+        print(f"{PROG}: steps {first}-{last} (cycle {cycle}): {count:,} events "
               f"of {threads} thread{'s' if threads != 1 else ''} written to {path} "
               f"({seconds:.2f} s)", file=err)
-        _report_dropped(trace.dropped, session._tracer_options["buffer_size"],
-                        f" of cycle {trace.cycle}")
+        _report_dropped(dropped, session._tracer_options["buffer_size"], f" of cycle {cycle}")
     for path, problem in writer.failed:
         print(f"{PROG} run: could not write the trace to {path}: {problem}", file=err)
     if not writer.written and not writer.failed:
@@ -615,10 +624,9 @@ def _report_cycles(writer: _CycleWriter, session: Any, steps_text: str, status: 
               f"program's {calls + 1} step{'s' if calls else ''} (it called frametrace.step() "
               f"{calls} time{'s' if calls != 1 else ''})", file=err)
         return status or 2
-    if writer.written:
-        trace = writer.written[0][1]
-        print(f"{PROG}: summary of cycle {trace.cycle}:", file=err)
-        print(reports.summary(trace, limit=RUN_SUMMARY_LIMIT), file=err)
+    if writer.summary is not None:
+        print(f"{PROG}: summary of cycle {writer.summary_cycle}:", file=err)
+        print(writer.summary, file=err)
     return status or (2 if writer.failed else 0)
 
 
