@@ -303,6 +303,7 @@ def _run(ns: argparse.Namespace, script: Optional[str], module: Optional[str],
             session._ignored += tuple(skip)
             writer.process_name = process_name
             writer.metadata = dict(metadata, steps=ns.steps_text)
+            writer.buffer_size = ns.buffer_size
             try:
                 session.__enter__()
             except RuntimeError as exc:
@@ -561,17 +562,21 @@ def _report_dropped(dropped: int, buffer_size: int, where: str = "") -> None:
 class _CycleWriter:
     """run --steps's on_trace_ready: writes each cycle's trace as
     ``<output stem>.<cycle><ext>`` while the program runs (on the session's
-    writer thread), and never raises into the program (a failed write is
-    reported at the end).  Keeps a line per cycle and the first cycle's
-    summary, nothing of the events: a job of any length stays as large."""
+    writer thread), says so on stderr then, and never raises into the
+    program (failed writes are reported at the end).  Keeps counts, the
+    first failures and the first cycle's summary, nothing of each cycle: a
+    job of any length stays as large."""
+
+    MAX_FAILED = 20  # failures told one by one; the rest counted
 
     def __init__(self, output: str):
         self.output = output
         self.process_name = ""
         self.metadata: dict = {}
-        # (path, cycle, first step, last step, events, threads, dropped, seconds)
-        self.written: list[tuple[str, int, int, int, int, int, int, float]] = []
-        self.failed: list[tuple[str, str]] = []  # (path, error)
+        self.written = 0
+        self.failed: list[tuple[str, str]] = []  # (path, error), the first MAX_FAILED
+        self.failed_count = 0
+        self.buffer_size = 0
         self.summary: Any = None  # of the first cycle written
         self.summary_cycle = -1
         self.pid = os.getpid()
@@ -585,21 +590,24 @@ class _CycleWriter:
         path = self.path(trace.cycle)
         started = time.monotonic()
         if trace.tracer is None:
-            self.failed.append((path, "no Python was traced in this cycle (--python-steps 0)"))
+            self.fail(path, "no Python was traced in this cycle (--python-steps 0)")
             return
         progress = Progress(f"{PROG}: writing {path}")
         try:
             count = trace._write_chrome(path, process_name=self.process_name,
                                         metadata=self.metadata, progress=progress)
         except (OSError, RuntimeError) as exc:
-            self.failed.append((path, reason(exc)))
+            self.fail(path, reason(exc))
             return
         finally:
             progress.close()
         seconds = time.monotonic() - started
         threads = len(trace.threads)
-        self.written.append((path, trace.cycle, trace.steps[0].step, trace.steps[-1].step,
-                             count, threads, trace.dropped, seconds))
+        self.written += 1
+        print(f"{PROG}: steps {trace.steps[0].step}-{trace.steps[-1].step} (cycle {trace.cycle}): "
+              f"{count:,} events of {threads} thread{'s' if threads != 1 else ''} written to "
+              f"{path} ({seconds:.2f} s)", file=sys.stderr, flush=True)
+        _report_dropped(trace.dropped, self.buffer_size, f" of cycle {trace.cycle}")
         if self.summary is None:
             from . import reports
 
@@ -608,16 +616,19 @@ class _CycleWriter:
             self.summary_cycle = trace.cycle
         trace.tracer.clear()  # the file has it
 
+    def fail(self, path: str, problem: str) -> None:
+        self.failed_count += 1
+        if len(self.failed) < self.MAX_FAILED:
+            self.failed.append((path, problem))
+
 
 def _report_cycles(writer: _CycleWriter, session: Any, steps_text: str, status: int) -> int:
     err = sys.stderr
-    for path, cycle, first, last, count, threads, dropped, seconds in writer.written:
-        print(f"{PROG}: steps {first}-{last} (cycle {cycle}): {count:,} events "
-              f"of {threads} thread{'s' if threads != 1 else ''} written to {path} "
-              f"({seconds:.2f} s)", file=err)
-        _report_dropped(dropped, session._tracer_options["buffer_size"], f" of cycle {cycle}")
     for path, problem in writer.failed:
         print(f"{PROG} run: could not write the trace to {path}: {problem}", file=err)
+    if writer.failed_count > len(writer.failed):
+        print(f"{PROG} run: {writer.failed_count - len(writer.failed):,} more cycles could not "
+              f"be written", file=err)
     if not writer.written and not writer.failed:
         calls = session.step_num
         print(f"{PROG} run: no trace written: --steps {steps_text} records none of the "

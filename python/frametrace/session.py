@@ -590,7 +590,6 @@ class Profile:
         if tracer is not None:
             tracer.stop()
         trace = Trace(
-            events=tracer.getEvents() if tracer is not None else [],
             ranges=_pair_ranges(window.marks, window.start_ns, now),
             steps=[StepRecord(f"step#{n}", n, start, end) for n, start, end in window.steps],
             session_start_ns=window.start_ns,
