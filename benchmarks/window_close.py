@@ -8,8 +8,9 @@ a session's memory over many cycles.  A report, never a test.
 pause: each round is a window of one active step that records about N
 events (a recursive function, --events, default 1M); the figure is how long
 the prof.step() that closes the window takes, the time the training thread
-is held before its next step starts, and, apart, how long the handler took
-to finish after the close (the write).  Between rounds the loop waits for
+is held before its next step starts; then how much longer the next step's
+fixed work takes than alone (a write holding the GIL slows it); and, apart,
+how long the handler took to finish after the close (the write).  Between rounds the loop waits for
 the previous write, outside what is measured.
 
 memory: a session with repeat=0 and one active step per cycle, each writing
@@ -60,6 +61,14 @@ def pause(args: argparse.Namespace) -> None:
         done.set()
 
     pauses = []
+    nexts = []
+
+    def next_step_work():
+        t0 = time.perf_counter()
+        fib(18)
+        return time.perf_counter() - t0
+
+    alone = statistics.median(next_step_work() for _ in range(21))
     sched = frametrace.schedule(wait=1, warmup=0, active=1, repeat=args.rounds)
     with frametrace.profile(schedule=sched, buffer_size=1 << 23,
                             on_trace_ready=None if args.handler == "none" else handler) as prof:
@@ -70,6 +79,10 @@ def pause(args: argparse.Namespace) -> None:
                 prof.step()  # closes the window
                 pauses.append(time.perf_counter() - t0)
             else:
+                if step:
+                    # The step after the close: how much longer than alone
+                    # (a write holding the GIL slows it down).
+                    nexts.append(next_step_work() - alone)
                 if args.handler != "none" and step:
                     done.wait()  # the previous write: outside what is measured
                     done.clear()
@@ -81,6 +94,10 @@ def pause(args: argparse.Namespace) -> None:
     ms = sorted(p * 1e3 for p in pauses)
     print(f"  pause at window close: median {statistics.median(ms):.2f} ms, "
           f"min {ms[0]:.2f}, max {ms[-1]:.2f}")
+    if nexts:
+        ns = sorted(x * 1e3 for x in nexts)
+        print(f"  next step's fixed work (fib(18), {alone * 1e3:.1f} ms alone): "
+              f"{statistics.median(ns):+.1f} ms median, {ns[-1]:+.1f} ms max")
     if written:
         ws = sorted(w for _, w in written)
         print(f"  handler (the write): median {statistics.median(ws) * 1e3:.0f} ms")

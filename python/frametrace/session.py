@@ -308,7 +308,8 @@ class _Writer:
 
     def __init__(self) -> None:
         self.cond = threading.Condition(threading.Lock())
-        self.queue: collections.deque = collections.deque()  # (handler, trace)
+        # (handler or None, trace, the trace it replaces as last_trace)
+        self.queue: collections.deque = collections.deque()
         self.thread: Optional[threading.Thread] = None
         self.errors: list = []  # (cycle, exception) not raised yet
         self.ending: Optional[threading.Thread] = None  # the thread, done, ending
@@ -320,7 +321,7 @@ class _Writer:
         a write."""
         with self.cond:
             waited = bool(self.queue)
-            while self.queue:
+            while self.queue or self.thread is not None:
                 self.cond.wait()
         ending = self.ending
         if ending is not None and self.thread is None:
@@ -328,11 +329,15 @@ class _Writer:
             self.ending = None
         return waited
 
-    def submit(self, handler: Callable[[Trace], Any], trace: Trace) -> None:
+    def submit(self, handler: Optional[Callable[[Trace], Any]], trace: Trace,
+               previous: Optional[Trace]) -> None:
+        """Hands trace over to handler, and previous (the session's last
+        trace until now) to be let go: freeing a tracer's rings takes
+        milliseconds, none of them the training thread's."""
         with self.cond:
             while len(self.queue) >= _MAX_PENDING:
                 self.cond.wait()
-            self.queue.append((handler, trace))
+            self.queue.append((handler, trace, previous))
             if self.thread is not None:
                 return
             thread = threading.Thread(target=self._run, name="frametrace-writer", daemon=False)
@@ -345,7 +350,8 @@ class _Writer:
                 self.thread = thread
                 _writers.add(self)
                 return
-        self._call(handler, trace)
+        if handler is not None:
+            self._call(handler, trace)
 
     def _call(self, handler: Callable[[Trace], Any], trace: Trace) -> None:
         try:
@@ -364,12 +370,15 @@ class _Writer:
                     _writers.discard(self)
                     self.cond.notify_all()
                     return
-                handler, trace = self.queue[0]
-            self._call(handler, trace)
-            del handler, trace  # the trace's tracer (its rings) freed now, unless kept
+                handler, trace, previous = self.queue[0]
+            if handler is not None:
+                self._call(handler, trace)
             with self.cond:
                 self.queue.popleft()
                 self.cond.notify_all()
+            # Outside the lock: the tracers (their rings) no one else holds
+            # are freed here.
+            del handler, trace, previous
 
     def wait(self) -> None:
         """Returns when every window handed over has been handled."""
@@ -604,10 +613,10 @@ class Profile:
             cycle=window.cycle,
             tracer=tracer,
         )
-        self.last_trace = trace
-        if self.on_trace_ready is not None:
+        previous, self.last_trace = self.last_trace, trace
+        if self.on_trace_ready is not None or previous is not None:
             # Off the training thread: the loop goes on while it writes.
-            self._writer.submit(self.on_trace_ready, trace)
+            self._writer.submit(self.on_trace_ready, trace, previous)
 
     def _raise_pending(self) -> None:
         error = self._writer.take_error()
