@@ -65,10 +65,11 @@ def pause(args: argparse.Namespace) -> None:
 
     def next_step_work():
         t0 = time.perf_counter()
-        fib(18)
+        for _ in range(100):  # ~30 ms, in many calls: the GIL can change hands
+            fib(18)
         return time.perf_counter() - t0
 
-    alone = statistics.median(next_step_work() for _ in range(21))
+    alone = statistics.median(next_step_work() for _ in range(5))
     sched = frametrace.schedule(wait=1, warmup=0, active=1, repeat=args.rounds)
     with frametrace.profile(schedule=sched, buffer_size=1 << 23,
                             on_trace_ready=None if args.handler == "none" else handler) as prof:
@@ -96,7 +97,7 @@ def pause(args: argparse.Namespace) -> None:
           f"min {ms[0]:.2f}, max {ms[-1]:.2f}")
     if nexts:
         ns = sorted(x * 1e3 for x in nexts)
-        print(f"  next step's fixed work (fib(18), {alone * 1e3:.1f} ms alone): "
+        print(f"  next step's fixed work (100 x fib(18), {alone * 1e3:.1f} ms alone): "
               f"{statistics.median(ns):+.1f} ms median, {ns[-1]:+.1f} ms max")
     if written:
         ws = sorted(w for _, w in written)

@@ -707,8 +707,11 @@ def profile(
     python_steps: trace Python only in the first N active steps of each
     window (default: all of them); the tracer's stop is latched and the
     window goes on recording steps and ranges.  on_trace_ready(trace) is
-    called at the end of each active window (``frametrace.save(dir)`` writes
-    them to files).  ``prof.stop()`` stops Python tracing early.
+    called after each active window ends, on the session's writer thread
+    while the loop goes on, windows in order (``frametrace.save(dir)``
+    writes them to files); what it raises is raised by the next
+    ``prof.step()`` or at exit, which waits for it.  ``prof.stop()`` stops
+    Python tracing early.
     """
     return Profile(schedule=schedule, python_steps=python_steps, on_trace_ready=on_trace_ready,
                    buffer_size=buffer_size, c_calls=c_calls, backend=backend)
