@@ -50,3 +50,29 @@ def test_no_accumulation_over_cycles(tmp_path):
         # Each cycle's trace (~hundreds of events) would add far more than this.
         assert at_1000 - at_10 < 64 * 1024, (what, at_10, at_1000)
     assert len([n for n in os.listdir(tmp_path) if n.startswith("r.")]) == 1002  # and the window the exit closed
+
+
+def test_interpreter_exit_waits_for_pending_handler(tmp_path):
+    """A session never exited, its handler still pending when the program
+    ends: the interpreter waits for it (the writer thread is no daemon) and
+    its failure is printed, not lost."""
+    out = tmp_path / "written"
+    program = textwrap.dedent(f"""
+        import threading
+        import frametrace
+
+        def handler(trace):
+            threading.main_thread().join()  # the program has ended
+            open({str(out)!r}, "w").write(f"cycle {{trace.cycle}}")
+            raise ValueError("late failure")
+
+        prof = frametrace.profile(schedule=frametrace.schedule(wait=0, warmup=0, active=1),
+                                  python_steps=0, on_trace_ready=handler)
+        prof.__enter__()
+        prof.step()  # closes cycle 0; the program ends inside the session
+    """)
+    proc = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert out.read_text() == "cycle 0"
+    assert "on_trace_ready failed" in proc.stderr and "ValueError: late failure" in proc.stderr
