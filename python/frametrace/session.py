@@ -614,6 +614,8 @@ class Profile:
             tracer=tracer,
         )
         previous, self.last_trace = self.last_trace, trace
+        if previous is not None and previous.tracer is None:
+            previous = None  # nothing costly to free
         if self.on_trace_ready is not None or previous is not None:
             # Off the training thread: the loop goes on while it writes.
             self._writer.submit(self.on_trace_ready, trace, previous)

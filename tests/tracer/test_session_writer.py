@@ -162,3 +162,22 @@ def test_back_to_back_windows_stay_apart():
         assert "frametrace-writer" not in trace.thread_names.values()
         assert not [e for e in trace.events if e.filename == session_file
                     or e.filename == threading.__file__]
+
+
+@pytest.mark.parametrize("handled", [False, True])
+def test_tracers_are_freed_once_handled(handled):
+    """The session keeps its last trace only: the earlier windows' tracers
+    (their rings) are freed, off the training thread, once handled."""
+    import weakref
+
+    tracers = []
+    sched = frametrace.schedule(wait=0, warmup=0, active=1, repeat=5)
+    with frametrace.profile(schedule=sched,
+                            on_trace_ready=(lambda trace: None) if handled else None) as prof:
+        for i in range(5):
+            model([i])
+            prof.step()
+            tracers.append(weakref.ref(prof.last_trace.tracer))
+    alive = [ref() is not None for ref in tracers]
+    assert alive == [False] * 4 + [True]
+    assert prof.last_trace.tracer is tracers[-1]()
