@@ -61,7 +61,8 @@ class StepRecord(NamedTuple):
 class Trace:
     """What one active window of a session recorded."""
 
-    events: Optional[list] = field(default=None, repr=False)
+    # None (the default): built from tracer when first read.
+    events: list = field(default=None, repr=False)  # type: ignore[arg-type]
     """Python/C events from ``Tracer.getEvents()``: none ends after
     tracer_stop_ns.  Built from the tracer on first use (None when made:
     those of ``tracer``, or none without one), so that a handler that only
