@@ -191,9 +191,8 @@ tracer_get_events(ft_tracer *self, PyObject *Py_UNUSED(ignored))
 static void
 tracer_release(ft_tracer *self)
 {
-    ft_free_threads(self);
+    ft_release_records(self);  /* or hands them to running writers */
     ft_functable_clear(&self->funcs);
-    ft_clock_free(&self->clock);
 }
 
 static PyObject *
