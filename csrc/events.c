@@ -89,23 +89,57 @@ ft_replay_all(ft_tracer *tracer, ft_eventvec *vec, size_t **thread_end)
 int
 ft_count_dropped(ft_tracer *tracer)
 {
-    ft_eventvec scratch = {0};
-    int rc = 0;
-    for (Py_ssize_t i = 0; i < tracer->nthreads && rc == 0; i++) {
-        ft_thread *th = tracer->threads[i];
-        if (th->dropped_counted) {
-            continue;
-        }
-        if (ft_thread_lost_records(th) == 0) {
-            /* Nothing lost: no replay needed. */
-            th->dropped_events = 0;
-            th->dropped_counted = 1;
-            continue;
-        }
-        scratch.len = 0;
-        rc = replay_thread(tracer, i, &scratch);
+    Py_ssize_t n = tracer->nthreads;
+    Py_ssize_t uncounted = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        uncounted += !tracer->threads[i]->dropped_counted;
     }
-    ft_eventvec_free(&scratch);
+    if (uncounted == 0) {
+        return 0;
+    }
+    /* The replays that count run with the GIL released, the records
+     * pinned (they can be many: every thread whose ring overflowed). */
+    ft_export ex;
+    if (ft_export_begin(&ex, tracer, "counting the dropped events") < 0) {
+        return -1;
+    }
+    uint8_t *todo = calloc((size_t)n + 1, 1);
+    uint64_t *lost = calloc((size_t)n + 1, sizeof(uint64_t));
+    int64_t *partial = calloc((size_t)n + 1, sizeof(int64_t));
+    int rc = todo != NULL && lost != NULL && partial != NULL ? 0 : -1;
+    for (Py_ssize_t i = 0; rc == 0 && i < n; i++) {
+        todo[i] = !ex.threads[i]->dropped_counted;
+    }
+    if (rc == 0) {
+        ft_thread_events te = {0};
+        Py_BEGIN_ALLOW_THREADS
+        for (Py_ssize_t i = 0; i < n && rc == 0; i++) {
+            if (!todo[i]) {
+                continue;
+            }
+            lost[i] = ft_thread_lost_records(ex.threads[i]);
+            if (lost[i] != 0) {  /* else nothing lost: no replay needed */
+                ft_replay_input in;
+                thread_input(ex.threads[i], &ex.clock, ex.stop_ns, &in);
+                rc = ft_replay_thread_events(&in, &te, &partial[i]);
+            }
+        }
+        ft_thread_events_free(&te);
+        Py_END_ALLOW_THREADS
+    }
+    /* Another thread may have counted some meanwhile: the same counts. */
+    for (Py_ssize_t i = 0; rc == 0 && i < n; i++) {
+        ft_thread *th = ex.threads[i];
+        if (todo[i] && !th->dropped_counted) {
+            th->dropped_events = lost[i] ? ft_dropped_events(lost[i], partial[i])
+                                         : 0;
+            th->dropped_counted = 1;
+        }
+    }
+    free(todo);
+    free(lost);
+    free(partial);
+    ft_export_end(&ex);
     if (rc < 0) {
         PyErr_NoMemory();
     }

@@ -408,7 +408,9 @@ uint64_t ft_thread_lost_records(const ft_thread *th);
 
 /* Counts the events each thread of a stopped tracer lost entirely
  * (ft_thread.dropped_events), replaying the threads that lost records and
- * were not replayed yet.  0, or -1 with MemoryError set. */
+ * were not replayed yet, with the GIL released (the records pinned: see
+ * ft_export_begin(); a clear() meanwhile leaves the tracer with no
+ * threads).  0, or -1 with an exception set. */
 int ft_count_dropped(ft_tracer *tracer);
 
 /* A stopped tracer's records pinned for a writer, which replays them one

@@ -225,12 +225,7 @@ dropped_known(ft_tracer *self)
         return 0;
     }
     if (self->phase == FT_PHASE_STOPPED) {
-        int gc_was_enabled = PyGC_Disable();
-        int rc = ft_count_dropped(self);
-        if (gc_was_enabled) {
-            PyGC_Enable();
-        }
-        return rc < 0 ? -1 : 1;
+        return ft_count_dropped(self) < 0 ? -1 : 1;
     }
     return 1;  /* new or cleared: no threads */
 }
