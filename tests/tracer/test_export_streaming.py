@@ -386,3 +386,39 @@ def test_concurrent_writes_of_one_tracer(tmp_path, big):
         text = (tmp_path / p).read_text()
         return text[:text.rindex('"otherData"')]
     assert events_part("one.json") == events_part("two.json")
+
+
+def test_clear_in_a_forked_child_of_a_write(tmp_path, big):
+    """A child forked while a write runs has the pin but not the writer:
+    its clear() frees the records at once, and its tracer is cleared."""
+    forked = []
+
+    def rss():
+        with open("/proc/self/status") as fh:
+            return next(int(line.split()[1]) * 1024 for line in fh if line.startswith("VmRSS:"))
+
+    def progress(done, total):
+        if forked:
+            return
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                before = rss()
+                big.clear()
+                code = 0 if big.threads == [] else 2
+                if before - rss() < 8 << 20:  # its ring (17 MB of records) unmapped
+                    code = 4
+                try:
+                    big.getEvents()
+                    code = 3
+                except RuntimeError:
+                    pass
+            finally:
+                os._exit(code)
+        forked.append(pid)
+
+    assert write_chrome(tmp_path / "t.json", big, progress=progress) > 1 << 20
+    _, status = os.waitpid(forked[0], 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert big.threads  # the parent's records are its own
