@@ -601,7 +601,9 @@ static PyMethodDef tracer_methods[] = {
      "get_events($self, /)\n--\n\nAlias of getEvents()."},
     {"clear", (PyCFunction)tracer_clear_method, METH_NOARGS,
      "clear($self, /)\n--\n\n"
-     "Free the records and the references held to traced functions."},
+     "Free the records and the references held to traced functions.  "
+     "Records that a write running in another thread reads are freed when "
+     "it ends."},
     {"_write_chrome", (PyCFunction)(void (*)(void))ft_write_chrome,
      METH_VARARGS | METH_KEYWORDS,
      "_write_chrome($self, path, *, pid, origin_ns, prelude, trailer, "
