@@ -206,6 +206,7 @@ ft_export_begin(ft_export *ex, ft_tracer *tracer, const char *who)
     ex->nthreads = tracer->nthreads;
     ex->clock = tracer->clock;
     ex->stop_ns = tracer->stop_ns;
+    ex->pid = (long)getpid();
     return 0;
 }
 

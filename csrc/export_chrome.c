@@ -256,7 +256,7 @@ ft_write_chrome(ft_tracer *tracer, PyObject *args, PyObject *kwargs)
          * the others. */
         size_t total = done + n + (size_t)rest;
         for (size_t i = 0; i < n && !out.failed; i++, done++) {
-            if (out_progress(progress, done, total, &_save) < 0) {
+            if (out_progress(progress, done, total, ex.pid, &_save) < 0) {
                 interrupted = 1;
                 break;
             }

@@ -426,6 +426,7 @@ typedef struct {
     Py_ssize_t nthreads;
     ft_clock clock;         /* a copy; its anchors kept by the pin */
     int64_t stop_ns;
+    long pid;               /* the process that pinned */
 } ft_export;
 
 /* Pins a stopped tracer's records (GIL held); who names the caller in the

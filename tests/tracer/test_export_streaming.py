@@ -422,3 +422,27 @@ def test_clear_in_a_forked_child_of_a_write(tmp_path, big):
     _, status = os.waitpid(forked[0], 0)
     assert os.waitstatus_to_exitcode(status) == 0
     assert big.threads  # the parent's records are its own
+
+
+@pytest.mark.parametrize("writer", [write_chrome, write_perfetto])
+def test_a_child_forked_by_progress_does_not_go_on_writing(big, writer):
+    """progress forks, and the child clears the tracer and returns: the
+    child's copy of the write stops there (RuntimeError) instead of reading
+    the records it freed; the parent's write is whole."""
+    parent = os.getpid()
+
+    def progress(done, total):
+        if os.getpid() == parent and os.fork() == 0:
+            big.clear()
+
+    try:
+        count = writer("/dev/null", big, progress=progress)
+    except BaseException as exc:
+        if os.getpid() != parent:
+            os._exit(0 if isinstance(exc, RuntimeError) and "forked" in str(exc) else 5)
+        raise
+    if os.getpid() != parent:
+        os._exit(6)
+    assert count > 1 << 20
+    _, status = os.wait()
+    assert os.waitstatus_to_exitcode(status) == 0
