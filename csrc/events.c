@@ -3,6 +3,8 @@
 #include "replay.h"
 
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 /* The shared (name, filename, lineno, kind) tuple of ev's function, made
  * at its first event; infos is indexed by function index and kind. */
@@ -25,29 +27,37 @@ ft_thread_lost_records(const ft_thread *th)
     return ft_ring_overwritten(&th->ring) + th->lost;
 }
 
-/* Replays thread i of a stopped tracer, appending to vec; counts the events
- * it lost entirely the first time. */
-static int
-replay_thread(ft_tracer *tracer, Py_ssize_t i, ft_eventvec *vec)
+/* The replay's input for thread th of a stopped tracer. */
+static void
+thread_input(const ft_thread *th, const ft_clock *clock, int64_t stop_ns,
+             ft_replay_input *in)
 {
-    ft_thread *th = tracer->threads[i];
-    ft_replay_input in = {
+    *in = (ft_replay_input){
         .ring = &th->ring,
-        .clock = &tracer->clock,
+        .clock = clock,
         .base_ticks = th->base_ticks,
         .base_stack = th->base_stack,
         .base_depth = (size_t)th->base_depth,
         .base_known = 1,
         .stop_stack = th->stop_stack,
         .stop_depth = (size_t)th->stop_depth,
-        .stop_ns = tracer->stop_ns,
+        .stop_ns = stop_ns,
     };
     if (th->loss_ticks != 0) {
         ft_clock_cursor cursor = {0};
-        int64_t loss_ns = ft_clock_convert(&tracer->clock, th->loss_ticks,
-                                           &cursor);
-        in.loss_ns = loss_ns != 0 ? loss_ns : 1;  /* 0: not lost */
+        int64_t loss_ns = ft_clock_convert(clock, th->loss_ticks, &cursor);
+        in->loss_ns = loss_ns != 0 ? loss_ns : 1;  /* 0: not lost */
     }
+}
+
+/* Replays thread i of a stopped tracer, appending to vec; counts the events
+ * it lost entirely the first time. */
+static int
+replay_thread(ft_tracer *tracer, Py_ssize_t i, ft_eventvec *vec)
+{
+    ft_thread *th = tracer->threads[i];
+    ft_replay_input in;
+    thread_input(th, &tracer->clock, tracer->stop_ns, &in);
     int64_t partial;
     if (ft_replay_thread(&in, vec, &partial) < 0) {
         return -1;
@@ -79,47 +89,158 @@ ft_replay_all(ft_tracer *tracer, ft_eventvec *vec, size_t **thread_end)
 int
 ft_count_dropped(ft_tracer *tracer)
 {
-    ft_eventvec scratch = {0};
-    int rc = 0;
-    for (Py_ssize_t i = 0; i < tracer->nthreads && rc == 0; i++) {
-        ft_thread *th = tracer->threads[i];
-        if (th->dropped_counted) {
-            continue;
-        }
-        if (ft_thread_lost_records(th) == 0) {
-            /* Nothing lost: no replay needed. */
-            th->dropped_events = 0;
-            th->dropped_counted = 1;
-            continue;
-        }
-        scratch.len = 0;
-        rc = replay_thread(tracer, i, &scratch);
+    Py_ssize_t n = tracer->nthreads;
+    Py_ssize_t uncounted = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        uncounted += !tracer->threads[i]->dropped_counted;
     }
-    ft_eventvec_free(&scratch);
+    if (uncounted == 0) {
+        return 0;
+    }
+    /* The replays that count run with the GIL released, the records
+     * pinned (they can be many: every thread whose ring overflowed). */
+    ft_export ex;
+    if (ft_export_begin(&ex, tracer, "counting the dropped events") < 0) {
+        return -1;
+    }
+    uint8_t *todo = calloc((size_t)n + 1, 1);
+    uint64_t *lost = calloc((size_t)n + 1, sizeof(uint64_t));
+    int64_t *partial = calloc((size_t)n + 1, sizeof(int64_t));
+    int rc = todo != NULL && lost != NULL && partial != NULL ? 0 : -1;
+    for (Py_ssize_t i = 0; rc == 0 && i < n; i++) {
+        todo[i] = !ex.threads[i]->dropped_counted;
+    }
+    if (rc == 0) {
+        ft_thread_events te = {0};
+        Py_BEGIN_ALLOW_THREADS
+        for (Py_ssize_t i = 0; i < n && rc == 0; i++) {
+            if (!todo[i]) {
+                continue;
+            }
+            lost[i] = ft_thread_lost_records(ex.threads[i]);
+            if (lost[i] != 0) {  /* else nothing lost: no replay needed */
+                ft_replay_input in;
+                thread_input(ex.threads[i], &ex.clock, ex.stop_ns, &in);
+                rc = ft_replay_thread_events(&in, &te, &partial[i]);
+            }
+        }
+        ft_thread_events_free(&te);
+        Py_END_ALLOW_THREADS
+    }
+    /* Another thread may have counted some meanwhile: the same counts. */
+    for (Py_ssize_t i = 0; rc == 0 && i < n; i++) {
+        ft_thread *th = ex.threads[i];
+        if (todo[i] && !th->dropped_counted) {
+            th->dropped_events = lost[i] ? ft_dropped_events(lost[i], partial[i])
+                                         : 0;
+            th->dropped_counted = 1;
+        }
+    }
+    free(todo);
+    free(lost);
+    free(partial);
+    ft_export_end(&ex);
     if (rc < 0) {
         PyErr_NoMemory();
     }
     return rc;
 }
 
-int
-ft_export_replay(ft_tracer *tracer, const char *who, ft_eventvec *vec,
-                 size_t **thread_end)
+/* Whether writers of this process hold tracer's records (a forked child
+ * inherits the count, not the threads that write). */
+static int
+exports_running(const ft_tracer *tracer)
 {
+    return tracer->exports > 0 && tracer->export_pid == (long)getpid();
+}
+
+static void
+free_retired(ft_tracer *tracer)
+{
+    ft_free_thread_array(tracer->retired_threads, tracer->nretired);
+    tracer->retired_threads = NULL;
+    tracer->nretired = 0;
+    ft_clock_free(&tracer->retired_clock);
+}
+
+void
+ft_release_records(ft_tracer *tracer)
+{
+    if (!exports_running(tracer)) {
+        tracer->exports = 0;
+        free_retired(tracer);
+    }
+    else if (tracer->nthreads > 0 || tracer->clock.anchors != NULL) {
+        /* Only a stopped tracer is pinned, and cleared once: nothing was
+         * retired before. */
+        assert(tracer->retired_threads == NULL);
+        tracer->retired_threads = tracer->threads;
+        tracer->nretired = tracer->nthreads;
+        tracer->retired_clock = tracer->clock;
+        tracer->threads = NULL;
+        tracer->nthreads = 0;
+        tracer->threads_cap = 0;
+        memset(&tracer->clock, 0, sizeof(tracer->clock));
+        return;
+    }
+    ft_free_threads(tracer);
+    ft_clock_free(&tracer->clock);
+}
+
+int
+ft_export_begin(ft_export *ex, ft_tracer *tracer, const char *who)
+{
+    memset(ex, 0, sizeof(*ex));
     if (tracer->phase != FT_PHASE_STOPPED) {
         PyErr_Format(PyExc_RuntimeError, "%s needs a stopped, uncleared "
                      "tracer", who);
         return -1;
     }
-    int gc_was_enabled = PyGC_Disable();
-    int rc = ft_replay_all(tracer, vec, thread_end);
-    if (gc_was_enabled) {
-        PyGC_Enable();
+    if (!exports_running(tracer)) {
+        tracer->exports = 0;  /* a forked child's: its writers are gone */
+        tracer->export_pid = (long)getpid();
     }
-    if (rc < 0) {
-        PyErr_NoMemory();
+    tracer->exports++;
+    ex->tracer = (ft_tracer *)Py_NewRef(tracer);
+    ex->threads = tracer->threads;
+    ex->nthreads = tracer->nthreads;
+    ex->clock = tracer->clock;
+    ex->stop_ns = tracer->stop_ns;
+    ex->pid = (long)getpid();
+    return 0;
+}
+
+int
+ft_export_thread(const ft_export *ex, Py_ssize_t i, ft_thread_events *te)
+{
+    ft_replay_input in;
+    thread_input(ex->threads[i], &ex->clock, ex->stop_ns, &in);
+    return ft_replay_thread_events(&in, te, NULL);
+}
+
+uint64_t
+ft_export_estimate(const ft_export *ex, Py_ssize_t i)
+{
+    const ft_thread *th = ex->threads[i];
+    uint64_t words = ft_ring_written(&th->ring);
+    if (words > th->ring.capacity) {
+        words = th->ring.capacity;
     }
-    return rc;
+    return words / 2 + (uint64_t)th->base_depth;
+}
+
+void
+ft_export_end(ft_export *ex)
+{
+    ft_tracer *tracer = ex->tracer;
+    if (tracer == NULL) {
+        return;
+    }
+    ex->tracer = NULL;
+    if (exports_running(tracer) && --tracer->exports == 0) {
+        free_retired(tracer);
+    }
+    Py_DECREF(tracer);
 }
 
 PyObject *

@@ -1,5 +1,6 @@
 /* Chrome trace event JSON (Perfetto UI, chrome://tracing), written straight
- * from the replayed records: no Python object per event.
+ * from the records, replayed one thread at a time with the GIL released:
+ * no Python object per event, no copy of all the events.
  *
  * Every Python/C event is one complete event ("ph": "X").  ts and dur are
  * microseconds with three decimals, so nanoseconds survive; ts counts from
@@ -133,6 +134,38 @@ describe_thread(thread_json *tj, long long pid, uint64_t tid)
         pid, (unsigned long long)tid);
 }
 
+/* The escaped names of every function and the event heads of every
+ * thread (malloc'd, also on failure: the caller frees them).  0, or -1
+ * with an exception. */
+static int
+describe_all(ft_tracer *tracer, uint32_t nfuncs, long long pid,
+             func_json **funcs, thread_json **tids)
+{
+    *funcs = calloc((size_t)nfuncs + 1, sizeof(func_json));
+    *tids = calloc((size_t)tracer->nthreads + 1, sizeof(thread_json));
+    if (*funcs == NULL || *tids == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (uint32_t i = 0; i < nfuncs; i++) {
+        if (describe_func(&tracer->funcs.funcs[i], &(*funcs)[i]) < 0) {
+            return -1;
+        }
+    }
+    /* The OS's id where known (the one other tools show), unique per
+     * thread: the prelude's thread metadata uses the same ones. */
+    uint64_t *export_tids = ft_export_tids(tracer);
+    if (export_tids == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < tracer->nthreads; i++) {
+        describe_thread(&(*tids)[i], pid, export_tids[i]);
+    }
+    free(export_tids);
+    return 0;
+}
+
 /* The most an event writes besides its thread's head and its function's
  * tail: the separator, ts, dur, both open flags and the closing braces. */
 #define EVENT_FIXED_MAX (2 + FT_US_MAX + 7 + FT_US_MAX + 21 + 20 + 20 + 2)
@@ -166,8 +199,8 @@ ft_write_chrome(ft_tracer *tracer, PyObject *args, PyObject *kwargs)
                         "origin_ns, prelude and trailer");
         return NULL;
     }
-    ft_eventvec vec = {0};
-    size_t *thread_end = NULL;
+    ft_export ex = {0};
+    ft_thread_events te = {0};
     func_json *funcs = NULL;
     thread_json *tids = NULL;
     out_t out = {0};
@@ -179,52 +212,55 @@ ft_write_chrome(ft_tracer *tracer, PyObject *args, PyObject *kwargs)
     if (prelude_s == NULL || trailer_s == NULL) {
         goto done;
     }
-    funcs = calloc((size_t)nfuncs + 1, sizeof(func_json));
-    tids = calloc((size_t)tracer->nthreads + 1, sizeof(thread_json));
-    if (funcs == NULL || tids == NULL) {
-        PyErr_NoMemory();
+    /* The records pinned, then what needs Python (the names), with the
+     * GIL and the collector off: no finalizer can let another thread
+     * clear() the function table meanwhile. */
+    if (ft_export_begin(&ex, tracer, "_write_chrome()") < 0) {
         goto done;
     }
-    for (uint32_t i = 0; i < nfuncs; i++) {
-        if (describe_func(&tracer->funcs.funcs[i], &funcs[i]) < 0) {
-            goto done;
-        }
+    int gc_was_enabled = PyGC_Disable();
+    int described = describe_all(tracer, nfuncs, pid, &funcs, &tids);
+    if (gc_was_enabled) {
+        PyGC_Enable();
     }
-    /* The OS's id where known (the one other tools show), unique per
-     * thread: the prelude's thread metadata uses the same ones. */
-    uint64_t *export_tids = ft_export_tids(tracer);
-    if (export_tids == NULL) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    for (Py_ssize_t i = 0; i < tracer->nthreads; i++) {
-        describe_thread(&tids[i], pid, export_tids[i]);
-    }
-    free(export_tids);
-    if (ft_export_replay(tracer, "_write_chrome()", &vec, &thread_end) < 0) {
+    if (described < 0) {
         goto done;
     }
     if (out_open_or_raise(&out, path_obj, name_obj, compress, OUT_CAP) < 0) {
         goto done;
     }
-    /* Writing is pure C on data this call owns (the escaped names and the
-     * replayed events): other threads may run meanwhile. */
-    Py_ssize_t nthreads = tracer->nthreads;
+    /* Replay and writing are pure C on what this call owns or pinned (the
+     * escaped names, the threads' records): one thread at a time, with
+     * the GIL released. */
+    Py_ssize_t nthreads = ex.nthreads;
+    uint64_t rest = 0;
+    for (Py_ssize_t t = 0; t < nthreads; t++) {
+        rest += ft_export_estimate(&ex, t);
+    }
+    size_t done = 0;
     int write_err, interrupted = 0, nomem = 0;
     Py_BEGIN_ALLOW_THREADS
     OUT_LIT(&out, "{\"traceEvents\":[");
     out_bytes(&out, prelude_s, strlen(prelude_s));
     int first = prelude_s[0] == '\0';
-    size_t pos = 0;
     /* Stops at an interruption or a write error: no closing part then,
      * so even a file written in place does not look complete. */
     for (Py_ssize_t t = 0; t < nthreads && !interrupted && !out.failed; t++) {
-        for (; pos < thread_end[t] && !interrupted && !out.failed; pos++) {
-            if (out_progress(progress, pos, vec.len, &_save) < 0) {
+        if (ft_export_thread(&ex, t, &te) < 0) {
+            interrupted = nomem = 1;
+            break;
+        }
+        size_t n = te.head.len + te.body.len;
+        rest -= ft_export_estimate(&ex, t);
+        /* progress's total: exact for the threads replayed, estimated for
+         * the others. */
+        size_t total = done + n + (size_t)rest;
+        for (size_t i = 0; i < n && !out.failed; i++, done++) {
+            if (out_progress(progress, done, total, ex.pid, &_save) < 0) {
                 interrupted = 1;
                 break;
             }
-            const ft_event *ev = &vec.items[pos];
+            const ft_event *ev = ft_thread_event(&te, i);
             const func_json *fj = &funcs[ev->func & ~FT_ID_IGNORED];
             const char *head = ev->is_c ? tids[t].c : tids[t].py;
             size_t head_len = ev->is_c ? tids[t].c_len : tids[t].py_len;
@@ -264,6 +300,7 @@ ft_write_chrome(ft_tracer *tracer, PyObject *args, PyObject *kwargs)
         OUT_LIT(&out, "}\n");
     }
     write_err = out_end(&out, interrupted);
+    ft_thread_events_free(&te);
     Py_END_ALLOW_THREADS
     if (interrupted) {
         if (nomem) {
@@ -275,10 +312,12 @@ ft_write_chrome(ft_tracer *tracer, PyObject *args, PyObject *kwargs)
         out_raise(write_err, name_obj);
         goto done;
     }
-    result = PyLong_FromSize_t(vec.len);
+    result = PyLong_FromSize_t(done);
 
 done:
     out_end(&out, 1);  /* on the error paths */
+    ft_thread_events_free(&te);
+    ft_export_end(&ex);
     if (funcs != NULL) {
         for (uint32_t i = 0; i < nfuncs; i++) {
             free(funcs[i].tail);
@@ -286,8 +325,6 @@ done:
         free(funcs);
     }
     free(tids);
-    free(thread_end);
-    ft_eventvec_free(&vec);
     Py_DECREF(path_obj);
     Py_DECREF(name_obj);
     return result;

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #ifdef FT_HAVE_ZLIB
 #  include <zlib.h>
 #endif
@@ -253,12 +254,15 @@ out_raise(int err, PyObject *name_bytes)
 /* Every FT_PROGRESS_EVERY events, from a loop that let the GIL go: takes
  * it back to run the signal handlers (Ctrl-C stops a long write) and to
  * call progress(done, total) if not NULL/None.  Returns -1 if either
- * raised (the exception is set once the GIL is held again by the
- * caller's Py_END_ALLOW_THREADS): the caller stops writing. */
+ * raised, or if they forked and this is the child (pid: the writer's
+ * process; the child's clear() may have freed the records it reads).  The
+ * exception is set once the GIL is held again by the caller's
+ * Py_END_ALLOW_THREADS: the caller stops writing. */
 #define FT_PROGRESS_EVERY ((size_t)1 << 20)
 
 static inline int
-out_progress(PyObject *progress, size_t done, size_t total, PyThreadState **save)
+out_progress(PyObject *progress, size_t done, size_t total, long pid,
+             PyThreadState **save)
 {
     if (done == 0 || done % FT_PROGRESS_EVERY != 0) {
         return 0;
@@ -270,6 +274,11 @@ out_progress(PyObject *progress, size_t done, size_t total, PyThreadState **save
                                               (Py_ssize_t)total);
         Py_XDECREF(res);
         rc = res == NULL ? -1 : 0;
+    }
+    if (rc == 0 && (long)getpid() != pid) {
+        PyErr_SetString(PyExc_RuntimeError, "the process forked during a "
+                        "write: the child does not go on with it");
+        rc = -1;
     }
     *save = PyEval_SaveThread();
     return rc;

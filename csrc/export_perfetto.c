@@ -8,7 +8,8 @@
  * clears the incremental state, interns every category, name and source
  * location, and makes the thread's track the default one, so that events
  * carry no track uuid; then each event is a SLICE_BEGIN/SLICE_END pair, in
- * an order that keeps slices nested.  Only C events carry a category
+ * an order that keeps slices nested.  The threads are replayed one at a
+ * time, straight into the file, with the GIL released.  Only C events carry a category
  * ("c"): Python ones have a source location instead. */
 #include "state.h"
 #include "export_out.h"
@@ -204,52 +205,59 @@ emit_slice(out_t *out, int type, uint64_t ts, uint64_t sequence,
     out_bytes(out, (const char *)pkt, p);
 }
 
-/* A sequence's first packet: clears incremental state, interns
- * everything, and sets the default track (0: none). */
+/* The interned data every sequence starts with: every category, and
+ * every function's name and (Python) source location.  Python API (the
+ * names): built once, with the GIL.  0, or -1 when out of memory. */
 static int
-interned_packet(ft_tracer *tracer, pb_t *pkt, uint64_t sequence,
-                uint64_t default_track)
+interned_data(ft_tracer *tracer, uint32_t nfuncs, pb_t *data)
 {
     static const char *categories[] = {"python", "c", "range", "step"};
-    pb_t data = {0};
     for (int i = 0; i < 4; i++) {
         pb_t cat = {0};
         pb_varint(&cat, 1, (uint64_t)i + 1);
         pb_bytes(&cat, 2, categories[i], strlen(categories[i]));
-        pb_message(&data, ID_EVENT_CATEGORIES, &cat);
+        pb_message(data, ID_EVENT_CATEGORIES, &cat);
         free(cat.p);
     }
-    for (uint32_t i = 0; i < tracer->funcs.nfuncs; i++) {
+    for (uint32_t i = 0; i < nfuncs; i++) {
         const ft_func *f = &tracer->funcs.funcs[i];
         pb_t name = {0}, loc = {0};
         pb_varint(&name, 1, (uint64_t)i + 1);
         pb_str(&name, 2, f->name);
-        pb_message(&data, ID_EVENT_NAMES, &name);
+        pb_message(data, ID_EVENT_NAMES, &name);
         if (!f->is_c) {
             pb_varint(&loc, SL_IID, (uint64_t)i + 1);
             pb_str(&loc, SL_FILE_NAME, f->filename);
             pb_str(&loc, SL_FUNCTION_NAME, f->name);
             pb_varint(&loc, SL_LINE_NUMBER, (uint64_t)(f->lineno > 0 ? f->lineno : 0));
-            pb_message(&data, ID_SOURCE_LOCATIONS, &loc);
+            pb_message(data, ID_SOURCE_LOCATIONS, &loc);
         }
         free(name.p);
         free(loc.p);
     }
+    return data->failed ? -1 : 0;
+}
+
+/* A sequence's first packet: clears incremental state, interns
+ * everything (data), and sets the default track (0: none).  Pure C. */
+static int
+interned_packet(const pb_t *data, pb_t *pkt, uint64_t sequence,
+                uint64_t default_track)
+{
     pb_varint(pkt, PKT_SEQUENCE_ID, sequence);
     pb_varint(pkt, PKT_SEQUENCE_FLAGS, SEQ_INCREMENTAL_STATE_CLEARED);
-    pb_message(pkt, PKT_INTERNED_DATA, &data);
+    pb_message(pkt, PKT_INTERNED_DATA, data);
+    int failed = 0;
     if (default_track) {
         pb_t ted = {0}, defaults = {0};
         pb_varint(&ted, TED_TRACK_UUID, default_track);
         pb_message(&defaults, DEFAULTS_TRACK_EVENT, &ted);
         pb_message(pkt, PKT_DEFAULTS, &defaults);
-        data.failed |= ted.failed | defaults.failed;
+        failed = ted.failed | defaults.failed;
         free(ted.p);
         free(defaults.p);
     }
-    int failed = data.failed || pkt->failed;
-    free(data.p);
-    return failed ? -1 : 0;
+    return failed || pkt->failed ? -1 : 0;
 }
 
 /* A track descriptor packet: a process (thread_id < 0), a thread, or a
@@ -491,17 +499,19 @@ ft_write_perfetto(ft_tracer *tracer, PyObject *args, PyObject *kwargs)
     if (name_obj == NULL) {
         name_obj = Py_NewRef(path_obj);
     }
-    ft_eventvec vec = {0};
-    size_t *thread_end = NULL;
+    ft_export ex = {0};
+    ft_thread_events te = {0};
     out_t out = {0};
-    pb_t pkt = {0};
+    pb_t pkt = {0}, data = {0};
     PyObject *result = NULL;
     size_t *stack = NULL;
+    size_t stack_cap = 0;
     track_t *session_tracks = NULL;
     Py_ssize_t nsession_tracks = 0;
     PyObject **thread_names = NULL;
     Py_ssize_t nnames = 0;
     uint64_t *export_tids = NULL;
+    uint32_t nfuncs = tracer->funcs.nfuncs;
 
     if (pid < 0 || process_name == NULL || names == NULL || tracks == NULL) {
         PyErr_SetString(PyExc_TypeError, "_write_perfetto() needs pid, "
@@ -509,8 +519,8 @@ ft_write_perfetto(ft_tracer *tracer, PyObject *args, PyObject *kwargs)
         goto done;
     }
     /* The names (taken before any Python code runs), then what can run
-     * Python code (converting the tracks), then the tracer's records: a
-     * clear() meanwhile makes the replay refuse, not read freed memory. */
+     * Python code (converting the tracks), then the tracer's records
+     * pinned (a clear() before makes the pin refuse). */
     thread_names = calloc((size_t)tracer->nthreads + 1, sizeof(PyObject *));
     if (thread_names == NULL) {
         PyErr_NoMemory();
@@ -532,18 +542,35 @@ ft_write_perfetto(ft_tracer *tracer, PyObject *args, PyObject *kwargs)
     if (parse_tracks(tracks, &session_tracks, &nsession_tracks) < 0) {
         goto done;
     }
+    if (ft_export_begin(&ex, tracer, "_write_perfetto()") < 0) {
+        goto done;
+    }
+    if (ex.nthreads != nnames) {
+        PyErr_SetString(PyExc_RuntimeError, "_write_perfetto(): the tracer "
+                        "changed while its arguments were read");
+        goto done;
+    }
     export_tids = ft_export_tids(tracer);
     if (export_tids == NULL) {
         PyErr_NoMemory();
         goto done;
     }
-    if (ft_export_replay(tracer, "_write_perfetto()", &vec, &thread_end) < 0) {
+    /* The function table's names, with the collector off: no finalizer
+     * can let another thread clear() it meanwhile. */
+    nfuncs = tracer->funcs.nfuncs;
+    int gc_was_enabled = PyGC_Disable();
+    int interned = interned_data(tracer, nfuncs, &data);
+    if (gc_was_enabled) {
+        PyGC_Enable();
+    }
+    if (interned < 0) {
+        PyErr_NoMemory();
         goto done;
     }
     if (out_open_or_raise(&out, path_obj, name_obj, compress, (size_t)1 << 18) < 0) {
         goto done;
     }
-    if (interned_packet(tracer, &pkt, SEQUENCE_ID, 0) < 0) {
+    if (interned_packet(&data, &pkt, SEQUENCE_ID, 0) < 0) {
         PyErr_NoMemory();
         goto done;
     }
@@ -554,12 +581,8 @@ ft_write_perfetto(ft_tracer *tracer, PyObject *args, PyObject *kwargs)
         goto done;
     }
     emit_packet(&out, &pkt);
-    if (tracer->nthreads != nnames) {
-        PyErr_SetString(PyExc_RuntimeError, "_write_perfetto(): the tracer "
-                        "changed while its arguments were read");
-        goto done;
-    }
-    for (Py_ssize_t t = 0; t < tracer->nthreads; t++) {
+    Py_ssize_t nthreads = ex.nthreads;
+    for (Py_ssize_t t = 0; t < nthreads; t++) {
         PyObject *name = thread_names[t];
         pkt.len = 0;
         long long tid = (long long)export_tids[t];
@@ -571,7 +594,7 @@ ft_write_perfetto(ft_tracer *tracer, PyObject *args, PyObject *kwargs)
         emit_packet(&out, &pkt);
     }
     /* The session's tracks: after the threads', uuids of their own. */
-    uint64_t next_uuid = FIRST_THREAD_UUID + (uint64_t)tracer->nthreads;
+    uint64_t next_uuid = FIRST_THREAD_UUID + (uint64_t)nthreads;
     for (Py_ssize_t i = 0; i < nsession_tracks; i++) {
         const track_t *track = &session_tracks[i];
         uint64_t uuid = next_uuid++;
@@ -586,78 +609,86 @@ ft_write_perfetto(ft_tracer *tracer, PyObject *args, PyObject *kwargs)
             goto done;
         }
     }
-    /* Each thread's sequence: its first packet (Python API: before the GIL
-     * is let go), then its events. */
-    Py_ssize_t nthreads = tracer->nthreads;
-    pb_t *firsts = calloc((size_t)nthreads + 1, sizeof(pb_t));
-    stack = malloc((vec.len + 1) * sizeof(size_t));
-    if (firsts == NULL || stack == NULL) {
-        free(firsts);
-        PyErr_NoMemory();
-        goto done;
+    uint64_t rest = 0;
+    for (Py_ssize_t t = 0; t < nthreads; t++) {
+        rest += ft_export_estimate(&ex, t);
     }
-    int failed = 0;
-    for (Py_ssize_t t = 0; t < nthreads && !failed; t++) {
-        failed = interned_packet(tracer, &firsts[t], SEQUENCE_ID + 1 + (uint64_t)t,
-                                 FIRST_THREAD_UUID + (uint64_t)t) < 0;
-    }
-    if (failed) {
-        for (Py_ssize_t t = 0; t < nthreads; t++) {
-            free(firsts[t].p);
-        }
-        free(firsts);
-        PyErr_NoMemory();
-        goto done;
-    }
-    /* A slice each, ended when the next event is not its descendant.  Pure
-     * C on data this call owns. */
-    /* Stops at an interruption or a write error, without ending the open
-     * slices: even a file written in place does not look complete. */
-    int interrupted = 0, write_err;
+    /* Each thread's sequence: its first packet, then a slice per event,
+     * ended when the next event is not its descendant.  Pure C on what
+     * this call owns or pinned, one thread at a time, with the GIL
+     * released.  Stops at an interruption or a write error, without
+     * ending the open slices: even a file written in place does not look
+     * complete. */
+    int interrupted = 0, nomem = 0, write_err;
+    size_t done = 0;
     Py_BEGIN_ALLOW_THREADS
-    size_t pos = 0;
     for (Py_ssize_t t = 0; t < nthreads && !interrupted && !out.failed; t++) {
         uint64_t seq = SEQUENCE_ID + 1 + (uint64_t)t;
+        pkt.len = 0;
+        if (interned_packet(&data, &pkt, seq, FIRST_THREAD_UUID + (uint64_t)t) < 0
+            || ft_export_thread(&ex, t, &te) < 0) {
+            interrupted = nomem = 1;
+            break;
+        }
+        size_t n = te.head.len + te.body.len;
+        if (n + 1 > stack_cap) {
+            size_t *grown = realloc(stack, (n + 1) * sizeof(size_t));
+            if (grown == NULL) {
+                interrupted = nomem = 1;
+                break;
+            }
+            stack = grown;
+            stack_cap = n + 1;
+        }
+        emit_packet(&out, &pkt);
+        rest -= ft_export_estimate(&ex, t);
+        /* progress's total: exact for the threads replayed, estimated for
+         * the others. */
+        size_t total = done + n + (size_t)rest;
         size_t depth = 0;
-        emit_packet(&out, &firsts[t]);
-        for (; pos < thread_end[t] && !interrupted && !out.failed; pos++) {
-            if (out_progress(progress, pos, vec.len, &_save) < 0) {
+        for (size_t i = 0; i < n && !out.failed; i++, done++) {
+            if (out_progress(progress, done, total, ex.pid, &_save) < 0) {
                 interrupted = 1;
                 break;
             }
-            const ft_event *ev = &vec.items[pos];
+            const ft_event *ev = ft_thread_event(&te, i);
             while (depth && (int64_t)stack[depth - 1] != ev->parent) {
-                emit_slice(&out, SLICE_END, (uint64_t)vec.items[stack[--depth]].end_ns,
+                emit_slice(&out, SLICE_END,
+                           (uint64_t)ft_thread_event(&te, stack[--depth])->end_ns,
                            seq, 0, 0, 0, 0);
             }
             uint32_t id = (ev->func & ~FT_ID_IGNORED) + 1;
             emit_slice(&out, SLICE_BEGIN, (uint64_t)ev->start_ns, seq, 0, id,
                        ev->is_c ? CATEGORY_C : 0, ev->is_c ? 0 : id);
-            stack[depth++] = pos;
+            stack[depth++] = i;
         }
         while (depth && !interrupted) {
-            emit_slice(&out, SLICE_END, (uint64_t)vec.items[stack[--depth]].end_ns,
+            emit_slice(&out, SLICE_END,
+                       (uint64_t)ft_thread_event(&te, stack[--depth])->end_ns,
                        seq, 0, 0, 0, 0);
         }
     }
     write_err = out_end(&out, interrupted);
+    ft_thread_events_free(&te);
     Py_END_ALLOW_THREADS
-    for (Py_ssize_t t = 0; t < nthreads; t++) {
-        free(firsts[t].p);
-    }
-    free(firsts);
     if (interrupted) {
-        goto done;  /* the signal handler's or the callback's exception */
+        if (nomem) {
+            PyErr_NoMemory();
+        }
+        goto done;  /* else the signal handler's or the callback's exception */
     }
     if (write_err) {
         out_raise(write_err, name_obj);
         goto done;
     }
-    result = PyLong_FromSize_t(vec.len);
+    result = PyLong_FromSize_t(done);
 
 done:
     out_end(&out, 1);  /* on the error paths */
+    ft_thread_events_free(&te);
+    ft_export_end(&ex);
     free(pkt.p);
+    free(data.p);
     free(stack);
     free_tracks(session_tracks, nsession_tracks);
     for (Py_ssize_t t = 0; thread_names != NULL && t < nnames; t++) {
@@ -665,8 +696,6 @@ done:
     }
     free(thread_names);
     free(export_tids);
-    free(thread_end);
-    ft_eventvec_free(&vec);
     Py_DECREF(path_obj);
     Py_DECREF(name_obj);
     return result;

@@ -157,12 +157,18 @@ error:
 }
 
 void
+ft_free_thread_array(ft_thread **threads, Py_ssize_t n)
+{
+    for (Py_ssize_t i = 0; i < n; i++) {
+        thread_free(threads[i]);
+    }
+    free(threads);
+}
+
+void
 ft_free_threads(ft_tracer *self)
 {
-    for (Py_ssize_t i = 0; i < self->nthreads; i++) {
-        thread_free(self->threads[i]);
-    }
-    free(self->threads);
+    ft_free_thread_array(self->threads, self->nthreads);
     self->threads = NULL;
     self->nthreads = 0;
     self->threads_cap = 0;

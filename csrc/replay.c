@@ -219,9 +219,20 @@ on_c_return(replay_ctx *ctx, const ft_record *rec)
     return 0;
 }
 
-/* Moves R, F and the M frames from the stop stack into out. */
+/* Depth of the event at thread-relative index i of te, whose head is
+ * complete and whose body is fixed up to before i. */
+static inline uint32_t
+depth_at(const ft_thread_events *te, int64_t i)
+{
+    size_t k = (size_t)i;
+    return k < te->head.len ? te->head.items[k].depth
+                            : te->body.items[k - te->head.len].depth;
+}
+
+/* Makes te from the replay: the M frames from the stop stack and F in its
+ * head, R (ctx->recorded, moved, fixed in place) as its body. */
 static int
-assemble(replay_ctx *ctx, const ft_replay_input *in, ft_eventvec *out)
+assemble(replay_ctx *ctx, const ft_replay_input *in, ft_thread_events *te)
 {
     /* A thread whose recording ended early: what was open then ends at
      * that moment (not before anything recorded, not after the stop), and
@@ -246,14 +257,14 @@ assemble(replay_ctx *ctx, const ft_replay_input *in, ft_eventvec *out)
     }
     size_t npre = ctx->prewindow.len;
     size_t nrec = ctx->recorded.len;
-    if (vec_reserve(out, nmissing + npre + nrec) < 0) {
+    te->head.len = 0;
+    if (vec_reserve(&te->head, nmissing + npre) < 0) {
         return -1;
     }
     ctx->partial += nmissing;
-    int64_t base = (int64_t)out->len;
     /* The innermost enclosing frame built from the stop stack, or -1. */
-    int64_t outer_parent = nmissing ? base + (int64_t)nmissing - 1 : -1;
-    ft_event *dst = out->items + out->len;
+    int64_t outer_parent = nmissing ? (int64_t)nmissing - 1 : -1;
+    ft_event *dst = te->head.items;
 
     for (size_t j = 0; j < nmissing; j++) {
         ft_event *ev = &dst[j];
@@ -263,22 +274,26 @@ assemble(replay_ctx *ctx, const ft_replay_input *in, ft_eventvec *out)
         ev->func = in->stop_stack[j];
         ev->open_at_start = 1;
         ev->open_at_stop = 1;
-        ev->parent = j ? base + (int64_t)j - 1 : -1;
+        ev->parent = j ? (int64_t)j - 1 : -1;
         ev->depth = (uint32_t)j;
     }
     /* Pre-window frame i (0-based, in return order) goes to position
      * nmissing + (npre - 1 - i): the last to return is the outermost. */
-#define PRE_INDEX(i) (base + (int64_t)(nmissing + (npre - 1 - (i))))
+#define PRE_INDEX(i) ((int64_t)(nmissing + (npre - 1 - (i))))
     for (size_t i = 0; i < npre; i++) {
         ft_event *ev = &dst[nmissing + (npre - 1 - i)];
         *ev = ctx->prewindow.items[i];
         ev->parent = i + 1 < npre ? PRE_INDEX(i + 1) : outer_parent;
         ev->depth = (uint32_t)(nmissing + (npre - 1 - i));
     }
-    int64_t rec_base = base + (int64_t)(nmissing + npre);
+    te->head.len = nmissing + npre;
+    /* R in place: parents come before their children, so a parent's depth
+     * is final when its children are reached. */
+    te->body = ctx->recorded;
+    memset(&ctx->recorded, 0, sizeof(ctx->recorded));
+    int64_t rec_base = (int64_t)(nmissing + npre);
     for (size_t r = 0; r < nrec; r++) {
-        ft_event *ev = &dst[nmissing + npre + r];
-        *ev = ctx->recorded.items[r];
+        ft_event *ev = &te->body.items[r];
         if (ev->parent >= 0) {
             ev->parent += rec_base;
         }
@@ -286,11 +301,9 @@ assemble(replay_ctx *ctx, const ft_replay_input *in, ft_eventvec *out)
             size_t epoch = EPOCH_OF_ROOT(ev->parent);
             ev->parent = epoch < npre ? PRE_INDEX(epoch) : outer_parent;
         }
-        ev->depth = ev->parent < 0
-            ? 0 : out->items[ev->parent].depth + 1;
+        ev->depth = ev->parent < 0 ? 0 : depth_at(te, ev->parent) + 1;
     }
 #undef PRE_INDEX
-    out->len += nmissing + npre + nrec;
     return 0;
 }
 
@@ -310,11 +323,16 @@ ft_dropped_events(uint64_t lost_records, int64_t partial)
 }
 
 int
-ft_replay_thread(const ft_replay_input *in, ft_eventvec *out,
-                 int64_t *partial)
+ft_replay_thread_events(const ft_replay_input *in, ft_thread_events *te,
+                        int64_t *partial)
 {
     replay_ctx ctx;
     memset(&ctx, 0, sizeof(ctx));
+    /* R grows in te's body, whose buffer a previous thread may have left. */
+    ctx.recorded = te->body;
+    ctx.recorded.len = 0;
+    memset(&te->body, 0, sizeof(te->body));
+    te->head.len = 0;
     const ft_ring *ring = in->ring;
     int overflowed = ft_ring_overflowed(ring);
     int rc = -1;
@@ -376,7 +394,7 @@ ft_replay_thread(const ft_replay_input *in, ft_eventvec *out,
         }
         ctx.prev_ts = rec->ts;
     }
-    rc = assemble(&ctx, in, out);
+    rc = assemble(&ctx, in, te);
     if (rc == 0 && partial != NULL) {
         /* The frames open at the hook's installation had no call to lose:
          * under overflow they are among the pre-window and stop-stack
@@ -393,6 +411,38 @@ done:
     return rc;
 }
 
+void
+ft_thread_events_free(ft_thread_events *te)
+{
+    ft_eventvec_free(&te->head);
+    ft_eventvec_free(&te->body);
+}
+
+int
+ft_replay_thread(const ft_replay_input *in, ft_eventvec *out,
+                 int64_t *partial)
+{
+    ft_thread_events te = {0};
+    int rc = ft_replay_thread_events(in, &te, partial);
+    size_t n = te.head.len + te.body.len;
+    if (rc == 0 && vec_reserve(out, n) < 0) {
+        rc = -1;
+    }
+    if (rc == 0) {
+        int64_t base = (int64_t)out->len;
+        for (size_t i = 0; i < n; i++) {
+            ft_event *ev = &out->items[out->len + i];
+            *ev = *ft_thread_event(&te, i);
+            if (ev->parent >= 0) {
+                ev->parent += base;
+            }
+        }
+        out->len += n;
+    }
+    ft_thread_events_free(&te);
+    return rc;
+}
+
 int64_t
 ft_replay_open_python(const ft_replay_input *in)
 {
@@ -400,15 +450,16 @@ ft_replay_open_python(const ft_replay_input *in)
     bare.stop_stack = NULL;  /* only what the records leave open */
     bare.stop_depth = 0;
     bare.loss_ns = 0;
-    ft_eventvec vec = {0};
-    if (ft_replay_thread(&bare, &vec, NULL) < 0) {
-        ft_eventvec_free(&vec);
+    ft_thread_events te = {0};
+    if (ft_replay_thread_events(&bare, &te, NULL) < 0) {
+        ft_thread_events_free(&te);
         return -1;
     }
     int64_t open = 0;
-    for (size_t i = 0; i < vec.len; i++) {
-        open += vec.items[i].open_at_stop && !vec.items[i].is_c;
+    for (size_t i = 0; i < te.head.len + te.body.len; i++) {
+        const ft_event *ev = ft_thread_event(&te, i);
+        open += ev->open_at_stop && !ev->is_c;
     }
-    ft_eventvec_free(&vec);
+    ft_thread_events_free(&te);
     return open;
 }

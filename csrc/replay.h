@@ -47,6 +47,32 @@ typedef struct {
                                      used */
 } ft_replay_input;
 
+/* One thread's events, parents before children: head (the frames open
+ * before the window, from the stop stack and the unmatched returns), then
+ * body (the recorded frames, in call order).  Parents are indices in that
+ * sequence (head.len + i for body item i), or -1. */
+typedef struct {
+    ft_eventvec head;
+    ft_eventvec body;
+} ft_thread_events;
+
+/* Event i of te (i < head.len + body.len). */
+static inline const ft_event *
+ft_thread_event(const ft_thread_events *te, size_t i)
+{
+    return i < te->head.len ? &te->head.items[i]
+                            : &te->body.items[i - te->head.len];
+}
+
+/* Replaces te's events with the thread's, reusing its buffers (the
+ * writers replay thread after thread into one: their memory is what the
+ * largest thread needs).  Pure C: no Python API, no GIL needed.  Returns
+ * 0, or -1 when out of memory (te then holds no events, and stays valid
+ * for ft_thread_events_free()).  partial: as for ft_replay_thread(). */
+int ft_replay_thread_events(const ft_replay_input *in, ft_thread_events *te,
+                            int64_t *partial);
+void ft_thread_events_free(ft_thread_events *te);
+
 /* Appends the thread's events to out, parents before children; parent
  * indices are absolute in out.  Returns 0, or -1 when out of memory (out is
  * then left as it was before the call).  partial (may be NULL) gets how many

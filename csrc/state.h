@@ -175,6 +175,15 @@ typedef struct ft_tracer {
                                  get_events() reports them */
     int displaced_unwarned;   /* stop() found displaced threads that its
                                  caller has not warned about yet */
+    /* Writers reading the records without the GIL (ft_export_begin()),
+     * in process export_pid: clear() meanwhile moves the threads and the
+     * clock here, and the last writer to end frees them.  All guarded by
+     * the GIL. */
+    int exports;
+    long export_pid;
+    ft_thread **retired_threads;
+    Py_ssize_t nretired;
+    ft_clock retired_clock;
     PyObject *weakreflist;
 } ft_tracer;
 
@@ -210,6 +219,9 @@ void ft_tracer_finalize(ft_tracer *tracer);
 void ft_tracer_silence(ft_tracer *tracer);
 /* Frees the tracer's threads (their rings and stacks). */
 void ft_free_threads(ft_tracer *tracer);
+/* Frees n threads and the array holding them (records an export kept
+ * after clear(): see ft_release_records()). */
+void ft_free_thread_array(ft_thread **threads, Py_ssize_t n);
 /* The thread registered with tracer for thread state ts, or NULL. */
 ft_thread *ft_find_thread(const ft_tracer *tracer, PyThreadState *ts);
 /* The hook object's type (ft_hookobject). */
@@ -396,14 +408,42 @@ uint64_t ft_thread_lost_records(const ft_thread *th);
 
 /* Counts the events each thread of a stopped tracer lost entirely
  * (ft_thread.dropped_events), replaying the threads that lost records and
- * were not replayed yet.  0, or -1 with MemoryError set. */
+ * were not replayed yet, with the GIL released (the records pinned: see
+ * ft_export_begin(); a clear() meanwhile leaves the tracer with no
+ * threads).  0, or -1 with an exception set. */
 int ft_count_dropped(ft_tracer *tracer);
 
-/* The writers' common start: a stopped tracer's events replayed with the GC
- * off (so that no other thread can clear the tracer meanwhile); who names
- * the caller in the error.  0, or -1 with an exception set. */
-int ft_export_replay(ft_tracer *tracer, const char *who, ft_eventvec *vec,
-                     size_t **thread_end);
+/* A stopped tracer's records pinned for a writer, which replays them one
+ * thread at a time with the GIL released (a background thread writes
+ * while the program runs).  While pinned, the tracer stays alive, and a
+ * clear() from another thread hands the threads and the clock over to
+ * the pins (the records are freed when the last one ends).  The function
+ * table is not pinned: whatever names the writer needs it takes before it
+ * lets the GIL go. */
+typedef struct {
+    ft_tracer *tracer;      /* strong */
+    ft_thread **threads;    /* the tracer's, kept by the pin */
+    Py_ssize_t nthreads;
+    ft_clock clock;         /* a copy; its anchors kept by the pin */
+    int64_t stop_ns;
+    long pid;               /* the process that pinned */
+} ft_export;
+
+/* Pins a stopped tracer's records (GIL held); who names the caller in the
+ * error.  0, or -1 with a RuntimeError (not stopped, or cleared). */
+int ft_export_begin(ft_export *ex, ft_tracer *tracer, const char *who);
+/* Replays thread i into te (ft_replay_thread_events()); no GIL needed.  0,
+ * or -1 when out of memory. */
+int ft_export_thread(const ft_export *ex, Py_ssize_t i, ft_thread_events *te);
+/* About how many events thread i will give (half its records, plus the
+ * frames open at start): for progress(done, total) before its replay. */
+uint64_t ft_export_estimate(const ft_export *ex, Py_ssize_t i);
+/* Unpins (GIL held); frees the records if clear() ran meanwhile and this
+ * was the last pin. */
+void ft_export_end(ft_export *ex);
+/* What clear() and the collector do with the records: frees them, or
+ * hands them to the running exports. */
+void ft_release_records(ft_tracer *tracer);
 
 /* ==== export_chrome.c, export_perfetto.c ==== */
 /* Tracer._write_chrome() and Tracer._write_perfetto(). */

@@ -191,9 +191,8 @@ tracer_get_events(ft_tracer *self, PyObject *Py_UNUSED(ignored))
 static void
 tracer_release(ft_tracer *self)
 {
-    ft_free_threads(self);
+    ft_release_records(self);  /* or hands them to running writers */
     ft_functable_clear(&self->funcs);
-    ft_clock_free(&self->clock);
 }
 
 static PyObject *
@@ -226,12 +225,7 @@ dropped_known(ft_tracer *self)
         return 0;
     }
     if (self->phase == FT_PHASE_STOPPED) {
-        int gc_was_enabled = PyGC_Disable();
-        int rc = ft_count_dropped(self);
-        if (gc_was_enabled) {
-            PyGC_Enable();
-        }
-        return rc < 0 ? -1 : 1;
+        return ft_count_dropped(self) < 0 ? -1 : 1;
     }
     return 1;  /* new or cleared: no threads */
 }
@@ -607,7 +601,9 @@ static PyMethodDef tracer_methods[] = {
      "get_events($self, /)\n--\n\nAlias of getEvents()."},
     {"clear", (PyCFunction)tracer_clear_method, METH_NOARGS,
      "clear($self, /)\n--\n\n"
-     "Free the records and the references held to traced functions."},
+     "Free the records and the references held to traced functions.  "
+     "Records that a write running in another thread reads are freed when "
+     "it ends."},
     {"_write_chrome", (PyCFunction)(void (*)(void))ft_write_chrome,
      METH_VARARGS | METH_KEYWORDS,
      "_write_chrome($self, path, *, pid, origin_ns, prelude, trailer, "

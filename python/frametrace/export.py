@@ -205,8 +205,12 @@ def write_chrome(
     ``otherData.frametrace`` keeps what reading the file back needs: the
     origin, start and stop times, the thread ids, and a wall-clock anchor.
     ``progress(done, total)`` is called every 2**20 events (see
-    ``terminal_progress``).  The file replaces path only once complete: an
-    exception (from progress too) leaves path as it was.
+    ``terminal_progress``; total is exact for the threads written, an
+    estimate for the others).  The file replaces path only once complete:
+    an exception (from progress too) leaves path as it was.  The events
+    are replayed and written with the GIL released, one thread at a time:
+    other threads run meanwhile, and a ``clear()`` from one of them returns
+    at once while this write still writes every event.
     """
     if origin_ns is not None:
         _check_int64("origin_ns", origin_ns)
