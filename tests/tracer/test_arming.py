@@ -170,3 +170,56 @@ def test_armed_monitoring_holds_the_tool_id_with_its_events():
     finally:
         tracer.disarm()
     assert sys.monitoring.get_tool(sys.monitoring.PROFILER_ID) is None
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="no fork")
+def test_a_forked_child_of_an_armed_tracer_has_no_hook_and_the_parent_stays_armed():
+    import os
+
+    tracer = frametrace.Tracer()
+    tracer.arm()
+    pid = os.fork()
+    if pid == 0:  # the child: disarmed at the fork, and can trace itself
+        code = 1
+        try:
+            if not tracer.armed and not tracing_installed():
+                with frametrace.trace() as mine:
+                    work()
+                code = 0 if [e.name for e in mine.getEvents()].count("leaf") == 3 else 2
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert tracer.armed and tracing_installed()
+    armed_then_started(tracer)
+    assert [e.name for e in tracer.getEvents()].count("leaf") == 3
+
+
+def test_a_session_arms_at_warmup_and_a_session_ending_in_warmup_leaves_no_hook():
+    sched = frametrace.schedule(wait=1, warmup=2, active=1)
+    with frametrace.profile(schedule=sched) as prof:
+        work()
+        assert not tracing_installed()  # waiting
+        prof.step()
+        assert tracing_installed()  # warm-up: armed
+        work()
+        prof.step()
+        assert tracing_installed()
+    assert not tracing_installed()
+    assert prof.last_trace is None
+
+
+def test_a_refusal_is_raised_from_the_step_that_begins_warmup():
+    sched = frametrace.schedule(wait=1, warmup=1, active=1)
+    other = frametrace.Tracer()
+    with frametrace.profile(schedule=sched) as prof:
+        other.start()
+        try:
+            with pytest.raises(RuntimeError, match="another frametrace Tracer is already active"):
+                prof.step()
+        finally:
+            other.stop()
+        prof.step()  # the first active step: made, armed and started now
+        work()
+        prof.step()
+    assert [e.name for e in prof.last_trace.events].count("leaf") == 3
