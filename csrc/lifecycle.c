@@ -542,6 +542,16 @@ restore_threading_profile(ft_tracer *self)
     Py_DECREF(prev);
 }
 
+#if !FT_SHARED_HOOK || FT_NEED_CHECKED_WALK
+/* Where the threads are set one by one: CPython before 3.14.1 (3.12+:
+ * where PyEval_SetProfileAllThreads() is unsafe), and the per-thread hooks
+ * of 3.10/3.11. */
+#  define FT_SET_ONE_BY_ONE 1
+#else
+#  define FT_SET_ONE_BY_ONE 0
+#endif
+
+#if FT_SET_ONE_BY_ONE
 /* A thread state seen in a walk of the thread list.  Setting a profile
  * function runs audit hooks, which are Python code that may let a thread
  * exit: such entries are checked again before each use. */
@@ -579,6 +589,7 @@ thread_list_append(thread_list *list, PyThreadState *ts)
     entry->hook = NULL;
     return entry;
 }
+#endif
 
 /* Setting the profile function of every thread, as one audited act
  * (audit_aside.c): "sys.setprofile" is audited once, here, where Python code
