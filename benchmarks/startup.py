@@ -1,13 +1,13 @@
 """Start-up of a profiling session: what the first active step pays, and the
 step after the Python tracer stops, with and without arming during warm-up.
 
-    python benchmarks/startup.py [--rounds 8] [--funcs 3000] [--starts 30]
+    python benchmarks/startup.py [--rounds 10] [--funcs 3000] [--starts 30]
 
 A "training loop" in a child process: each step calls every one of --funcs
 distinct small Python functions a few times (each code object is one that
 CPython 3.12+ instruments on its first run after events are enabled, and
 again after they are disabled), under ``frametrace.profile(schedule(wait=2,
-warmup=1, active=6, repeat=1, skip_first=3), python_steps=3)``.  Active
+warmup=1, active=7, repeat=1, skip_first=3), python_steps=4)``.  Active
 steps are timed as the trace's step records say; the others by the loop
 (perf_counter_ns around each step).  Reported:
 
@@ -16,8 +16,9 @@ steps are timed as the trace's step records say; the others by the loop
   armed there);
 
 - first:  the first active step (the tracer starts at its beginning);
-- others: the median of the other Python-traced active steps (the steady
+- others: the median of the next two Python-traced steps (the steady
   state of tracing);
+- stop:   the last Python-traced step, which ends with the tracer's stop();
 - after:  the first active step after python_steps (the tracer stopped at
   its beginning: on 3.12+ CPython takes the instrumentation out again);
 - plain:  the median of the remaining active steps (no Python tracing).
@@ -66,12 +67,12 @@ def train_step():
             total = f(total)
     return total
 
-sched = frametrace.schedule(wait=2, warmup=1, active=6, repeat=1, skip_first=3)
+sched = frametrace.schedule(wait=2, warmup=1, active=7, repeat=1, skip_first=3)
 traces = []
 times = []
-with frametrace.profile(schedule=sched, python_steps=3, backend=backend,
+with frametrace.profile(schedule=sched, python_steps=4, backend=backend,
                         on_trace_ready=traces.append) as prof:
-    for step in range(12):
+    for step in range(13):
         t0 = time.perf_counter_ns()
         train_step()
         prof.step()
@@ -81,10 +82,10 @@ print(json.dumps({"loop": times, "steps": [steps[n] for n in sorted(steps)]}))
 """
 
 # Steps 0-2 are skipped, 3-4 wait, 5 warm-up (the session arms the tracer
-# inside step 4's prof.step(), which begins step 5), 6-11 active, Python
-# traced in 6-8.  Active steps are timed as the trace records them (a step
+# inside step 4's prof.step(), which begins step 5), 6-12 active, Python
+# traced in 6-9.  Active steps are timed as the trace records them (a step
 # begins when the prof.step() ending the one before takes the time, so
-# step 6 includes the tracer's start() and step 8 its stop()); the others
+# step 6 includes the tracer's start() and step 9 its stop()); the others
 # by the loop.
 
 
@@ -95,14 +96,15 @@ def run_child(nfuncs: int, backend: str, mode: str) -> dict:
 
 
 def step_figures(res: dict) -> dict:
-    loop, steps = res["loop"], res["steps"]  # steps: 6..11
+    loop, steps = res["loop"], res["steps"]  # steps: 6..12
     return {
         "untraced": statistics.median(loop[0:4]),
         "arming": loop[4],
         "first": steps[0],
         "others": statistics.median(steps[1:3]),
-        "after": steps[3],
-        "plain": statistics.median(steps[4:6]),
+        "stop": steps[3],
+        "after": steps[4],
+        "plain": statistics.median(steps[5:7]),
     }
 
 
@@ -133,7 +135,7 @@ def start_times(starts: int) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--rounds", type=int, default=8)
+    ap.add_argument("--rounds", type=int, default=10)
     ap.add_argument("--funcs", type=int, default=3000)
     ap.add_argument("--starts", type=int, default=30)
     args = ap.parse_args()
@@ -147,13 +149,13 @@ def main() -> None:
     print(f"Python {sys.version.split()[0]}, {args.funcs} functions x3 a step, "
           f"{args.rounds} rounds; medians, ms")
     print(f"{'backend':<11} {'mode':<6} {'untraced':>8} {'arming':>7} {'first':>7} "
-          f"{'others':>7} {'after':>7} {'plain':>7}")
+          f"{'others':>7} {'stop':>7} {'after':>7} {'plain':>7}")
     for backend, mode in configs:
         rows = results[(backend, mode)]
         med = {key: statistics.median(row[key] for row in rows) / 1e6 for key in rows[0]}
         print(f"{backend:<11} {mode:<6} {med['untraced']:8.2f} {med['arming']:7.2f} "
               f"{med['first']:7.2f} "
-              f"{med['others']:7.2f} {med['after']:7.2f} {med['plain']:7.2f}")
+              f"{med['others']:7.2f} {med['stop']:7.2f} {med['after']:7.2f} {med['plain']:7.2f}")
     print(f"\nTracer.start(), default buffer, median of {args.starts}, ms")
     for backend, figs in start_times(args.starts).items():
         print(f"{backend:<11} new {figs['new'] / 1e6:6.3f}   armed {figs['armed'] / 1e6:6.3f}")
