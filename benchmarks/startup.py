@@ -7,21 +7,26 @@ A "training loop" in a child process: each step calls every one of --funcs
 distinct small Python functions a few times (each code object is one that
 CPython 3.12+ instruments on its first run after events are enabled, and
 again after they are disabled), under ``frametrace.profile(schedule(wait=2,
-warmup=1, active=7, repeat=1, skip_first=3), python_steps=4)``.  Active
-steps are timed as the trace's step records say; the others by the loop
-(perf_counter_ns around each step).  Reported:
+warmup=1, active=7, repeat=1, skip_first=3), python_steps=4)``.  Times
+are the thread's CPU time (time.thread_time_ns: on this shared VM a step of
+a millisecond or two is often preempted for several, which wall time would
+count), of the loop's work in a step and of each prof.step() call apart:
 
-- untraced: the median of the loop's first steps (no session work);
-- arming: the step whose prof.step() begins warm-up (armed: the tracer is
-  armed there);
+- untraced: the work of a step before the session does anything;
+- arm:      the prof.step() that begins warm-up (armed: the tracer is made
+            and armed there);
+- warmup:   the work of the warm-up step (armed, on 3.12+: CPython
+            instruments the code there);
+- start:    the prof.step() that begins the first active step (cold: the
+            tracer is made, armed and started there; armed: started);
+- first:    the work of the first active step;
+- others:   the work of the next three Python-traced steps;
+- stop:     the prof.step() that ends Python tracing (the tracer's stop());
+- after:    the work of the first active step after python_steps (on 3.12+
+            CPython takes the instrumentation out again);
+- plain:    the work of the remaining active steps (no Python tracing).
 
-- first:  the first active step (the tracer starts at its beginning);
-- others: the median of the next two Python-traced steps (the steady
-  state of tracing);
-- stop:   the last Python-traced step, which ends with the tracer's stop();
-- after:  the first active step after python_steps (the tracer stopped at
-  its beginning: on 3.12+ CPython takes the instrumentation out again);
-- plain:  the median of the remaining active steps (no Python tracing).
+The first active step as the trace records it is about start + first.
 
 "armed" is the session as it is: the tracer armed at the start of warm-up.
 "cold" replaces the session's _prepare() with a no-op, so that the tracer
@@ -68,25 +73,25 @@ def train_step():
     return total
 
 sched = frametrace.schedule(wait=2, warmup=1, active=7, repeat=1, skip_first=3)
-traces = []
-times = []
-with frametrace.profile(schedule=sched, python_steps=4, backend=backend,
-                        on_trace_ready=traces.append) as prof:
+clock = time.thread_time_ns  # CPU time: this shared VM preempts wall time
+work, calls = [], []
+with frametrace.profile(schedule=sched, python_steps=4, backend=backend) as prof:
     for step in range(13):
-        t0 = time.perf_counter_ns()
+        t0 = clock()
         train_step()
+        t1 = clock()
         prof.step()
-        times.append(time.perf_counter_ns() - t0)
-steps = {s.step: s.end_ns - s.start_ns for s in traces[0].steps}
-print(json.dumps({"loop": times, "steps": [steps[n] for n in sorted(steps)]}))
+        t2 = clock()
+        work.append(t1 - t0)
+        calls.append(t2 - t1)
+print(json.dumps({"work": work, "calls": calls}))
 """
 
-# Steps 0-2 are skipped, 3-4 wait, 5 warm-up (the session arms the tracer
-# inside step 4's prof.step(), which begins step 5), 6-12 active, Python
-# traced in 6-9.  Active steps are timed as the trace records them (a step
-# begins when the prof.step() ending the one before takes the time, so
-# step 6 includes the tracer's start() and step 9 its stop()); the others
-# by the loop.
+# Steps 0-2 are skipped, 3-4 wait, 5 warm-up, 6-12 active, Python traced in
+# 6-9.  prof.step() number 4 begins warm-up (armed: arms the tracer), number
+# 5 begins the first active step (starts the tracer), number 9 ends the
+# Python tracing (stops it).  A step as the trace records it runs from the
+# middle of one prof.step() to the middle of the next.
 
 
 def run_child(nfuncs: int, backend: str, mode: str) -> dict:
@@ -96,15 +101,17 @@ def run_child(nfuncs: int, backend: str, mode: str) -> dict:
 
 
 def step_figures(res: dict) -> dict:
-    loop, steps = res["loop"], res["steps"]  # steps: 6..12
+    work, calls = res["work"], res["calls"]
     return {
-        "untraced": statistics.median(loop[0:4]),
-        "arming": loop[4],
-        "first": steps[0],
-        "others": statistics.median(steps[1:3]),
-        "stop": steps[3],
-        "after": steps[4],
-        "plain": statistics.median(steps[5:7]),
+        "untraced": statistics.median(work[0:5]),
+        "arm": calls[4],
+        "warmup": work[5],
+        "start": calls[5],
+        "first": work[6],
+        "others": statistics.median(work[7:10]),
+        "stop": calls[9],
+        "after": work[10],
+        "plain": statistics.median(work[11:13]),
     }
 
 
@@ -117,16 +124,16 @@ def start_times(starts: int) -> dict:
         cold, warm = [], []
         for _ in range(starts):
             t = frametrace.Tracer(backend=backend)
-            t0 = time.perf_counter_ns()
+            t0 = time.thread_time_ns()
             t.start()
-            cold.append(time.perf_counter_ns() - t0)
+            cold.append(time.thread_time_ns() - t0)
             t.stop()
             t.clear()
             t = frametrace.Tracer(backend=backend)
             t.arm()
-            t0 = time.perf_counter_ns()
+            t0 = time.thread_time_ns()
             t.start()
-            warm.append(time.perf_counter_ns() - t0)
+            warm.append(time.thread_time_ns() - t0)
             t.stop()
             t.clear()
         res[backend] = {"new": statistics.median(cold), "armed": statistics.median(warm)}
@@ -147,16 +154,17 @@ def main() -> None:
         for config in configs[k:] + configs[:k]:
             results[config].append(step_figures(run_child(args.funcs, *config)))
     print(f"Python {sys.version.split()[0]}, {args.funcs} functions x3 a step, "
-          f"{args.rounds} rounds; medians, ms")
-    print(f"{'backend':<11} {'mode':<6} {'untraced':>8} {'arming':>7} {'first':>7} "
-          f"{'others':>7} {'stop':>7} {'after':>7} {'plain':>7}")
+          f"{args.rounds} rounds; medians of CPU ms")
+    print(f"{'backend':<11} {'mode':<6} {'untraced':>8} {'arm':>6} {'warmup':>6} {'start':>6} "
+          f"{'first':>6} {'others':>6} {'stop':>6} {'after':>6} {'plain':>6}")
     for backend, mode in configs:
         rows = results[(backend, mode)]
         med = {key: statistics.median(row[key] for row in rows) / 1e6 for key in rows[0]}
-        print(f"{backend:<11} {mode:<6} {med['untraced']:8.2f} {med['arming']:7.2f} "
-              f"{med['first']:7.2f} "
-              f"{med['others']:7.2f} {med['stop']:7.2f} {med['after']:7.2f} {med['plain']:7.2f}")
-    print(f"\nTracer.start(), default buffer, median of {args.starts}, ms")
+        print(f"{backend:<11} {mode:<6} {med['untraced']:8.2f} {med['arm']:6.2f} "
+              f"{med['warmup']:6.2f} "
+              f"{med['start']:6.2f} {med['first']:6.2f} {med['others']:6.2f} "
+              f"{med['stop']:6.2f} {med['after']:6.2f} {med['plain']:6.2f}")
+    print(f"\nTracer.start(), default buffer, median of {args.starts}, CPU ms")
     for backend, figs in start_times(args.starts).items():
         print(f"{backend:<11} new {figs['new'] / 1e6:6.3f}   armed {figs['armed'] / 1e6:6.3f}")
 
