@@ -303,6 +303,7 @@ def _run(ns: argparse.Namespace, script: Optional[str], module: Optional[str],
             session._ignored += tuple(skip)
             writer.process_name = process_name
             writer.metadata = dict(metadata, steps=ns.steps_text)
+            writer.buffer_size = ns.buffer_size
             try:
                 session.__enter__()
             except RuntimeError as exc:
@@ -560,16 +561,24 @@ def _report_dropped(dropped: int, buffer_size: int, where: str = "") -> None:
 
 class _CycleWriter:
     """run --steps's on_trace_ready: writes each cycle's trace as
-    ``<output stem>.<cycle><ext>`` while the program runs, and never raises
-    into the program (a failed write is reported at the end)."""
+    ``<output stem>.<cycle><ext>`` while the program runs (on the session's
+    writer thread), says so on stderr then, and never raises into the
+    program (failed writes are reported at the end).  Keeps counts, the
+    first failures and the first cycle's summary, nothing of each cycle: a
+    job of any length stays as large."""
+
+    MAX_FAILED = 20  # failures told one by one; the rest counted
 
     def __init__(self, output: str):
         self.output = output
         self.process_name = ""
         self.metadata: dict = {}
-        self.written: list[tuple[str, Any, float]] = []  # (path, trace, seconds)
-        self.failed: list[tuple[str, str]] = []  # (path, error)
-
+        self.written = 0
+        self.failed: list[tuple[str, str]] = []  # (path, error), the first MAX_FAILED
+        self.failed_count = 0
+        self.buffer_size = 0
+        self.summary: Any = None  # of the first cycle written
+        self.summary_cycle = -1
         self.pid = os.getpid()
 
     def path(self, cycle: int) -> str:
@@ -581,44 +590,54 @@ class _CycleWriter:
         path = self.path(trace.cycle)
         started = time.monotonic()
         if trace.tracer is None:
-            self.failed.append((path, "no Python was traced in this cycle (--python-steps 0)"))
+            self.fail(path, "no Python was traced in this cycle (--python-steps 0)")
             return
         progress = Progress(f"{PROG}: writing {path}")
         try:
-            trace.to_chrome(path, process_name=self.process_name, metadata=self.metadata)
+            count = trace._write_chrome(path, process_name=self.process_name,
+                                        metadata=self.metadata, progress=progress)
         except (OSError, RuntimeError) as exc:
-            self.failed.append((path, reason(exc)))
-        else:
-            self.written.append((path, trace, time.monotonic() - started))
-            trace.tracer.clear()  # the file has it; the events are kept for the summary
+            self.fail(path, reason(exc))
+            return
         finally:
             progress.close()
+        seconds = time.monotonic() - started
+        threads = len(trace.threads)
+        self.written += 1
+        print(f"{PROG}: steps {trace.steps[0].step}-{trace.steps[-1].step} (cycle {trace.cycle}): "
+              f"{count:,} events of {threads} thread{'s' if threads != 1 else ''} written to "
+              f"{path} ({seconds:.2f} s)", file=sys.stderr, flush=True)
+        _report_dropped(trace.dropped, self.buffer_size, f" of cycle {trace.cycle}")
+        if self.summary is None:
+            from . import reports
+
+            # The one cycle whose events are built: its summary is printed at the end.
+            self.summary = reports.summary(trace, limit=RUN_SUMMARY_LIMIT)
+            self.summary_cycle = trace.cycle
+        trace.tracer.clear()  # the file has it
+
+    def fail(self, path: str, problem: str) -> None:
+        self.failed_count += 1
+        if len(self.failed) < self.MAX_FAILED:
+            self.failed.append((path, problem))
 
 
 def _report_cycles(writer: _CycleWriter, session: Any, steps_text: str, status: int) -> int:
-    from . import reports
-
     err = sys.stderr
-    for path, trace, seconds in writer.written:
-        first, last = trace.steps[0].step, trace.steps[-1].step
-        threads = _count_threads(trace.events)
-        print(f"{PROG}: steps {first}-{last} (cycle {trace.cycle}): {len(trace.events):,} events "
-              f"of {threads} thread{'s' if threads != 1 else ''} written to {path} "
-              f"({seconds:.2f} s)", file=err)
-        _report_dropped(trace.dropped, session._tracer_options["buffer_size"],
-                        f" of cycle {trace.cycle}")
     for path, problem in writer.failed:
         print(f"{PROG} run: could not write the trace to {path}: {problem}", file=err)
+    if writer.failed_count > len(writer.failed):
+        print(f"{PROG} run: {writer.failed_count - len(writer.failed):,} more cycles could not "
+              f"be written", file=err)
     if not writer.written and not writer.failed:
         calls = session.step_num
         print(f"{PROG} run: no trace written: --steps {steps_text} records none of the "
               f"program's {calls + 1} step{'s' if calls else ''} (it called frametrace.step() "
               f"{calls} time{'s' if calls != 1 else ''})", file=err)
         return status or 2
-    if writer.written:
-        trace = writer.written[0][1]
-        print(f"{PROG}: summary of cycle {trace.cycle}:", file=err)
-        print(reports.summary(trace, limit=RUN_SUMMARY_LIMIT), file=err)
+    if writer.summary is not None:
+        print(f"{PROG}: summary of cycle {writer.summary_cycle}:", file=err)
+        print(writer.summary, file=err)
     return status or (2 if writer.failed else 0)
 
 

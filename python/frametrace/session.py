@@ -15,10 +15,14 @@ through the extension, and ranges are a C type.
 """
 from __future__ import annotations
 
+import atexit
 import builtins
+import collections
 import functools
 import os
+import sys
 import threading
+import traceback
 from dataclasses import dataclass, field
 from typing import Any, Callable, Literal, NamedTuple, Optional, Sequence, Union
 
@@ -57,9 +61,12 @@ class StepRecord(NamedTuple):
 class Trace:
     """What one active window of a session recorded."""
 
-    events: list = field(default_factory=list)
+    # None (the default): built from tracer when first read.
+    events: list = field(default=None, repr=False)  # type: ignore[arg-type]
     """Python/C events from ``Tracer.getEvents()``: none ends after
-    tracer_stop_ns."""
+    tracer_stop_ns.  Built from the tracer on first use (None when made:
+    those of ``tracer``, or none without one), so that a handler that only
+    writes a file (``to_chrome``, ``to_perfetto``) builds no Event."""
     ranges: list = field(default_factory=list)
     steps: list = field(default_factory=list)
     session_start_ns: int = 0
@@ -88,6 +95,17 @@ class Trace:
     thread_names and dropped_by_thread (keyed by thread_id) merge threads
     that had the same ident (thread_names: the latest one's name)."""
 
+    def _get_events(self) -> list:
+        events = self.__dict__.get("_events")
+        if events is None:
+            tracer = self.tracer
+            events = tracer.getEvents() if tracer is not None else []
+            self.__dict__["_events"] = events
+        return events
+
+    def _set_events(self, events: Optional[list]) -> None:
+        self.__dict__["_events"] = events
+
     def metadata(self) -> dict:
         for field_name in ("dropped_by_thread", "thread_names"):
             if not isinstance(getattr(self, field_name), dict):
@@ -112,16 +130,23 @@ class Trace:
         chrome://tracing; ``.json.gz`` compressed): the Python/C events from
         the tracer's records, the ranges and the steps; returns the path.
         metadata (JSON-ready) goes to ``otherData.frametrace.metadata``."""
+        self._write_chrome(path, process_name=process_name, metadata=metadata)
+        return os.fspath(path)
+
+    def _write_chrome(self, path: Union[str, "os.PathLike[str]"], *,
+                      process_name: Optional[str] = None, metadata: Optional[dict] = None,
+                      progress: Any = None) -> int:
+        """to_chrome(), returning how many Python/C events it wrote."""
         from .export import write_chrome
 
         if self.tracer is None:
             raise RuntimeError("this trace has no tracer records (python_steps=0)")
-        write_chrome(path, self.tracer, pid=self.pid, process_name=process_name,
-                     thread_names=self.thread_names, ranges=self.ranges, steps=self.steps,
-                     origin_ns=self.session_start_ns,
-                     metadata={**(metadata or {}), "cycle": self.cycle,
-                               "session_end_ns": self.session_end_ns})
-        return os.fspath(path)
+        return write_chrome(path, self.tracer, pid=self.pid, process_name=process_name,
+                            thread_names=self.thread_names, ranges=self.ranges,
+                            steps=self.steps, origin_ns=self.session_start_ns,
+                            metadata={**(metadata or {}), "cycle": self.cycle,
+                                      "session_end_ns": self.session_end_ns},
+                            progress=progress)
 
     def summary(self, sort: str = "self", limit: Optional[int] = 30, *,
                 per_thread: bool = False, print: bool = True) -> Any:
@@ -182,6 +207,12 @@ class Trace:
             steps=(s._asdict() for s in self.steps),
         )
         return write_json(path, doc)
+
+
+# The dataclass made its __init__, __eq__ and fields() with events a plain
+# field; as a property it is built on first read and never stored twice.
+Trace.events = property(Trace._get_events, Trace._set_events,  # type: ignore[assignment]
+                        doc="The Python/C events (Tracer.getEvents()), built on first read.")
 
 
 def save(directory: Union[str, "os.PathLike[str]"], *, compress: bool = False) -> Callable[[Trace], str]:
@@ -258,6 +289,130 @@ class _Window:
         self.python_steps_left = python_steps  # None: every step
 
 
+# At most this many windows wait for on_trace_ready, the one it is running
+# on included: a loop whose windows close faster than they are written
+# waits at the close rather than keeping every window's rings.
+_MAX_PENDING = 2
+
+
+class _ThreadFlags(threading.local):
+    writer = False  # this thread is a session's writer
+
+
+_flags = _ThreadFlags()
+
+
+class _Writer:
+    """Runs a session's on_trace_ready off the training thread: one thread,
+    the windows in order, started when a window closes and ending when none
+    is left.  Not a daemon: the interpreter's exit waits for the writes."""
+
+    def __init__(self) -> None:
+        self.cond = threading.Condition(threading.Lock())
+        # (handler or None, trace, the trace it replaces as last_trace)
+        self.queue: collections.deque = collections.deque()
+        self.thread: Optional[threading.Thread] = None
+        self.errors: list = []  # (cycle, exception) not raised yet
+        self.ending: Optional[threading.Thread] = None  # the thread, done, ending
+
+    def settle(self) -> bool:
+        """Before a window's tracer starts: waits for the writes still
+        pending and for the writer thread's end, so that no trace records
+        the writer (a tracer records every thread); whether it waited for
+        a write."""
+        with self.cond:
+            waited = bool(self.queue)
+            while self.queue or self.thread is not None:
+                self.cond.wait()
+        ending = self.ending
+        if ending is not None and self.thread is None:
+            ending.join()
+            self.ending = None
+        return waited
+
+    def submit(self, handler: Optional[Callable[[Trace], Any]], trace: Trace,
+               previous: Optional[Trace]) -> None:
+        """Hands trace over to handler, and previous (the session's last
+        trace until now) to be let go: freeing a tracer's rings takes
+        milliseconds, none of them the training thread's."""
+        with self.cond:
+            while len(self.queue) >= _MAX_PENDING:
+                self.cond.wait()
+            self.queue.append((handler, trace, previous))
+            if self.thread is not None:
+                return
+            thread = threading.Thread(target=self._run, name="frametrace-writer", daemon=False)
+            try:
+                thread.start()
+            except RuntimeError:
+                # No new thread (the interpreter is exiting): run it here.
+                self.queue.pop()
+            else:
+                self.thread = thread
+                _writers.add(self)
+                return
+        if handler is not None:
+            self._call(handler, trace)
+
+    def _call(self, handler: Callable[[Trace], Any], trace: Trace) -> None:
+        try:
+            handler(trace)
+        except BaseException as exc:  # noqa: B036 - raised at the next step() or exit
+            with self.cond:
+                self.errors.append((trace.cycle, exc))
+
+    def _run(self) -> None:
+        _flags.writer = True
+        while True:
+            with self.cond:
+                if not self.queue:
+                    self.thread = None
+                    self.ending = threading.current_thread()
+                    _writers.discard(self)
+                    self.cond.notify_all()
+                    return
+                handler, trace, previous = self.queue[0]
+            if handler is not None:
+                self._call(handler, trace)
+            with self.cond:
+                self.queue.popleft()
+                self.cond.notify_all()
+            # Outside the lock: the tracers (their rings) no one else holds
+            # are freed here.
+            del handler, trace, previous
+
+    def wait(self) -> None:
+        """Returns when every window handed over has been handled."""
+        with self.cond:
+            while self.queue:
+                self.cond.wait()
+
+    def take_error(self) -> Optional[BaseException]:
+        with self.cond:
+            if not self.errors:
+                return None
+            cycle, exc = self.errors.pop(0)
+        _note(exc, f"frametrace: raised by on_trace_ready for cycle {cycle}, "
+                   f"on the session's writer thread")
+        return exc
+
+    def forget(self) -> None:
+        """In a forked child: the parent's writes are the parent's."""
+        self.cond = threading.Condition(threading.Lock())
+        self.queue.clear()
+        self.thread = self.ending = None
+        self.errors.clear()
+
+
+def _note(exc: BaseException, note: str) -> None:
+    add_note = getattr(exc, "add_note", None)  # 3.11+
+    if add_note is not None and note not in getattr(exc, "__notes__", ()):
+        add_note(note)
+
+
+_writers: set = set()  # writers whose thread runs
+
+
 _current: Optional["Profile"] = None
 _current_lock = threading.Lock()
 
@@ -312,6 +467,7 @@ class Profile:
         self._entered = False
         self._finished = False
         self._forked = False  # this process is a fork of the one that entered
+        self._writer = _Writer()
 
     # -- the public protocol ---------------------------------------------
 
@@ -340,6 +496,8 @@ class Profile:
         if not self._entered or self._finished:
             raise RuntimeError("step() called outside a session: use it inside "
                                "'with frametrace.profile(...) as prof:'")
+        if _flags.writer:
+            raise RuntimeError(_ON_WRITER.format("step()"))
         window = self._window
         # Stop Python tracing first thing, so that nothing of the session's
         # own work lands in the trace.
@@ -356,10 +514,14 @@ class Profile:
                 self._close_window(now)
         self.step_num += 1
         self._begin_step(now)
+        if self._writer.errors:  # an attribute, no call: nothing in the trace
+            self._raise_pending()
 
     def stop(self) -> None:
         """Stops Python tracing now; the session goes on recording steps and
         ranges to the end of its window."""
+        if _flags.writer:
+            raise RuntimeError(_ON_WRITER.format("stop()"))
         window = self._window
         if window is not None and window.tracer is not None:
             window.tracer.stop()
@@ -370,6 +532,8 @@ class Profile:
             # Marking it finished would break the 'with' that comes later.
             raise RuntimeError("__exit__() of a session that was never entered: use "
                                "'with frametrace.profile(...) as prof:'")
+        if _flags.writer:
+            raise RuntimeError(_ON_WRITER.format("__exit__()"))
         try:
             if self._window is not None:
                 window = self._window
@@ -379,8 +543,20 @@ class Profile:
                 window.steps += [(self.step_num, self._step_start, now)]
                 self._close_window(now)
         finally:
-            self._finished = True
-            self._release()
+            try:
+                if not self._forked:
+                    self._writer.wait()
+            finally:
+                self._finished = True
+                self._release()
+        error = self._writer.take_error()
+        if error is not None:
+            # The body's own exception, if any, goes on; the handler's is told.
+            if exc_info and exc_info[0] is not None:
+                _report(error)
+            else:
+                self._report_rest()
+                raise error
         return False
 
     # -- windows -------------------------------------------------------------
@@ -418,6 +594,9 @@ class Profile:
             tracer.disarm()
 
     def _open_window(self, now: int) -> None:
+        if self.python_steps != 0 and self._writer.settle():
+            # The window starts once the previous one is written.
+            now = self._step_start = _now()
         window = _Window(self._cycle, now, self.python_steps)
         self._cycle += 1
         self._window = window
@@ -448,7 +627,6 @@ class Profile:
         if tracer is not None:
             tracer.stop()
         trace = Trace(
-            events=tracer.getEvents() if tracer is not None else [],
             ranges=_pair_ranges(window.marks, window.start_ns, now),
             steps=[StepRecord(f"step#{n}", n, start, end) for n, start, end in window.steps],
             session_start_ns=window.start_ns,
@@ -463,9 +641,24 @@ class Profile:
             cycle=window.cycle,
             tracer=tracer,
         )
-        self.last_trace = trace
-        if self.on_trace_ready is not None:
-            self.on_trace_ready(trace)
+        previous, self.last_trace = self.last_trace, trace
+        if previous is not None and previous.tracer is None:
+            previous = None  # nothing costly to free
+        if self.on_trace_ready is not None or previous is not None:
+            # Off the training thread: the loop goes on while it writes.
+            self._writer.submit(self.on_trace_ready, trace, previous)
+
+    def _raise_pending(self) -> None:
+        error = self._writer.take_error()
+        if error is not None:
+            raise error
+
+    def _report_rest(self) -> None:
+        while True:
+            error = self._writer.take_error()
+            if error is None:
+                return
+            _report(error)
 
     def _release(self) -> None:
         global _current
@@ -486,6 +679,9 @@ def _after_fork_in_child() -> None:
     detached, so that it records nothing and delivers no trace."""
     global _current, _current_lock
     _current_lock = threading.Lock()  # another thread may have held it
+    for writer in _writers:
+        writer.forget()
+    _writers.clear()
     session, _current = _current, None
     if session is not None:
         session._forked = True
@@ -496,6 +692,28 @@ def _after_fork_in_child() -> None:
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+_ON_WRITER = ("{} called from on_trace_ready: the handler runs on the session's writer "
+              "thread, beside the training loop, and cannot step or end the session")
+
+
+def _report(error: BaseException) -> None:
+    """A handler's exception that cannot be raised: written to stderr."""
+    print("frametrace: on_trace_ready failed:", file=sys.stderr)
+    traceback.print_exception(type(error), error, error.__traceback__, file=sys.stderr)
+
+
+def _report_at_exit() -> None:
+    """A session never ended: its writes are done (the interpreter waited
+    for the writer thread); what failed is told, not lost."""
+    session = _current
+    if session is not None and not session._forked:
+        session._writer.wait()
+        session._report_rest()
+
+
+atexit.register(_report_at_exit)
 
 
 def _thread_names(tracer: Optional[Tracer]) -> dict:
@@ -521,8 +739,11 @@ def profile(
     python_steps: trace Python only in the first N active steps of each
     window (default: all of them); the tracer's stop is latched and the
     window goes on recording steps and ranges.  on_trace_ready(trace) is
-    called at the end of each active window (``frametrace.save(dir)`` writes
-    them to files).  ``prof.stop()`` stops Python tracing early.
+    called after each active window ends, on the session's writer thread
+    while the loop goes on, windows in order (``frametrace.save(dir)``
+    writes them to files); what it raises is raised by the next
+    ``prof.step()`` or at exit, which waits for it.  ``prof.stop()`` stops
+    Python tracing early.
     """
     return Profile(schedule=schedule, python_steps=python_steps, on_trace_ready=on_trace_ready,
                    buffer_size=buffer_size, c_calls=c_calls, backend=backend)
@@ -534,7 +755,7 @@ def step() -> None:
     when no session runs: a program can mark its steps and run untraced,
     under ``frametrace run --steps``, or under its own session."""
     session = _current
-    if session is not None:
+    if session is not None and not _flags.writer:
         session.step()
 
 
@@ -547,5 +768,6 @@ _SESSION_CODE: tuple = (
     Profile.__enter__, Profile.step, Profile.stop, Profile.__exit__,
     Profile._begin_step, Profile._prepare, Profile._unprepare, Profile._open_window,
     Profile._close_window, Profile._release,
+    Profile._raise_pending, _Writer.take_error, _Writer.submit, _Writer._run, _Writer._call,
     Schedule._action, _nested_code(range.__call__, "ranged"), step,
 )

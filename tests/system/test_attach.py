@@ -141,7 +141,7 @@ def test_attach_threads_cli(tmp_path, targets):
     target = targets("threads")
     out = tmp_path / "threads.json.gz"
     proc = subprocess.run([sys.executable, "-m", "frametrace", "attach", str(target.pid),
-                           "--duration", "0.3", "-o", str(out), "--buffer-size", str(RING)],
+                           "--duration", "1.0", "-o", str(out), "--buffer-size", str(RING)],
                           capture_output=True, text=True, timeout=120, env=child_env())
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == ""

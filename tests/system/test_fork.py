@@ -257,3 +257,33 @@ def test_fork_while_another_thread_is_inside_start():
     assert "error" not in outcome, outcome
     assert outcome["child"] == {"abs": 1}
     assert tracer.thread_names[named.ident] == "named"
+
+
+def test_fork_drops_the_parents_pending_writes():
+    """A DataLoader-like worker forked while a window is being written: the
+    child neither writes it nor waits for it; its own session writes its
+    own; the parent's write goes on."""
+    release = threading.Event()
+    handled = []
+
+    def handler(trace):
+        release.wait(60)
+        handled.append((os.getpid(), trace.cycle))
+
+    sched = frametrace.schedule(wait=0, warmup=0, active=1, repeat=1)
+    with frametrace.profile(schedule=sched, python_steps=0, on_trace_ready=handler) as prof:
+        prof.step()  # closes cycle 0: its handler waits for release
+
+        def child():
+            pending = len(prof._writer.queue)
+            own = []
+            with frametrace.profile(on_trace_ready=own.append):
+                work(1)
+            return {"pending": pending, "writers": len(frametrace.session._writers),
+                    "handled": handled, "own": [t.cycle for t in own]}
+
+        report = fork_and_report(child)
+        assert len(prof._writer.queue) == 1  # still the parent's to write
+        release.set()
+    assert report == {"pending": 0, "writers": 0, "handled": [], "own": [0]}
+    assert handled == [(os.getpid(), 0)]
