@@ -176,6 +176,9 @@ ft_hook(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg)
     if (FT_UNLIKELY(tracer == NULL)) {
         return hook_off(hook);  /* the tracer stopped */
     }
+    if (FT_UNLIKELY(tracer->phase != FT_PHASE_ACTIVE)) {
+        return 0;  /* armed, not recording yet: the hook stays */
+    }
     ft_thread *th = NULL;  /* read last, when no call follows */
 #else
     ft_thread *th = hook->thread;

@@ -1,9 +1,13 @@
 /* The tracer's lifecycle, in the order one start() runs it:
  *
- * - start: refuse over another profiler (find_conflict(), or the monitoring
- *   tool id), swap threading's profile hook for our bootstrap, start the
- *   clock, register every thread alive (its stack at start), install the
- *   hook on every thread (setprofile) or take the tool id (monitoring);
+ * - arm (arm(), or the first half of start() on a new tracer): refuse over
+ *   another profiler (find_conflict(), or the monitoring tool id), swap
+ *   threading's profile hook for our bootstrap, fault the caller's ring
+ *   in, install the hook on every thread (setprofile) or take the tool id
+ *   (monitoring), recording off: CPython (3.12+) instruments the code as
+ *   it runs from here, not in the first recorded step;
+ * - start (begin_recording()): pure C, the flip: start the clock, register
+ *   every thread that has the hook (its stack at start);
  * - thread registration: threads alive at start() are registered there,
  *   later ones at their first event (ft_thread_of_caller(), through the
  *   thread-local cache and its generations) or through threading's
@@ -276,6 +280,7 @@ ft_thread_first_ring(ft_tracer *tracer, ft_thread *th, ft_hookobject *hook,
     PyObject *holder = hook != NULL ? (PyObject *)hook : (PyObject *)tracer;
     Py_INCREF(holder);
     int rc = ring_alloc_released(&ring, th->capacity, *ts);
+    tracer->state->count_rings++;
     int stopped = hook != NULL ? hook->thread == NULL
                                : tracer->phase != FT_PHASE_ACTIVE;
     if (stopped) {
@@ -543,6 +548,16 @@ restore_threading_profile(ft_tracer *self)
     Py_DECREF(prev);
 }
 
+#if !FT_SHARED_HOOK || FT_NEED_CHECKED_WALK
+/* Where the threads are set one by one: CPython before 3.14.1 (3.12+:
+ * where PyEval_SetProfileAllThreads() is unsafe), and the per-thread hooks
+ * of 3.10/3.11. */
+#  define FT_SET_ONE_BY_ONE 1
+#else
+#  define FT_SET_ONE_BY_ONE 0
+#endif
+
+#if FT_SET_ONE_BY_ONE
 /* A thread state seen in a walk of the thread list.  Setting a profile
  * function runs audit hooks, which are Python code that may let a thread
  * exit: such entries are checked again before each use. */
@@ -580,6 +595,7 @@ thread_list_append(thread_list *list, PyThreadState *ts)
     entry->hook = NULL;
     return entry;
 }
+#endif
 
 /* Setting the profile function of every thread, as one audited act
  * (audit_aside.c): "sys.setprofile" is audited once, here, where Python code
@@ -684,8 +700,8 @@ set_profile_checked(ft_tracer *self, Py_tracefunc func, PyObject *arg)
     }
     for (size_t i = 0; rc == 0 && i < todo.n; i++) {
         thread_entry *entry = &todo.items[i];
-        if (func != NULL && self->phase != FT_PHASE_ACTIVE) {
-            break;  /* an audit hook stopped the tracer */
+        if (func != NULL && self->phase != FT_PHASE_ARMED) {
+            break;  /* an audit hook disarmed the tracer */
         }
         if (!tstate_id_alive(entry->id)
             || (func == NULL && !is_ours(self, entry->ts))) {
@@ -741,8 +757,8 @@ install_shared_hook(ft_tracer *self)
     }
     /* It reports a refusal (an audit hook's exception) as unraisable only:
      * the caller's thread tells.  Unless the tracer stopped meanwhile (an
-     * audit hook may stop it). */
-    if (self->phase == FT_PHASE_ACTIVE
+     * audit hook may disarm it). */
+    if (self->phase == FT_PHASE_ARMED
         && !is_ours(self, PyThreadState_Get())) {
         PyErr_SetString(PyExc_RuntimeError,
                         "the profile function could not be installed: an "
@@ -942,40 +958,30 @@ take_stop_stacks(ft_tracer *self)
 
 /* ---- start ---------------------------------------------------------- */
 
-/* Registers thread ts (its stack) without installing the hook yet; the
- * caller's thread gets the ring given in caller_ring.  Runs no Python code.
- * Returns the thread, or NULL with an exception. */
-static ft_thread *
-register_existing(ft_tracer *self, PyThreadState *ts, PyObject *names,
-                  ft_ring *caller_ring)
-{
-    PyFrameObject *top = PyThreadState_GetFrame(ts);
-    ft_thread *th = register_thread(self, ts, top, 0);
-    Py_XDECREF(top);
-    if (th == NULL) {
-        return NULL;
-    }
-    if (ts == PyThreadState_Get()) {
-        adopt_ring(th, caller_ring);
-        th->ring.last = self->clock.anchors[0].ticks;  /* start() */
-        memset(caller_ring, 0, sizeof(*caller_ring));
-    }
-    name_thread(th, names);
-    return th;
-}
-
-static int start_claimed(ft_tracer *self);
+static int arm_claimed(ft_tracer *self);
+static int begin_recording(ft_tracer *self);
+static void disarm_claimed(ft_tracer *self);
 static void latch_stop_at(ft_tracer *self, const ft_anchor *at,
                           int in_child);
 
-int
-ft_tracer_start(ft_tracer *self)
+/* Why arm() (arming) or start() cannot run now: -1 with a RuntimeError,
+ * or 0. */
+static int
+refuse_start(ft_tracer *self, int arming)
 {
     ft_state *state = self->state;
+    const char *what = arming ? "arm()" : "start()";
     switch (self->phase) {
+    case FT_PHASE_ARMED:
+        if (arming) {
+            PyErr_SetString(PyExc_RuntimeError,
+                            "arm() called twice: this Tracer is already armed");
+            return -1;
+        }
+        break;
     case FT_PHASE_ACTIVE:
-        PyErr_SetString(PyExc_RuntimeError,
-                        "start() called twice: this Tracer is already active");
+        PyErr_Format(PyExc_RuntimeError,
+                     "%s called twice: this Tracer is already active", what);
         return -1;
     case FT_PHASE_STOPPED:
     case FT_PHASE_CLEARED:
@@ -984,44 +990,73 @@ ft_tracer_start(ft_tracer *self)
                         "records once: create a new one");
         return -1;
     }
-    if (state->active != NULL) {
+    if (state->active != NULL && state->active != self) {
         PyErr_SetString(PyExc_RuntimeError,
-                        "another frametrace Tracer is already active in this "
-                        "interpreter; stop it first");
-        return -1;
-    }
-    /* start() runs Python code before the tracer is active (conflict checks,
-     * thread names, threading's hook, audit hooks), which may let another
-     * thread, or that code itself, start a tracer: one start() at a time. */
-    if (state->starting != NULL) {
-        PyErr_SetString(PyExc_RuntimeError, state->starting == self
-                        ? "start() called twice: this Tracer is already starting"
-                        : "another frametrace Tracer is starting in this "
+                        state->active->phase == FT_PHASE_ARMED
+                        ? "another frametrace Tracer is armed in this "
+                          "interpreter; disarm or stop it first"
+                        : "another frametrace Tracer is already active in this "
                           "interpreter; stop it first");
         return -1;
     }
-    if (state->stopping != NULL) {
-        PyErr_SetString(PyExc_RuntimeError,
-                        "start() called while another frametrace Tracer is "
-                        "stopping (from code its stop() runs, such as an "
-                        "audit hook, or from another thread meanwhile); "
-                        "start once its stop() has returned");
+    /* start() and arm() run Python code before the tracer is armed
+     * (conflict checks, thread names, threading's hook, audit hooks), which
+     * may let another thread, or that code itself, start a tracer: one at
+     * a time. */
+    if (state->starting != NULL) {
+        if (state->starting == self) {
+            PyErr_Format(PyExc_RuntimeError, "%s called twice: this Tracer "
+                         "is already starting", what);
+        }
+        else {
+            PyErr_SetString(PyExc_RuntimeError,
+                            "another frametrace Tracer is starting in this "
+                            "interpreter; stop it first");
+        }
         return -1;
     }
-    /* Held to the end: the code start() runs may drop every other
+    if (state->stopping != NULL) {
+        PyErr_Format(PyExc_RuntimeError,
+                     "%s called while another frametrace Tracer is "
+                     "stopping (from code its stop() runs, such as an "
+                     "audit hook, or from another thread meanwhile); "
+                     "start once its stop() has returned", what);
+        return -1;
+    }
+    return 0;
+}
+
+/* start() (arming: arm()) once refuse_start() has let it through. */
+static int
+start_or_arm(ft_tracer *self, int arming)
+{
+    ft_state *state = self->state;
+    /* Held to the end: the code arming runs may drop every other
      * reference. */
     Py_INCREF(self);
     state->starting = self;
     state->starting_thread = PyThread_get_thread_ident();
     self->in_call = FT_IN_START;
-    int rc = start_claimed(self);
+    int was_new = self->phase == FT_PHASE_NEW;
+    int rc = was_new ? arm_claimed(self) : 0;
+    if (rc == 0 && !arming) {
+        /* An audit hook may have disarmed it meanwhile. */
+        rc = self->phase == FT_PHASE_ARMED ? begin_recording(self) : 0;
+        if (rc < 0 && was_new) {
+            ft_saved_exc saved;
+            FT_SAVE_EXC(saved);
+            disarm_claimed(self);
+            FT_RESTORE_EXC(saved);
+        }
+    }
     self->in_call = FT_IN_NONE;
     if (state->starting == self) {
         state->starting = NULL;
     }
     if (self->stop_pending) {
         /* This process is a child forked by code start() ran: it stops as
-         * of the fork, now that start() is done with the hooks. */
+         * of the fork (an armed tracer disarms), now that start() is done
+         * with the hooks. */
         self->stop_pending = 0;
         latch_stop_at(self, self->fork_anchored ? &self->fork_anchor : NULL,
                       1);
@@ -1031,9 +1066,28 @@ ft_tracer_start(ft_tracer *self)
     return rc;
 }
 
-/* start() once this tracer is the only one starting. */
+int
+ft_tracer_start(ft_tracer *self)
+{
+    if (refuse_start(self, 0) < 0) {
+        return -1;
+    }
+    return start_or_arm(self, 0);
+}
+
+int
+ft_tracer_arm(ft_tracer *self)
+{
+    if (refuse_start(self, 1) < 0) {
+        return -1;
+    }
+    return start_or_arm(self, 1);
+}
+
+/* arm() once this tracer is the only one starting: everything that runs
+ * Python code or takes a while, so that start() then runs neither. */
 static int
-start_claimed(ft_tracer *self)
+arm_claimed(ft_tracer *self)
 {
     ft_state *state = self->state;
 #if FT_HAVE_MONITORING
@@ -1051,43 +1105,45 @@ start_claimed(ft_tracer *self)
     if (!monitoring && audit_setprofile_once() < 0) {
         return -1;
     }
-    /* Everything that runs Python code comes before the tracer is active:
-     * threads' names, threading's hook, and faulting the caller's ring in
-     * (which takes a while, and is no part of the trace). */
-    ft_ring caller_ring;
-    /* Its origin is set once the clock has started. */
-    if (ft_ring_alloc(&caller_ring, self->buffer_size, 0) < 0) {
+    /* The caller's ring, faulted in now (which takes a while, and is no
+     * part of the trace); its origin is set when recording starts. */
+    if (ft_ring_alloc(&self->armed_ring, self->buffer_size, 0) < 0) {
+        memset(&self->armed_ring, 0, sizeof(self->armed_ring));
         PyErr_Format(PyExc_MemoryError, "cannot allocate a ring of %llu "
                      "events (buffer_size)",
                      (unsigned long long)self->buffer_size);
         return -1;
     }
+    state->count_rings++;
     PyObject *names = thread_names();
     self->generation = next_generation();
 #if FT_SHARED_HOOK
     if (!monitoring) {
         self->hook = new_shared_hook(self);
     }
-    if (!monitoring && self->hook == NULL) {
+    int made = monitoring || self->hook != NULL;
 #else
     self->hooks = PyList_New(0);
-    if (self->hooks == NULL) {
+    int made = self->hooks != NULL;
 #endif
-        Py_XDECREF(names);
-        ft_ring_free(&caller_ring);
-        return -1;
-    }
     /* Threads started from now on install the hook themselves (with the
      * monitoring backend, which sees every thread, they only get named). */
-    self->prev_thread_hook = swap_threading_profile(state->thread_bootstrap);
-    /* The monitoring tool id is taken before the clock starts and any thread
-     * is registered: its audit hooks run Python code, and its callbacks
-     * record nothing until the tracer is active. */
-    if (self->prev_thread_hook == NULL
+    if (made) {
+        self->prev_thread_hook = swap_threading_profile(state->thread_bootstrap);
+    }
+    /* The monitoring tool id is taken before any thread is registered: its
+     * audit hooks run Python code, and its callbacks record nothing until
+     * the tracer is active. */
+    int failed = !made || self->prev_thread_hook == NULL;
 #if FT_HAVE_MONITORING
-        || (monitoring && ft_monitor_start(self) < 0)
+    if (!failed && monitoring) {
+        failed = ft_monitor_start(self) < 0;
+        if (!failed) {
+            state->count_tool_takes++;
+        }
+    }
 #endif
-        || ft_clock_start(&self->clock, self->clock.use_cycles) < 0) {
+    if (failed) {
         if (!PyErr_Occurred()) {
             PyErr_NoMemory();
         }
@@ -1102,53 +1158,133 @@ start_claimed(ft_tracer *self)
         Py_CLEAR(self->hooks);
         Py_CLEAR(self->hook);
         Py_XDECREF(names);
-        ft_ring_free(&caller_ring);
+        ft_ring_free(&self->armed_ring);
+        memset(&self->armed_ring, 0, sizeof(self->armed_ring));
         return -1;
     }
-    ft_anchor start = self->clock.anchors[0];
-    self->start_ns = start.ns;
+    self->armed_names = names;
     state->active = self;
-    self->phase = FT_PHASE_ACTIVE;
+    self->phase = FT_PHASE_ARMED;
+    if (monitoring) {
+        return 0;  /* armed with the tool id's events */
+    }
 
-    /* Register every thread and install the hook in pure C, with the GC
-     * off so that allocations run no finalizer and the audit hooks set
-     * aside: nothing else runs meanwhile, so each thread's stack is the one
-     * its first record follows. */
+    /* The hook on every thread in pure C, with the GC off so that
+     * allocations run no finalizer and the audit hooks set aside. */
     int gc_was_enabled = PyGC_Disable();
     audit_hooks_aside aside = {NULL, 0};
-    if (!monitoring) {
-        set_aside(&aside);
-    }
-    PyThreadState *current = PyThreadState_Get();
-    thread_list entries = {NULL, 0, 0};
+    set_aside(&aside);
     int rc = 0;
-    /* The caller first: its events come first in getEvents(). */
-    PyThreadState *ts = current;
-    PyThreadState *next = PyInterpreterState_ThreadHead(
-        PyThreadState_GetInterpreter(current));
-    while (rc == 0 && ts != NULL) {
+#if FT_SHARED_HOOK
+    rc = install_shared_hook(self);
+#else
+    /* One hook object per thread, with no ft_thread until start(). */
+    thread_list entries = {NULL, 0, 0};
+    PyThreadState *ts = PyInterpreterState_ThreadHead(PyInterpreterState_Get());
+    for (; rc == 0 && ts != NULL; ts = PyThreadState_Next(ts)) {
         thread_entry *entry = thread_list_append(&entries, ts);
         if (entry == NULL) {
             PyErr_NoMemory();
             rc = -1;
             break;
         }
-        ft_thread *th = register_existing(self, ts, names, &caller_ring);
-        if (th == NULL) {
+        entry->hook = new_thread_hook(self, NULL);
+        if (entry->hook == NULL) {
             rc = -1;
             break;
         }
-        th->base_ticks = start.ticks;
-#if !FT_SHARED_HOOK
-        if (!monitoring) {
-            entry->hook = new_thread_hook(self, th);
-            if (entry->hook == NULL) {
+        Py_DECREF(entry->hook);  /* self->hooks holds it */
+    }
+    /* Where the audit hooks could not be set aside, installing runs them
+     * (Python code): check each thread state is still alive first.  They
+     * may stop the tracer, which drops its list of hooks: held meanwhile. */
+    PyObject *hooks = Py_XNewRef(self->hooks);
+    for (size_t i = 0; rc == 0 && i < entries.n
+                       && self->phase == FT_PHASE_ARMED; i++) {
+        thread_entry *entry = &entries.items[i];
+        if (tstate_id_alive(entry->id)) {
+            rc = _PyEval_SetProfile(entry->ts, ft_hook,
+                                    (PyObject *)entry->hook);
+        }
+    }
+    Py_XDECREF(hooks);
+    free(entries.items);
+#endif
+    put_back(&aside);
+    if (gc_was_enabled) {
+        PyGC_Enable();
+    }
+    if (rc == 0) {
+        state->count_hook_installs++;
+    }
+    else {
+        ft_saved_exc saved;
+        FT_SAVE_EXC(saved);
+        disarm_claimed(self);
+        FT_RESTORE_EXC(saved);
+        return -1;
+    }
+    return 0;
+}
+
+/* Registers thread ts (its stack) with an armed tracer; the caller's thread
+ * gets the armed ring.  Runs no Python code.  Returns the thread, or NULL
+ * with an exception. */
+static ft_thread *
+register_existing(ft_tracer *self, PyThreadState *ts)
+{
+    PyFrameObject *top = PyThreadState_GetFrame(ts);
+    ft_thread *th = register_thread(self, ts, top, 0);
+    Py_XDECREF(top);
+    if (th == NULL) {
+        return NULL;
+    }
+    if (ts == PyThreadState_Get() && self->armed_ring.buf != NULL) {
+        adopt_ring(th, &self->armed_ring);
+        th->ring.last = self->clock.anchors[0].ticks;  /* start() */
+        memset(&self->armed_ring, 0, sizeof(self->armed_ring));
+    }
+    name_thread(th, self->armed_names);
+    return th;
+}
+
+/* start() of an armed tracer: recording goes on.  Pure C, GC off: nothing
+ * else runs meanwhile, so each thread's stack is the one its first record
+ * follows.  Only the threads with this tracer's hook (or threading's
+ * bootstrap, still to run) are registered: with the monitoring backend,
+ * all.  0, or -1 with an exception, still armed. */
+static int
+begin_recording(ft_tracer *self)
+{
+    int monitoring = self->backend == FT_BACKEND_MONITORING;
+    if (ft_clock_start(&self->clock, self->clock.use_cycles) < 0) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    ft_anchor start = self->clock.anchors[0];
+    self->start_ns = start.ns;
+    self->phase = FT_PHASE_ACTIVE;
+    int gc_was_enabled = PyGC_Disable();
+    PyThreadState *current = PyThreadState_Get();
+    int rc = 0;
+    /* The caller first: its events come first in getEvents(). */
+    PyThreadState *ts = current;
+    PyThreadState *next = PyInterpreterState_ThreadHead(
+        PyThreadState_GetInterpreter(current));
+    while (ts != NULL) {
+        if (monitoring || is_ours(self, ts)) {
+            ft_thread *th = register_existing(self, ts);
+            if (th == NULL) {
                 rc = -1;
                 break;
             }
-            Py_DECREF(entry->hook);  /* self->hooks holds it */
-        }
+            th->base_ticks = start.ticks;
+#if !FT_SHARED_HOOK
+            if (ft_tstate_profile_func(ts) == ft_hook) {
+                ((ft_hookobject *)ft_tstate_profile_obj(ts))->thread = th;
+            }
 #endif
+        }
         if (next == current) {
             next = PyThreadState_Next(next);
         }
@@ -1159,46 +1295,88 @@ start_claimed(ft_tracer *self)
             next = next ? PyThreadState_Next(next) : NULL;
         }
     }
-#if FT_SHARED_HOOK
-    if (rc == 0 && !monitoring) {
-        rc = install_shared_hook(self);
-    }
-#else
-    /* Where the audit hooks could not be set aside, installing runs them
-     * (Python code): check each thread state is still alive first.  They
-     * may stop the tracer, which drops its list of hooks: held meanwhile. */
-    PyObject *hooks = Py_XNewRef(self->hooks);
-    for (size_t i = 0; rc == 0 && !monitoring && i < entries.n
-                       && self->phase == FT_PHASE_ACTIVE; i++) {
-        thread_entry *entry = &entries.items[i];
-        if (tstate_id_alive(entry->id)) {
-            rc = _PyEval_SetProfile(entry->ts, ft_hook,
-                                    (PyObject *)entry->hook);
+    if (rc < 0) {
+        /* Back to armed: nothing recorded yet. */
+        self->phase = FT_PHASE_ARMED;
+        for (Py_ssize_t i = 0; self->hooks && i < PyList_GET_SIZE(self->hooks);
+             i++) {
+            ((ft_hookobject *)PyList_GET_ITEM(self->hooks, i))->thread = NULL;
         }
+        ft_free_threads(self);
+        self->start_ns = 0;
     }
-    Py_XDECREF(hooks);
-#endif
-    put_back(&aside);
-    free(entries.items);
+    else {
+        /* Holds only ints and strs: no finalizer runs. */
+        Py_CLEAR(self->armed_names);
+        ft_ring_free(&self->armed_ring);  /* if it was not handed over */
+        memset(&self->armed_ring, 0, sizeof(self->armed_ring));
+    }
     if (gc_was_enabled) {
         PyGC_Enable();
     }
-    Py_XDECREF(names);
-    ft_ring_free(&caller_ring);  /* if it was not handed over */
-    if (rc < 0) {
-        ft_saved_exc saved;
-        FT_SAVE_EXC(saved);
+    return rc;
+}
+
+/* An armed tracer (or one arm() is undoing) is new again: its hook
+ * removed, or the tool id freed, threading's hook restored.  Runs Python
+ * code (audit hooks, threading); marked new first, so that nothing
+ * records and no stop() acts meanwhile. */
+static void
+disarm_claimed(ft_tracer *self)
+{
+    ft_state *state = self->state;
+    self->phase = FT_PHASE_NEW;
+    if (state->active == self) {
         state->active = NULL;
-        self->phase = FT_PHASE_NEW;
+    }
 #if FT_HAVE_MONITORING
-        ft_monitor_stop(self);
+    ft_monitor_stop(self);
 #endif
-        uninstall_hooks(self, 0);
-        restore_threading_profile(self);
-        ft_free_threads(self);
-        self->start_ns = 0;
-        FT_RESTORE_EXC(saved);
+    uninstall_hooks(self, 0);
+    restore_threading_profile(self);
+    Py_CLEAR(self->hooks);
+    Py_CLEAR(self->hook);
+    Py_CLEAR(self->armed_names);
+    ft_ring_free(&self->armed_ring);
+    memset(&self->armed_ring, 0, sizeof(self->armed_ring));
+}
+
+/* disarm_claimed(), marked as stopping like the latched stop. */
+static void
+disarm_marked(ft_tracer *self)
+{
+    ft_state *state = self->state;
+    Py_INCREF(self);
+    int was = self->in_call;
+    self->in_call = FT_IN_STOP;
+    state->stopping = self;
+    state->stopping_thread = PyThread_get_thread_ident();
+    disarm_claimed(self);
+    if (state->stopping == self) {
+        state->stopping = NULL;
+    }
+    self->in_call = was;
+    Py_DECREF(self);
+}
+
+int
+ft_tracer_disarm(ft_tracer *self)
+{
+    if (self->in_call != FT_IN_NONE) {
+        PyErr_Format(PyExc_RuntimeError, "disarm() called while %s is "
+                     "running: call it once that has returned",
+                     self->in_call == FT_IN_START ? "start() or arm()"
+                                                  : "stop()");
         return -1;
+    }
+    if (self->phase == FT_PHASE_ACTIVE) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "disarm() called while the tracer records: stop() "
+                        "ends recording");
+        return -1;
+    }
+    if (self->phase == FT_PHASE_ARMED) {
+        disarm_marked(self);
     }
     return 0;
 }
@@ -1230,6 +1408,10 @@ mark_threads_at_stop(ft_tracer *self)
 static void
 latch_stop_at(ft_tracer *self, const ft_anchor *at, int in_child)
 {
+    if (self->phase == FT_PHASE_ARMED) {
+        disarm_marked(self);  /* nothing recorded: nothing to latch */
+        return;
+    }
     if (self->phase != FT_PHASE_ACTIVE) {
         return;
     }
@@ -1313,7 +1495,8 @@ void
 ft_tracer_finalize(ft_tracer *self)
 {
     /* Inside start() or stop() their callers hold the tracer: not here. */
-    if (self->phase != FT_PHASE_ACTIVE || self->in_call != FT_IN_NONE) {
+    if ((self->phase != FT_PHASE_ACTIVE && self->phase != FT_PHASE_ARMED)
+        || self->in_call != FT_IN_NONE) {
         return;
     }
     ft_saved_exc saved;
@@ -1325,11 +1508,18 @@ ft_tracer_finalize(ft_tracer *self)
 void
 ft_tracer_silence(ft_tracer *self)
 {
-    if (self->phase != FT_PHASE_ACTIVE) {
+    if (self->phase == FT_PHASE_ARMED) {
+        self->phase = FT_PHASE_NEW;  /* nothing recorded */
+        ft_ring_free(&self->armed_ring);
+        memset(&self->armed_ring, 0, sizeof(self->armed_ring));
+    }
+    else if (self->phase == FT_PHASE_ACTIVE) {
+        self->stop_ns = ft_clock_anchor(&self->clock).ns;
+        self->phase = FT_PHASE_STOPPED;
+    }
+    else {
         return;
     }
-    self->stop_ns = ft_clock_anchor(&self->clock).ns;
-    self->phase = FT_PHASE_STOPPED;
     if (self->state->active == self) {
         self->state->active = NULL;
     }
@@ -1349,6 +1539,49 @@ ft_tracer_silence(ft_tracer *self)
 
 /* ---- threads started while a tracer is active ----------------------- */
 
+/* A thread started while a tracer is armed: with the setprofile backend
+ * it gets the hook, inert until start() registers it (or its first event
+ * after start(), through the cache, 3.12+); with the monitoring backend,
+ * nothing. */
+static PyObject *
+arm_thread(ft_tracer *tracer)
+{
+    /* Its name, for start(), which runs no Python code.  Names run Python
+     * code (untraced: this is a profile function), during which the tracer
+     * may be disarmed or started: look again after. */
+    Py_INCREF(tracer);
+    PyObject *names = thread_names();
+    int armed = tracer->phase == FT_PHASE_ARMED;
+    if (armed && names != NULL) {
+        Py_XSETREF(tracer->armed_names, names);
+    }
+    else {
+        Py_XDECREF(names);
+    }
+    PyObject *hook = NULL;
+    if (armed && tracer->backend == FT_BACKEND_SETPROFILE) {
+#if FT_SHARED_HOOK
+        hook = Py_XNewRef(tracer->hook);
+#else
+        hook = (PyObject *)new_thread_hook(tracer, NULL);
+        if (hook == NULL) {
+            /* Never raise into the thread: it runs untraced, and says so. */
+            PyErr_WriteUnraisable(NULL);
+        }
+#endif
+    }
+    if (hook == NULL) {
+        PyEval_SetProfile(NULL, NULL);
+    }
+    else {
+        tracer->state->count_hook_installs++;
+        PyEval_SetProfile(ft_hook, hook);  /* audited: may disarm it */
+        Py_DECREF(hook);
+    }
+    Py_DECREF(tracer);
+    Py_RETURN_NONE;
+}
+
 /* Profile function given to threading.setprofile(): each thread started
  * while a tracer is active calls it at its first event, and it replaces
  * itself with the C hook on that thread. */
@@ -1367,6 +1600,9 @@ ft_bootstrap_thread(ft_state *state, PyObject *const *args, Py_ssize_t nargs)
                         "_thread_bootstrap(frame, event, arg) is called by "
                         "the interpreter as a profile function");
         return NULL;
+    }
+    if (tracer->phase == FT_PHASE_ARMED) {
+        return arm_thread(tracer);
     }
     /* Threads' names run Python code (untraced: this is a profile
      * function), during which the tracer may stop: look again after. */
@@ -1394,6 +1630,7 @@ ft_bootstrap_thread(ft_state *state, PyObject *const *args, Py_ssize_t nargs)
     Py_INCREF(tracer);
     int ring_rc = ring_alloc_released(&ring, tracer->buffer_size,
                                          ft_clock_ticks(&tracer->clock));
+    state->count_rings++;
     if (state->active != tracer || tracer->phase != FT_PHASE_ACTIVE) {
         if (ring_rc == 0) {
             ft_ring_free(&ring);
@@ -1460,6 +1697,7 @@ ft_bootstrap_thread(ft_state *state, PyObject *const *args, Py_ssize_t nargs)
         name_thread(th, names);  /* by the ident it may just have got */
         /* Runs audit hooks, which may stop the tracer: ft_hook_record()
          * looks at the hook first, and records nothing then. */
+        state->count_hook_installs++;
         PyEval_SetProfile(ft_hook, (PyObject *)hook);
         if (what >= 0) {
             ft_hook_record(hook, th, ts, frame, what, args[2]);
@@ -1555,6 +1793,9 @@ after_fork_in_child(PyObject *module, PyObject *Py_UNUSED(ignored))
         restore_threading_profile(abandoned);
         Py_CLEAR(abandoned->hooks);
         Py_CLEAR(abandoned->hook);
+        Py_CLEAR(abandoned->armed_names);
+        ft_ring_free(&abandoned->armed_ring);
+        memset(&abandoned->armed_ring, 0, sizeof(abandoned->armed_ring));
         Py_DECREF(abandoned);
     }
     ft_tracer *tracer = state->active;

@@ -51,6 +51,14 @@ typedef struct {
      * caller (or the finalizer) holds it meanwhile. */
     struct ft_tracer *stopping;
     unsigned long stopping_thread;
+    /* What start()/arm() did, for the tests (read by
+     * frametrace._testing.lifecycle_counts()):
+     * rings allocated by lifecycle.c, profile functions set by it (one
+     * count per act: every thread at once, or one thread), sys.monitoring
+     * tool ids taken. */
+    uint64_t count_rings;
+    uint64_t count_hook_installs;
+    uint64_t count_tool_takes;
 } ft_state;
 
 static inline ft_state *
@@ -134,8 +142,13 @@ enum {
     FT_IN_STOP,
 };
 
+/* NEW -> (ARMED ->) ACTIVE -> STOPPED -> CLEARED; disarm() takes ARMED back
+ * to NEW.  ARMED: the hook is on every thread (or the tool id taken, its
+ * events set), so that CPython has instrumented the code already, but
+ * nothing records: no clock, no threads. */
 enum {
     FT_PHASE_NEW = 0,
+    FT_PHASE_ARMED,
     FT_PHASE_ACTIVE,
     FT_PHASE_STOPPED,
     FT_PHASE_CLEARED,
@@ -184,6 +197,11 @@ typedef struct ft_tracer {
     ft_thread **retired_threads;
     Py_ssize_t nretired;
     ft_clock retired_clock;
+    ft_ring armed_ring;       /* armed: the arming thread's ring, given to
+                                 the thread that calls start() */
+    PyObject *armed_names;    /* strong: armed, {ident: name} of the
+                                 threads then (start() runs no Python
+                                 code), or NULL */
     PyObject *weakreflist;
 } ft_tracer;
 
@@ -198,9 +216,21 @@ ft_state *ft_state_of_type(PyTypeObject *type);
 /* ==== lifecycle.c: start, stop, threads, fork ==== */
 
 /* Tracer.start(): refuses a tracer that ran, or another one active or
- * starting; else installs the hook (or takes the tool id) on every thread.
- * 0, or -1 with an exception set and nothing installed. */
+ * starting; else arms it (ft_tracer_arm()) unless armed, and turns
+ * recording on: the clock starts, the threads are registered with their
+ * stacks, in pure C.  0, or -1 with an exception set and nothing installed
+ * (an armed tracer stays armed). */
 int ft_tracer_start(ft_tracer *tracer);
+/* Tracer.arm(): everything costly of a start, recording off: conflict
+ * checks, thread names, the hook objects, threading's hook, the caller's
+ * ring, the hook installed on every thread (or the tool id taken).
+ * 0, or -1 with an exception set and nothing installed. */
+int ft_tracer_arm(ft_tracer *tracer);
+/* Tracer.disarm(): an armed tracer removes its hook (or frees the tool id)
+ * and is new again; does nothing unless armed.  0, or -1 with a
+ * RuntimeError (active, or inside start() or stop()). */
+int ft_tracer_disarm(ft_tracer *tracer);
+
 /* The latched stop: the first call records stop_ns, removes the hook and
  * finds the threads whose recording ended early (displaced); every later
  * call does nothing, as does a call from code that stop() runs.

@@ -129,6 +129,24 @@ tracer_start(ft_tracer *self, PyObject *Py_UNUSED(ignored))
 }
 
 static PyObject *
+tracer_arm(ft_tracer *self, PyObject *Py_UNUSED(ignored))
+{
+    if (ft_tracer_arm(self) < 0) {
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+tracer_disarm(ft_tracer *self, PyObject *Py_UNUSED(ignored))
+{
+    if (ft_tracer_disarm(self) < 0) {
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *
 tracer_stop(ft_tracer *self, PyObject *Py_UNUSED(ignored))
 {
     if (ft_tracer_stop(self) < 0 || ft_tracer_warn_displaced(self) < 0) {
@@ -163,6 +181,7 @@ check_stopped(ft_tracer *self, const char *what)
 {
     switch (self->phase) {
     case FT_PHASE_NEW:
+    case FT_PHASE_ARMED:
         PyErr_Format(PyExc_RuntimeError,
                      "%s called before start(): nothing was recorded", what);
         return -1;
@@ -239,7 +258,7 @@ tracer_get_backend(ft_tracer *self, void *Py_UNUSED(closure))
 static PyObject *
 tracer_get_start_ns(ft_tracer *self, void *Py_UNUSED(closure))
 {
-    if (self->phase == FT_PHASE_NEW) {
+    if (self->phase == FT_PHASE_NEW || self->phase == FT_PHASE_ARMED) {
         Py_RETURN_NONE;
     }
     return PyLong_FromLongLong(self->start_ns);
@@ -248,7 +267,8 @@ tracer_get_start_ns(ft_tracer *self, void *Py_UNUSED(closure))
 static PyObject *
 tracer_get_stop_ns(ft_tracer *self, void *Py_UNUSED(closure))
 {
-    if (self->phase == FT_PHASE_NEW || self->phase == FT_PHASE_ACTIVE) {
+    if (self->phase == FT_PHASE_NEW || self->phase == FT_PHASE_ARMED
+        || self->phase == FT_PHASE_ACTIVE) {
         Py_RETURN_NONE;
     }
     return PyLong_FromLongLong(self->stop_ns);
@@ -258,6 +278,12 @@ static PyObject *
 tracer_get_active(ft_tracer *self, void *Py_UNUSED(closure))
 {
     return PyBool_FromLong(self->phase == FT_PHASE_ACTIVE);
+}
+
+static PyObject *
+tracer_get_armed(ft_tracer *self, void *Py_UNUSED(closure))
+{
+    return PyBool_FromLong(self->phase == FT_PHASE_ARMED);
 }
 
 static PyObject *
@@ -536,6 +562,7 @@ tracer_traverse(ft_tracer *self, visitproc visit, void *arg)
     Py_VISIT(self->hook);
     Py_VISIT(self->prev_thread_hook);
     Py_VISIT(self->monitor);
+    Py_VISIT(self->armed_names);
     return ft_functable_traverse(&self->funcs, visit, arg);
 }
 
@@ -558,6 +585,7 @@ tracer_clear(ft_tracer *self)
     Py_CLEAR(self->hook);
     Py_CLEAR(self->prev_thread_hook);
     Py_CLEAR(self->monitor);
+    Py_CLEAR(self->armed_names);
     /* The function table may hold a reference back to this tracer (a code
      * object whose constants reach it): release it to break the cycle. */
     if (self->phase == FT_PHASE_STOPPED) {
@@ -590,10 +618,23 @@ tracer_dealloc(ft_tracer *self)
 static PyMethodDef tracer_methods[] = {
     {"start", (PyCFunction)tracer_start, METH_NOARGS,
      "start($self, /)\n--\n\n"
-     "Install the hook on every thread and start recording."},
+     "Install the hook on every thread and start recording; on an armed "
+     "tracer, only start recording (pure C: no Python code runs)."},
     {"stop", (PyCFunction)tracer_stop, METH_NOARGS,
      "stop($self, /)\n--\n\n"
-     "Stop recording and latch stop_ns.  Later calls do nothing."},
+     "Stop recording and latch stop_ns.  Later calls do nothing.  On an "
+     "armed tracer: disarm()."},
+    {"arm", (PyCFunction)tracer_arm, METH_NOARGS,
+     "arm($self, /)\n--\n\n"
+     "Do everything costly of start() now, recording off: conflict checks, "
+     "thread names, the caller's ring, the hook on every thread or the "
+     "sys.monitoring tool id with its events (CPython 3.12+ instruments "
+     "the code as it runs from here).  start() then only registers the "
+     "threads and turns recording on, running no Python code."},
+    {"disarm", (PyCFunction)tracer_disarm, METH_NOARGS,
+     "disarm($self, /)\n--\n\n"
+     "Undo arm(): remove the hook (or free the tool id); the tracer can be "
+     "armed or started again.  Does nothing unless armed."},
     {"getEvents", (PyCFunction)tracer_get_events, METH_NOARGS,
      "getEvents($self, /)\n--\n\n"
      "The recorded events, complete and nested; none ends after stop_ns."},
@@ -636,6 +677,9 @@ static PyGetSetDef tracer_getset[] = {
     {"stop_ns", (getter)tracer_get_stop_ns, NULL,
      "time.monotonic_ns() latched by the first stop(), or None", NULL},
     {"active", (getter)tracer_get_active, NULL, "True while tracing", NULL},
+    {"armed", (getter)tracer_get_armed, NULL,
+     "True between arm() and start() (or disarm()): the hook installed, "
+     "nothing recorded", NULL},
     {"dropped", (getter)tracer_get_dropped, NULL,
      "events (function executions) lost entirely, all threads: both "
      "records gone, overwritten by the ring or never stored; counted by "

@@ -32,6 +32,13 @@ static PyMethodDef testing_methods[] = {
      "open_at_loss) tuples; with_dropped (events, records overwritten, "
      "events lost entirely).  loss_ns: when the thread's recording ended "
      "early (0: it did not)."},
+    {"lifecycle_counts", ftt_lifecycle_counts, METH_O,
+     "lifecycle_counts($module, tracer, /)\n--\n\n"
+     "{'rings', 'hook_installs', 'tool_takes'} of frametrace._tracer's "
+     "module state (tracer: any Tracer, to reach it): rings its start() "
+     "and arm() allocated, profile functions they set (every thread at "
+     "once counts one), sys.monitoring tool ids they took, since it was "
+     "loaded."},
     {"ticks_to_ns", ftt_ticks_to_ns, METH_VARARGS,
      "ticks_to_ns($module, anchors, ticks, /)\n--\n\n"
      "Convert ticks to ns through (ticks, ns) anchors."},

@@ -35,6 +35,9 @@ PyObject *ftt_set_noop_monitoring(PyObject *module, PyObject *args,
                                   PyObject *kwargs);
 #endif
 
+/* lifecycle.c: lifecycle_counts(tracer). */
+PyObject *ftt_lifecycle_counts(PyObject *module, PyObject *tracer);
+
 /* records.c: the replay and the clock driven by hand-written input, and
  * profile_off()/profile_on(), an extension that swaps the profile function
  * mid-call. */

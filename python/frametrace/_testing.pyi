@@ -17,6 +17,7 @@ def replay(
     with_dropped: bool = False,
     loss_ns: int = 0,
 ) -> Any: ...  # the events, or (events, records lost, events lost) with with_dropped
+def lifecycle_counts(tracer: Any, /) -> dict[str, int]: ...  # rings, hook_installs, tool_takes
 def ticks_to_ns(anchors: list[tuple[int, int]], ticks: list[int], /) -> list[int]: ...
 def profile_off() -> Any: ...  # the saved profile function, for profile_on()
 def profile_on(saved: Any, /) -> None: ...

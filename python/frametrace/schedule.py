@@ -10,10 +10,12 @@ A session counts steps from 0 (each ``prof.step()`` ends one).  With
 - after ``r`` cycles nothing more is recorded; ``repeat=0`` cycles on until
   the loop ends.
 
-A trace is ready at the end of each cycle's last active step.  frametrace has
-no start-up cost to absorb, so warm-up steps, like waiting ones, record
-nothing; they are kept so that schedules carry over from torch.profiler
-unchanged.
+A trace is ready at the end of each cycle's last active step.  Warm-up
+steps record nothing, as in torch.profiler, and have the same purpose: a
+session arms its tracer at the start of warm-up (the hook on every thread,
+or the sys.monitoring tool id, with recording off), so that the first active
+step pays no start-up and, on CPython 3.12+, not the instrumentation of
+every code object CPython does on its first run after the events go on.
 """
 from __future__ import annotations
 

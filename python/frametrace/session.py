@@ -460,6 +460,8 @@ class Profile:
         self.last_trace: Optional[Trace] = None
         self._action = ProfilerAction.NONE
         self._window: Optional[_Window] = None
+        # The next window's tracer, armed during warmup (see _prepare()).
+        self._prepared: Optional[Tracer] = None
         self._step_start = 0
         self._cycle = 0
         self._entered = False
@@ -565,8 +567,31 @@ class Profile:
             self._action = ProfilerAction.RECORD
         else:
             self._action = self._step_action(self.step_num)
-        if self._action in _RECORDING and self._window is None:
-            self._open_window(now)
+        if self._action in _RECORDING:
+            if self._window is None:
+                self._open_window(now)
+        elif self._action is ProfilerAction.WARMUP:
+            if self._prepared is None and self.python_steps != 0:
+                self._prepare()
+        elif self._prepared is not None:
+            self._unprepare()  # a schedule that went from warmup to wait
+
+    def _prepare(self) -> None:
+        """At the start of warmup: the next window's tracer made and armed
+        (conflict checks, thread names, its ring, the hook on every thread
+        or the sys.monitoring tool id), recording off, so that the first
+        active step pays neither that nor, on 3.12+, CPython's
+        instrumentation of the code it runs."""
+        tracer = Tracer(**self._tracer_options)
+        for code in self._ignored:
+            tracer._ignore(code)
+        tracer.arm()  # refused (another profiler): raised from this step
+        self._prepared = tracer
+
+    def _unprepare(self) -> None:
+        tracer, self._prepared = self._prepared, None
+        if tracer is not None:
+            tracer.disarm()
 
     def _open_window(self, now: int) -> None:
         if self.python_steps != 0 and self._writer.settle():
@@ -577,11 +602,13 @@ class Profile:
         self._window = window
         _tracer._set_range_sink(window.marks)
         if self.python_steps != 0:
-            tracer = Tracer(**self._tracer_options)
-            for code in self._ignored:
-                tracer._ignore(code)
+            tracer, self._prepared = self._prepared, None
+            if tracer is None:  # no warmup: made and armed now
+                tracer = Tracer(**self._tracer_options)
+                for code in self._ignored:
+                    tracer._ignore(code)
             try:
-                tracer.start()
+                tracer.start()  # armed: the clock and the threads, in C
             except BaseException:
                 # Refused (another profiler holds the hook): the window is
                 # dropped, so that this error is the one the program sees,
@@ -638,6 +665,7 @@ class Profile:
         with _current_lock:
             if _current is self:
                 _current = None
+        self._unprepare()
         if self._window is not None:
             _tracer._set_range_sink(None)
             if self._window.tracer is not None:
@@ -658,6 +686,7 @@ def _after_fork_in_child() -> None:
     if session is not None:
         session._forked = True
         session._window = None
+        session._prepared = None  # the extension disarmed it at the fork
         _tracer._set_range_sink(None)
 
 
@@ -737,7 +766,8 @@ def _nested_code(func: Callable, name: str):
 # The session's own code, never recorded by the tracers it starts.
 _SESSION_CODE: tuple = (
     Profile.__enter__, Profile.step, Profile.stop, Profile.__exit__,
-    Profile._begin_step, Profile._open_window, Profile._close_window, Profile._release,
+    Profile._begin_step, Profile._prepare, Profile._unprepare, Profile._open_window,
+    Profile._close_window, Profile._release,
     Profile._raise_pending, _Writer.take_error, _Writer.submit, _Writer._run, _Writer._call,
     Schedule._action, _nested_code(range.__call__, "ranged"), step,
 )
