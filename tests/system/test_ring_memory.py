@@ -119,7 +119,7 @@ def test_an_ended_threads_ring_gives_back_its_unused_part():
             return i
 
         def body():
-            for i in range(300_000):  # 600,000 records: 4.6 MiB, in a ring grown to 8 MiB
+            for i in range(66_000):  # 132,000 records: 1.01 MiB, in a ring grown to 2 MiB
                 leaf(i)
 
         t = frametrace.Tracer(c_calls=False)
@@ -132,9 +132,10 @@ def test_an_ended_threads_ring_gives_back_its_unused_part():
         print(json.dumps(dict(grown=grown, after=t.ring_bytes, dropped=t.dropped)))
     """)
     assert result["dropped"] == 0
-    assert result["grown"] >= 6 << 20, result  # grew by doubling, 1 MiB steps
-    # At stop the ended thread's ring keeps only the pages of its records.
-    assert result["after"] <= 600_010 * 8 + 3 * 4096 + 64 * 1024, result
+    assert result["grown"] >= 2 << 20, result  # doubled past its first MiB
+    # At stop the ended thread's ring keeps only the pages of its records
+    # (and the main thread's ring a page or two).
+    assert result["after"] <= (1 << 20) + (32 << 10), result
 
 
 @pytest.mark.parametrize("end", ["clear", "drop", "drop_active"])
