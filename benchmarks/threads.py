@@ -11,6 +11,8 @@ not another's:
   the same program untraced.
 - per-thread start cost: the time of `Thread(target=f).start(); join()` for
   a thread whose body makes the calls, traced and untraced (medians).
+- the stdlib's test_queue (many short threads): peak RSS untraced and
+  traced (recording only; the bound of issue 17: 2x untraced + 100 MB);
 - Tracer.start() at the default buffer and at 16M records (median of
   fresh tracers, each started and stopped in turn).
 Both backends on 3.12+.
@@ -84,6 +86,21 @@ elif mode == "start":
         times.append(t1 - t0)
     out["start_ms"] = statistics.median(times) / 1e6
     out["start_min_ms"] = min(times) / 1e6
+elif mode == "queue":
+    # The stdlib's test_queue: many short threads; peak RSS while recording.
+    import io, unittest
+    import test.test_queue as tq
+    tracer = None
+    if cfg["traced"]:
+        tracer = frametrace.Tracer(backend=cfg["backend"])
+        tracer.start()
+    suite = unittest.defaultTestLoader.loadTestsFromModule(tq)
+    unittest.TextTestRunner(stream=io.StringIO()).run(suite)
+    if tracer is not None:
+        tracer.stop()
+        out["threads"] = len(tracer.threads)
+        out["dropped"] = tracer.dropped
+    out["hwm"] = status("VmHWM")
 print(json.dumps(out))
 """
 
@@ -120,6 +137,15 @@ def main():
               f"| {(r['rss_stopped'] - base['rss_live']) / mib:.1f} "
               f"| {(r['hwm'] - base['hwm']) / mib:.1f} "
               f"| {r['start_us']:.1f} | {base['start_us']:.1f} |")
+    print()
+    q = child({"mode": "queue", "traced": False})
+    print(f"test_queue untraced: peak RSS {q['hwm'] / mib:.1f} MiB")
+    print("| backend | test_queue traced peak RSS (MiB) | threads | bound 2x+100 MB (MiB) |")
+    print("|---|---:|---:|---:|")
+    for backend in backends:
+        r = child({"mode": "queue", "traced": True, "backend": backend})
+        print(f"| {backend} | {r['hwm'] / mib:.1f} | {r['threads']} | "
+              f"{(2 * q['hwm'] + 100e6) / mib:.0f} |")
     print()
     print("| backend | Tracer.start() default buffer (ms, median/min) | "
           "16M records |")
