@@ -48,12 +48,14 @@ def body(calls):
 
 def churn(n, calls):
     times = []
+    cpu0 = time.process_time_ns()
     for _ in range(n):
         t0 = time.perf_counter_ns()
         t = threading.Thread(target=body, args=(calls,))
         t.start()
         t.join()
         times.append(time.perf_counter_ns() - t0)
+    out["cpu_us"] = (time.process_time_ns() - cpu0) / n / 1e3
     return times
 
 mode = cfg["mode"]
@@ -61,6 +63,7 @@ out = {}
 if mode == "churn":
     # Warm the thread machinery up before the baseline.
     churn(10, cfg["calls"])
+    out.clear()
     base = status("VmRSS")
     tracer = None
     if cfg["traced"]:
@@ -126,17 +129,19 @@ def main():
     base = child({"mode": "churn", "traced": False, "threads": args.threads,
                   "calls": args.calls})
     print(f"untraced: peak +{base['hwm'] / mib:.1f} MiB, thread start+join "
-          f"{base['start_us']:.1f} us")
+          f"{base['start_us']:.1f} us wall, {base['cpu_us']:.1f} us CPU")
     print("| backend | RSS live (MiB above untraced) | after stop | peak | "
-          "thread start+join traced (us) | untraced (us) |")
-    print("|---|---:|---:|---:|---:|---:|")
+          "thread start+join traced (us, wall median) | untraced | "
+          "CPU per thread traced (us, all threads) | untraced |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for backend in backends:
         r = child({"mode": "churn", "traced": True, "backend": backend,
                    "threads": args.threads, "calls": args.calls})
         print(f"| {backend} | {(r['rss_live'] - base['rss_live']) / mib:.1f} "
               f"| {(r['rss_stopped'] - base['rss_live']) / mib:.1f} "
               f"| {(r['hwm'] - base['hwm']) / mib:.1f} "
-              f"| {r['start_us']:.1f} | {base['start_us']:.1f} |")
+              f"| {r['start_us']:.1f} | {base['start_us']:.1f} "
+              f"| {r['cpu_us']:.1f} | {base['cpu_us']:.1f} |")
     print()
     q = child({"mode": "queue", "traced": False})
     print(f"test_queue untraced: peak RSS {q['hwm'] / mib:.1f} MiB")

@@ -99,7 +99,15 @@ ft_thread *
 ft_find_thread(const ft_tracer *tracer, PyThreadState *ts)
 {
     uint64_t tstate_id = PyThreadState_GetID(ts);
-    for (Py_ssize_t i = 0; i < tracer->nthreads; i++) {
+    /* A thread state newer than every registered one (ids grow): the
+     * common miss, a new thread's first event, without a walk over
+     * thousands of ended threads. */
+    if (tstate_id > tracer->max_tstate_id) {
+        return NULL;
+    }
+    /* Newest first: the later a thread registered, the likelier it is
+     * still running. */
+    for (Py_ssize_t i = tracer->nthreads - 1; i >= 0; i--) {
         if (tracer->threads[i]->tstate_id == tstate_id) {
             return tracer->threads[i];
         }
@@ -150,6 +158,9 @@ register_thread(ft_tracer *tracer, PyThreadState *ts, PyFrameObject *top,
         tracer->threads_cap = cap;
     }
     tracer->threads[tracer->nthreads++] = thread;
+    if (thread->tstate_id > tracer->max_tstate_id) {
+        tracer->max_tstate_id = thread->tstate_id;
+    }
     return thread;
 
 error:
@@ -167,6 +178,7 @@ ft_free_threads(ft_tracer *self)
     self->threads = NULL;
     self->nthreads = 0;
     self->threads_cap = 0;
+    self->max_tstate_id = 0;
     self->ring_bytes = 0;
     self->rings_since_sweep = 0;
 }

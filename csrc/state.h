@@ -159,6 +159,7 @@ typedef struct ft_tracer {
     ft_clock clock;           /* ticks of the records -> ns */
     ft_functable funcs;
     ft_thread **threads;      /* in registration order */
+    uint64_t max_tstate_id;   /* the largest tstate_id among them */
     Py_ssize_t nthreads;
     Py_ssize_t threads_cap;
     PyObject *hooks;          /* strong: list of this tracer's per-thread
