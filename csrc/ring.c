@@ -43,11 +43,8 @@ ft_ring_bytes(const ft_ring *ring)
     if (ring->buf == NULL) {
         return 0;
     }
-#ifdef FT_RING_MALLOC
-    return (size_t)ring->capacity * sizeof(uint64_t);
-#else
-    return round_to_pages((size_t)ring->capacity * sizeof(uint64_t));
-#endif
+    size_t bytes = (size_t)ring->capacity * sizeof(uint64_t);
+    return ring->mapped != 0 ? round_to_pages(bytes) : bytes;
 }
 
 #ifndef FT_RING_MALLOC
@@ -80,34 +77,19 @@ ft_ring_alloc(ft_ring *ring, uint64_t reserve, int64_t origin)
     if (reserve == 0 || reserve > (SIZE_MAX / 2) / sizeof(uint64_t)) {
         return -1;
     }
-    uint64_t first = page_size() / sizeof(uint64_t);
+    /* The first chunk from the heap: a mapping of its own would cost four
+     * system calls (measured ~40 us on a VM), more than a short thread's
+     * whole recording.  Cleared, so that its pages are resident before the
+     * writer comes. */
+    uint64_t first = FT_RING_FIRST_BYTES / sizeof(uint64_t);
     if (first > reserve) {
         first = reserve;
     }
-#ifdef FT_RING_MALLOC
-    /* Sanitizer builds: from the heap, grown by realloc(), where
-     * AddressSanitizer sees an overrun past the committed part. */
-    ring->buf = calloc((size_t)first, sizeof(uint64_t));
+    ring->buf = malloc((size_t)first * sizeof(uint64_t));
     if (ring->buf == NULL) {
         return -1;
     }
-#else
-    /* Address space only (PROT_NONE costs no memory, nor commit charge
-     * under strict overcommit); committed a chunk at a time. */
-    size_t bytes = round_to_pages((size_t)reserve * sizeof(uint64_t));
-    void *buf = mmap(NULL, bytes, PROT_NONE,
-                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (buf == MAP_FAILED) {
-        return -1;
-    }
-    if (commit(buf, 0, round_to_pages((size_t)first * sizeof(uint64_t)))
-        < 0) {
-        munmap(buf, bytes);
-        return -1;
-    }
-    ring->buf = buf;
-    ring->mapped = bytes;
-#endif
+    memset(ring->buf, 0, (size_t)first * sizeof(uint64_t));
     ring->capacity = first;
     ring->reserve = reserve;
     return 0;
@@ -116,12 +98,11 @@ ft_ring_alloc(ft_ring *ring, uint64_t reserve, int64_t origin)
 void
 ft_ring_free(ft_ring *ring)
 {
-    if (ring->buf != NULL) {
-#ifdef FT_RING_MALLOC
-        free(ring->buf);
-#else
+    if (ring->mapped != 0) {
         munmap(ring->buf, ring->mapped);
-#endif
+    }
+    else {
+        free(ring->buf);
     }
     memset(ring, 0, sizeof(*ring));
 }
@@ -137,6 +118,34 @@ ft_ring_next_capacity(const ft_ring *ring)
     return capacity < ring->reserve ? capacity : ring->reserve;
 }
 
+/* Moves a heap ring's words (it never wrapped: they are in order) to a
+ * mapping reserving the whole of it, committed up to capacity.  0, or
+ * -1. */
+#ifndef FT_RING_MALLOC
+static int
+move_to_mapping(ft_ring *ring, uint64_t capacity)
+{
+    /* Address space only (PROT_NONE costs no memory, nor commit charge
+     * under strict overcommit); committed a chunk at a time. */
+    size_t bytes = round_to_pages((size_t)ring->reserve * sizeof(uint64_t));
+    char *buf = mmap(NULL, bytes, PROT_NONE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (buf == MAP_FAILED) {
+        return -1;
+    }
+    if (commit(buf, 0, round_to_pages((size_t)capacity * sizeof(uint64_t)))
+        < 0) {
+        munmap(buf, bytes);
+        return -1;
+    }
+    memcpy(buf, ring->buf, (size_t)ring->capacity * sizeof(uint64_t));
+    free(ring->buf);
+    ring->buf = (uint64_t *)buf;
+    ring->mapped = bytes;
+    return 0;
+}
+#endif
+
 int
 ft_ring_grow(ft_ring *ring, uint64_t capacity)
 {
@@ -145,15 +154,23 @@ ft_ring_grow(ft_ring *ring, uint64_t capacity)
         return -1;
     }
 #ifdef FT_RING_MALLOC
-    /* Never wrapped: the words are in order, realloc() keeps them. */
+    /* Sanitizer builds: always on the heap, grown by realloc(), where
+     * AddressSanitizer sees an overrun past the committed part.  Never
+     * wrapped: the words are in order, realloc() keeps them. */
     uint64_t *buf = realloc(ring->buf, (size_t)capacity * sizeof(uint64_t));
     if (buf == NULL) {
         return -1;
     }
     ring->buf = buf;
 #else
-    if (commit((char *)ring->buf, ft_ring_bytes(ring),
-               round_to_pages((size_t)capacity * sizeof(uint64_t))) < 0) {
+    if (ring->mapped == 0) {
+        if (move_to_mapping(ring, capacity) < 0) {
+            return -1;
+        }
+    }
+    else if (commit((char *)ring->buf, ft_ring_bytes(ring),
+                    round_to_pages((size_t)capacity * sizeof(uint64_t)))
+             < 0) {
         return -1;
     }
 #endif
@@ -170,34 +187,29 @@ ft_ring_trim(ft_ring *ring)
     /* A ring that never wrapped needs its words up to pos only (one more:
      * pos stays below capacity). */
     uint64_t capacity = ring->capacity;
-    if (ring->wraps == 0) {
-#ifdef FT_RING_MALLOC
+    if (ring->wraps == 0 && ring->pos + 1 < capacity) {
         capacity = ring->pos + 1;
-#else
-        capacity = round_to_pages((size_t)(ring->pos + 1) * sizeof(uint64_t))
-                   / sizeof(uint64_t);
-#endif
-        if (capacity > ring->capacity) {
-            capacity = ring->capacity;
-        }
     }
-#ifdef FT_RING_MALLOC
-    uint64_t *buf = realloc(ring->buf, (size_t)capacity * sizeof(uint64_t));
-    if (buf == NULL) {
-        return;
-    }
-    ring->buf = buf;
-#else
-    size_t keep = round_to_pages((size_t)capacity * sizeof(uint64_t));
-    if (keep < ring->mapped) {
-        if (munmap((char *)ring->buf + keep, ring->mapped - keep) != 0) {
+    if (ring->mapped == 0) {
+        uint64_t *buf = realloc(ring->buf,
+                                (size_t)capacity * sizeof(uint64_t));
+        if (buf == NULL) {
             return;
         }
-        ring->mapped = keep;
+        ring->buf = buf;
     }
-#endif
+    else {
+        /* Whole pages: the last one partly used stays. */
+        size_t keep = round_to_pages((size_t)capacity * sizeof(uint64_t));
+        if (keep < ring->mapped) {
+            if (munmap((char *)ring->buf + keep, ring->mapped - keep) != 0) {
+                return;
+            }
+            ring->mapped = keep;
+        }
+    }
     ring->capacity = capacity;
-    ring->reserve = ring->capacity;
+    ring->reserve = capacity;
 }
 
 void

@@ -2,11 +2,11 @@
  * Each ring is written by exactly one thread (its owner, holding the GIL),
  * so there is no lock; overflow overwrites the oldest record.
  *
- * A ring reserves address space for `reserve` words but commits (faults
- * in) only its first page at allocation; its owner grows it, before its
+ * A ring starts as one page from the heap; its owner grows it, before its
  * first wrap, from the slow path that the inline push falls into when the
- * ring is full (ft_ring_grow()), a chunk at a time, faulted in ahead so
- * that the writer takes no page fault.  A ring that stops growing wraps at
+ * ring is full (ft_ring_grow()): the first growth moves it to a mapping
+ * that reserves address space for all `reserve` words, committed a chunk
+ * at a time, faulted in ahead so that the writer takes no page fault.  A ring that stops growing wraps at
  * its current capacity.  Who decides how far a ring may grow (the tracer's
  * memory bound) is not this file's business: see budget.c. */
 #ifndef FT_RING_H
@@ -44,6 +44,8 @@ typedef struct {
 #define FT_RING_MAX_STEP ((size_t)1 << 20)
 /* The unit of a ring's memory (a page on the platforms we build for). */
 #define FT_RING_PAGE_BYTES ((size_t)4096)
+/* A ring's first chunk, on the heap (ft_ring_alloc()). */
+#define FT_RING_FIRST_BYTES FT_RING_PAGE_BYTES
 #define FT_WORD_ID_BITS 21
 #define FT_WORD_ID_LIMIT ((uint32_t)1 << FT_WORD_ID_BITS)
 #define FT_WORD_DELTA_BITS 40
@@ -59,14 +61,15 @@ typedef struct {
     uint64_t reserve;   /* words the ring may grow to (>= capacity);
                            == capacity once it may grow no more */
     uint64_t discarded; /* records thrown away by ft_ring_discard() */
-    size_t mapped;      /* bytes of address space held (0: from the heap,
-                           in sanitizer builds) */
+    size_t mapped;      /* bytes of address space held, or 0: buf is from
+                           the heap (the first chunk; always in sanitizer
+                           builds) */
 } ft_ring;
 
 /* Returns 0, or -1 (no memory) leaving the ring empty.  reserve: the most
  * words it may grow to; origin: ticks no record precedes (the first
- * record's delta is from it).  Commits the first page (or all of a smaller
- * ring), faulted in: microseconds, whatever reserve. */
+ * record's delta is from it).  Takes FT_RING_FIRST_BYTES (or all of a
+ * smaller ring) from the heap, cleared: no system call, whatever reserve. */
 int ft_ring_alloc(ft_ring *ring, uint64_t reserve, int64_t origin);
 /* Unmaps.  Leaves the ring empty (buf NULL). */
 void ft_ring_free(ft_ring *ring);
@@ -94,8 +97,9 @@ ft_ring_stop_growing(ft_ring *ring)
     ring->reserve = ring->capacity;
 }
 /* For a ring whose writer ended: stops its growth and gives back what
- * holds no record (the reserve, and the pages past its newest word when it
- * never wrapped).  Its records read back as before. */
+ * holds no record (the reserve, and past its newest word when it never
+ * wrapped: whole pages of a mapping, bytes of a heap chunk).  Its records
+ * read back as before. */
 void ft_ring_trim(ft_ring *ring);
 /* Frees the ring's memory, counting its retained records as discarded:
  * it reads back empty, as a ring that overflowed (the records before its
