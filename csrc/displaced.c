@@ -56,7 +56,7 @@ displaced_why(const ft_thread *th, int tool_lost)
 {
     /* Events lost to memory leave frames open too: counted as dropped,
      * not taken for a displaced hook. */
-    int checkable = th->lost == 0;
+    int checkable = th->lost == 0 && th->ring.discarded == 0;
     switch (th->at_stop) {
     case FT_AT_STOP_OTHER:
         return FT_DISPLACED_REPLACED;

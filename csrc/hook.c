@@ -57,6 +57,12 @@ ft_record_id_slow(ft_tracer *tracer, ft_thread *th, ft_hookobject *hook,
         && ft_thread_first_ring(tracer, th, hook, &ts) < 0) {
         return;
     }
+    /* Full (the inline push leaves the last word to this path; an escape
+     * takes two): grow first, if it may. */
+    if (th->ring.capacity - th->ring.pos <= 2
+        && ft_ring_can_grow(&th->ring)) {
+        ft_budget_grow(tracer, th);
+    }
     if (ft_ring_push(&th->ring, ts, id, kind)) {
         ft_clock_maybe_anchor(&tracer->clock, ts);
     }

@@ -11,8 +11,9 @@
  * - thread registration: threads alive at start() are registered there,
  *   later ones at their first event (ft_thread_of_caller(), through the
  *   thread-local cache and its generations) or through threading's
- *   bootstrap (thread_bootstrap()); each thread's ring is faulted in with
- *   the GIL released at its first record (ft_thread_first_ring());
+ *   bootstrap (thread_bootstrap()); each thread's ring, one page to begin
+ *   with (budget.c grows it), comes at its first record
+ *   (ft_thread_first_ring());
  * - stop, the latch: stop_ns taken once, the stacks still running taken,
  *   the hook removed from every thread, threading's hook restored;
  * - fork: the child's tracer stops as of the moment before the fork.
@@ -102,7 +103,15 @@ ft_thread *
 ft_find_thread(const ft_tracer *tracer, PyThreadState *ts)
 {
     uint64_t tstate_id = PyThreadState_GetID(ts);
-    for (Py_ssize_t i = 0; i < tracer->nthreads; i++) {
+    /* A thread state newer than every registered one (ids grow): the
+     * common miss, a new thread's first event, without a walk over
+     * thousands of ended threads. */
+    if (tstate_id > tracer->max_tstate_id) {
+        return NULL;
+    }
+    /* Newest first: the later a thread registered, the likelier it is
+     * still running. */
+    for (Py_ssize_t i = tracer->nthreads - 1; i >= 0; i--) {
         if (tracer->threads[i]->tstate_id == tstate_id) {
             return tracer->threads[i];
         }
@@ -153,6 +162,9 @@ register_thread(ft_tracer *tracer, PyThreadState *ts, PyFrameObject *top,
         tracer->threads_cap = cap;
     }
     tracer->threads[tracer->nthreads++] = thread;
+    if (thread->tstate_id > tracer->max_tstate_id) {
+        tracer->max_tstate_id = thread->tstate_id;
+    }
     return thread;
 
 error:
@@ -176,6 +188,9 @@ ft_free_threads(ft_tracer *self)
     self->threads = NULL;
     self->nthreads = 0;
     self->threads_cap = 0;
+    self->max_tstate_id = 0;
+    self->ring_bytes = 0;
+    self->rings_since_sweep = 0;
 }
 
 /* {ident: name} of the threads threading knows (new reference; NULL when
@@ -244,24 +259,22 @@ name_thread(ft_thread *thread, PyObject *names)
 
 /* ---- a thread's ring ------------------------------------------------ */
 
-/* ft_ring_alloc() with the GIL released meanwhile (faulting a ring in takes
- * milliseconds).  Other threads run: callers check their state again. */
+/* ft_ring_alloc(), holding the GIL: a new ring commits one page
+ * (microseconds), less than releasing the GIL and taking it back could
+ * cost while other threads run.  Callers still check their state after. */
 static int
-ring_alloc_released(ft_ring *ring, uint64_t capacity, int64_t origin)
+alloc_ring(ft_ring *ring, uint64_t capacity, int64_t origin)
 {
-    int rc;
-    Py_BEGIN_ALLOW_THREADS
-    rc = ft_ring_alloc(ring, capacity, origin);
-    Py_END_ALLOW_THREADS
-    return rc;
+    return ft_ring_alloc(ring, capacity, origin);
 }
 
-/* Gives th, the calling thread's, its ring, and its ids from the thread
- * itself.  Runs no Python code. */
+/* Gives th, the calling thread's, its ring, counted in the tracer's memory,
+ * and its ids from the thread itself.  Runs no Python code. */
 static void
-adopt_ring(ft_thread *th, const ft_ring *ring)
+adopt_ring(ft_tracer *tracer, ft_thread *th, const ft_ring *ring)
 {
     th->ring = *ring;
+    ft_budget_adopted(tracer, th);
     /* A thread state registered before its OS thread bound it had no ids
      * yet (3.12+: 0), or its creator's (3.10/3.11). */
     th->thread_id = PyThread_get_thread_ident();
@@ -273,13 +286,12 @@ ft_thread_first_ring(ft_tracer *tracer, ft_thread *th, ft_hookobject *hook,
                      int64_t *ts)
 {
     /* A thread's first record: allocate its ring now, so idle threads cost
-     * nothing.  Faulting it in takes milliseconds: let the other threads
-     * run meanwhile (one of them may stop the tracer, and then clear it:
-     * th is not touched after that). */
+     * nothing.  The checks after are for a stop meanwhile (none can happen
+     * while the GIL is held, but they cost nothing). */
     ft_ring ring;
     PyObject *holder = hook != NULL ? (PyObject *)hook : (PyObject *)tracer;
     Py_INCREF(holder);
-    int rc = ring_alloc_released(&ring, th->capacity, *ts);
+    int rc = alloc_ring(&ring, th->capacity, *ts);
     tracer->state->count_rings++;
     int stopped = hook != NULL ? hook->thread == NULL
                                : tracer->phase != FT_PHASE_ACTIVE;
@@ -292,7 +304,7 @@ ft_thread_first_ring(ft_tracer *tracer, ft_thread *th, ft_hookobject *hook,
         th->lost++;
     }
     else {
-        adopt_ring(th, &ring);
+        adopt_ring(tracer, th, &ring);
     }
     /* All references but ours may have gone meanwhile: then releasing it
      * frees the tracer (the monitoring backend's holder) or stops it. */
@@ -301,7 +313,7 @@ ft_thread_first_ring(ft_tracer *tracer, ft_thread *th, ft_hookobject *hook,
     if (stopped || rc < 0 || last) {
         return -1;
     }
-    /* Faulting the ring in took time: leave it out of the event. */
+    /* Leave the allocation out of the event. */
     *ts = ft_clock_ticks(&tracer->clock);
     return 0;
 }
@@ -1105,8 +1117,8 @@ arm_claimed(ft_tracer *self)
     if (!monitoring && audit_setprofile_once() < 0) {
         return -1;
     }
-    /* The caller's ring, faulted in now (which takes a while, and is no
-     * part of the trace); its origin is set when recording starts. */
+    /* The caller's ring (one page: budget.c grows it); its origin is set
+     * when recording starts. */
     if (ft_ring_alloc(&self->armed_ring, self->buffer_size, 0) < 0) {
         memset(&self->armed_ring, 0, sizeof(self->armed_ring));
         PyErr_Format(PyExc_MemoryError, "cannot allocate a ring of %llu "
@@ -1240,7 +1252,7 @@ register_existing(ft_tracer *self, PyThreadState *ts)
         return NULL;
     }
     if (ts == PyThreadState_Get() && self->armed_ring.buf != NULL) {
-        adopt_ring(th, &self->armed_ring);
+        adopt_ring(self, th, &self->armed_ring);
         th->ring.last = self->clock.anchors[0].ticks;  /* start() */
         memset(&self->armed_ring, 0, sizeof(self->armed_ring));
     }
@@ -1434,6 +1446,7 @@ latch_stop_at(ft_tracer *self, const ft_anchor *at, int in_child)
         self->state->active = NULL;
     }
     mark_threads_at_stop(self);
+    ft_budget_sweep(self);  /* ended threads' rings give back their rest */
     int tool_lost = 0;
 #if FT_HAVE_MONITORING
     if (self->backend == FT_BACKEND_MONITORING) {
@@ -1624,12 +1637,12 @@ ft_bootstrap_thread(ft_state *state, PyObject *const *args, Py_ssize_t nargs)
         PyEval_SetProfile(NULL, NULL);
         Py_RETURN_NONE;
     }
-    /* Fault the thread's ring in first, with the GIL released, so that the
-     * time it takes is no part of the thread's trace. */
+    /* The thread's ring first, so that its allocation is no part of the
+     * thread's trace. */
     ft_ring ring;
     Py_INCREF(tracer);
-    int ring_rc = ring_alloc_released(&ring, tracer->buffer_size,
-                                         ft_clock_ticks(&tracer->clock));
+    int ring_rc = alloc_ring(&ring, tracer->buffer_size,
+                             ft_clock_ticks(&tracer->clock));
     state->count_rings++;
     if (state->active != tracer || tracer->phase != FT_PHASE_ACTIVE) {
         if (ring_rc == 0) {
@@ -1640,9 +1653,8 @@ ft_bootstrap_thread(ft_state *state, PyObject *const *args, Py_ssize_t nargs)
         PyEval_SetProfile(NULL, NULL);
         Py_RETURN_NONE;
     }
-    /* Held to the end: the last reference may be dropped meanwhile (del
-     * while this thread faulted its ring in), and then its release frees
-     * the tracer. */
+    /* Held to the end: the last reference may be dropped meanwhile (by
+     * Python code run below), and then its release frees the tracer. */
     int64_t ts = ft_clock_ticks(&tracer->clock);
     PyFrameObject *frame = (PyFrameObject *)args[0];
     PyObject *event = args[1];
@@ -1691,7 +1703,7 @@ ft_bootstrap_thread(ft_state *state, PyObject *const *args, Py_ssize_t nargs)
     }
     else {
         if (ring_rc == 0 && th->ring.buf == NULL) {
-            adopt_ring(th, &ring);
+            adopt_ring(tracer, th, &ring);
             ring_rc = -1;  /* handed over */
         }
         name_thread(th, names);  /* by the ident it may just have got */

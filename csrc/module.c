@@ -129,6 +129,8 @@ module_exec(PyObject *module)
     }
     if (PyModule_AddIntConstant(module, "DEFAULT_BUFFER_SIZE",
                                 FT_DEFAULT_BUFFER_SIZE) < 0
+        || PyModule_AddIntConstant(module, "DEFAULT_MAX_MEMORY",
+                                   FT_DEFAULT_MAX_MEMORY) < 0
         || PyModule_AddIntConstant(module, "MAX_BUFFER_SIZE",
                                    FT_MAX_BUFFER_SIZE) < 0) {
         return -1;

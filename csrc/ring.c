@@ -2,31 +2,30 @@
 #define _DEFAULT_SOURCE  /* MAP_ANONYMOUS, madvise() under -std=c11 */
 #include "ring.h"
 
-#include <errno.h>
-#include <pthread.h>
-#include <signal.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
-/* Faulted in before the ring is handed to its writer. */
-#define FT_RING_PREFAULT ((size_t)16 << 20)
-/* The background thread's unit of work: how long a free may wait. */
-#define FT_PREFAULT_CHUNK ((size_t)4 << 20)
-
-/* Linux 5.14+: faults pages in, writable, without touching their contents,
- * so it is safe while the writer is already writing. */
+/* Linux 5.14+: faults pages in, writable, in one call. */
 #if defined(__linux__) && !defined(MADV_POPULATE_WRITE)
 #  define MADV_POPULATE_WRITE 23
 #endif
 
 static size_t
-ring_bytes(uint64_t capacity)
+page_size(void)
 {
-    size_t page = (size_t)sysconf(_SC_PAGESIZE);
-    size_t bytes = (size_t)capacity * sizeof(uint64_t);
+    static size_t page;
+    if (page == 0) {
+        page = (size_t)sysconf(_SC_PAGESIZE);
+    }
+    return page;
+}
+
+static size_t
+round_to_pages(size_t bytes)
+{
+    size_t page = page_size();
     return (bytes + page - 1) / page * page;
 }
 
@@ -38,170 +37,194 @@ ring_bytes(uint64_t capacity)
 #  endif
 #endif
 
-#if defined(MADV_POPULATE_WRITE) && !defined(FT_RING_MALLOC)
-#  define FT_HAVE_BACKGROUND_PREFAULT 1
-#else
-#  define FT_HAVE_BACKGROUND_PREFAULT 0
-#endif
-
-#if FT_HAVE_BACKGROUND_PREFAULT
-struct ft_prefault {
-    pthread_t thread;
-    char *base;
-    size_t from, to;
-    atomic_int cancel;
-    unsigned long fork_count;  /* the process it was started in */
-};
-
-/* Bumped in a forked child, where no background thread survived: such a
- * ring must not be joined. */
-static atomic_ulong fork_count;
-static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
-
-static void
-count_fork_in_child(void)
+size_t
+ft_ring_bytes(const ft_ring *ring)
 {
-    atomic_fetch_add(&fork_count, 1);
-}
-
-static void
-register_atfork(void)
-{
-    (void)pthread_atfork(NULL, NULL, count_fork_in_child);
-}
-
-static void *
-prefault_main(void *arg)
-{
-    struct ft_prefault *pf = arg;
-    for (size_t off = pf->from; off < pf->to; off += FT_PREFAULT_CHUNK) {
-        if (atomic_load_explicit(&pf->cancel, memory_order_relaxed)) {
-            break;
-        }
-        size_t len = pf->to - off < FT_PREFAULT_CHUNK ? pf->to - off
-                                                      : FT_PREFAULT_CHUNK;
-        if (madvise(pf->base + off, len, MADV_POPULATE_WRITE) != 0) {
-            break;  /* no memory now: the writer faults the rest itself */
-        }
-    }
-    return NULL;
-}
-
-/* Starts faulting [from, to) of buf in on a thread of its own; on failure
- * the writer will fault those pages itself. */
-static struct ft_prefault *
-start_prefault(char *buf, size_t from, size_t to)
-{
-    struct ft_prefault *pf = calloc(1, sizeof(*pf));
-    if (pf == NULL) {
-        return NULL;
-    }
-    (void)pthread_once(&atfork_once, register_atfork);
-    pf->base = buf;
-    pf->from = from;
-    pf->to = to;
-    atomic_init(&pf->cancel, 0);
-    pf->fork_count = atomic_load(&fork_count);
-
-    pthread_attr_t attr;
-    sigset_t all, saved;
-    int rc = pthread_attr_init(&attr);
-    if (rc == 0) {
-        (void)pthread_attr_setstacksize(&attr, 64 * 1024);
-        /* Signals belong to the interpreter's threads, not to this one. */
-        sigfillset(&all);
-        pthread_sigmask(SIG_SETMASK, &all, &saved);
-        rc = pthread_create(&pf->thread, &attr, prefault_main, pf);
-        pthread_sigmask(SIG_SETMASK, &saved, NULL);
-        pthread_attr_destroy(&attr);
-    }
-    if (rc != 0) {
-        free(pf);
-        return NULL;
-    }
-    return pf;
-}
-
-static void
-stop_prefault(struct ft_prefault *pf)
-{
-    if (pf->fork_count == atomic_load(&fork_count)) {
-        atomic_store(&pf->cancel, 1);
-        pthread_join(pf->thread, NULL);
-    }
-    free(pf);
-}
-#endif /* FT_HAVE_BACKGROUND_PREFAULT */
-
-int
-ft_ring_alloc(ft_ring *ring, uint64_t capacity, int64_t origin)
-{
-    memset(ring, 0, sizeof(*ring));
-    ring->last = origin;
-    if (capacity == 0 || capacity > (SIZE_MAX / 2) / sizeof(uint64_t)) {
-        return -1;
-    }
-#ifdef FT_RING_MALLOC
-    /* Sanitizer builds: from the heap, where AddressSanitizer sees an
-     * overrun. */
-    ring->buf = calloc((size_t)capacity, sizeof(uint64_t));
     if (ring->buf == NULL) {
+        return 0;
+    }
+    size_t bytes = (size_t)ring->capacity * sizeof(uint64_t);
+    return ring->mapped != 0 ? round_to_pages(bytes) : bytes;
+}
+
+#ifndef FT_RING_MALLOC
+/* Makes [from, to) of buf (page-aligned offsets) writable and faults it
+ * in, so that the writer takes no page fault there.  0, or -1. */
+static int
+commit(char *buf, size_t from, size_t to)
+{
+    if (to <= from) {
+        return 0;
+    }
+    if (mprotect(buf + from, to - from, PROT_READ | PROT_WRITE) != 0) {
         return -1;
     }
-    ring->capacity = capacity;
-    return 0;
-#endif
-    size_t bytes = ring_bytes(capacity);
-    void *buf = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
-                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (buf == MAP_FAILED) {
-        return -1;
-    }
-    /* Fault the first pages in now, so the hot path takes no page fault
-     * (measured: ~9 ns per event otherwise, one 2 us fault per 4 KiB page),
-     * and the rest on a background thread, which keeps far ahead of the
-     * writer (~4 GB/s against at most ~0.5 GB/s of records), so that
-     * start-up does not cost in proportion to a large buffer.  No huge
-     * pages: their compaction cost is unpredictable (measured 2-800 ms per
-     * 350 MiB). */
-    size_t page = (size_t)sysconf(_SC_PAGESIZE);
-    size_t prefault = bytes < FT_RING_PREFAULT ? bytes : FT_RING_PREFAULT;
-    int populated = 0;
-#if FT_HAVE_BACKGROUND_PREFAULT
-    populated = madvise(buf, prefault, MADV_POPULATE_WRITE) == 0;
-#endif
-    if (!populated) {
-        /* Older kernels: touch the pages; the rest faults in as written. */
-        for (size_t off = 0; off < prefault; off += page) {
+    if (madvise(buf + from, to - from, MADV_POPULATE_WRITE) != 0) {
+        /* Older kernels: touch the pages. */
+        for (size_t off = from; off < to; off += page_size()) {
             ((volatile char *)buf)[off] = 0;
         }
     }
-#if FT_HAVE_BACKGROUND_PREFAULT
-    if (populated && bytes > prefault) {
-        ring->prefault = start_prefault(buf, prefault, bytes);
-    }
+    return 0;
+}
 #endif
-    ring->buf = buf;
-    ring->capacity = capacity;
+
+int
+ft_ring_alloc(ft_ring *ring, uint64_t reserve, int64_t origin)
+{
+    memset(ring, 0, sizeof(*ring));
+    ring->last = origin;
+    if (reserve == 0 || reserve > (SIZE_MAX / 2) / sizeof(uint64_t)) {
+        return -1;
+    }
+    /* The first chunk from the heap: a mapping of its own would cost four
+     * system calls (measured ~40 us on a VM), more than a short thread's
+     * whole recording.  Cleared, so that its pages are resident before the
+     * writer comes. */
+    uint64_t first = FT_RING_FIRST_BYTES / sizeof(uint64_t);
+    if (first > reserve) {
+        first = reserve;
+    }
+    ring->buf = malloc((size_t)first * sizeof(uint64_t));
+    if (ring->buf == NULL) {
+        return -1;
+    }
+    memset(ring->buf, 0, (size_t)first * sizeof(uint64_t));
+    ring->capacity = first;
+    ring->reserve = reserve;
     return 0;
 }
 
 void
 ft_ring_free(ft_ring *ring)
 {
-#if FT_HAVE_BACKGROUND_PREFAULT
-    if (ring->prefault != NULL) {
-        stop_prefault(ring->prefault);
+    if (ring->mapped != 0) {
+        munmap(ring->buf, ring->mapped);
     }
-#endif
-    if (ring->buf != NULL) {
-#ifdef FT_RING_MALLOC
+    else {
         free(ring->buf);
-#else
-        munmap(ring->buf, ring_bytes(ring->capacity));
-#endif
     }
     memset(ring, 0, sizeof(*ring));
+}
+
+uint64_t
+ft_ring_next_capacity(const ft_ring *ring)
+{
+    uint64_t step = ring->capacity;
+    if (step > FT_RING_MAX_STEP / sizeof(uint64_t)) {
+        step = FT_RING_MAX_STEP / sizeof(uint64_t);
+    }
+    uint64_t capacity = ring->capacity + step;
+    return capacity < ring->reserve ? capacity : ring->reserve;
+}
+
+/* Moves a heap ring's words (it never wrapped: they are in order) to a
+ * mapping reserving the whole of it, committed up to capacity.  0, or
+ * -1. */
+#ifndef FT_RING_MALLOC
+static int
+move_to_mapping(ft_ring *ring, uint64_t capacity)
+{
+    /* Address space only (PROT_NONE costs no memory, nor commit charge
+     * under strict overcommit); committed a chunk at a time. */
+    size_t bytes = round_to_pages((size_t)ring->reserve * sizeof(uint64_t));
+    char *buf = mmap(NULL, bytes, PROT_NONE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (buf == MAP_FAILED) {
+        return -1;
+    }
+    if (commit(buf, 0, round_to_pages((size_t)capacity * sizeof(uint64_t)))
+        < 0) {
+        munmap(buf, bytes);
+        return -1;
+    }
+    memcpy(buf, ring->buf, (size_t)ring->capacity * sizeof(uint64_t));
+    free(ring->buf);
+    ring->buf = (uint64_t *)buf;
+    ring->mapped = bytes;
+    return 0;
+}
+#endif
+
+int
+ft_ring_grow(ft_ring *ring, uint64_t capacity)
+{
+    if (ring->buf == NULL || !ft_ring_can_grow(ring)
+        || capacity <= ring->capacity || capacity > ring->reserve) {
+        return -1;
+    }
+#ifdef FT_RING_MALLOC
+    /* Sanitizer builds: always on the heap, grown by realloc(), where
+     * AddressSanitizer sees an overrun past the committed part.  Never
+     * wrapped: the words are in order, realloc() keeps them. */
+    uint64_t *buf = realloc(ring->buf, (size_t)capacity * sizeof(uint64_t));
+    if (buf == NULL) {
+        return -1;
+    }
+    ring->buf = buf;
+#else
+    if (ring->mapped == 0) {
+        if (move_to_mapping(ring, capacity) < 0) {
+            return -1;
+        }
+    }
+    else if (commit((char *)ring->buf, ft_ring_bytes(ring),
+                    round_to_pages((size_t)capacity * sizeof(uint64_t)))
+             < 0) {
+        return -1;
+    }
+#endif
+    ring->capacity = capacity;
+    return 0;
+}
+
+void
+ft_ring_trim(ft_ring *ring)
+{
+    if (ring->buf == NULL) {
+        return;
+    }
+    /* A ring that never wrapped needs its words up to pos only (one more:
+     * pos stays below capacity). */
+    uint64_t capacity = ring->capacity;
+    if (ring->wraps == 0 && ring->pos + 1 < capacity) {
+        capacity = ring->pos + 1;
+    }
+    if (ring->mapped == 0) {
+        uint64_t *buf = realloc(ring->buf,
+                                (size_t)capacity * sizeof(uint64_t));
+        if (buf == NULL) {
+            return;
+        }
+        ring->buf = buf;
+    }
+    else {
+        /* Whole pages: the last one partly used stays. */
+        size_t keep = round_to_pages((size_t)capacity * sizeof(uint64_t));
+        if (keep < ring->mapped) {
+            if (munmap((char *)ring->buf + keep, ring->mapped - keep) != 0) {
+                return;
+            }
+            ring->mapped = keep;
+        }
+    }
+    ring->capacity = capacity;
+    ring->reserve = capacity;
+}
+
+void
+ft_ring_discard(ft_ring *ring)
+{
+    if (ring->buf == NULL) {
+        return;
+    }
+    /* Every record ever written: those overwritten before too. */
+    uint64_t discarded = ring->discarded + ft_ring_written(ring)
+                         - ring->escapes;
+    int64_t last = ring->last;
+    ft_ring_free(ring);
+    ring->discarded = discarded;
+    ring->last = last;
 }
 
 /* ---- the two-word form and reading back --------------------------------- */
@@ -333,7 +356,7 @@ ft_ring_overwritten(const ft_ring *ring)
     uint64_t records = ft_ring_written(ring) - ring->escapes;
     uint64_t words = retained_words(ring);
     if (ring->escapes == 0) {
-        return records - words;
+        return records - words + ring->discarded;
     }
     uint64_t retained = 0;
     for (uint64_t i = 0; i < words; i++) {
@@ -342,5 +365,5 @@ ft_ring_overwritten(const ft_ring *ring)
          * (at the oldest end) is none. */
         retained += !is_escape(word) || !(word & DELTA_WORD_BIT);
     }
-    return records - retained;
+    return records - retained + ring->discarded;
 }

@@ -1,6 +1,14 @@
 /* Per-thread ring buffers of 8-byte records.  Plain C: no PyObject*.
  * Each ring is written by exactly one thread (its owner, holding the GIL),
- * so there is no lock; overflow overwrites the oldest record. */
+ * so there is no lock; overflow overwrites the oldest record.
+ *
+ * A ring starts as one page from the heap; its owner grows it, before its
+ * first wrap, from the slow path that the inline push falls into when the
+ * ring is full (ft_ring_grow()): the first growth moves it to a mapping
+ * that reserves address space for all `reserve` words, committed a chunk
+ * at a time, faulted in ahead so that the writer takes no page fault.  A ring that stops growing wraps at
+ * its current capacity.  Who decides how far a ring may grow (the tracer's
+ * memory bound) is not this file's business: see budget.c. */
 #ifndef FT_RING_H
 #define FT_RING_H
 
@@ -32,32 +40,71 @@ typedef struct {
  * chain every record to ring->last, the time of the newest one, so the
  * oldest retained record's time is known after any overwriting. */
 #define FT_WORD_ESCAPE 7u
+/* The most one growth step commits (ft_ring_next_capacity()). */
+#define FT_RING_MAX_STEP ((size_t)1 << 20)
+/* The unit of a ring's memory (a page on the platforms we build for). */
+#define FT_RING_PAGE_BYTES ((size_t)4096)
+/* A ring's first chunk, on the heap (ft_ring_alloc()). */
+#define FT_RING_FIRST_BYTES FT_RING_PAGE_BYTES
 #define FT_WORD_ID_BITS 21
 #define FT_WORD_ID_LIMIT ((uint32_t)1 << FT_WORD_ID_BITS)
 #define FT_WORD_DELTA_BITS 40
 #define FT_WORD_DELTA_SHIFT (64 - FT_WORD_DELTA_BITS)
 
-struct ft_prefault;
-
 typedef struct {
     uint64_t *buf;      /* NULL until the thread's first event */
-    uint64_t capacity;  /* words */
+    uint64_t capacity;  /* words committed: where the ring wraps */
     uint64_t pos;       /* next word to write */
     uint64_t wraps;     /* times pos went back to 0 */
     uint64_t escapes;   /* two-word records ever written */
     int64_t last;       /* ticks of the newest record (the origin before) */
-    struct ft_prefault *prefault;  /* background fault-in of the part past
-                                      the first pages, or NULL */
+    uint64_t reserve;   /* words the ring may grow to (>= capacity);
+                           == capacity once it may grow no more */
+    uint64_t discarded; /* records thrown away by ft_ring_discard() */
+    size_t mapped;      /* bytes of address space held, or 0: buf is from
+                           the heap (the first chunk; always in sanitizer
+                           builds) */
 } ft_ring;
 
-/* Returns 0, or -1 (no memory) leaving the ring empty.  origin: ticks no
- * record precedes (the first record's delta is from it).  The first pages
- * are faulted in before it returns, the rest by a background thread, so
- * that the writer takes no page fault. */
-int ft_ring_alloc(ft_ring *ring, uint64_t capacity, int64_t origin);
-/* Stops the background fault-in (waiting for at most one chunk of it) and
- * unmaps.  Never blocks on the GIL. */
+/* Returns 0, or -1 (no memory) leaving the ring empty.  reserve: the most
+ * words it may grow to; origin: ticks no record precedes (the first
+ * record's delta is from it).  Takes FT_RING_FIRST_BYTES (or all of a
+ * smaller ring) from the heap, cleared: no system call, whatever reserve. */
+int ft_ring_alloc(ft_ring *ring, uint64_t reserve, int64_t origin);
+/* Unmaps.  Leaves the ring empty (buf NULL). */
 void ft_ring_free(ft_ring *ring);
+
+/* Bytes of memory the ring holds (committed), 0 for an empty ring. */
+size_t ft_ring_bytes(const ft_ring *ring);
+/* Whether the ring can still grow: it never wrapped and is below its
+ * reserve. */
+static inline int
+ft_ring_can_grow(const ft_ring *ring)
+{
+    return ring->wraps == 0 && ring->capacity < ring->reserve;
+}
+/* The capacity the next growth step would give (the committed size
+ * doubled, by at most FT_RING_MAX_STEP bytes, within the reserve). */
+uint64_t ft_ring_next_capacity(const ft_ring *ring);
+/* Commits words up to capacity (> ring->capacity, <= ring->reserve; only
+ * while ft_ring_can_grow()), faulted in.  0, or -1 (no memory) leaving the
+ * ring as it was. */
+int ft_ring_grow(ft_ring *ring, uint64_t capacity);
+/* The ring grows no more: it wraps at its current capacity from now on. */
+static inline void
+ft_ring_stop_growing(ft_ring *ring)
+{
+    ring->reserve = ring->capacity;
+}
+/* For a ring whose writer ended: stops its growth and gives back what
+ * holds no record (the reserve, and past its newest word when it never
+ * wrapped: whole pages of a mapping, bytes of a heap chunk).  Its records
+ * read back as before. */
+void ft_ring_trim(ft_ring *ring);
+/* Frees the ring's memory, counting its retained records as discarded:
+ * it reads back empty, as a ring that overflowed (the records before its
+ * oldest are unknown), and ft_ring_overwritten() counts them. */
+void ft_ring_discard(ft_ring *ring);
 
 #if defined(__GNUC__) || defined(__clang__)
 #  define FT_RING_UNLIKELY(x) __builtin_expect(!!(x), 0)
@@ -153,15 +200,15 @@ void ft_ring_reader_init(ft_ring_reader *reader, const ft_ring *ring);
 /* The next record into *rec: 1, or 0 past the newest. */
 int ft_ring_read(ft_ring_reader *reader, ft_record *rec);
 
-/* Whether records were overwritten by newer ones. */
+/* Whether records were overwritten by newer ones (or discarded). */
 static inline int
 ft_ring_overflowed(const ft_ring *ring)
 {
-    return ft_ring_written(ring) > ring->capacity;
+    return ft_ring_written(ring) > ring->capacity || ring->discarded != 0;
 }
 
-/* Records overwritten by newer ones (O(words) when the ring overflowed and
- * holds escapes, else O(1)). */
+/* Records overwritten by newer ones or discarded (O(words) when the ring
+ * overflowed and holds escapes, else O(1)). */
 uint64_t ft_ring_overwritten(const ft_ring *ring);
 
 #endif /* FT_RING_H */

@@ -22,6 +22,8 @@ struct ft_tracer;
  * thread: anything larger is a mistake. */
 #define FT_DEFAULT_BUFFER_SIZE ((long long)1 << 20)
 #define FT_MAX_BUFFER_SIZE ((long long)1 << 28)
+/* Bytes all of a tracer's rings may hold (max_memory): 1 GiB. */
+#define FT_DEFAULT_MAX_MEMORY ((long long)1 << 30)
 
 typedef struct {
     PyTypeObject *tracer_type;   /* strong */
@@ -95,6 +97,8 @@ typedef struct {
     uint64_t dropped_events;  /* events lost entirely, once counted by a
                                  replay after the stop */
     int dropped_counted;
+    uint8_t ended;            /* a sweep found its thread state gone: its
+                                 ring was trimmed (budget.c) */
 } ft_thread;
 
 /* Why a thread's recording ended before stop() (ft_thread.displaced). */
@@ -168,6 +172,7 @@ typedef struct ft_tracer {
     ft_clock clock;           /* ticks of the records -> ns */
     ft_functable funcs;
     ft_thread **threads;      /* in registration order */
+    uint64_t max_tstate_id;   /* the largest tstate_id among them */
     Py_ssize_t nthreads;
     Py_ssize_t threads_cap;
     PyObject *hooks;          /* strong: list of this tracer's per-thread
@@ -202,6 +207,11 @@ typedef struct ft_tracer {
     PyObject *armed_names;    /* strong: armed, {ident: name} of the
                                  threads then (start() runs no Python
                                  code), or NULL */
+    uint64_t max_memory;      /* bytes all rings may hold (budget.c) */
+    uint64_t ring_bytes;      /* bytes they hold now */
+    Py_ssize_t rings_since_sweep;  /* rings adopted since the last look for
+                                      ended threads */
+    Py_ssize_t sweep_every;   /* how many make the next look */
     PyObject *weakreflist;
 } ft_tracer;
 
@@ -344,6 +354,18 @@ int ft_hook(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg);
  * with. */
 void ft_hook_record(ft_hookobject *hook, ft_thread *th, int64_t ticks,
                     PyFrameObject *frame, int what, PyObject *arg);
+
+/* ==== budget.c: the memory bound over all rings (max_memory) ==== */
+
+/* Counts th's ring, just adopted, in the tracer's total; every so many new
+ * rings, looks for ended threads. */
+void ft_budget_adopted(ft_tracer *tracer, ft_thread *th);
+/* Finds the threads that ended (by their thread states) and gives back
+ * what their rings hold past their records. */
+void ft_budget_sweep(ft_tracer *tracer);
+/* th's ring is full and may grow: grows it within max_memory (discarding
+ * ended threads' rings, oldest first), or stops its growth. */
+void ft_budget_grow(ft_tracer *tracer, ft_thread *th);
 
 /* Everything ft_record_id() does not do inline: a thread's first record
  * (its ring), lost and ignored ids, two-word records, the wrap. */

@@ -58,14 +58,18 @@ parse_backend(PyObject *obj)
 static PyObject *
 tracer_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
-    static char *kwlist[] = {"buffer_size", "c_calls", "backend", NULL};
+    static char *kwlist[] = {"buffer_size", "c_calls", "backend",
+                             "max_memory", NULL};
     PyObject *size_obj = NULL;
     PyObject *c_calls_obj = Py_True;
     PyObject *backend_obj = NULL;
+    PyObject *max_obj = NULL;
     long long buffer_size = FT_DEFAULT_BUFFER_SIZE;
+    long long max_memory = FT_DEFAULT_MAX_MEMORY;
 
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|O$OO:Tracer", kwlist,
-                                     &size_obj, &c_calls_obj, &backend_obj)) {
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|O$OOO:Tracer", kwlist,
+                                     &size_obj, &c_calls_obj, &backend_obj,
+                                     &max_obj)) {
         return NULL;
     }
     int backend = parse_backend(backend_obj);
@@ -91,6 +95,25 @@ tracer_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
             return NULL;
         }
     }
+    if (max_obj != NULL) {
+        if (!PyLong_Check(max_obj) || PyBool_Check(max_obj)) {
+            PyErr_Format(PyExc_TypeError,
+                         "max_memory must be an int (bytes), not %.100s",
+                         Py_TYPE(max_obj)->tp_name);
+            return NULL;
+        }
+        int overflow;
+        max_memory = PyLong_AsLongLongAndOverflow(max_obj, &overflow);
+        if (max_memory == -1 && PyErr_Occurred()) {
+            return NULL;
+        }
+        if (overflow || max_memory < 1) {
+            PyErr_Format(PyExc_ValueError,
+                         "max_memory must be between 1 and %lld bytes, got %R",
+                         LLONG_MAX, max_obj);
+            return NULL;
+        }
+    }
     if (!PyBool_Check(c_calls_obj)) {
         PyErr_Format(PyExc_TypeError, "c_calls must be a bool, not %.100s",
                      Py_TYPE(c_calls_obj)->tp_name);
@@ -106,6 +129,8 @@ tracer_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     }
     self->state = state;
     self->buffer_size = (uint64_t)buffer_size;
+    self->max_memory = (uint64_t)max_memory;
+    self->sweep_every = 64;
     self->c_calls = c_calls_obj == Py_True;
     self->backend = backend;
     self->phase = FT_PHASE_NEW;
@@ -541,6 +566,18 @@ tracer_get_buffer_size(ft_tracer *self, void *Py_UNUSED(closure))
 }
 
 static PyObject *
+tracer_get_max_memory(ft_tracer *self, void *Py_UNUSED(closure))
+{
+    return PyLong_FromUnsignedLongLong(self->max_memory);
+}
+
+static PyObject *
+tracer_get_ring_bytes(ft_tracer *self, void *Py_UNUSED(closure))
+{
+    return PyLong_FromUnsignedLongLong(self->ring_bytes);
+}
+
+static PyObject *
 tracer_get_clock(ft_tracer *self, void *Py_UNUSED(closure))
 {
     return PyUnicode_FromString(self->clock.use_cycles ? "cycles" : "monotonic");
@@ -717,6 +754,13 @@ static PyGetSetDef tracer_getset[] = {
      "ring capacity per thread, in 8-byte records: a call and a return "
      "are two (so about buffer_size / 2 events); a record whose function "
      "id or time gap is very large takes two", NULL},
+    {"max_memory", (getter)tracer_get_max_memory, NULL,
+     "bytes all the threads' rings may hold together: past it, the rings of "
+     "threads that ended are discarded, oldest first, and then full rings "
+     "stop growing and wrap; the records lost count in dropped", NULL},
+    {"ring_bytes", (getter)tracer_get_ring_bytes, NULL,
+     "bytes the threads' rings hold now (a ring grows as its thread "
+     "records, up to buffer_size records)", NULL},
     {"clock", (getter)tracer_get_clock, NULL,
      "\"cycles\" (the CPU counter, converted to monotonic ns) or "
      "\"monotonic\" (CLOCK_MONOTONIC read directly); FRAMETRACE_CLOCK="
@@ -737,9 +781,11 @@ static PyMemberDef tracer_members[] = {
 
 static PyType_Slot tracer_slots[] = {
     {Py_tp_doc,
-     "Tracer(buffer_size=1048576, *, c_calls=True)\n--\n\n"
+     "Tracer(buffer_size=1048576, *, c_calls=True, backend='auto', "
+     "max_memory=1073741824)\n--\n\n"
      "Records every Python and C function entry and exit of every thread\n"
-     "into per-thread ring buffers of buffer_size events."},
+     "into per-thread ring buffers of up to buffer_size records, all of\n"
+     "them within max_memory bytes."},
     {Py_tp_new, tracer_new},
     {Py_tp_dealloc, tracer_dealloc},
     {Py_tp_finalize, tracer_finalize},

@@ -56,6 +56,10 @@ new_floor_ring(PyObject *module)
     int rc;
     Py_BEGIN_ALLOW_THREADS  /* faulting the ring in takes milliseconds */
     rc = ft_ring_alloc(&self->ring, FLOOR_RING_WORDS, origin);
+    if (rc == 0 && self->ring.capacity < FLOOR_RING_WORDS) {
+        /* All of it, as before rings grew: the floor's footprint. */
+        rc = ft_ring_grow(&self->ring, FLOOR_RING_WORDS);
+    }
     Py_END_ALLOW_THREADS
     if (rc < 0) {
         Py_DECREF(self);

@@ -130,7 +130,9 @@ ftt_replay(PyObject *Py_UNUSED(module), PyObject *args,
     }
     /* capacity is in ring words: a record that needs two (an id past
      * 2**21, a delta past 2**40) takes two. */
-    if (ft_ring_alloc(&ring, (uint64_t)capacity, base_ts) < 0) {
+    if (ft_ring_alloc(&ring, (uint64_t)capacity, base_ts) < 0
+        || (ring.capacity < (uint64_t)capacity
+            && ft_ring_grow(&ring, (uint64_t)capacity) < 0)) {
         PyErr_NoMemory();
         goto done;
     }

@@ -9,7 +9,7 @@ plugin; under ``frametrace run -m pytest`` it is imported already, and
 pytest would warn.  It holds no asserts.)
 """
 from ._version import __version__
-from ._tracer import DEFAULT_BUFFER_SIZE, MAX_BUFFER_SIZE, Event, ThreadInfo
+from ._tracer import DEFAULT_BUFFER_SIZE, DEFAULT_MAX_MEMORY, MAX_BUFFER_SIZE, Event, ThreadInfo
 from .loader import MergedTrace, load
 from .remote import AttachError, AttachResult, attach
 from .schedule import ProfilerAction, Schedule, schedule
@@ -22,6 +22,7 @@ __all__ = [
     "AttachError",
     "AttachResult",
     "DEFAULT_BUFFER_SIZE",
+    "DEFAULT_MAX_MEMORY",
     "MAX_BUFFER_SIZE",
     "Event",
     "MergedTrace",

@@ -92,7 +92,7 @@ def _error(command: str, message: str) -> int:
 
 # ---- run ------------------------------------------------------------------------------
 
-_RUN_VALUE_OPTIONS = ("-o", "--output", "--buffer-size", "--steps", "--python-steps",
+_RUN_VALUE_OPTIONS = ("-o", "--output", "--buffer-size", "--max-memory", "--steps", "--python-steps",
                       "--backend")
 _RUN_FLAGS = ("--no-c-calls", "--fork-traces", "-h", "--help")
 
@@ -225,13 +225,14 @@ def _run(ns: argparse.Namespace, script: Optional[str], module: Optional[str],
         if ns.fork_traces and ns.steps is not None:
             raise ValueError("--fork-traces does not go with --steps")
         tracer = Tracer(buffer_size=ns.buffer_size, c_calls=not ns.no_c_calls,
-                        backend=ns.backend)
+                        backend=ns.backend, max_memory=ns.max_memory)
         if ns.python_steps is not None and ns.steps is None:
             raise ValueError("--python-steps needs --steps")
         writer = _CycleWriter(output) if ns.steps is not None else None
         session = None if ns.steps is None else Profile(
             schedule=ns.steps, python_steps=ns.python_steps, on_trace_ready=writer,
-            buffer_size=ns.buffer_size, c_calls=not ns.no_c_calls, backend=ns.backend)
+            buffer_size=ns.buffer_size, c_calls=not ns.no_c_calls, backend=ns.backend,
+            max_memory=ns.max_memory)
     except (TypeError, ValueError) as exc:
         return _error("run", str(exc))
 
@@ -401,7 +402,7 @@ class _ForkTracers:
     def __init__(self, parent: Any, skip: set):
         global _FORK_HOOK
         self.options = {"buffer_size": parent.buffer_size, "c_calls": parent.c_calls,
-                        "backend": parent.backend}
+                        "backend": parent.backend, "max_memory": parent.max_memory}
         self.skip = skip
         self.parent = parent
         self.child: Any = None
@@ -886,7 +887,7 @@ def _merge(ns: argparse.Namespace) -> int:
 def _parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     """The command's parser, and its run subcommand's."""
     from . import __version__
-    from ._tracer import DEFAULT_BUFFER_SIZE
+    from ._tracer import DEFAULT_BUFFER_SIZE, DEFAULT_MAX_MEMORY
     from .reports import SORT_KEYS
 
     parser = argparse.ArgumentParser(
@@ -897,7 +898,8 @@ def _parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
 
     run = sub.add_parser(
         "run", help="run a Python program under the tracer and write its trace",
-        usage=f"{PROG} run [-o trace.json] [--buffer-size N] [--no-c-calls] [--fork-traces] "
+        usage=f"{PROG} run [-o trace.json] [--buffer-size N] [--max-memory BYTES] [--no-c-calls] "
+              f"[--fork-traces] "
               f"[--steps SPEC [--python-steps N]] (script.py | -m module) [args ...]",
         description="Run a program as python would (same sys.argv, as __main__, its exit "
                     "code), traced from its first line to its last; write the trace as "
@@ -909,6 +911,10 @@ def _parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
                      help=f"ring capacity in records per thread, a call and a return being two "
                      f"(default {DEFAULT_BUFFER_SIZE:,}); "
                           f"when full, the oldest records are overwritten")
+    run.add_argument("--max-memory", type=int, default=DEFAULT_MAX_MEMORY, metavar="BYTES",
+                     help=f"bytes all threads' rings may hold together (default "
+                          f"{DEFAULT_MAX_MEMORY:,}); past it, ended threads' records go first, "
+                          f"then full rings stop growing and overwrite their oldest records")
     run.add_argument("--no-c-calls", action="store_true",
                      help="do not record calls of C functions")
     run.add_argument("--backend", choices=("auto", "setprofile", "monitoring"), default="auto",

@@ -429,6 +429,7 @@ class Profile:
         buffer_size: int = _tracer.DEFAULT_BUFFER_SIZE,
         c_calls: bool = True,
         backend: str = "auto",
+        max_memory: int = _tracer.DEFAULT_MAX_MEMORY,
         _ignore: Sequence[Any] = (),
     ):
         if schedule is not None and not callable(schedule):
@@ -444,7 +445,8 @@ class Profile:
                                  f"active={schedule.active}: Python can only be traced in active steps")
         if on_trace_ready is not None and not callable(on_trace_ready):
             raise TypeError(f"on_trace_ready must be callable, not {type(on_trace_ready).__name__}")
-        Tracer(buffer_size=buffer_size, c_calls=c_calls, backend=backend)  # checks them now
+        Tracer(buffer_size=buffer_size, c_calls=c_calls, backend=backend,
+               max_memory=max_memory)  # checks them now
         self.schedule = schedule
         # Decided once, not with isinstance() at each step: a C call the
         # tracer would record.  Schedule._action is ignored code, with no calls.
@@ -453,7 +455,7 @@ class Profile:
         self.python_steps = python_steps
         self.on_trace_ready = on_trace_ready
         self._tracer_options: dict[str, Any] = {"buffer_size": buffer_size, "c_calls": c_calls,
-                                               "backend": backend}
+                                               "backend": backend, "max_memory": max_memory}
         # Code kept out of this session's traces besides its own (the CLI's, runpy's).
         self._ignored = _SESSION_CODE + tuple(_ignore)
         self.step_num = 0
@@ -731,6 +733,7 @@ def profile(
     buffer_size: int = _tracer.DEFAULT_BUFFER_SIZE,
     c_calls: bool = True,
     backend: str = "auto",
+    max_memory: int = _tracer.DEFAULT_MAX_MEMORY,
 ) -> Profile:
     """A profiling session (a context manager).
 
@@ -744,9 +747,11 @@ def profile(
     writes them to files); what it raises is raised by the next
     ``prof.step()`` or at exit, which waits for it.  ``prof.stop()`` stops
     Python tracing early.
+    buffer_size, c_calls, backend, max_memory: the tracer's (``Tracer``).
     """
     return Profile(schedule=schedule, python_steps=python_steps, on_trace_ready=on_trace_ready,
-                   buffer_size=buffer_size, c_calls=c_calls, backend=backend)
+                   buffer_size=buffer_size, c_calls=c_calls, backend=backend,
+                   max_memory=max_memory)
 
 
 def step() -> None:

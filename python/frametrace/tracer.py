@@ -44,7 +44,7 @@ class Tracer(_tracer.Tracer):
         if not callable(func):
             raise TypeError(f"Tracer() decorates a callable, not {type(func).__name__}")
         options: dict[str, Any] = {"buffer_size": self.buffer_size, "c_calls": self.c_calls,
-                                   "backend": self.backend}
+                                   "backend": self.backend, "max_memory": self.max_memory}
         template: Optional[Tracer] = self
         # Which call owns the trace: decided under `owned`, while no trace of
         # this decorator records.  The owner holds `busy` from before its

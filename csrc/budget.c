@@ -1,0 +1,157 @@
+/* The tracer's memory bound over all its rings (max_memory).
+ *
+ * A ring costs what its thread recorded (ring.h): it starts at one page
+ * and grows from the slow path when full.  The tracer counts the bytes its
+ * rings hold (ring_bytes) and decides here how far a ring may grow: past
+ * max_memory, the rings of threads that ended go first, the one whose
+ * newest record is oldest first, each whole (ft_ring_discard(): its
+ * records are counted as dropped, as overwritten ones are); when the rings
+ * of live threads alone fill the bound, a full ring grows no more and
+ * wraps at its current size.
+ *
+ * A thread's end is noticed by a sweep over the interpreter's thread
+ * states (their ids are unique in the process): every so many new rings,
+ * when a ring cannot grow, and at stop().  An ended thread's ring gives
+ * back what holds no record (ft_ring_trim()).
+ *
+ * Everything here runs holding the GIL, on the recording threads' slow
+ * path or in start()/stop(): it runs no Python code. */
+#include "state.h"
+
+#include <stdlib.h>
+
+static int
+compare_ids(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Trims th's ring, keeping the tracer's count. */
+static void
+trim(ft_tracer *tracer, ft_thread *th)
+{
+    size_t before = ft_ring_bytes(&th->ring);
+    ft_ring_trim(&th->ring);
+    tracer->ring_bytes -= before - ft_ring_bytes(&th->ring);
+}
+
+void
+ft_budget_sweep(ft_tracer *tracer)
+{
+    tracer->rings_since_sweep = 0;
+    size_t n = 0, cap = 64;
+    uint64_t *ids = malloc(cap * sizeof(uint64_t));
+    if (ids == NULL) {
+        return;  /* best effort: the next sweep may do better */
+    }
+    PyThreadState *p = PyInterpreterState_ThreadHead(PyInterpreterState_Get());
+    for (; p != NULL; p = PyThreadState_Next(p)) {
+        if (n == cap) {
+            uint64_t *grown = realloc(ids, 2 * cap * sizeof(uint64_t));
+            if (grown == NULL) {
+                free(ids);
+                return;
+            }
+            ids = grown;
+            cap *= 2;
+        }
+        ids[n++] = PyThreadState_GetID(p);
+    }
+    qsort(ids, n, sizeof(uint64_t), compare_ids);
+    Py_ssize_t live = 0;
+    for (Py_ssize_t i = 0; i < tracer->nthreads; i++) {
+        ft_thread *th = tracer->threads[i];
+        if (th->ended || th->ring.buf == NULL) {
+            continue;
+        }
+        if (bsearch(&th->tstate_id, ids, n, sizeof(uint64_t),
+                    compare_ids) != NULL) {
+            live++;
+            continue;
+        }
+        th->ended = 1;
+        trim(tracer, th);
+    }
+    free(ids);
+    /* Amortized: the next sweep after as many new rings as live ones. */
+    tracer->sweep_every = live > 64 ? live : 64;
+}
+
+void
+ft_budget_adopted(ft_tracer *tracer, ft_thread *th)
+{
+    tracer->ring_bytes += ft_ring_bytes(&th->ring);
+    if (++tracer->rings_since_sweep >= tracer->sweep_every) {
+        ft_budget_sweep(tracer);
+    }
+}
+
+/* Discards the ring of the ended thread whose newest record is oldest.
+ * Returns whether there was one. */
+static int
+discard_oldest_ended(ft_tracer *tracer)
+{
+    ft_thread *oldest = NULL;
+    for (Py_ssize_t i = 0; i < tracer->nthreads; i++) {
+        ft_thread *th = tracer->threads[i];
+        if (th->ended && th->ring.buf != NULL
+            && (oldest == NULL || th->ring.last < oldest->ring.last)) {
+            oldest = th;
+        }
+    }
+    if (oldest == NULL) {
+        return 0;
+    }
+    tracer->ring_bytes -= ft_ring_bytes(&oldest->ring);
+    ft_ring_discard(&oldest->ring);
+    return 1;
+}
+
+/* Makes room for `need` more bytes within max_memory: ended threads' rings
+ * first.  Whether it fits. */
+static int
+make_room(ft_tracer *tracer, uint64_t need)
+{
+    int swept = 0;
+    while (tracer->ring_bytes + need > tracer->max_memory) {
+        if (discard_oldest_ended(tracer)) {
+            continue;
+        }
+        if (swept) {
+            return 0;
+        }
+        /* Threads may have ended since the last sweep. */
+        ft_budget_sweep(tracer);
+        swept = 1;
+    }
+    return 1;
+}
+
+void
+ft_budget_grow(ft_tracer *tracer, ft_thread *th)
+{
+    ft_ring *ring = &th->ring;
+    uint64_t capacity = ft_ring_next_capacity(ring);
+    /* Page rounding aside (a page at most). */
+    uint64_t need = (capacity - ring->capacity) * sizeof(uint64_t);
+    if (!make_room(tracer, need)) {
+        /* Live threads fill the bound: what is left, if a page or more,
+         * then this ring wraps at its size. */
+        uint64_t left = tracer->max_memory > tracer->ring_bytes
+                        ? tracer->max_memory - tracer->ring_bytes : 0;
+        uint64_t words = left / FT_RING_PAGE_BYTES * FT_RING_PAGE_BYTES
+                         / sizeof(uint64_t);
+        if (words == 0) {
+            ft_ring_stop_growing(ring);
+            return;
+        }
+        capacity = ring->capacity + words;
+    }
+    size_t before = ft_ring_bytes(ring);
+    if (ft_ring_grow(ring, capacity) < 0) {
+        ft_ring_stop_growing(ring);  /* no memory: wrap, as at the bound */
+        return;
+    }
+    tracer->ring_bytes += ft_ring_bytes(ring) - before;
+}
