@@ -1,5 +1,7 @@
 """Installing and removing the profile function runs the audit hooks of
-"sys.setprofile" (Python code, once per thread), and other tools may hold
+"sys.setprofile" (Python code: frametrace raises it once per start() and
+once per stop(), then sets every thread's hook with the audit hooks set
+aside), and other tools may hold
 the hook of some threads.  Audit hooks cannot be removed: each program runs
 in its own interpreter."""
 import os

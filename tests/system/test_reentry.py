@@ -18,7 +18,7 @@ import pytest
 pytestmark = pytest.mark.usefixtures("clock")
 
 # What each backend's start() and stop() raise audit events for:
-# PyEval_SetProfile* ("sys.setprofile", once per thread; 3.10/3.11 one hook
+# PyEval_SetProfile* ("sys.setprofile", once per start() and stop(); 3.10/3.11 one hook
 # object per thread, 3.12+ one shared) or sys.monitoring's
 # register_callback.
 PRELUDE = """
