@@ -166,16 +166,21 @@ def test_thread_not_yet_running_at_start_gets_its_own_ids():
 
     for _ in range(20):
         ids = []
+        started = threading.Event()
         done = threading.Event()
 
         def work():
             ids.append((threading.get_ident(), threading.get_native_id()))
+            # A loaded machine may run the thread before start(): then its
+            # work waits here, on its stack at start (its root is still work).
+            started.wait(10)
             calls.leaf(1)
             done.set()
 
         tracer = frametrace.Tracer(buffer_size=4096)
         _thread.start_new_thread(work, ())
         tracer.start()
+        started.set()
         assert done.wait(10)
         time.sleep(0.001)  # work() returns
         tracer.stop()
