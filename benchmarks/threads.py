@@ -100,10 +100,13 @@ elif mode == "queue":
     suite = unittest.defaultTestLoader.loadTestsFromModule(tq)
     unittest.TextTestRunner(stream=io.StringIO()).run(suite)
     if tracer is not None:
+        out["ring_bytes"] = tracer.ring_bytes  # the records kept, before stop trims
         tracer.stop()
         out["threads"] = len(tracer.threads)
         out["dropped"] = tracer.dropped
     out["hwm"] = status("VmHWM")
+    if tracer is not None:
+        out["records"] = len(tracer.getEvents())  # after the peak is read
 print(json.dumps(out))
 """
 
@@ -145,12 +148,13 @@ def main():
     print()
     q = child({"mode": "queue", "traced": False})
     print(f"test_queue untraced: peak RSS {q['hwm'] / mib:.1f} MiB")
-    print("| backend | test_queue traced peak RSS (MiB) | threads | bound 2x+100 MB (MiB) |")
-    print("|---|---:|---:|---:|")
+    print("| backend | test_queue traced peak RSS (MiB) | threads | events | rings before stop (MiB) "
+          "| bound 2x+100 MB (MiB) |")
+    print("|---|---:|---:|---:|---:|---:|")
     for backend in backends:
         r = child({"mode": "queue", "traced": True, "backend": backend})
-        print(f"| {backend} | {r['hwm'] / mib:.1f} | {r['threads']} | "
-              f"{(2 * q['hwm'] + 100e6) / mib:.0f} |")
+        print(f"| {backend} | {r['hwm'] / mib:.1f} | {r['threads']} | {r['records']:,} | "
+              f"{r['ring_bytes'] / mib:.1f} | {(2 * q['hwm'] + 100e6) / mib:.0f} |")
     print()
     print("| backend | Tracer.start() default buffer (ms, median/min) | "
           "16M records |")

@@ -2,6 +2,7 @@ from typing import Any, Final, Iterable, Iterator, Optional, overload
 
 DEFAULT_BUFFER_SIZE: Final[int]
 MAX_BUFFER_SIZE: Final[int]
+DEFAULT_MAX_MEMORY: Final[int]
 
 class ThreadInfo(tuple[int, int, int, Optional[str], Optional[int]]):
     """One traced OS thread (a structseq): an item of Tracer.threads."""
