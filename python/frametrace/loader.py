@@ -49,10 +49,13 @@ trace}, the shift of its times, its metadata); ``pid`` is the first's.
 ``merge(inputs, output)`` writes such a file (the ``frametrace merge``
 command).
 
-The file is streamed: its events are never all parsed at once, and events
-laid out as write_chrome writes them are read without a JSON object each
-(about 4 us per event, 1M events in 4 s; other layouts take the general
-JSON path).
+The file is streamed: its events are never all parsed at once.  Events laid
+out as write_chrome writes them are read without a JSON object each: in C
+(``_tracer._load_chrome_calls``, about 1 us per event) once their function
+and thread have been met and checked here, when otherData.frametrace is at
+the end of the file (where write_chrome puts it); the first event of each
+function and thread, and any line the C path does not take, are read here
+(other layouts through the general JSON path), with the same result.
 
 Anything else (not JSON, a truncated or corrupted gzip file, a document that
 is not an object, no ``traceEvents``, a Chrome trace another tool wrote,
@@ -73,7 +76,7 @@ import zlib
 from dataclasses import dataclass, field
 from typing import IO, Any, Callable, Iterator, Optional, Union
 
-from ._tracer import Event
+from ._tracer import Event, _load_chrome_calls
 from .export import EVENT_FIELDS, FORMAT, VERSION
 from .session import RangeRecord, StepRecord, Trace
 
@@ -310,10 +313,12 @@ class _Reader:
             self.pos += 1
             return
         fast = sink.fast.match if sink is not None and sink.fast is not None else None
+        c_fast = sink.c_fast() if sink is not None else None
         while True:
             if fast is not None:
                 # The events as frametrace's C writer lays them out, each
-                # with its separator, matched without building a dict.
+                # with its separator, matched without building a dict: in C
+                # (those of functions and threads already met), else here.
                 on_fast = sink.on_fast  # type: ignore[union-attr]
                 self._skip_ws()
                 buf, pos = self.buf, self.pos
@@ -322,6 +327,10 @@ class _Reader:
                         self.pos = pos
                         self._fill()
                         buf, pos = self.buf, self.pos
+                    if c_fast is not None:
+                        pos = c_fast(buf, pos, len(buf) if self.eof else len(buf) - 8192)
+                        if len(buf) - pos < 8192 and not self.eof:
+                            continue
                     m = fast(buf, pos)
                     if m is None:
                         break
@@ -363,6 +372,11 @@ class _Sink:
     their separator)."""
 
     fast: Optional["re.Pattern[str]"] = None
+
+    def c_fast(self) -> Optional[Callable[[str, int, int], int]]:
+        """c(buf, pos, stop): takes the events it can from pos (those
+        starting before stop), in C, and returns where it stopped; or None."""
+        return None
 
     def on_event(self, ev: Any) -> None:
         raise NotImplementedError
@@ -760,6 +774,7 @@ class _ChromeEvents(_Sink):
     origin, made Events once the document has been read."""
 
     fast = _FAST_CALL
+    use_c = True  # False: the Python path alone (the tests compare both)
 
     def __init__(self, plan: Optional[_Plan] = None) -> None:
         self.plan = plan
@@ -791,6 +806,26 @@ class _ChromeEvents(_Sink):
         # plan is known, else the latest end of each pid (and its index).
         self.late = plan.earliest_stop if plan is not None else None
         self.last_end: dict[int, tuple[int, int]] = {}
+        # For the C path (the plan known): the functions met on the fast
+        # path ({py, c}: their JSON text from the name's opening quote to
+        # args.file's closing quote -> (name, filename, lineno, kind)) and
+        # the threads ((pid, tid) -> ((thread_id, native, serial), stack)).
+        self.infos: tuple[dict, dict] = ({}, {})
+        self.cthreads: dict[tuple[int, int], tuple] = {}
+
+    def c_fast(self) -> Optional[Callable[[str, int, int], int]]:
+        if self.plan is None or not self.use_c:
+            return None
+        calls, infos_py, infos_c, threads = self.calls, *self.infos, self.cthreads
+        origin, late = self.origin, self.late
+
+        def c(buf: str, pos: int, stop: int) -> int:
+            before = len(calls)
+            pos = _load_chrome_calls(buf, pos, stop, calls, infos_py, infos_c, threads, origin,
+                                     late)
+            self.n += len(calls) - before
+            return pos
+        return c
 
     def _place(self, stack: list, ts: int, end: int, oas: bool, oast: bool,
                oal: bool) -> tuple[int, int]:
@@ -831,6 +866,8 @@ class _ChromeEvents(_Sink):
             thread_id = self.plan.thread_id(pid, tid) if self.plan is not None else pid
             t = self.threads[key] = (pid, tid, thread_id, self._serial(key), [],
                                      self.natives.get(key, tid))
+            if self.plan is not None:
+                self.cthreads[key] = ((thread_id, t[5], t[3]), t[4])
         return t
 
     def _note_end(self, pid: int, end: int, n: int) -> None:
@@ -867,6 +904,9 @@ class _ChromeEvents(_Sink):
         if self.plan is not None:
             calls.append(Event((name, loc[0], loc[1], kind, thread_id, native, ts, end, depth,
                                 parent, oas, oast, serial, oal)))
+            # The C path takes this function's next events.
+            self.infos[kind == "c"][m.string[m.start(8) - 1:m.end(9) + 1]] = (
+                name, loc[0], loc[1], kind)
         else:
             calls.append((name, loc[0], loc[1], kind, pid, tid, ts, end, depth, parent, oas, oast,
                           serial, oal))
