@@ -9,8 +9,10 @@
  * the end of the buffer), where the loader's Python path goes on.  A line
  * it takes gives the Event the Python path would have given (the recorded
  * form: the function's and the thread's tuples shared, as getEvents()
- * builds them).  Only buffers of one byte per character (ASCII, Latin-1)
- * are parsed; others are left to the Python path whole. */
+ * builds them).  _merge_chrome_lines() is frametrace/merge.py's: the same
+ * lines, of names, locations and pids merge has checked, written back with
+ * the pid replaced and ts moved.  Only buffers of one byte per character
+ * (ASCII, Latin-1) are parsed; others are left to the Python path whole. */
 #include "state.h"
 
 #include <stdint.h>
@@ -26,8 +28,16 @@ typedef struct {
 static inline int
 take(cursor *c, const char *lit, Py_ssize_t len)
 {
-    if (c->n - c->i < len || memcmp(c->s + c->i, lit, (size_t)len) != 0) {
+    if (c->n - c->i < len) {
         return 0;
+    }
+    /* A loop the compiler unrolls for these short literals (a call to
+     * memcmp costs more than the comparison). */
+    const Py_UCS1 *s = c->s + c->i;
+    for (Py_ssize_t k = 0; k < len; k++) {
+        if (s[k] != (Py_UCS1)lit[k]) {
+            return 0;
+        }
     }
     c->i += len;
     return 1;
@@ -396,3 +406,183 @@ PyMethodDef ft_load_chrome_calls_def = {
     "the first line not taken.",
 };
 
+/* A growing buffer of Latin-1 text. */
+typedef struct {
+    char *data;
+    size_t len, cap;
+} text;
+
+static int
+text_put(text *t, const void *data, size_t len)
+{
+    if (t->cap - t->len < len) {
+        size_t cap = t->cap ? t->cap : 1 << 16;
+        while (cap - t->len < len) {
+            cap *= 2;
+        }
+        char *grown = PyMem_Realloc(t->data, cap);
+        if (grown == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        t->data = grown;
+        t->cap = cap;
+    }
+    memcpy(t->data + t->len, data, len);
+    t->len += len;
+    return 0;
+}
+
+/* ns >= 0 as export._us_text() writes it: microseconds, three decimals. */
+static int
+text_put_us(text *t, int64_t ns)
+{
+    char digits[32];
+    char *p = digits + sizeof digits;
+    uint64_t v = (uint64_t)ns;
+    for (int k = 0; k < 3; k++) {
+        *--p = (char)('0' + v % 10);
+        v /= 10;
+    }
+    *--p = '.';
+    do {
+        *--p = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    return text_put(t, p, (size_t)(digits + sizeof digits - p));
+}
+
+/* _merge_chrome_lines(buf, pos, stop, known, pids, shift, sep) ->
+ * (position after the last line taken, their text, how many). */
+static PyObject *
+merge_chrome_lines(PyObject *Py_UNUSED(module), PyObject *const *args,
+                   Py_ssize_t nargs)
+{
+    if (nargs != 7) {
+        PyErr_Format(PyExc_TypeError, "_merge_chrome_lines() takes 7 "
+                     "arguments (%zd given)", nargs);
+        return NULL;
+    }
+    PyObject *buf = args[0], *known = args[3], *pids = args[4];
+    PyObject *sep = args[6];
+    if (!PyUnicode_Check(buf) || !PyDict_Check(known) || !PyDict_Check(pids)
+        || !PyUnicode_Check(sep)) {
+        PyErr_SetString(PyExc_TypeError, "_merge_chrome_lines(str, int, int, "
+                        "dict, dict, int, str)");
+        return NULL;
+    }
+    Py_ssize_t pos = PyLong_AsSsize_t(args[1]);
+    if (pos == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    Py_ssize_t stop = PyLong_AsSsize_t(args[2]);
+    if (stop == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    int64_t shift;
+    int rc = as_int64(args[5], &shift);
+    if (rc < 0) {
+        return NULL;
+    }
+    Py_ssize_t len = PyUnicode_GET_LENGTH(buf);
+    if (rc > 0 || shift < 0 || pos < 0 || pos > len
+        || PyUnicode_KIND(buf) != PyUnicode_1BYTE_KIND
+        || PyUnicode_KIND(sep) != PyUnicode_1BYTE_KIND) {
+        return Py_BuildValue("(nsi)", pos, "", 0);  /* all left to Python */
+    }
+    if (stop > len) {
+        stop = len;
+    }
+    cursor c = {PyUnicode_1BYTE_DATA(buf), pos, len};
+    text out = {NULL, 0, 0};
+    const Py_UCS1 *first_sep = PyUnicode_1BYTE_DATA(sep);
+    size_t first_sep_len = (size_t)PyUnicode_GET_LENGTH(sep);
+    Py_ssize_t count = 0;
+    int64_t last_pid = -1;
+    const char *pid_text = NULL;  /* of last_pid, in a str of pids */
+    Py_ssize_t pid_len = 0;
+    while (c.i < stop) {
+        line ln;
+        Py_ssize_t at = c.i;
+        if (!parse_line(&c, &ln) || ln.ts > INT64_MAX - shift) {
+            c.i = at;
+            break;
+        }
+        PyObject *key = PyUnicode_Substring(buf, ln.key_start, ln.key_end);
+        if (key == NULL) {
+            goto error;
+        }
+        rc = PyDict_Contains(known, key);
+        Py_DECREF(key);
+        if (rc < 0) {
+            goto error;
+        }
+        if (rc == 0) {
+            c.i = at;  /* a name or location not checked yet */
+            break;
+        }
+        if (pid_text == NULL || ln.pid != last_pid) {
+            PyObject *pid = PyLong_FromLongLong(ln.pid);
+            if (pid == NULL) {
+                goto error;
+            }
+            PyObject *new = PyDict_GetItemWithError(pids, pid);
+            Py_DECREF(pid);
+            if (new == NULL) {
+                if (PyErr_Occurred()) {
+                    goto error;
+                }
+                c.i = at;  /* a pid not met yet */
+                break;
+            }
+            if (!PyUnicode_Check(new)
+                || PyUnicode_KIND(new) != PyUnicode_1BYTE_KIND) {
+                PyErr_SetString(PyExc_TypeError, "_merge_chrome_lines(): "
+                                "pids maps a pid to its new pid's text");
+                goto error;
+            }
+            /* Borrowed: pids keeps it while this runs. */
+            pid_text = (const char *)PyUnicode_1BYTE_DATA(new);
+            pid_len = PyUnicode_GET_LENGTH(new);
+            last_pid = ln.pid;
+        }
+        const char *s = (const char *)c.s;
+        if ((count == 0 ? text_put(&out, first_sep, first_sep_len)
+                        : text_put(&out, ",\n", 2)) < 0
+            || text_put(&out, s + at, (size_t)(ln.pid_start - at)) < 0
+            || text_put(&out, pid_text, (size_t)pid_len) < 0
+            || text_put(&out, s + ln.pid_end,
+                        (size_t)(ln.ts_start - ln.pid_end)) < 0
+            || text_put_us(&out, ln.ts + shift) < 0
+            || text_put(&out, s + ln.ts_end,
+                        (size_t)(c.i - 2 - ln.ts_end)) < 0) {
+            goto error;
+        }
+        count++;
+    }
+    PyObject *result = PyUnicode_DecodeLatin1(out.data ? out.data : "",
+                                              (Py_ssize_t)out.len, NULL);
+    PyMem_Free(out.data);
+    if (result == NULL) {
+        return NULL;
+    }
+    return Py_BuildValue("(nNn)", c.i, result, count);
+
+error:
+    PyMem_Free(out.data);
+    return NULL;
+}
+
+PyMethodDef ft_merge_chrome_lines_def = {
+    "_merge_chrome_lines", (PyCFunction)(void (*)(void))merge_chrome_lines,
+    METH_FASTCALL,
+    "_merge_chrome_lines($module, buf, pos, stop, known, pids, shift, sep, /)"
+    "\n--\n\n"
+    "For frametrace.merge: the lines of buf from pos laid out as the C\n"
+    "writer lays them out, whose name and location (known: the text from\n"
+    "the name's opening quote to the file's closing quote) and pid (pids:\n"
+    "pid -> the text of its new pid) are known, starting before stop, as\n"
+    "merge writes them: pid replaced, ts moved by shift ns, each after a\n"
+    "separator (sep, then \",\\n\").  Returns (the position of the first\n"
+    "line not taken, the text, how many lines).",
+};

@@ -122,6 +122,16 @@ module_exec(PyObject *module)
     if (rc < 0) {
         return -1;
     }
+    PyObject *merge_lines = PyCFunction_NewEx(&ft_merge_chrome_lines_def,
+                                              module, NULL);
+    if (merge_lines == NULL) {
+        return -1;
+    }
+    rc = PyModule_AddObjectRef(module, "_merge_chrome_lines", merge_lines);
+    Py_DECREF(merge_lines);
+    if (rc < 0) {
+        return -1;
+    }
     state->thread_bootstrap = PyCFunction_NewEx(&ft_thread_bootstrap_def,
                                                 module, NULL);
     if (state->thread_bootstrap == NULL) {

@@ -432,6 +432,7 @@ int ft_event_span(ft_state *state, PyObject *obj, ft_event *out);
 
 /* ==== load_chrome.c: the loader's fast path ==== */
 extern PyMethodDef ft_load_chrome_calls_def;
+extern PyMethodDef ft_merge_chrome_lines_def;
 
 /* ==== events.c ==== */
 /* Replays a stopped tracer's records into a list of events. */

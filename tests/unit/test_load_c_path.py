@@ -1,8 +1,9 @@
-"""frametrace.loader's C path (``_tracer._load_chrome_calls``): the lines
-laid out as the C writer lays them out, of functions and threads already
-met, parsed in C; everything else, and whatever the C path does not take,
-goes through the Python path.  Both give the same Trace, event for event,
-and the same errors."""
+"""frametrace.loader's and frametrace.merge's C path
+(``_tracer._load_chrome_calls``, ``_tracer._merge_chrome_lines``): the
+lines laid out as the C writer lays them out, of functions and threads (or
+pids) already met, parsed in C; everything else, and whatever the C path
+does not take, goes through the Python path.  Both give the same Trace,
+event for event, the same merged file, and the same errors."""
 from __future__ import annotations
 
 import gzip
@@ -15,6 +16,7 @@ from hypothesis import strategies as st
 
 import frametrace
 from frametrace import loader
+from frametrace import merge as merge_module
 
 ORIGIN = 1_000_000_000
 PID = 4242
@@ -68,7 +70,8 @@ def other_layout(ev: dict, how: str) -> str:
     return text.replace('"TS"', us(ev["ts"])).replace('"DUR"', us(ev["dur"]))
 
 
-def document(lines: list[str], stop_ns: int, tids: list[int], origin: int = ORIGIN) -> str:
+def document(lines: list[str], stop_ns: int, tids: list[int], origin: int = ORIGIN,
+             wall: int = 1_700_000_000_000_000_000) -> str:
     head = ['{"ph":"M","name":"process_name","cat":"__metadata","pid":%d,"tid":0,'
             '"args":{"name":"python x.py"}}' % PID]
     for serial, tid in enumerate(tids, 1):
@@ -77,7 +80,8 @@ def document(lines: list[str], stop_ns: int, tids: list[int], origin: int = ORIG
                     '"thread_serial":%d}}' % (PID, tid, serial, tid + 7, tid, serial))
     ft = {"format": "frametrace", "version": 1, "origin_ns": origin, "start_ns": origin,
           "stop_ns": stop_ns, "pid": PID, "dropped": 0,
-          "thread_ids": {str(t): t + 7 for t in tids}}
+          "thread_ids": {str(t): t + 7 for t in tids},
+          "clock_anchor": {"monotonic_ns": origin, "wall_ns": wall}}
     return ('{"traceEvents":[' + ",\n".join(head + lines) + '],"displayTimeUnit":"ns",'
             '"otherData":' + json.dumps({"frametrace": ft}) + "}")
 
@@ -254,3 +258,60 @@ def test_gzip_and_a_non_latin1_buffer(tmp_path, monkeypatch):
     with_c, without, taken = load_both(path, monkeypatch)
     assert_same_trace(with_c, without)
     assert taken == 0  # a buffer of two bytes per character: Python's
+
+
+# ---- merge --------------------------------------------------------------------------------
+
+
+def merge_both(inputs, tmp_path, monkeypatch):
+    """The merged file's text with the C path, the lines it took, and the
+    text without."""
+    taken = []
+    real = merge_module._merge_chrome_lines
+
+    def counting(*args):
+        result = real(*args)
+        taken.append(result[2])
+        return result
+    with monkeypatch.context() as m:
+        m.setattr(merge_module, "_merge_chrome_lines", counting)
+        merge_module.merge(inputs, tmp_path / "with-c.json")
+    with monkeypatch.context() as m:
+        m.setattr(merge_module._MergeSink, "use_c", False)
+        merge_module.merge(inputs, tmp_path / "without.json")
+    return ((tmp_path / "with-c.json").read_text(encoding="utf-8"), sum(taken),
+            (tmp_path / "without.json").read_text(encoding="utf-8"))
+
+
+@settings(max_examples=30, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(threads_events(), st.booleans(), st.integers(0, 10**12))
+def test_merge_writes_the_same_file_either_way(tmp_path, monkeypatch, te, gz, later_ns):
+    tids, events = te
+    lines = [compact(e) if e["layout"] == "compact" else other_layout(e, e["layout"])
+             for e in events]
+    stop = ORIGIN + max((e["ts"] + e["dur"] for e in events), default=0) + 1
+    first = write(tmp_path, document(lines, stop, tids), gz)
+    second = tmp_path / "second.json"
+    second.write_text(document([compact(e) for e in chain(50)], ORIGIN + 1000, [5],
+                               wall=1_700_000_000_000_000_000 - later_ns), encoding="utf-8")
+    with_c, _taken, without = merge_both([first, second], tmp_path, monkeypatch)
+    assert with_c == without
+    loader.load(tmp_path / "with-c.json")
+
+
+def test_merge_takes_known_lines_in_c_and_the_others_in_python(tmp_path, monkeypatch):
+    lines = [compact(e) for e in chain(3000)]
+    for i, case in enumerate(sorted(REJECTED)):
+        lines[100 + 150 * i] = REJECTED[case](lines[100 + 150 * i])
+    a = tmp_path / "a.json"
+    a.write_text(document(lines, ORIGIN + 60_000, [5, 6]), encoding="utf-8")
+    b = tmp_path / "b.json"  # earlier on the wall clock: a's times move
+    b.write_text(document([compact(e) for e in chain(3000)], ORIGIN + 60_000, [5],
+                          wall=1_700_000_000_000_000_000 - 123_456_789), encoding="utf-8")
+    with_c, taken, without = merge_both([a, b], tmp_path, monkeypatch)
+    assert with_c == without
+    assert 6000 - 2 * 20 < taken < 6000
+    merged = loader.load(tmp_path / "with-c.json")
+    assert len(merged.events) == 6000
+    assert merged.processes[0]["shift_ns"] == 123_456_789
