@@ -297,13 +297,14 @@ load_chrome_calls(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     Py_ssize_t len = PyUnicode_GET_LENGTH(buf);
     if (rc > 0 || origin < 0 || pos < 0 || pos > len
         || PyUnicode_KIND(buf) != PyUnicode_1BYTE_KIND) {
-        return PyLong_FromSsize_t(pos);  /* all left to the Python path */
+        return Py_BuildValue("(nnn)", pos, (Py_ssize_t)-1, (Py_ssize_t)-1);
     }
     if (stop > len) {
         stop = len;
     }
     ft_state *state = ft_get_state(module);
     cursor c = {PyUnicode_1BYTE_DATA(buf), pos, len};
+    Py_ssize_t miss_start = -1, miss_end = -1;
     int64_t last_pid = -1, last_tid = -1;
     PyObject *thread = NULL, *stack = NULL;  /* borrowed from threads */
     while (c.i < stop) {
@@ -340,6 +341,8 @@ load_chrome_calls(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
                 return NULL;
             }
             c.i = at;  /* a function not met yet */
+            miss_start = ln.key_start;
+            miss_end = ln.key_end;
             break;
         }
         if (thread == NULL || ln.pid != last_pid || ln.tid != last_tid) {
@@ -355,6 +358,8 @@ load_chrome_calls(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
                     return NULL;
                 }
                 c.i = at;  /* a thread not met yet */
+                miss_start = ln.key_start;
+                miss_end = ln.key_end;
                 break;
             }
             if (!PyTuple_Check(entry) || PyTuple_GET_SIZE(entry) != 2
@@ -388,7 +393,7 @@ load_chrome_calls(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             return NULL;
         }
     }
-    return PyLong_FromSsize_t(c.i);
+    return Py_BuildValue("(nnn)", c.i, miss_start, miss_end);
 }
 
 PyMethodDef ft_load_chrome_calls_def = {
@@ -402,8 +407,10 @@ PyMethodDef ft_load_chrome_calls_def = {
     "file's closing quote -> (name, filename, lineno, kind)) and thread\n"
     "(threads: (pid, tid) -> ((thread_id, native_thread_id, thread_serial),\n"
     "stack of the indices of its open events)) are known, that start before\n"
-    "stop and end by late; times are origin + ts.  Returns the position of\n"
-    "the first line not taken.",
+    "stop and end by late; times are origin + ts.  Returns (the position\n"
+    "of the first line not taken, and when it was not taken for its\n"
+    "function or thread only, the start and end of its text from the\n"
+    "name's opening quote to the file's closing quote, else -1, -1).",
 };
 
 /* A growing buffer of Latin-1 text. */
@@ -488,7 +495,9 @@ merge_chrome_lines(PyObject *Py_UNUSED(module), PyObject *const *args,
     if (rc > 0 || shift < 0 || pos < 0 || pos > len
         || PyUnicode_KIND(buf) != PyUnicode_1BYTE_KIND
         || PyUnicode_KIND(sep) != PyUnicode_1BYTE_KIND) {
-        return Py_BuildValue("(nsi)", pos, "", 0);  /* all left to Python */
+        /* All left to the Python path. */
+        return Py_BuildValue("(nsnnn)", pos, "", (Py_ssize_t)0, (Py_ssize_t)-1,
+                             (Py_ssize_t)-1);
     }
     if (stop > len) {
         stop = len;
@@ -497,7 +506,7 @@ merge_chrome_lines(PyObject *Py_UNUSED(module), PyObject *const *args,
     text out = {NULL, 0, 0};
     const Py_UCS1 *first_sep = PyUnicode_1BYTE_DATA(sep);
     size_t first_sep_len = (size_t)PyUnicode_GET_LENGTH(sep);
-    Py_ssize_t count = 0;
+    Py_ssize_t count = 0, miss_start = -1, miss_end = -1;
     int64_t last_pid = -1;
     const char *pid_text = NULL;  /* of last_pid, in a str of pids */
     Py_ssize_t pid_len = 0;
@@ -519,6 +528,8 @@ merge_chrome_lines(PyObject *Py_UNUSED(module), PyObject *const *args,
         }
         if (rc == 0) {
             c.i = at;  /* a name or location not checked yet */
+            miss_start = ln.key_start;
+            miss_end = ln.key_end;
             break;
         }
         if (pid_text == NULL || ln.pid != last_pid) {
@@ -533,6 +544,8 @@ merge_chrome_lines(PyObject *Py_UNUSED(module), PyObject *const *args,
                     goto error;
                 }
                 c.i = at;  /* a pid not met yet */
+                miss_start = ln.key_start;
+                miss_end = ln.key_end;
                 break;
             }
             if (!PyUnicode_Check(new)
@@ -566,7 +579,7 @@ merge_chrome_lines(PyObject *Py_UNUSED(module), PyObject *const *args,
     if (result == NULL) {
         return NULL;
     }
-    return Py_BuildValue("(nNn)", c.i, result, count);
+    return Py_BuildValue("(nNnnn)", c.i, result, count, miss_start, miss_end);
 
 error:
     PyMem_Free(out.data);
@@ -584,5 +597,7 @@ PyMethodDef ft_merge_chrome_lines_def = {
     "pid -> the text of its new pid) are known, starting before stop, as\n"
     "merge writes them: pid replaced, ts moved by shift ns, each after a\n"
     "separator (sep, then \",\\n\").  Returns (the position of the first\n"
-    "line not taken, the text, how many lines).",
+    "line not taken, the text, how many lines, and the start and end of the\n"
+    "key text of the line not taken when only its key or pid was unknown,\n"
+    "else -1, -1).",
 };
