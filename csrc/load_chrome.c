@@ -190,6 +190,49 @@ parse_line(cursor *c, line *ln)
     return TAKE(c, "}},\n");
 }
 
+/* The values of the key texts met in one call, by the text's bytes: most
+ * lines repeat a function already met, and a lookup here costs less than
+ * making the key a str and looking it up in the dict. */
+#define KEY_SLOTS 1024  /* a power of two */
+
+typedef struct {
+    uint64_t hash;
+    const Py_UCS1 *text;  /* in the buffer, which outlives the call */
+    Py_ssize_t len;
+    PyObject *value;      /* borrowed from the dict, unchanged meanwhile */
+} key_slot;
+
+/* The value of buf[start:end] in dict (kind tells two dicts' keys apart in
+ * one cache): borrowed, NULL when absent (an exception set on error). */
+static PyObject *
+lookup_key(key_slot *slots, PyObject *dict, int kind, PyObject *buf,
+           const Py_UCS1 *s, Py_ssize_t start, Py_ssize_t end)
+{
+    uint64_t hash = 1469598103934665603ULL ^ (uint64_t)kind;
+    for (Py_ssize_t k = start; k < end; k++) {
+        hash = (hash ^ s[k]) * 1099511628211ULL;
+    }
+    key_slot *slot = &slots[hash & (KEY_SLOTS - 1)];
+    Py_ssize_t len = end - start;
+    if (slot->value != NULL && slot->hash == hash && slot->len == len
+        && memcmp(slot->text, s + start, (size_t)len) == 0) {
+        return slot->value;
+    }
+    PyObject *key = PyUnicode_Substring(buf, start, end);
+    if (key == NULL) {
+        return NULL;
+    }
+    PyObject *value = PyDict_GetItemWithError(dict, key);
+    Py_DECREF(key);
+    if (value != NULL) {
+        slot->hash = hash;
+        slot->text = s + start;
+        slot->len = len;
+        slot->value = value;
+    }
+    return value;
+}
+
 /* The span and open flags of calls[index], an Event; 0, or -1 (no
  * exception) when it is not one the loader made. */
 static int
@@ -307,6 +350,10 @@ load_chrome_calls(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     Py_ssize_t miss_start = -1, miss_end = -1;
     int64_t last_pid = -1, last_tid = -1;
     PyObject *thread = NULL, *stack = NULL;  /* borrowed from threads */
+    key_slot *slots = PyMem_Calloc(KEY_SLOTS, sizeof(key_slot));
+    if (slots == NULL) {
+        return PyErr_NoMemory();
+    }
     while (c.i < stop) {
         line ln;
         Py_ssize_t at = c.i;
@@ -330,15 +377,11 @@ load_chrome_calls(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         ev.open_at_start = ln.oas;
         ev.open_at_stop = ln.oast;
         ev.open_at_loss = ln.oal;
-        PyObject *key = PyUnicode_Substring(buf, ln.key_start, ln.key_end);
-        if (key == NULL) {
-            return NULL;
-        }
-        PyObject *info = PyDict_GetItemWithError(infos[ln.is_c], key);
-        Py_DECREF(key);
+        PyObject *info = lookup_key(slots, infos[ln.is_c], ln.is_c, buf, c.s,
+                                    ln.key_start, ln.key_end);
         if (info == NULL) {
             if (PyErr_Occurred()) {
-                return NULL;
+                goto error;
             }
             c.i = at;  /* a function not met yet */
             miss_start = ln.key_start;
@@ -349,13 +392,13 @@ load_chrome_calls(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             PyObject *tkey = Py_BuildValue("(LL)", (long long)ln.pid,
                                            (long long)ln.tid);
             if (tkey == NULL) {
-                return NULL;
+                goto error;
             }
             PyObject *entry = PyDict_GetItemWithError(threads, tkey);
             Py_DECREF(tkey);
             if (entry == NULL) {
                 if (PyErr_Occurred()) {
-                    return NULL;
+                    goto error;
                 }
                 c.i = at;  /* a thread not met yet */
                 miss_start = ln.key_start;
@@ -367,7 +410,7 @@ load_chrome_calls(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
                 || !PyList_Check(PyTuple_GET_ITEM(entry, 1))) {
                 PyErr_SetString(PyExc_TypeError, "_load_chrome_calls(): "
                                 "threads maps (pid, tid) to (thread, stack)");
-                return NULL;
+                goto error;
             }
             thread = PyTuple_GET_ITEM(entry, 0);
             stack = PyTuple_GET_ITEM(entry, 1);
@@ -376,7 +419,7 @@ load_chrome_calls(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         }
         rc = place(state, calls, stack, &ev);
         if (rc < 0) {
-            return NULL;
+            goto error;
         }
         if (rc > 0) {
             c.i = at;
@@ -385,15 +428,20 @@ load_chrome_calls(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         PyObject *event = ft_event_from_record(state->event_type, info,
                                                thread, &ev);
         if (event == NULL) {
-            return NULL;
+            goto error;
         }
         rc = PyList_Append(calls, event);
         Py_DECREF(event);
         if (rc < 0) {
-            return NULL;
+            goto error;
         }
     }
+    PyMem_Free(slots);
     return Py_BuildValue("(nnn)", c.i, miss_start, miss_end);
+
+error:
+    PyMem_Free(slots);
+    return NULL;
 }
 
 PyMethodDef ft_load_chrome_calls_def = {
@@ -508,6 +556,10 @@ merge_chrome_lines(PyObject *Py_UNUSED(module), PyObject *const *args,
     size_t first_sep_len = (size_t)PyUnicode_GET_LENGTH(sep);
     Py_ssize_t count = 0, miss_start = -1, miss_end = -1;
     int64_t last_pid = -1;
+    key_slot *slots = PyMem_Calloc(KEY_SLOTS, sizeof(key_slot));
+    if (slots == NULL) {
+        return PyErr_NoMemory();
+    }
     const char *pid_text = NULL;  /* of last_pid, in a str of pids */
     Py_ssize_t pid_len = 0;
     while (c.i < stop) {
@@ -517,16 +569,11 @@ merge_chrome_lines(PyObject *Py_UNUSED(module), PyObject *const *args,
             c.i = at;
             break;
         }
-        PyObject *key = PyUnicode_Substring(buf, ln.key_start, ln.key_end);
-        if (key == NULL) {
-            goto error;
-        }
-        rc = PyDict_Contains(known, key);
-        Py_DECREF(key);
-        if (rc < 0) {
-            goto error;
-        }
-        if (rc == 0) {
+        if (lookup_key(slots, known, 0, buf, c.s, ln.key_start,
+                       ln.key_end) == NULL) {
+            if (PyErr_Occurred()) {
+                goto error;
+            }
             c.i = at;  /* a name or location not checked yet */
             miss_start = ln.key_start;
             miss_end = ln.key_end;
@@ -573,6 +620,7 @@ merge_chrome_lines(PyObject *Py_UNUSED(module), PyObject *const *args,
         }
         count++;
     }
+    PyMem_Free(slots);
     PyObject *result = PyUnicode_DecodeLatin1(out.data ? out.data : "",
                                               (Py_ssize_t)out.len, NULL);
     PyMem_Free(out.data);
@@ -582,6 +630,7 @@ merge_chrome_lines(PyObject *Py_UNUSED(module), PyObject *const *args,
     return Py_BuildValue("(nNnnn)", c.i, result, count, miss_start, miss_end);
 
 error:
+    PyMem_Free(slots);
     PyMem_Free(out.data);
     return NULL;
 }
