@@ -268,7 +268,8 @@ place(ft_state *state, PyObject *calls, PyObject *stack, ft_event *ev)
         }
         depth--;
     }
-    if (PyList_SetSlice(stack, depth, PyList_GET_SIZE(stack), NULL) < 0) {
+    if (depth < PyList_GET_SIZE(stack)
+        && PyList_SetSlice(stack, depth, PyList_GET_SIZE(stack), NULL) < 0) {
         return -1;
     }
     ev->depth = (uint32_t)depth;
