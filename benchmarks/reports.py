@@ -7,10 +7,10 @@ Writes (once; kept in DIR) a synthetic Chrome trace of N events laid out as
 frametrace's C writer lays them out (4 threads, call trees up to 40 deep
 over 300 functions), then runs each report in its own child process and
 reads the child's peak RSS (VmHWM) and CPU time (time.process_time(): on
-a machine shared with other jobs, steadier than the wall-clock time).  "x events" is peak RSS over the size
-of the Python Events the report reads (sys.getsizeof of one Event, times
-N); load and merge are timed from the file, the others from the loaded
-trace (load time left out).  A report, never a test: nothing is asserted.
+a machine shared with other jobs, steadier than the wall-clock time).
+"x events" is peak RSS over the size of the Python Events the report
+reads (sys.getsizeof of one Event, times N); load and merge are timed
+from the file, the others from the loaded trace (load time left out).  A report, never a test: nothing is asserted.
 """
 from __future__ import annotations
 
