@@ -233,8 +233,9 @@ lookup_key(key_slot *slots, PyObject *dict, int kind, PyObject *buf,
     return value;
 }
 
-/* The span and open flags of calls[index], an Event; 0, or -1 (no
- * exception) when it is not one the loader made. */
+/* The span and open flags of calls[index], an Event or the loader's
+ * 14-tuple of one (the plan unknown); 0, or -1 (no exception) when it is
+ * neither. */
 static int
 event_at(ft_state *state, PyObject *calls, PyObject *index, ft_event *out)
 {
@@ -243,7 +244,41 @@ event_at(ft_state *state, PyObject *calls, PyObject *index, ft_event *out)
         PyErr_Clear();
         return -1;
     }
-    return ft_event_span(state, PyList_GET_ITEM(calls, i), out);
+    PyObject *item = PyList_GET_ITEM(calls, i);
+    if (!PyTuple_CheckExact(item)) {
+        return ft_event_span(state, item, out);
+    }
+    if (PyTuple_GET_SIZE(item) != 14) {
+        return -1;
+    }
+    static const int at[3] = {10, 11, 13};  /* open_at_start, _stop, _loss */
+    uint8_t flags[3];
+    for (int k = 0; k < 3; k++) {
+        PyObject *flag = PyTuple_GET_ITEM(item, at[k]);
+        if (flag != Py_True && flag != Py_False) {
+            return -1;
+        }
+        flags[k] = flag == Py_True;
+    }
+    int64_t span[2];
+    for (int k = 0; k < 2; k++) {
+        PyObject *value = PyTuple_GET_ITEM(item, 6 + k);  /* start, end */
+        int overflow;
+        if (!PyLong_CheckExact(value)) {
+            return -1;
+        }
+        span[k] = PyLong_AsLongLongAndOverflow(value, &overflow);
+        if (overflow || (span[k] == -1 && PyErr_Occurred())) {
+            PyErr_Clear();
+            return -1;
+        }
+    }
+    out->start_ns = span[0];
+    out->end_ns = span[1];
+    out->open_at_start = flags[0];
+    out->open_at_stop = flags[1];
+    out->open_at_loss = flags[2];
+    return 0;
 }
 
 /* Depth and parent of the next event of a thread whose open events'

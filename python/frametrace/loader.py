@@ -53,10 +53,11 @@ The file is streamed: its events are never all parsed at once.  One parser
 reads the events for load() and merge(): events laid out as write_chrome
 writes them are taken in C (``_tracer._load_chrome_calls``, or merge's
 ``_merge_chrome_lines``), once their function and thread have been met and
-checked here, when otherData.frametrace is at the end of the file (where
-write_chrome puts it); every other event (the first of each function and
-thread, other layouts) is read with ``json.JSONDecoder.raw_decode`` and
-checked here, with the same result.
+checked here; every other event (the first of each function and thread,
+other layouts) is read with ``json.JSONDecoder.raw_decode`` and checked
+here, with the same result.  When otherData.frametrace is at the end of the
+file (where write_chrome puts it), it is read first and the events are
+made Events as they come; else they are kept as tuples until the end.
 
 Anything else (not JSON, a truncated or corrupted gzip file, a document that
 is not an object, no ``traceEvents``, a Chrome trace another tool wrote,
@@ -766,15 +767,22 @@ class _ChromeEvents(_Sink):
         self.cthreads: dict[tuple[int, int], tuple] = {}
 
     def c_fast(self) -> Optional[Callable[[str, int, int], tuple[int, int, int]]]:
-        if self.plan is None or not self.use_c:
+        if not self.use_c:
             return None
         calls, infos_py, infos_c, threads = self.calls, *self.infos, self.cthreads
-        origin, late = self.origin, self.plan.earliest_stop
+        origin = self.origin
+        # The plan unknown, the C path's Events hold (pid, tid, serial) as
+        # their thread until _chrome_trace() makes them Events again.
+        late = self.plan.earliest_stop if self.plan is not None else (1 << 63) - 1
 
         def c(buf: str, pos: int, stop: int) -> tuple[int, int, int]:
-            before = len(calls)
+            before, n = len(calls), self.n
             taken = _load_chrome_calls(buf, pos, stop, calls, infos_py, infos_c, threads, origin,
                                        late)
+            if self.late is None:
+                for i in range(before, len(calls)):
+                    e = calls[i]
+                    self._note_end(e.thread_id, e.end_ns, n + i - before)
             self.n += len(calls) - before
             return taken
         return c
@@ -818,8 +826,8 @@ class _ChromeEvents(_Sink):
             thread_id = self.plan.thread_id(pid, tid) if self.plan is not None else pid
             t = self.threads[key] = (pid, tid, thread_id, self._serial(key), [],
                                      self.natives.get(key, tid))
-            if self.plan is not None:
-                self.cthreads[key] = ((thread_id, t[5], t[3]), t[4])
+            self.cthreads[key] = ((thread_id, t[5], t[3]) if self.plan is not None else
+                                  (pid, tid, t[3]), t[4])
         return t
 
     def _note_end(self, pid: int, end: int, n: int) -> None:
@@ -847,11 +855,11 @@ class _ChromeEvents(_Sink):
             if self.plan is not None:
                 self.calls.append(Event((name, loc[0], loc[1], kind, thread_id, native, ts, end,
                                          depth, parent, oas, oast, serial, oal)))
-                if key is not None:  # the C path takes this function's next events
-                    self.infos[kind == "c"][key] = (name, loc[0], loc[1], kind)
             else:
                 self.calls.append((name, loc[0], loc[1], kind, pid, tid, ts, end, depth, parent,
                                    oas, oast, serial, oal))
+            if key is not None:  # the C path takes this function's next events
+                self.infos[kind == "c"][key] = (name, loc[0], loc[1], kind)
         elif what == "range":
             self.ranges.append(data)
         elif what == "step":
