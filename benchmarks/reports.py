@@ -6,10 +6,11 @@ flamegraph, to_pstats, to_collapsed and merge.
 Writes (once; kept in DIR) a synthetic Chrome trace of N events laid out as
 frametrace's C writer lays them out (4 threads, call trees up to 40 deep
 over 300 functions), then runs each report in its own child process and
-reads the child's peak RSS (VmHWM).  "x events" is peak RSS over the size
-of the Python Events the report reads (sys.getsizeof of one Event, times
-N); load and merge are timed from the file, the others from the loaded
-trace (load time left out).  A report, never a test: nothing is asserted.
+reads the child's peak RSS (VmHWM) and CPU time (time.process_time(): on
+a machine shared with other jobs, steadier than the wall-clock time).
+"x events" is peak RSS over the size of the Python Events the report
+reads (sys.getsizeof of one Event, times N); load and merge are timed
+from the file, the others from the loaded trace (load time left out).  A report, never a test: nothing is asserted.
 """
 from __future__ import annotations
 
@@ -109,20 +110,20 @@ if what == "merge":
     merge = getattr(frametrace, "merge", None) or loader.merge
     if not callable(merge):
         merge = merge.merge
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     merge([path], out)
-    dt = time.perf_counter() - t0
+    dt, cpu = time.perf_counter() - t0, time.process_time() - c0
     n = None
 else:
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     trace = loader.load(path)
-    dt = time.perf_counter() - t0
+    dt, cpu = time.perf_counter() - t0, time.process_time() - c0
     n = len(trace.events)
     if what != "load":
         with open("/proc/self/clear_refs", "w") as fh:
             fh.write("5")  # resets VmHWM: the report's own peak from here
         base = hwm()
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         if what == "summary":
             str(trace.summary())
         elif what == "flamegraph":
@@ -131,8 +132,8 @@ else:
             trace.to_pstats(out)
         elif what == "to_collapsed":
             trace.to_collapsed(out)
-        dt = time.perf_counter() - t0
-print(repr((dt, hwm(), base, n)))
+        dt, cpu = time.perf_counter() - t0, time.process_time() - c0
+print(repr((dt, hwm(), base, n, cpu)))
 """
 
 
@@ -163,18 +164,19 @@ def main() -> None:
     ev_bytes = per_event * ns.events
     print(f"{ns.events:,} events, file {size / 2**20:.0f} MiB, Events {ev_bytes / 2**20:.0f} MiB "
           f"({per_event} B each); Python {sys.version.split()[0]}")
-    print("| report | seconds | events/s | peak RSS MiB | peak / Events |")
-    print("|---|---:|---:|---:|---:|")
+    print("| report | seconds | events/s | CPU s | events/CPU s | peak RSS MiB | peak / Events |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
     for what in ns.only.split(","):
         out = os.path.join(ns.dir, "out-" + what)
         res = subprocess.run([sys.executable, "-c", CHILD, what, path, out],
                              capture_output=True, text=True)
         if res.returncode:
-            print(f"| {what} | failed: {res.stderr.strip().splitlines()[-1:]} | | | |")
+            print(f"| {what} | failed: {res.stderr.strip().splitlines()[-1:]} | | | | | |")
             continue
-        dt, peak, _base, _n = eval(res.stdout.strip().splitlines()[-1])
-        print(f"| {what} | {dt:.1f} | {ns.events / dt / 1e6:.2f}M | {peak / 2**20:.0f} | "
-              f"{peak / ev_bytes:.2f}x |", flush=True)
+        dt, peak, _base, _n, cpu = eval(res.stdout.strip().splitlines()[-1])
+        print(f"| {what} | {dt:.1f} | {ns.events / dt / 1e6:.2f}M | {cpu:.1f} | "
+              f"{ns.events / cpu / 1e6:.2f}M | {peak / 2**20:.0f} | {peak / ev_bytes:.2f}x |",
+              flush=True)
         if os.path.exists(out):
             os.remove(out)
 

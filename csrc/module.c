@@ -112,6 +112,26 @@ module_exec(PyObject *module)
     if (rc < 0) {
         return -1;
     }
+    PyObject *load_calls = PyCFunction_NewEx(&ft_load_chrome_calls_def,
+                                             module, NULL);
+    if (load_calls == NULL) {
+        return -1;
+    }
+    rc = PyModule_AddObjectRef(module, "_load_chrome_calls", load_calls);
+    Py_DECREF(load_calls);
+    if (rc < 0) {
+        return -1;
+    }
+    PyObject *merge_lines = PyCFunction_NewEx(&ft_merge_chrome_lines_def,
+                                              module, NULL);
+    if (merge_lines == NULL) {
+        return -1;
+    }
+    rc = PyModule_AddObjectRef(module, "_merge_chrome_lines", merge_lines);
+    Py_DECREF(merge_lines);
+    if (rc < 0) {
+        return -1;
+    }
     state->thread_bootstrap = PyCFunction_NewEx(&ft_thread_bootstrap_def,
                                                 module, NULL);
     if (state->thread_bootstrap == NULL) {

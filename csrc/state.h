@@ -447,6 +447,15 @@ PyObject *ft_event_info(ft_state *state, PyObject *name, PyObject *filename,
 PyObject *ft_event_from_record(PyTypeObject *type, PyObject *info,
                                PyObject *thread, const ft_event *ev);
 
+/* The start, end and open flags of an Event (either kind) into out: 0, or
+ * -1 (no exception set) when obj is no Event or its values are not int64
+ * and bools. */
+int ft_event_span(ft_state *state, PyObject *obj, ft_event *out);
+
+/* ==== load_chrome.c: the loader's fast path ==== */
+extern PyMethodDef ft_load_chrome_calls_def;
+extern PyMethodDef ft_merge_chrome_lines_def;
+
 /* ==== events.c ==== */
 /* Replays a stopped tracer's records into a list of events. */
 PyObject *ft_build_events(ft_tracer *tracer);

@@ -49,10 +49,15 @@ trace}, the shift of its times, its metadata); ``pid`` is the first's.
 ``merge(inputs, output)`` writes such a file (the ``frametrace merge``
 command).
 
-The file is streamed: its events are never all parsed at once, and events
-laid out as write_chrome writes them are read without a JSON object each
-(about 4 us per event, 1M events in 4 s; other layouts take the general
-JSON path).
+The file is streamed: its events are never all parsed at once.  One parser
+reads the events for load() and merge(): events laid out as write_chrome
+writes them are taken in C (``_tracer._load_chrome_calls``, or merge's
+``_merge_chrome_lines``), once their function and thread have been met and
+checked here; every other event (the first of each function and thread,
+other layouts) is read with ``json.JSONDecoder.raw_decode`` and checked
+here, with the same result.  When otherData.frametrace is at the end of the
+file (where write_chrome puts it), it is read first and the events are
+made Events as they come; else they are kept as tuples until the end.
 
 Anything else (not JSON, a truncated or corrupted gzip file, a document that
 is not an object, no ``traceEvents``, a Chrome trace another tool wrote,
@@ -73,7 +78,7 @@ import zlib
 from dataclasses import dataclass, field
 from typing import IO, Any, Callable, Iterator, Optional, Union
 
-from ._tracer import Event
+from ._tracer import Event, _load_chrome_calls
 from .export import EVENT_FIELDS, FORMAT, VERSION
 from .session import RangeRecord, StepRecord, Trace
 
@@ -309,28 +314,26 @@ class _Reader:
         if self._skip_ws() == "]":
             self.pos += 1
             return
-        fast = sink.fast.match if sink is not None and sink.fast is not None else None
+        c_fast = sink.c_fast() if sink is not None else None
         while True:
-            if fast is not None:
-                # The events as frametrace's C writer lays them out, each
-                # with its separator, matched without building a dict.
-                on_fast = sink.on_fast  # type: ignore[union-attr]
-                self._skip_ws()
-                buf, pos = self.buf, self.pos
+            key = None
+            if c_fast is not None:
+                # The events laid out as frametrace's C writer lays them
+                # out, each with its separator, taken in C up to a line it
+                # does not take (read below).
                 while True:
-                    if len(buf) - pos < 8192 and not self.eof:
-                        self.pos = pos
+                    self._skip_ws()
+                    if len(self.buf) - self.pos < 8192 and not self.eof:
                         self._fill()
-                        buf, pos = self.buf, self.pos
-                    m = fast(buf, pos)
-                    if m is None:
+                    stop = len(self.buf) if self.eof else len(self.buf) - 8192
+                    self.pos, start, end = c_fast(self.buf, self.pos, stop)
+                    if self.eof or len(self.buf) - self.pos >= 8192:
                         break
-                    on_fast(m)
-                    pos = m.end()
-                self.pos = pos
+                if start >= 0:
+                    key = self.buf[start:end]
             value = self._value()
             if sink is not None:
-                sink.on_event(value)
+                sink.on_event(value, key)
             if self._expect(",]", "traceEvents") == "]":
                 return
 
@@ -358,16 +361,19 @@ class _Reader:
 
 
 class _Sink:
-    """Where the elements of traceEvents go: on_event(element) for each, or
-    on_fast(match) for those the regular expression fast matches (with
-    their separator)."""
+    """Where the elements of traceEvents go: on_event() for each, but those
+    its C path (c_fast()) takes."""
 
-    fast: Optional["re.Pattern[str]"] = None
+    def c_fast(self) -> Optional[Callable[[str, int, int], tuple[int, int, int]]]:
+        """c(buf, pos, stop): takes in C the events it can from pos (those
+        starting before stop), and returns (where it stopped, and the start
+        and end of that line's key text when only its function, thread or
+        pid was new to it, else -1, -1); or None."""
+        return None
 
-    def on_event(self, ev: Any) -> None:
-        raise NotImplementedError
-
-    def on_fast(self, m: "re.Match[str]") -> None:
+    def on_event(self, ev: Any, key: Optional[str]) -> None:
+        """ev: traceEvents[self.n]; key: its key text (see c_fast), which
+        the C path takes from now on once ev is checked."""
         raise NotImplementedError
 
 
@@ -562,24 +568,6 @@ def read_other_data(path: PathLike) -> dict:
 # ---- Chrome -> Trace ---------------------------------------------------------------------
 
 
-# An event exactly as frametrace's C writer lays it out, with its separator.
-_JSON_UINT = r"(0|[1-9][0-9]{0,17})"  # longer numbers take the general path's checks
-_JSON_STR = r'"([^"\\\x00-\x1f]*(?:\\.[^"\\\x00-\x1f]*)*)"'
-_FAST_CALL: "re.Pattern[str]" = re.compile(
-    r'\{"ph":"X","cat":"(python|c)","pid":' + _JSON_UINT + ',"tid":' + _JSON_UINT
-    + r',"ts":(0|[1-9][0-9]{0,17})\.([0-9]{3}),"dur":' + _JSON_UINT + r'\.([0-9]{3}),'
-    + '"name":' + _JSON_STR + ',"args":\\{"file":' + _JSON_STR
-    + '(,"open_at_start":true)?(,"open_at_stop":true)?(,"open_at_loss":true)?\\}\\},\n')
-
-
-def _unescape(raw: str, what: str) -> str:
-    try:
-        value = json.loads(f'"{raw}"')
-    except ValueError as exc:
-        raise _Bad(f"{what}: not a valid JSON string ({exc})") from None
-    return value
-
-
 class _Plan:
     """How a Chrome file's events become Events, from its otherData.frametrace:
     the origin of its times and the thread id of each (pid, Chrome tid)."""
@@ -651,15 +639,12 @@ def _span(ev: dict, what: str) -> tuple[int, int, int, int]:
 
 
 class _Strings:
-    """Function names and "path:line" locations, checked (and unescaped,
-    from a fast-path event's JSON text) once per distinct text, shared
-    between events."""
+    """Function names and "path:line" locations, checked once per distinct
+    text, shared between events."""
 
     def __init__(self) -> None:
         self.names: dict[str, str] = {}
-        self.raw_names: dict[str, str] = {}
         self.files: dict[str, tuple[str, int]] = {}  # args.file -> (filename, lineno)
-        self.raw_files: dict[str, tuple[str, int]] = {}  # the same, by its JSON text
 
     def name(self, name: str) -> str:
         return self.names.setdefault(name, name)
@@ -669,20 +654,6 @@ class _Strings:
         loc = self.files.get(where)
         if loc is None:
             loc = self.files[where] = _where(where, f"{what}.args.file")
-        return loc
-
-    def raw_name(self, raw: str, n: int) -> str:
-        name = self.raw_names.get(raw)
-        if name is None:
-            name = _unescape(raw, f"traceEvents[{n}].name") if "\\" in raw else raw
-            name = self.raw_names[raw] = self.name(name)
-        return name
-
-    def raw_loc(self, raw: str, n: int) -> tuple[str, int]:
-        loc = self.raw_files.get(raw)
-        if loc is None:
-            what = f"traceEvents[{n}].args.file"
-            loc = self.raw_files[raw] = _where(_unescape(raw, what) if "\\" in raw else raw, what)
         return loc
 
 
@@ -759,7 +730,7 @@ class _ChromeEvents(_Sink):
     the end of the file first), else as tuples of times relative to the
     origin, made Events once the document has been read."""
 
-    fast = _FAST_CALL
+    use_c = True  # False: the Python path alone (the tests compare both)
 
     def __init__(self, plan: Optional[_Plan] = None) -> None:
         self.plan = plan
@@ -783,14 +754,38 @@ class _ChromeEvents(_Sink):
         self.natives: dict[tuple[int, int], int] = {}
         self.strings = _Strings()
         self.n = 0
-        self.last_pid: Optional[str] = None  # the thread of the previous fast-path event
-        self.last_tid: Optional[str] = None
-        self.last: Any = None
         self.origin = plan.origin if plan is not None else 0
         # Events end by their tracer's stop: checked as they come when the
         # plan is known, else the latest end of each pid (and its index).
         self.late = plan.earliest_stop if plan is not None else None
         self.last_end: dict[int, tuple[int, int]] = {}
+        # For the C path (the plan known): the functions met ({py, c}: their
+        # JSON text from the name's opening quote to args.file's closing
+        # quote -> (name, filename, lineno, kind)) and the threads ((pid,
+        # tid) -> ((thread_id, native, serial), stack)).
+        self.infos: tuple[dict, dict] = ({}, {})
+        self.cthreads: dict[tuple[int, int], tuple] = {}
+
+    def c_fast(self) -> Optional[Callable[[str, int, int], tuple[int, int, int]]]:
+        if not self.use_c:
+            return None
+        calls, infos_py, infos_c, threads = self.calls, *self.infos, self.cthreads
+        origin = self.origin
+        # The plan unknown, the C path's Events hold (pid, tid, serial) as
+        # their thread until _chrome_trace() makes them Events again.
+        late = self.plan.earliest_stop if self.plan is not None else (1 << 63) - 1
+
+        def c(buf: str, pos: int, stop: int) -> tuple[int, int, int]:
+            before, n = len(calls), self.n
+            taken = _load_chrome_calls(buf, pos, stop, calls, infos_py, infos_c, threads, origin,
+                                       late)
+            if self.late is None:
+                for i in range(before, len(calls)):
+                    e = calls[i]
+                    self._note_end(e.thread_id, e.end_ns, n + i - before)
+            self.n += len(calls) - before
+            return taken
+        return c
 
     def _place(self, stack: list, ts: int, end: int, oas: bool, oast: bool,
                oal: bool) -> tuple[int, int]:
@@ -831,6 +826,8 @@ class _ChromeEvents(_Sink):
             thread_id = self.plan.thread_id(pid, tid) if self.plan is not None else pid
             t = self.threads[key] = (pid, tid, thread_id, self._serial(key), [],
                                      self.natives.get(key, tid))
+            self.cthreads[key] = ((thread_id, t[5], t[3]) if self.plan is not None else
+                                  (pid, tid, t[3]), t[4])
         return t
 
     def _note_end(self, pid: int, end: int, n: int) -> None:
@@ -838,40 +835,7 @@ class _ChromeEvents(_Sink):
         if last is None or end > last[0]:
             self.last_end[pid] = (end, n)
 
-    def on_fast(self, m: "re.Match[str]") -> None:
-        n = self.n
-        self.n = n + 1
-        (cat, pid_s, tid_s, ts_us, ts_frac, dur_us, dur_frac, raw_name, raw_file, oas_s, oast_s,
-         oal_s) = m.groups()
-        name = self.strings.raw_name(raw_name, n)
-        loc = self.strings.raw_loc(raw_file, n)
-        ts = self.origin + int(ts_us + ts_frac)
-        end = ts + int(dur_us + dur_frac)
-        oas = oas_s is not None
-        oast = oast_s is not None
-        oal = oal_s is not None
-        # The thread: most often the previous event's.
-        if pid_s == self.last_pid and tid_s == self.last_tid:
-            pid, tid, thread_id, serial, stack, native = self.last
-        else:
-            self.last = pid, tid, thread_id, serial, stack, native = self._thread(int(pid_s),
-                                                                                  int(tid_s))
-            self.last_pid, self.last_tid = pid_s, tid_s
-        calls = self.calls
-        if self.late is None:
-            self._note_end(pid, end, n)
-        elif end > self.late:
-            self.plan.check_end(pid, end, n)  # type: ignore[union-attr]
-        depth, parent = self._place(stack, ts, end, oas, oast, oal)
-        kind = "py" if cat == "python" else "c"
-        if self.plan is not None:
-            calls.append(Event((name, loc[0], loc[1], kind, thread_id, native, ts, end, depth,
-                                parent, oas, oast, serial, oal)))
-        else:
-            calls.append((name, loc[0], loc[1], kind, pid, tid, ts, end, depth, parent, oas, oast,
-                          serial, oal))
-
-    def on_event(self, ev: Any) -> None:
+    def on_event(self, ev: Any, key: Optional[str] = None) -> None:
         n = self.n
         self.n += 1
         parsed = _parse_event(ev, n, self.strings)
@@ -894,6 +858,8 @@ class _ChromeEvents(_Sink):
             else:
                 self.calls.append((name, loc[0], loc[1], kind, pid, tid, ts, end, depth, parent,
                                    oas, oast, serial, oal))
+            if key is not None:  # the C path takes this function's next events
+                self.infos[kind == "c"][key] = (name, loc[0], loc[1], kind)
         elif what == "range":
             self.ranges.append(data)
         elif what == "step":

@@ -8,12 +8,12 @@ from __future__ import annotations
 import decimal
 import json
 import os
-import re
 from typing import Any, Callable, Optional
 
 from ._output import open_output
+from ._tracer import _merge_chrome_lines
 from .export import FORMAT, VERSION, _us_text
-from .loader import (_FAST_CALL, PathLike, Progress, _Bad, _frametrace_other, _int, _named_errors,
+from .loader import (PathLike, Progress, _Bad, _frametrace_other, _int, _named_errors,
                      _ns, _parse_event, _processes, _read, _Sink, _Strings, _tail_other)
 
 __all__ = ["merge"]
@@ -34,7 +34,7 @@ class _MergeSink(_Sink):
     """Writes the events of one input to the merged file: pids mapped, ts
     moved by shift_ns, everything else as it was."""
 
-    fast = _FAST_CALL
+    use_c = True  # False: the Python path alone (the tests compare both)
 
     def __init__(self, out: Callable[[str], None], pids: dict, default_pid: Optional[int],
                  shift_ns: int, renames: dict, first: bool):
@@ -44,11 +44,31 @@ class _MergeSink(_Sink):
         self.shift = shift_ns
         self.renames = renames  # new pid -> suffix for its process_name
         self.sep = "" if first else ",\n"
-        self.pid_text: dict[str, str] = {}
         self.strings = _Strings()  # checked as load() checks them
         self.process_names: dict[int, str] = {}
         self.n = 0
         self.count = 0  # Python/C events
+        # For the C path: the names and locations checked (their JSON text
+        # from the name's opening quote to args.file's closing quote), and
+        # the new pid's text of each pid.
+        self.known: dict[str, None] = {}
+        self.new_pids: dict[int, str] = {}
+
+    def c_fast(self) -> Optional[Callable[[str, int, int], tuple[int, int, int]]]:
+        if not self.use_c:
+            return None
+        known, new_pids, shift = self.known, self.new_pids, self.shift
+
+        def c(buf: str, pos: int, stop: int) -> tuple[int, int, int]:
+            pos, text, count, start, end = _merge_chrome_lines(buf, pos, stop, known, new_pids,
+                                                               shift, self.sep)
+            if count:
+                self.out(text)
+                self.sep = ",\n"
+                self.n += count
+                self.count += count
+            return pos, start, end
+        return c
 
     def _pid(self, pid: int, what: str) -> int:
         new = self.pids.get(pid, self.default_pid)
@@ -56,23 +76,7 @@ class _MergeSink(_Sink):
             raise _Bad(f"{what}: pid {pid} is none of the file's processes")
         return new
 
-    def on_fast(self, m: "re.Match[str]") -> None:
-        n = self.n
-        self.n = n + 1
-        self.count += 1
-        s = m.string
-        pid_s = m.group(2)
-        pid = self.pid_text.get(pid_s)
-        if pid is None:
-            pid = self.pid_text[pid_s] = str(self._pid(int(pid_s), f"traceEvents[{n}]"))
-        self.strings.raw_name(m.group(8), n)
-        self.strings.raw_loc(m.group(9), n)
-        ts = _us_text(int(m.group(4) + m.group(5)) + self.shift)
-        self.out(f"{self.sep}{s[m.start():m.start(2)]}{pid}{s[m.end(2):m.start(4)]}{ts}"
-                 f"{s[m.end(5):m.end() - 2]}")
-        self.sep = ",\n"
-
-    def on_event(self, ev: Any) -> None:
+    def on_event(self, ev: Any, key: Optional[str] = None) -> None:
         n = self.n
         self.n = n + 1
         what = f"traceEvents[{n}]"
@@ -81,6 +85,10 @@ class _MergeSink(_Sink):
         ev = dict(ev)
         if "pid" in ev:
             ev["pid"] = self._pid(_int(ev["pid"], f"{what}.pid"), what)
+            if key is not None and parsed is not None and parsed[0] == "call":
+                # The C path takes the next events of this name, location and pid.
+                self.known[key] = None
+                self.new_pids[parsed[1][1]] = str(ev["pid"])
         if parsed is not None and parsed[0] == "call":
             self.count += 1
         ts = ev.pop("ts", None)
@@ -203,12 +211,17 @@ def merge(inputs: list, output: PathLike, *, progress: Progress = None) -> dict:
     level = 1 if output.endswith(".gz") else None
     with open_output(output, "w", compresslevel=level, encoding="utf-8") as fh:
         pending: list[str] = []
+        pending_size = 0
 
         def out(text: str) -> None:
+            # Events one by one (the Python path) or in batches (the C path).
+            nonlocal pending_size
             pending.append(text)
-            if len(pending) >= 4096:
+            pending_size += len(text)
+            if pending_size >= 1 << 20:
                 fh.write("".join(pending))
                 pending.clear()
+                pending_size = 0
 
         fh.write('{"traceEvents":[\n')
         first = True

@@ -1,0 +1,688 @@
+/* The loader's fast path, _load_chrome_calls(): the complete events of a
+ * Chrome trace laid out as export_chrome.c writes them (one per line, keys
+ * in a fixed order, followed by ",\n"), parsed straight into Events nested
+ * per thread.  frametrace/loader.py keeps every check and every error:
+ * this takes only the lines whose function (name and "path:line") and
+ * thread the loader has already met and checked, and stops at the first
+ * line it does not take (another layout, a function or thread not seen
+ * yet, a time out of int64 or ending after the earliest stop, a line cut by
+ * the end of the buffer), where the loader's Python path goes on.  A line
+ * it takes gives the Event the Python path would have given (the recorded
+ * form: the function's and the thread's tuples shared, as getEvents()
+ * builds them).  _merge_chrome_lines() is frametrace/merge.py's: the same
+ * lines, of names, locations and pids merge has checked, written back with
+ * the pid replaced and ts moved.  Only buffers of one byte per character
+ * (ASCII, Latin-1) are parsed; others are left to the Python path whole. */
+#include "state.h"
+
+#include <stdint.h>
+#include <string.h>
+
+typedef struct {
+    const Py_UCS1 *s;
+    Py_ssize_t i;   /* the next character */
+    Py_ssize_t n;   /* the end of the buffer */
+} cursor;
+
+/* Whether the text at the cursor is lit (then skipped). */
+static inline int
+take(cursor *c, const char *lit, Py_ssize_t len)
+{
+    if (c->n - c->i < len) {
+        return 0;
+    }
+    /* A loop the compiler unrolls for these short literals (a call to
+     * memcmp costs more than the comparison). */
+    const Py_UCS1 *s = c->s + c->i;
+    for (Py_ssize_t k = 0; k < len; k++) {
+        if (s[k] != (Py_UCS1)lit[k]) {
+            return 0;
+        }
+    }
+    c->i += len;
+    return 1;
+}
+
+#define TAKE(c, lit) take((c), (lit), (Py_ssize_t)sizeof(lit) - 1)
+
+/* (0|[1-9][0-9]{0,17}): the loader's _JSON_UINT (longer numbers take the
+ * Python path's checks). */
+static inline int
+take_uint(cursor *c, int64_t *out)
+{
+    if (c->i >= c->n) {
+        return 0;
+    }
+    Py_UCS1 ch = c->s[c->i];
+    if (ch == '0') {
+        c->i++;
+        *out = 0;
+        return 1;
+    }
+    if (ch < '1' || ch > '9') {
+        return 0;
+    }
+    int64_t v = 0;
+    Py_ssize_t end = c->i + 18 < c->n ? c->i + 18 : c->n;
+    while (c->i < end && c->s[c->i] >= '0' && c->s[c->i] <= '9') {
+        v = v * 10 + (c->s[c->i] - '0');
+        c->i++;
+    }
+    *out = v;
+    return 1;
+}
+
+/* A number of microseconds with exactly three decimals, as ns; 0 when it
+ * is not one or its ns do not fit an int64. */
+static inline int
+take_us(cursor *c, int64_t *ns)
+{
+    int64_t us;
+    if (!take_uint(c, &us) || c->n - c->i < 4 || c->s[c->i] != '.') {
+        return 0;
+    }
+    int64_t frac = 0;
+    for (Py_ssize_t k = 1; k <= 3; k++) {
+        Py_UCS1 ch = c->s[c->i + k];
+        if (ch < '0' || ch > '9') {
+            return 0;
+        }
+        frac = frac * 10 + (ch - '0');
+    }
+    c->i += 4;
+    if (us > (INT64_MAX - 999) / 1000) {
+        return 0;
+    }
+    *ns = us * 1000 + frac;
+    return 1;
+}
+
+/* A JSON string as the loader's _JSON_STR matches it: no raw control
+ * characters, a backslash followed by anything but a newline (the escapes
+ * themselves are checked by the Python path, the first time it meets the
+ * text).  The cursor is left after the closing quote. */
+static inline int
+take_string(cursor *c)
+{
+    if (c->i >= c->n || c->s[c->i] != '"') {
+        return 0;
+    }
+    Py_ssize_t i = c->i + 1;
+    while (i < c->n) {
+        Py_UCS1 ch = c->s[i];
+        if (ch == '"') {
+            c->i = i + 1;
+            return 1;
+        }
+        if (ch < 0x20) {
+            return 0;
+        }
+        if (ch == '\\') {
+            if (i + 1 >= c->n || c->s[i + 1] == '\n') {
+                return 0;
+            }
+            i += 2;
+        }
+        else {
+            i++;
+        }
+    }
+    return 0;
+}
+
+typedef struct {
+    int is_c;
+    Py_ssize_t pid_start, pid_end;  /* the pid's digits */
+    Py_ssize_t ts_start, ts_end;    /* ts's digits */
+    int64_t pid, tid;
+    int64_t ts, dur;              /* ns, from the file's origin */
+    Py_ssize_t key_start, key_end;  /* "name" ... "file" */
+    uint8_t oas, oast, oal;
+} line;
+
+/* One line at c->i; 0 when it is not laid out as the C writer lays it out
+ * (or is cut by the end of the buffer). */
+static int
+parse_line(cursor *c, line *ln)
+{
+    if (!TAKE(c, "{\"ph\":\"X\",\"cat\":\"")) {
+        return 0;
+    }
+    if (TAKE(c, "python\"")) {
+        ln->is_c = 0;
+    }
+    else if (TAKE(c, "c\"")) {
+        ln->is_c = 1;
+    }
+    else {
+        return 0;
+    }
+    if (!TAKE(c, ",\"pid\":")) {
+        return 0;
+    }
+    ln->pid_start = c->i;
+    if (!take_uint(c, &ln->pid)) {
+        return 0;
+    }
+    ln->pid_end = c->i;
+    if (!TAKE(c, ",\"tid\":") || !take_uint(c, &ln->tid)
+        || !TAKE(c, ",\"ts\":")) {
+        return 0;
+    }
+    ln->ts_start = c->i;
+    if (!take_us(c, &ln->ts)) {
+        return 0;
+    }
+    ln->ts_end = c->i;
+    if (!TAKE(c, ",\"dur\":") || !take_us(c, &ln->dur)
+        || !TAKE(c, ",\"name\":")) {
+        return 0;
+    }
+    ln->key_start = c->i;
+    if (!take_string(c) || !TAKE(c, ",\"args\":{\"file\":")
+        || !take_string(c)) {
+        return 0;
+    }
+    ln->key_end = c->i;
+    ln->oas = (uint8_t)TAKE(c, ",\"open_at_start\":true");
+    ln->oast = (uint8_t)TAKE(c, ",\"open_at_stop\":true");
+    ln->oal = (uint8_t)TAKE(c, ",\"open_at_loss\":true");
+    return TAKE(c, "}},\n");
+}
+
+/* The values of the key texts met in one call, by the text's bytes: most
+ * lines repeat a function already met, and a lookup here costs less than
+ * making the key a str and looking it up in the dict. */
+#define KEY_SLOTS 1024  /* a power of two */
+
+typedef struct {
+    uint64_t hash;
+    const Py_UCS1 *text;  /* in the buffer, which outlives the call */
+    Py_ssize_t len;
+    PyObject *value;      /* borrowed from the dict, unchanged meanwhile */
+} key_slot;
+
+/* The value of buf[start:end] in dict (kind tells two dicts' keys apart in
+ * one cache): borrowed, NULL when absent (an exception set on error). */
+static PyObject *
+lookup_key(key_slot *slots, PyObject *dict, int kind, PyObject *buf,
+           const Py_UCS1 *s, Py_ssize_t start, Py_ssize_t end)
+{
+    uint64_t hash = 1469598103934665603ULL ^ (uint64_t)kind;
+    for (Py_ssize_t k = start; k < end; k++) {
+        hash = (hash ^ s[k]) * 1099511628211ULL;
+    }
+    key_slot *slot = &slots[hash & (KEY_SLOTS - 1)];
+    Py_ssize_t len = end - start;
+    if (slot->value != NULL && slot->hash == hash && slot->len == len
+        && memcmp(slot->text, s + start, (size_t)len) == 0) {
+        return slot->value;
+    }
+    PyObject *key = PyUnicode_Substring(buf, start, end);
+    if (key == NULL) {
+        return NULL;
+    }
+    PyObject *value = PyDict_GetItemWithError(dict, key);
+    Py_DECREF(key);
+    if (value != NULL) {
+        slot->hash = hash;
+        slot->text = s + start;
+        slot->len = len;
+        slot->value = value;
+    }
+    return value;
+}
+
+/* The span and open flags of calls[index], an Event or the loader's
+ * 14-tuple of one (the plan unknown); 0, or -1 (no exception) when it is
+ * neither. */
+static int
+event_at(ft_state *state, PyObject *calls, PyObject *index, ft_event *out)
+{
+    Py_ssize_t i = PyLong_AsSsize_t(index);
+    if (i < 0 || i >= PyList_GET_SIZE(calls)) {
+        PyErr_Clear();
+        return -1;
+    }
+    PyObject *item = PyList_GET_ITEM(calls, i);
+    if (!PyTuple_CheckExact(item)) {
+        return ft_event_span(state, item, out);
+    }
+    if (PyTuple_GET_SIZE(item) != 14) {
+        return -1;
+    }
+    static const int at[3] = {10, 11, 13};  /* open_at_start, _stop, _loss */
+    uint8_t flags[3];
+    for (int k = 0; k < 3; k++) {
+        PyObject *flag = PyTuple_GET_ITEM(item, at[k]);
+        if (flag != Py_True && flag != Py_False) {
+            return -1;
+        }
+        flags[k] = flag == Py_True;
+    }
+    int64_t span[2];
+    for (int k = 0; k < 2; k++) {
+        PyObject *value = PyTuple_GET_ITEM(item, 6 + k);  /* start, end */
+        int overflow;
+        if (!PyLong_CheckExact(value)) {
+            return -1;
+        }
+        span[k] = PyLong_AsLongLongAndOverflow(value, &overflow);
+        if (overflow || (span[k] == -1 && PyErr_Occurred())) {
+            PyErr_Clear();
+            return -1;
+        }
+    }
+    out->start_ns = span[0];
+    out->end_ns = span[1];
+    out->open_at_start = flags[0];
+    out->open_at_stop = flags[1];
+    out->open_at_loss = flags[2];
+    return 0;
+}
+
+/* Depth and parent of the next event of a thread whose open events'
+ * indices are stack, as the loader's _ChromeEvents._place() finds them;
+ * pushes it.  0, 1 when an event on the stack is not one this can read
+ * (the Python path goes on), -1 with an exception set. */
+static int
+place(ft_state *state, PyObject *calls, PyObject *stack, ft_event *ev)
+{
+    Py_ssize_t depth = PyList_GET_SIZE(stack);
+    while (depth > 0) {
+        ft_event top;
+        if (event_at(state, calls, PyList_GET_ITEM(stack, depth - 1),
+                     &top) < 0) {
+            return 1;
+        }
+        if (top.start_ns <= ev->start_ns && ev->end_ns <= top.end_ns
+            && (top.open_at_start || !ev->open_at_start)
+            && (top.open_at_stop || !ev->open_at_stop)
+            && (top.open_at_loss || !ev->open_at_loss)) {
+            break;
+        }
+        depth--;
+    }
+    if (depth < PyList_GET_SIZE(stack)
+        && PyList_SetSlice(stack, depth, PyList_GET_SIZE(stack), NULL) < 0) {
+        return -1;
+    }
+    ev->depth = (uint32_t)depth;
+    ev->parent = -1;
+    if (depth > 0) {
+        ev->parent = PyLong_AsSsize_t(PyList_GET_ITEM(stack, depth - 1));
+        if (ev->parent == -1 && PyErr_Occurred()) {
+            return -1;
+        }
+    }
+    PyObject *index = PyLong_FromSsize_t(PyList_GET_SIZE(calls));
+    if (index == NULL) {
+        return -1;
+    }
+    int rc = PyList_Append(stack, index);
+    Py_DECREF(index);
+    return rc;
+}
+
+/* value as an int64: 0, 1 when it does not fit (*out then the nearest
+ * bound), -1 with an exception set (not an int). */
+static int
+as_int64(PyObject *value, int64_t *out)
+{
+    int overflow;
+    *out = PyLong_AsLongLongAndOverflow(value, &overflow);
+    if (*out == -1 && PyErr_Occurred()) {
+        return -1;
+    }
+    if (overflow) {
+        *out = overflow > 0 ? INT64_MAX : INT64_MIN;
+        return 1;
+    }
+    return 0;
+}
+
+/* _load_chrome_calls(buf, pos, stop, calls, infos_py, infos_c, threads,
+ * origin, late) -> the position after the last line taken. */
+static PyObject *
+load_chrome_calls(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 9) {
+        PyErr_Format(PyExc_TypeError, "_load_chrome_calls() takes 9 "
+                     "arguments (%zd given)", nargs);
+        return NULL;
+    }
+    PyObject *buf = args[0], *calls = args[3], *threads = args[6];
+    PyObject *infos[2] = {args[4], args[5]};
+    if (!PyUnicode_Check(buf) || !PyList_Check(calls)
+        || !PyDict_Check(infos[0]) || !PyDict_Check(infos[1])
+        || !PyDict_Check(threads)) {
+        PyErr_SetString(PyExc_TypeError, "_load_chrome_calls(str, int, int, "
+                        "list, dict, dict, dict, int, int)");
+        return NULL;
+    }
+    Py_ssize_t pos = PyLong_AsSsize_t(args[1]);
+    if (pos == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    Py_ssize_t stop = PyLong_AsSsize_t(args[2]);
+    if (stop == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    int64_t origin, late;
+    int rc = as_int64(args[7], &origin);
+    if (rc < 0 || as_int64(args[8], &late) < 0) {
+        return NULL;
+    }
+    Py_ssize_t len = PyUnicode_GET_LENGTH(buf);
+    if (rc > 0 || origin < 0 || pos < 0 || pos > len
+        || PyUnicode_KIND(buf) != PyUnicode_1BYTE_KIND) {
+        return Py_BuildValue("(nnn)", pos, (Py_ssize_t)-1, (Py_ssize_t)-1);
+    }
+    if (stop > len) {
+        stop = len;
+    }
+    ft_state *state = ft_get_state(module);
+    cursor c = {PyUnicode_1BYTE_DATA(buf), pos, len};
+    Py_ssize_t miss_start = -1, miss_end = -1;
+    int64_t last_pid = -1, last_tid = -1;
+    PyObject *thread = NULL, *stack = NULL;  /* borrowed from threads */
+    key_slot *slots = PyMem_Calloc(KEY_SLOTS, sizeof(key_slot));
+    if (slots == NULL) {
+        return PyErr_NoMemory();
+    }
+    while (c.i < stop) {
+        line ln;
+        Py_ssize_t at = c.i;
+        if (!parse_line(&c, &ln)) {
+            c.i = at;
+            break;
+        }
+        ft_event ev = {0};
+        if (ln.ts > INT64_MAX - origin
+            || ln.dur > INT64_MAX - (origin + ln.ts)) {
+            c.i = at;
+            break;
+        }
+        ev.start_ns = origin + ln.ts;
+        ev.end_ns = ev.start_ns + ln.dur;
+        if (ev.end_ns > late) {
+            c.i = at;  /* the Python path says whether it is an error */
+            break;
+        }
+        ev.is_c = (uint8_t)ln.is_c;
+        ev.open_at_start = ln.oas;
+        ev.open_at_stop = ln.oast;
+        ev.open_at_loss = ln.oal;
+        PyObject *info = lookup_key(slots, infos[ln.is_c], ln.is_c, buf, c.s,
+                                    ln.key_start, ln.key_end);
+        if (info == NULL) {
+            if (PyErr_Occurred()) {
+                goto error;
+            }
+            c.i = at;  /* a function not met yet */
+            miss_start = ln.key_start;
+            miss_end = ln.key_end;
+            break;
+        }
+        if (thread == NULL || ln.pid != last_pid || ln.tid != last_tid) {
+            PyObject *tkey = Py_BuildValue("(LL)", (long long)ln.pid,
+                                           (long long)ln.tid);
+            if (tkey == NULL) {
+                goto error;
+            }
+            PyObject *entry = PyDict_GetItemWithError(threads, tkey);
+            Py_DECREF(tkey);
+            if (entry == NULL) {
+                if (PyErr_Occurred()) {
+                    goto error;
+                }
+                c.i = at;  /* a thread not met yet */
+                miss_start = ln.key_start;
+                miss_end = ln.key_end;
+                break;
+            }
+            if (!PyTuple_Check(entry) || PyTuple_GET_SIZE(entry) != 2
+                || !PyTuple_Check(PyTuple_GET_ITEM(entry, 0))
+                || !PyList_Check(PyTuple_GET_ITEM(entry, 1))) {
+                PyErr_SetString(PyExc_TypeError, "_load_chrome_calls(): "
+                                "threads maps (pid, tid) to (thread, stack)");
+                goto error;
+            }
+            thread = PyTuple_GET_ITEM(entry, 0);
+            stack = PyTuple_GET_ITEM(entry, 1);
+            last_pid = ln.pid;
+            last_tid = ln.tid;
+        }
+        rc = place(state, calls, stack, &ev);
+        if (rc < 0) {
+            goto error;
+        }
+        if (rc > 0) {
+            c.i = at;
+            break;
+        }
+        PyObject *event = ft_event_from_record(state->event_type, info,
+                                               thread, &ev);
+        if (event == NULL) {
+            goto error;
+        }
+        rc = PyList_Append(calls, event);
+        Py_DECREF(event);
+        if (rc < 0) {
+            goto error;
+        }
+    }
+    PyMem_Free(slots);
+    return Py_BuildValue("(nnn)", c.i, miss_start, miss_end);
+
+error:
+    PyMem_Free(slots);
+    return NULL;
+}
+
+PyMethodDef ft_load_chrome_calls_def = {
+    "_load_chrome_calls", (PyCFunction)(void (*)(void))load_chrome_calls,
+    METH_FASTCALL,
+    "_load_chrome_calls($module, buf, pos, stop, calls, infos_py, infos_c, "
+    "threads, origin, late, /)\n--\n\n"
+    "For frametrace.loader: appends to calls the Events of the lines of buf\n"
+    "from pos, laid out as the C writer lays them out, whose function\n"
+    "(infos_py or infos_c: the text from the name's opening quote to the\n"
+    "file's closing quote -> (name, filename, lineno, kind)) and thread\n"
+    "(threads: (pid, tid) -> ((thread_id, native_thread_id, thread_serial),\n"
+    "stack of the indices of its open events)) are known, that start before\n"
+    "stop and end by late; times are origin + ts.  Returns (the position\n"
+    "of the first line not taken, and when it was not taken for its\n"
+    "function or thread only, the start and end of its text from the\n"
+    "name's opening quote to the file's closing quote, else -1, -1).",
+};
+
+/* A growing buffer of Latin-1 text. */
+typedef struct {
+    char *data;
+    size_t len, cap;
+} text;
+
+static int
+text_put(text *t, const void *data, size_t len)
+{
+    if (t->cap - t->len < len) {
+        size_t cap = t->cap ? t->cap : 1 << 16;
+        while (cap - t->len < len) {
+            cap *= 2;
+        }
+        char *grown = PyMem_Realloc(t->data, cap);
+        if (grown == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        t->data = grown;
+        t->cap = cap;
+    }
+    memcpy(t->data + t->len, data, len);
+    t->len += len;
+    return 0;
+}
+
+/* ns >= 0 as export._us_text() writes it: microseconds, three decimals. */
+static int
+text_put_us(text *t, int64_t ns)
+{
+    char digits[32];
+    char *p = digits + sizeof digits;
+    uint64_t v = (uint64_t)ns;
+    for (int k = 0; k < 3; k++) {
+        *--p = (char)('0' + v % 10);
+        v /= 10;
+    }
+    *--p = '.';
+    do {
+        *--p = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    return text_put(t, p, (size_t)(digits + sizeof digits - p));
+}
+
+/* _merge_chrome_lines(buf, pos, stop, known, pids, shift, sep) ->
+ * (position after the last line taken, their text, how many). */
+static PyObject *
+merge_chrome_lines(PyObject *Py_UNUSED(module), PyObject *const *args,
+                   Py_ssize_t nargs)
+{
+    if (nargs != 7) {
+        PyErr_Format(PyExc_TypeError, "_merge_chrome_lines() takes 7 "
+                     "arguments (%zd given)", nargs);
+        return NULL;
+    }
+    PyObject *buf = args[0], *known = args[3], *pids = args[4];
+    PyObject *sep = args[6];
+    if (!PyUnicode_Check(buf) || !PyDict_Check(known) || !PyDict_Check(pids)
+        || !PyUnicode_Check(sep)) {
+        PyErr_SetString(PyExc_TypeError, "_merge_chrome_lines(str, int, int, "
+                        "dict, dict, int, str)");
+        return NULL;
+    }
+    Py_ssize_t pos = PyLong_AsSsize_t(args[1]);
+    if (pos == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    Py_ssize_t stop = PyLong_AsSsize_t(args[2]);
+    if (stop == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    int64_t shift;
+    int rc = as_int64(args[5], &shift);
+    if (rc < 0) {
+        return NULL;
+    }
+    Py_ssize_t len = PyUnicode_GET_LENGTH(buf);
+    if (rc > 0 || shift < 0 || pos < 0 || pos > len
+        || PyUnicode_KIND(buf) != PyUnicode_1BYTE_KIND
+        || PyUnicode_KIND(sep) != PyUnicode_1BYTE_KIND) {
+        /* All left to the Python path. */
+        return Py_BuildValue("(nsnnn)", pos, "", (Py_ssize_t)0, (Py_ssize_t)-1,
+                             (Py_ssize_t)-1);
+    }
+    if (stop > len) {
+        stop = len;
+    }
+    cursor c = {PyUnicode_1BYTE_DATA(buf), pos, len};
+    text out = {NULL, 0, 0};
+    const Py_UCS1 *first_sep = PyUnicode_1BYTE_DATA(sep);
+    size_t first_sep_len = (size_t)PyUnicode_GET_LENGTH(sep);
+    Py_ssize_t count = 0, miss_start = -1, miss_end = -1;
+    int64_t last_pid = -1;
+    key_slot *slots = PyMem_Calloc(KEY_SLOTS, sizeof(key_slot));
+    if (slots == NULL) {
+        return PyErr_NoMemory();
+    }
+    const char *pid_text = NULL;  /* of last_pid, in a str of pids */
+    Py_ssize_t pid_len = 0;
+    while (c.i < stop) {
+        line ln;
+        Py_ssize_t at = c.i;
+        if (!parse_line(&c, &ln) || ln.ts > INT64_MAX - shift) {
+            c.i = at;
+            break;
+        }
+        if (lookup_key(slots, known, 0, buf, c.s, ln.key_start,
+                       ln.key_end) == NULL) {
+            if (PyErr_Occurred()) {
+                goto error;
+            }
+            c.i = at;  /* a name or location not checked yet */
+            miss_start = ln.key_start;
+            miss_end = ln.key_end;
+            break;
+        }
+        if (pid_text == NULL || ln.pid != last_pid) {
+            PyObject *pid = PyLong_FromLongLong(ln.pid);
+            if (pid == NULL) {
+                goto error;
+            }
+            PyObject *new = PyDict_GetItemWithError(pids, pid);
+            Py_DECREF(pid);
+            if (new == NULL) {
+                if (PyErr_Occurred()) {
+                    goto error;
+                }
+                c.i = at;  /* a pid not met yet */
+                miss_start = ln.key_start;
+                miss_end = ln.key_end;
+                break;
+            }
+            if (!PyUnicode_Check(new)
+                || PyUnicode_KIND(new) != PyUnicode_1BYTE_KIND) {
+                PyErr_SetString(PyExc_TypeError, "_merge_chrome_lines(): "
+                                "pids maps a pid to its new pid's text");
+                goto error;
+            }
+            /* Borrowed: pids keeps it while this runs. */
+            pid_text = (const char *)PyUnicode_1BYTE_DATA(new);
+            pid_len = PyUnicode_GET_LENGTH(new);
+            last_pid = ln.pid;
+        }
+        const char *s = (const char *)c.s;
+        if ((count == 0 ? text_put(&out, first_sep, first_sep_len)
+                        : text_put(&out, ",\n", 2)) < 0
+            || text_put(&out, s + at, (size_t)(ln.pid_start - at)) < 0
+            || text_put(&out, pid_text, (size_t)pid_len) < 0
+            || text_put(&out, s + ln.pid_end,
+                        (size_t)(ln.ts_start - ln.pid_end)) < 0
+            || text_put_us(&out, ln.ts + shift) < 0
+            || text_put(&out, s + ln.ts_end,
+                        (size_t)(c.i - 2 - ln.ts_end)) < 0) {
+            goto error;
+        }
+        count++;
+    }
+    PyMem_Free(slots);
+    PyObject *result = PyUnicode_DecodeLatin1(out.data ? out.data : "",
+                                              (Py_ssize_t)out.len, NULL);
+    PyMem_Free(out.data);
+    if (result == NULL) {
+        return NULL;
+    }
+    return Py_BuildValue("(nNnnn)", c.i, result, count, miss_start, miss_end);
+
+error:
+    PyMem_Free(slots);
+    PyMem_Free(out.data);
+    return NULL;
+}
+
+PyMethodDef ft_merge_chrome_lines_def = {
+    "_merge_chrome_lines", (PyCFunction)(void (*)(void))merge_chrome_lines,
+    METH_FASTCALL,
+    "_merge_chrome_lines($module, buf, pos, stop, known, pids, shift, sep, /)"
+    "\n--\n\n"
+    "For frametrace.merge: the lines of buf from pos laid out as the C\n"
+    "writer lays them out, whose name and location (known: the text from\n"
+    "the name's opening quote to the file's closing quote) and pid (pids:\n"
+    "pid -> the text of its new pid) are known, starting before stop, as\n"
+    "merge writes them: pid replaced, ts moved by shift ns, each after a\n"
+    "separator (sep, then \",\\n\").  Returns (the position of the first\n"
+    "line not taken, the text, how many lines, and the start and end of the\n"
+    "key text of the line not taken when only its key or pid was unknown,\n"
+    "else -1, -1).",
+};
