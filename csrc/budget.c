@@ -59,10 +59,19 @@ ft_budget_sweep(ft_tracer *tracer)
         ids[n++] = PyThreadState_GetID(p);
     }
     qsort(ids, n, sizeof(uint64_t), compare_ids);
+    unsigned long caller = PyThread_get_thread_ident();
     Py_ssize_t live = 0;
     for (Py_ssize_t i = 0; i < tracer->nthreads; i++) {
         ft_thread *th = tracer->threads[i];
         if (th->ended || th->ring.buf == NULL) {
+            continue;
+        }
+        /* The calling OS thread is alive, whatever its thread state: one
+         * that C code makes and deletes around each call into Python
+         * (PyGILState_Ensure()) gets a new id each time, while the thread
+         * cache still gives the ft_thread of the first. */
+        if (th->thread_id == caller) {
+            live++;
             continue;
         }
         if (bsearch(&th->tstate_id, ids, n, sizeof(uint64_t),
@@ -87,15 +96,15 @@ ft_budget_adopted(ft_tracer *tracer, ft_thread *th)
     }
 }
 
-/* Discards the ring of the ended thread whose newest record is oldest.
- * Returns whether there was one. */
+/* Discards the ring of the ended thread whose newest record is oldest,
+ * never keep's (the ring about to grow).  Returns whether there was one. */
 static int
-discard_oldest_ended(ft_tracer *tracer)
+discard_oldest_ended(ft_tracer *tracer, const ft_thread *keep)
 {
     ft_thread *oldest = NULL;
     for (Py_ssize_t i = 0; i < tracer->nthreads; i++) {
         ft_thread *th = tracer->threads[i];
-        if (th->ended && th->ring.buf != NULL
+        if (th->ended && th->ring.buf != NULL && th != keep
             && (oldest == NULL || th->ring.last < oldest->ring.last)) {
             oldest = th;
         }
@@ -108,14 +117,14 @@ discard_oldest_ended(ft_tracer *tracer)
     return 1;
 }
 
-/* Makes room for `need` more bytes within max_memory: ended threads' rings
- * first.  Whether it fits. */
+/* Makes room for `need` more bytes of keep's ring within max_memory:
+ * ended threads' rings first.  Whether it fits. */
 static int
-make_room(ft_tracer *tracer, uint64_t need)
+make_room(ft_tracer *tracer, const ft_thread *keep, uint64_t need)
 {
     int swept = 0;
     while (tracer->ring_bytes + need > tracer->max_memory) {
-        if (discard_oldest_ended(tracer)) {
+        if (discard_oldest_ended(tracer, keep)) {
             continue;
         }
         if (swept) {
@@ -135,7 +144,7 @@ ft_budget_grow(ft_tracer *tracer, ft_thread *th)
     uint64_t capacity = ft_ring_next_capacity(ring);
     /* Page rounding aside (a page at most). */
     uint64_t need = (capacity - ring->capacity) * sizeof(uint64_t);
-    if (!make_room(tracer, need)) {
+    if (!make_room(tracer, th, need)) {
         /* Live threads fill the bound: what is left, if a page or more,
          * then this ring wraps at its size. */
         uint64_t left = tracer->max_memory > tracer->ring_bytes

@@ -29,7 +29,10 @@
 static int64_t
 last_record(const ft_thread *th)
 {
-    int64_t ticks = th->ring.buf != NULL ? th->ring.last : th->base_ticks;
+    /* A ring the memory bound discarded keeps the time of its newest
+     * record. */
+    int64_t ticks = th->ring.buf != NULL || th->ring.discarded != 0
+                    ? th->ring.last : th->base_ticks;
     return ticks != 0 ? ticks : 1;
 }
 

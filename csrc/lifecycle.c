@@ -228,6 +228,34 @@ thread_names(void)
     return names;
 }
 
+/* {ident: name} of the calling thread only (new reference; NULL when
+ * out of memory): a thread that starts pays for itself, not for every
+ * thread alive.  threading has put it in its table before its profile
+ * function runs.  Runs Python code; leaves no exception. */
+static PyObject *
+caller_thread_names(void)
+{
+    ft_saved_exc saved;
+    FT_SAVE_EXC(saved);
+    PyObject *names = PyDict_New();
+    PyObject *threading = PyImport_ImportModule("threading");
+    PyObject *thread = threading
+        ? PyObject_CallMethod(threading, "current_thread", NULL) : NULL;
+    PyObject *ident = thread ? PyObject_GetAttrString(thread, "ident") : NULL;
+    PyObject *name = ident && PyLong_Check(ident)
+        ? PyObject_GetAttrString(thread, "name") : NULL;
+    if (names != NULL && name != NULL && PyUnicode_Check(name)) {
+        PyDict_SetItem(names, ident, name);
+    }
+    Py_XDECREF(name);
+    Py_XDECREF(ident);
+    Py_XDECREF(thread);
+    Py_XDECREF(threading);
+    PyErr_Clear();
+    FT_RESTORE_EXC(saved);
+    return names;
+}
+
 /* Whether a thread state with this id (unique in the process) is alive. */
 static int
 tstate_id_alive(uint64_t id)
@@ -273,7 +301,12 @@ alloc_ring(ft_ring *ring, uint64_t capacity, int64_t origin)
 static void
 adopt_ring(ft_tracer *tracer, ft_thread *th, const ft_ring *ring)
 {
+    /* A ring the memory bound discarded stays counted (the thread went on
+     * recording, later, in a new one). */
+    uint64_t discarded = th->ring.discarded;
     th->ring = *ring;
+    th->ring.discarded += discarded;
+    th->ended = 0;
     ft_budget_adopted(tracer, th);
     /* A thread state registered before its OS thread bound it had no ids
      * yet (3.12+: 0), or its creator's (3.10/3.11). */
@@ -1617,9 +1650,9 @@ ft_bootstrap_thread(ft_state *state, PyObject *const *args, Py_ssize_t nargs)
     if (tracer->phase == FT_PHASE_ARMED) {
         return arm_thread(tracer);
     }
-    /* Threads' names run Python code (untraced: this is a profile
-     * function), during which the tracer may stop: look again after. */
-    PyObject *names = thread_names();
+    /* Its name runs Python code (untraced: this is a profile function),
+     * during which the tracer may stop: look again after. */
+    PyObject *names = caller_thread_names();
     tracer = state->active;
     if (tracer == NULL || tracer->phase != FT_PHASE_ACTIVE) {
         Py_XDECREF(names);

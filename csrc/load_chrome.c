@@ -424,6 +424,12 @@ load_chrome_calls(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             miss_end = ln.key_end;
             break;
         }
+        /* The Event's getters index it without checks. */
+        if (!PyTuple_CheckExact(info) || PyTuple_GET_SIZE(info) != 4) {
+            PyErr_SetString(PyExc_TypeError, "_load_chrome_calls(): "
+                            "infos maps keys to 4-tuples");
+            goto error;
+        }
         if (thread == NULL || ln.pid != last_pid || ln.tid != last_tid) {
             PyObject *tkey = Py_BuildValue("(LL)", (long long)ln.pid,
                                            (long long)ln.tid);
@@ -442,10 +448,12 @@ load_chrome_calls(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
                 break;
             }
             if (!PyTuple_Check(entry) || PyTuple_GET_SIZE(entry) != 2
-                || !PyTuple_Check(PyTuple_GET_ITEM(entry, 0))
+                || !PyTuple_CheckExact(PyTuple_GET_ITEM(entry, 0))
+                || PyTuple_GET_SIZE(PyTuple_GET_ITEM(entry, 0)) != 3
                 || !PyList_Check(PyTuple_GET_ITEM(entry, 1))) {
                 PyErr_SetString(PyExc_TypeError, "_load_chrome_calls(): "
-                                "threads maps (pid, tid) to (thread, stack)");
+                                "threads maps (pid, tid) to (thread 3-tuple, "
+                                "stack)");
                 goto error;
             }
             thread = PyTuple_GET_ITEM(entry, 0);
