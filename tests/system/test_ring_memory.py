@@ -60,6 +60,48 @@ def test_a_ring_grows_as_it_fills_and_is_resident_ahead_of_its_writer():
     assert 92 << 20 <= result["ring_bytes"] <= 95 << 20, result
 
 
+def test_the_hot_path_takes_no_page_fault_growing_or_wrapping():
+    """Growth faults its pages in from the slow path, ahead of the writer:
+    the records written into what a growth committed take no fault (written
+    as they come, they would take one a page), nor do those of a ring that
+    wraps at its full size."""
+    result = run(f"""
+        import json, resource
+        import frametrace
+
+        def leaf():
+            pass
+
+        def loop(n):
+            for _ in range(n):
+                leaf()
+
+        def faults():
+            return resource.getrusage(resource.RUSAGE_THREAD).ru_minflt
+
+        loop(100_000)
+        t = frametrace.Tracer(buffer_size=1 << 21)  # 16 MiB
+        t.start()
+        loop(65_600)  # 131,200 records: just past 1 MiB, grown to 2 MiB
+        committed = t.ring_bytes
+        before = faults()
+        loop(50_000)  # 100,000 records, 0.8 MiB: 195 pages, all committed
+        ahead = faults() - before
+        loop(4_000_000)  # grown to 16 MiB, wrapping
+        full = t.ring_bytes
+        before = faults()
+        loop(2_000_000)  # 4M records, all wrapping
+        wrapping = faults() - before
+        t.stop()
+        print(json.dumps(dict(committed=committed, ahead=ahead, full=full,
+                              wrapping=wrapping)))
+    """)
+    assert result["committed"] == 2 << 20, result
+    assert result["full"] == 16 << 20, result
+    assert result["ahead"] <= 8, result
+    assert result["wrapping"] <= 8, result
+
+
 THREADS = 3000
 
 
