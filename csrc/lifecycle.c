@@ -193,67 +193,70 @@ ft_free_threads(ft_tracer *self)
     self->rings_since_sweep = 0;
 }
 
-/* {ident: name} of the threads threading knows (new reference; NULL when
- * even that failed).  Runs Python code; never raises: names are best
- * effort. */
+/* Adds thread's {ident: name} to names, when it has both.  Leaves no
+ * exception. */
+static void
+add_thread_name(PyObject *names, PyObject *thread)
+{
+    PyObject *ident = PyObject_GetAttrString(thread, "ident");
+    PyObject *name = ident && PyLong_Check(ident)
+        ? PyObject_GetAttrString(thread, "name") : NULL;
+    if (name != NULL && PyUnicode_Check(name)) {
+        PyDict_SetItem(names, ident, name);
+    }
+    Py_XDECREF(name);
+    Py_XDECREF(ident);
+    PyErr_Clear();
+}
+
+/* {ident: name} of the threads threading knows, or of the calling thread
+ * only (caller_only: a thread that starts pays for itself, not for every
+ * thread alive; threading has put it in its table before its profile
+ * function runs).  New reference; NULL when even that failed.  Runs Python
+ * code; never raises: names are best effort. */
 static PyObject *
-thread_names(void)
+names_of_threads(int caller_only)
 {
     ft_saved_exc saved;
     FT_SAVE_EXC(saved);
     PyObject *names = PyDict_New();
     PyObject *threading = PyImport_ImportModule("threading");
-    /* Every Thread object threading knows: dummy ones for foreign threads
-     * included, with no ident yet for those not started. */
-    PyObject *threads = threading
-        ? PyObject_CallMethod(threading, "enumerate", NULL) : NULL;
-    PyObject *list = threads ? PySequence_List(threads) : NULL;
-    for (Py_ssize_t i = 0; names && list && i < PyList_GET_SIZE(list); i++) {
-        PyObject *thread = PyList_GET_ITEM(list, i);
-        PyObject *ident = PyObject_GetAttrString(thread, "ident");
-        PyObject *name = ident && PyLong_Check(ident)
-            ? PyObject_GetAttrString(thread, "name") : NULL;
-        if (name != NULL && PyUnicode_Check(name)) {
-            PyDict_SetItem(names, ident, name);
+    /* enumerate(): every Thread object threading knows, dummy ones for
+     * foreign threads included, with no ident yet for those not started. */
+    PyObject *found = threading
+        ? PyObject_CallMethod(threading,
+                              caller_only ? "current_thread" : "enumerate",
+                              NULL)
+        : NULL;
+    if (names != NULL && found != NULL) {
+        if (caller_only) {
+            add_thread_name(names, found);
         }
-        Py_XDECREF(name);
-        Py_XDECREF(ident);
-        PyErr_Clear();
+        else {
+            PyObject *list = PySequence_List(found);
+            for (Py_ssize_t i = 0; list && i < PyList_GET_SIZE(list); i++) {
+                add_thread_name(names, PyList_GET_ITEM(list, i));
+            }
+            Py_XDECREF(list);
+        }
     }
-    Py_XDECREF(list);
-    Py_XDECREF(threads);
+    Py_XDECREF(found);
     Py_XDECREF(threading);
     PyErr_Clear();
     FT_RESTORE_EXC(saved);
     return names;
 }
 
-/* {ident: name} of the calling thread only (new reference; NULL when
- * out of memory): a thread that starts pays for itself, not for every
- * thread alive.  threading has put it in its table before its profile
- * function runs.  Runs Python code; leaves no exception. */
+static PyObject *
+thread_names(void)
+{
+    return names_of_threads(0);
+}
+
 static PyObject *
 caller_thread_names(void)
 {
-    ft_saved_exc saved;
-    FT_SAVE_EXC(saved);
-    PyObject *names = PyDict_New();
-    PyObject *threading = PyImport_ImportModule("threading");
-    PyObject *thread = threading
-        ? PyObject_CallMethod(threading, "current_thread", NULL) : NULL;
-    PyObject *ident = thread ? PyObject_GetAttrString(thread, "ident") : NULL;
-    PyObject *name = ident && PyLong_Check(ident)
-        ? PyObject_GetAttrString(thread, "name") : NULL;
-    if (names != NULL && name != NULL && PyUnicode_Check(name)) {
-        PyDict_SetItem(names, ident, name);
-    }
-    Py_XDECREF(name);
-    Py_XDECREF(ident);
-    Py_XDECREF(thread);
-    Py_XDECREF(threading);
-    PyErr_Clear();
-    FT_RESTORE_EXC(saved);
-    return names;
+    return names_of_threads(1);
 }
 
 /* Whether a thread state with this id (unique in the process) is alive. */
