@@ -74,6 +74,43 @@ ft_event_from_record(PyTypeObject *type, PyObject *info, PyObject *thread,
 }
 
 int
+ft_event_values_span(PyObject *values, ft_event *out)
+{
+    if (!PyTuple_CheckExact(values)
+        || PyTuple_GET_SIZE(values) != FT_EVENT_NFIELDS) {
+        return -1;
+    }
+    int64_t span[2];
+    for (int k = 0; k < 2; k++) {
+        PyObject *value = PyTuple_GET_ITEM(values, k == 0 ? F_START : F_END);
+        int overflow;
+        if (!PyLong_CheckExact(value)) {
+            return -1;
+        }
+        span[k] = PyLong_AsLongLongAndOverflow(value, &overflow);
+        if (overflow || (span[k] == -1 && PyErr_Occurred())) {
+            PyErr_Clear();
+            return -1;
+        }
+    }
+    uint8_t flags[3];
+    static const int at[3] = {F_OPEN_START, F_OPEN_STOP, F_OPEN_LOSS};
+    for (int k = 0; k < 3; k++) {
+        PyObject *value = PyTuple_GET_ITEM(values, at[k]);
+        if (value != Py_True && value != Py_False) {
+            return -1;
+        }
+        flags[k] = value == Py_True;
+    }
+    out->start_ns = span[0];
+    out->end_ns = span[1];
+    out->open_at_start = flags[0];
+    out->open_at_stop = flags[1];
+    out->open_at_loss = flags[2];
+    return 0;
+}
+
+int
 ft_event_span(ft_state *state, PyObject *obj, ft_event *out)
 {
     if (!Py_IS_TYPE(obj, state->event_type)) {
@@ -88,35 +125,7 @@ ft_event_span(ft_state *state, PyObject *obj, ft_event *out)
         out->open_at_loss = self->open_at_loss;
         return 0;
     }
-    PyObject *info = self->info;
-    int64_t span[2];
-    for (int k = 0; k < 2; k++) {
-        PyObject *value = PyTuple_GET_ITEM(info, k == 0 ? F_START : F_END);
-        int overflow;
-        if (!PyLong_CheckExact(value)) {
-            return -1;
-        }
-        span[k] = PyLong_AsLongLongAndOverflow(value, &overflow);
-        if (overflow || (span[k] == -1 && PyErr_Occurred())) {
-            PyErr_Clear();
-            return -1;
-        }
-    }
-    uint8_t flags[3];
-    static const int at[3] = {F_OPEN_START, F_OPEN_STOP, F_OPEN_LOSS};
-    for (int k = 0; k < 3; k++) {
-        PyObject *value = PyTuple_GET_ITEM(info, at[k]);
-        if (value != Py_True && value != Py_False) {
-            return -1;
-        }
-        flags[k] = value == Py_True;
-    }
-    out->start_ns = span[0];
-    out->end_ns = span[1];
-    out->open_at_start = flags[0];
-    out->open_at_stop = flags[1];
-    out->open_at_loss = flags[2];
-    return 0;
+    return ft_event_values_span(self->info, out);  /* its 14 values */
 }
 
 /* New reference to field i (0 <= i < FT_EVENT_NFIELDS). */

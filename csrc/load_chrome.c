@@ -248,37 +248,7 @@ event_at(ft_state *state, PyObject *calls, PyObject *index, ft_event *out)
     if (!PyTuple_CheckExact(item)) {
         return ft_event_span(state, item, out);
     }
-    if (PyTuple_GET_SIZE(item) != 14) {
-        return -1;
-    }
-    static const int at[3] = {10, 11, 13};  /* open_at_start, _stop, _loss */
-    uint8_t flags[3];
-    for (int k = 0; k < 3; k++) {
-        PyObject *flag = PyTuple_GET_ITEM(item, at[k]);
-        if (flag != Py_True && flag != Py_False) {
-            return -1;
-        }
-        flags[k] = flag == Py_True;
-    }
-    int64_t span[2];
-    for (int k = 0; k < 2; k++) {
-        PyObject *value = PyTuple_GET_ITEM(item, 6 + k);  /* start, end */
-        int overflow;
-        if (!PyLong_CheckExact(value)) {
-            return -1;
-        }
-        span[k] = PyLong_AsLongLongAndOverflow(value, &overflow);
-        if (overflow || (span[k] == -1 && PyErr_Occurred())) {
-            PyErr_Clear();
-            return -1;
-        }
-    }
-    out->start_ns = span[0];
-    out->end_ns = span[1];
-    out->open_at_start = flags[0];
-    out->open_at_stop = flags[1];
-    out->open_at_loss = flags[2];
-    return 0;
+    return ft_event_values_span(item, out);
 }
 
 /* Depth and parent of the next event of a thread whose open events'

@@ -451,6 +451,8 @@ PyObject *ft_event_from_record(PyTypeObject *type, PyObject *info,
  * -1 (no exception set) when obj is no Event or its values are not int64
  * and bools. */
 int ft_event_span(ft_state *state, PyObject *obj, ft_event *out);
+/* The same of an Event's 14 values as a tuple (the loader's). */
+int ft_event_values_span(PyObject *values, ft_event *out);
 
 /* ==== load_chrome.c: the loader's fast path ==== */
 extern PyMethodDef ft_load_chrome_calls_def;
