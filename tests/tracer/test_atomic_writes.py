@@ -18,15 +18,19 @@ from frametrace.export import trace_document, write_chrome, write_json, write_pe
 from frametrace.loader import merge, read_other_data
 from targets import calls
 
+# How the writers handle their files: the same whatever clock or backend
+# recorded the trace.
+pytestmark = pytest.mark.one_setup
+
 PREVIOUS = b"the previous trace\n"
 C_WRITERS = [(write_chrome, "t.json"), (write_chrome, "t.json.gz"),
              (write_perfetto, "t.pftrace"), (write_perfetto, "t.pftrace.gz")]
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def long_trace():
     """A stopped tracer with more than 2**20 events: the C writers call
-    their progress callback once."""
+    their progress callback once.  Recorded once: the tests only write it."""
     def loop(n):
         for i in range(n):
             calls.leaf(i)

@@ -140,6 +140,7 @@ def test_misuse(tmp_path):
         tracer._write_perfetto(str(tmp_path / "x"), pid=1, process_name="p", thread_names=[], tracks=[])
 
 
+@pytest.mark.one_setup  # the writer's progress, whatever recorded the trace
 def test_progress_of_long_exports(tmp_path):
     import io
 

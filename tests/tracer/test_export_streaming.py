@@ -199,6 +199,7 @@ def test_perfetto_thread_sequences_are_the_format_s_bytes(tmp_path, suffix):
 # ---- memory: the largest thread, not all of them -----------------------------
 
 
+@pytest.mark.one_setup
 @needs_plain_allocator
 def test_peak_memory_of_an_export_is_the_largest_thread_s(tmp_path, monkeypatch):
     # glibc's mmap threshold fixed: otherwise it rises after a large free
@@ -251,6 +252,7 @@ def test_peak_memory_of_an_export_is_the_largest_thread_s(tmp_path, monkeypatch)
         assert peak < all_rings, (peak, result)
 
 # ---- the GIL: other threads run, clear() and dropping the tracer are safe ----
+# The writers' locking, whatever recorded the trace: one setup.
 
 
 def leaf(i):
@@ -271,9 +273,10 @@ def record_big():
     return tracer
 
 
+@pytest.mark.one_setup
 @pytest.mark.parametrize("writer, name", [(write_chrome, "t.json"), (write_perfetto, "t.pftrace")])
-def test_other_threads_run_while_a_write_runs(tmp_path, writer, name):
-    tracer = record_big()
+def test_other_threads_run_while_a_write_runs(tmp_path, writer, name, big):
+    tracer = big
     done = threading.Event()
     result = []
 
@@ -296,6 +299,7 @@ def test_other_threads_run_while_a_write_runs(tmp_path, writer, name):
     assert iterations >= 200, iterations
 
 
+@pytest.mark.one_setup
 @pytest.mark.parametrize("writer, name", [(write_chrome, "t.json"), (write_perfetto, "t.pftrace")])
 def test_clear_from_another_thread_during_a_write(tmp_path, writer, name):
     """clear() from another thread while a write runs returns at once: the
@@ -333,6 +337,7 @@ def test_clear_from_another_thread_during_a_write(tmp_path, writer, name):
     assert os.path.getsize(tmp_path / name) > events
 
 
+@pytest.mark.one_setup
 @pytest.mark.parametrize("writer, name", [(write_chrome, "t.json"), (write_perfetto, "t.pftrace")])
 def test_tracer_dropped_during_a_write(tmp_path, writer, name):
     """The write holds the tracer: dropping every other reference (and
@@ -365,6 +370,7 @@ def test_tracer_dropped_during_a_write(tmp_path, writer, name):
     assert ref() is None
 
 
+@pytest.mark.one_setup
 def test_concurrent_writes_of_one_tracer(tmp_path, big):
     """Two threads writing the same tracer at once, and getEvents() beside
     them: the same files as one at a time."""
@@ -388,6 +394,7 @@ def test_concurrent_writes_of_one_tracer(tmp_path, big):
     assert events_part("one.json") == events_part("two.json")
 
 
+@pytest.mark.one_setup
 def test_clear_in_a_forked_child_of_a_write(tmp_path, big):
     """A child forked while a write runs has the pin but not the writer:
     its clear() frees the records at once, and its tracer is cleared."""
@@ -424,6 +431,7 @@ def test_clear_in_a_forked_child_of_a_write(tmp_path, big):
     assert big.threads  # the parent's records are its own
 
 
+@pytest.mark.one_setup
 @pytest.mark.parametrize("writer", [write_chrome, write_perfetto])
 def test_a_child_forked_by_progress_does_not_go_on_writing(big, writer):
     """progress forks, and the child clears the tracer and returns: the

@@ -10,7 +10,7 @@ import pytest
 
 import frametrace
 from frametrace import reports
-from support import frames_of
+from support import frames_of, needs_plain_allocator
 from targets import calls
 
 CALLS = calls.__file__
@@ -348,6 +348,9 @@ def collapsed_peak(events):
         tracemalloc.stop()
 
 
+# tracemalloc in this process: CPython 3.11's leaks tracebacks at exit,
+# which LeakSanitizer reports.
+@needs_plain_allocator
 def test_collapsed_memory_is_linear_in_depth():
     # Each path's label spelt out whole cost memory quadratic in depth (a
     # 12,000-deep chain: about 900 MB); now a line is made when written.
