@@ -1,7 +1,7 @@
 """Reports on a big trace: events/s and peak RSS of load, summary,
 flamegraph, to_pstats, to_collapsed and merge.
 
-    python benchmarks/reports.py [--events N] [--dir DIR] [--only a,b]
+    python benchmarks/reports.py [--events N] [--dir DIR] [--only a,b] [--passes c,python]
 
 Writes (once; kept in DIR) a synthetic Chrome trace of N events laid out as
 frametrace's C writer lays them out (4 threads, call trees up to 40 deep
@@ -10,7 +10,9 @@ reads the child's peak RSS (VmHWM) and CPU time (time.process_time(): on
 a machine shared with other jobs, steadier than the wall-clock time).
 "x events" is peak RSS over the size of the Python Events the report
 reads (sys.getsizeof of one Event, times N); load and merge are timed
-from the file, the others from the loaded trace (load time left out).  A report, never a test: nothing is asserted.
+from the file, the others from the loaded trace (load time left out).
+--passes c,python runs the reports with their pass over the events in C
+(the default) and with the Python pass (reports._use_c = False) too.  A report, never a test: nothing is asserted.
 """
 from __future__ import annotations
 
@@ -99,7 +101,8 @@ def generate(path: str, n: int, seed: int = 1) -> None:
 CHILD = r"""
 import os, sys, time, frametrace
 from frametrace import loader, reports
-what, path, out = sys.argv[1:4]
+what, path, out, report_pass = sys.argv[1:5]
+reports._use_c = report_pass == "c"
 def hwm():
     with open("/proc/self/status") as fh:
         for line in fh:
@@ -151,6 +154,7 @@ def main() -> None:
     ap.add_argument("--events", type=int, default=15_000_000)
     ap.add_argument("--dir", default="/tmp/frametrace-reports-bench")
     ap.add_argument("--only", default=",".join(REPORTS))
+    ap.add_argument("--passes", default="c", help="c, python or c,python: the reports' pass")
     ns = ap.parse_args()
     os.makedirs(ns.dir, exist_ok=True)
     path = os.path.join(ns.dir, f"trace-{ns.events}.json")
@@ -164,21 +168,25 @@ def main() -> None:
     ev_bytes = per_event * ns.events
     print(f"{ns.events:,} events, file {size / 2**20:.0f} MiB, Events {ev_bytes / 2**20:.0f} MiB "
           f"({per_event} B each); Python {sys.version.split()[0]}")
-    print("| report | seconds | events/s | CPU s | events/CPU s | peak RSS MiB | peak / Events |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
+    print("| report | pass | seconds | events/s | CPU s | events/CPU s | peak RSS MiB | peak / Events |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|")
     for what in ns.only.split(","):
-        out = os.path.join(ns.dir, "out-" + what)
-        res = subprocess.run([sys.executable, "-c", CHILD, what, path, out],
-                             capture_output=True, text=True)
-        if res.returncode:
-            print(f"| {what} | failed: {res.stderr.strip().splitlines()[-1:]} | | | | | |")
-            continue
-        dt, peak, _base, _n, cpu = eval(res.stdout.strip().splitlines()[-1])
-        print(f"| {what} | {dt:.1f} | {ns.events / dt / 1e6:.2f}M | {cpu:.1f} | "
-              f"{ns.events / cpu / 1e6:.2f}M | {peak / 2**20:.0f} | {peak / ev_bytes:.2f}x |",
-              flush=True)
-        if os.path.exists(out):
-            os.remove(out)
+        for report_pass in ns.passes.split(","):
+            if what in ("load", "merge") and report_pass != ns.passes.split(",")[0]:
+                continue  # no report pass in them
+            out = os.path.join(ns.dir, "out-" + what)
+            res = subprocess.run([sys.executable, "-c", CHILD, what, path, out, report_pass],
+                                 capture_output=True, text=True)
+            if res.returncode:
+                print(f"| {what} | {report_pass} | failed: "
+                      f"{res.stderr.strip().splitlines()[-1:]} | | | | | |")
+                continue
+            dt, peak, _base, _n, cpu = eval(res.stdout.strip().splitlines()[-1])
+            print(f"| {what} | {report_pass} | {dt:.1f} | {ns.events / dt / 1e6:.2f}M | {cpu:.1f} | "
+                  f"{ns.events / cpu / 1e6:.2f}M | {peak / 2**20:.0f} | {peak / ev_bytes:.2f}x |",
+                  flush=True)
+            if os.path.exists(out):
+                os.remove(out)
 
 
 if __name__ == "__main__":

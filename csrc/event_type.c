@@ -111,6 +111,39 @@ ft_event_values_span(PyObject *values, ft_event *out)
 }
 
 int
+ft_event_parts(ft_state *state, PyObject *obj, PyObject **info,
+               PyObject **thread, ft_event *out)
+{
+    if (!Py_IS_TYPE(obj, state->event_type)) {
+        return -1;
+    }
+    ft_eventobject *self = (ft_eventobject *)obj;
+    *info = self->info;
+    *thread = self->thread;
+    if (!IS_RECORDED(self)) {
+        PyObject *parent = PyTuple_GET_ITEM(self->info, F_PARENT);
+        int overflow;
+        if (ft_event_values_span(self->info, out) < 0
+            || !PyLong_CheckExact(parent)) {
+            return -1;
+        }
+        out->parent = PyLong_AsLongLongAndOverflow(parent, &overflow);
+        if (overflow || (out->parent == -1 && PyErr_Occurred())) {
+            PyErr_Clear();
+            return -1;
+        }
+        return 0;
+    }
+    out->start_ns = self->start_ns;
+    out->end_ns = self->end_ns;
+    out->parent = self->parent;
+    out->open_at_start = self->open_at_start;
+    out->open_at_stop = self->open_at_stop;
+    out->open_at_loss = self->open_at_loss;
+    return 0;
+}
+
+int
 ft_event_span(ft_state *state, PyObject *obj, ft_event *out)
 {
     if (!Py_IS_TYPE(obj, state->event_type)) {

@@ -132,6 +132,16 @@ module_exec(PyObject *module)
     if (rc < 0) {
         return -1;
     }
+    PyObject *report_pass = PyCFunction_NewEx(&ft_report_pass_def, module,
+                                              NULL);
+    if (report_pass == NULL) {
+        return -1;
+    }
+    rc = PyModule_AddObjectRef(module, "_report_pass", report_pass);
+    Py_DECREF(report_pass);
+    if (rc < 0) {
+        return -1;
+    }
     state->thread_bootstrap = PyCFunction_NewEx(&ft_thread_bootstrap_def,
                                                 module, NULL);
     if (state->thread_bootstrap == NULL) {

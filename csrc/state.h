@@ -453,10 +453,21 @@ PyObject *ft_event_from_record(PyTypeObject *type, PyObject *info,
 int ft_event_span(ft_state *state, PyObject *obj, ft_event *out);
 /* The same of an Event's 14 values as a tuple (the loader's). */
 int ft_event_values_span(PyObject *values, ft_event *out);
+/* An Event's parts: for one built by getEvents() or the loader's C path,
+ * its shared (name, filename, lineno, kind) and (thread_id,
+ * native_thread_id, thread_serial) tuples; for an Event(values), *info is
+ * its 14 values and *thread NULL (both borrowed).  Its start, end, parent
+ * and open flags into out.  0, or -1 (no exception set) when obj is no
+ * Event or its numbers are not int64 and its flags not bools. */
+int ft_event_parts(ft_state *state, PyObject *obj, PyObject **info,
+                   PyObject **thread, ft_event *out);
 
 /* ==== load_chrome.c: the loader's fast path ==== */
 extern PyMethodDef ft_load_chrome_calls_def;
 extern PyMethodDef ft_merge_chrome_lines_def;
+
+/* ==== report_pass.c: the reports' pass over the events ==== */
+extern PyMethodDef ft_report_pass_def;
 
 /* ==== events.c ==== */
 /* Replays a stopped tracer's records into a list of events. */

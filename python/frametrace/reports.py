@@ -50,6 +50,7 @@ import zlib
 from collections.abc import Sequence as _SequenceABC
 from typing import IO, Any, Iterable, Iterator, Mapping, NamedTuple, Optional, Sequence, Union
 
+from . import _tracer
 from ._output import open_output
 
 __all__ = [
@@ -174,6 +175,19 @@ def _unpack_error(events: Sequence[Any], exc: Exception) -> Exception:
     return exc
 
 
+# The one pass over the events in C (_tracer._report_pass) for the Events
+# of getEvents() and of load(); the Python pass below is the reference and
+# runs for anything else (and where the C pass finds anything wrong, to say
+# what).  False: the Python pass only (tests compare the two).
+_use_c = True
+
+
+def _c_pass(events: Sequence[Any], mode: int) -> Optional[tuple[Any, ...]]:
+    """The C pass's columns (mode 0: by call path, 1: by function, 2: and by
+    caller -> callee pair), or None where it does not take these events."""
+    return _tracer._report_pass(events, mode) if _use_c else None
+
+
 def _display(name: str, filename: str, lineno: int, kind: str) -> str:
     """"name (file:line)" for Python functions, "name" for C functions."""
     return name if kind == "c" else f"{name} ({filename}:{lineno})"
@@ -187,6 +201,13 @@ class _Functions:
     edges, also per (caller, callee) pair, cProfile-style."""
 
     def __init__(self, events: Sequence[Any], edges: bool = False):
+        done = _c_pass(events, 2 if edges else 1)
+        if done is not None:
+            (self.keys, self.calls, self.prim, self.selfs, self.totals, self.capped,
+             self.threads, idents, self.roots, self.ekeys, self.enc, self.epc, self.ett,
+             self.ect) = done
+            self.idents = dict(zip(self.threads, idents))
+            return
         ids: dict[tuple[Any, ...], int] = {}
         keys: list[tuple[Any, ...]] = []  # fid -> (name, filename, lineno, kind, thread_id)
         calls: list[int] = []
@@ -631,20 +652,31 @@ def write_pstats(events: Any, path: PathLike, *, qualnames: bool = False) -> str
     evs, _ = _source(events)
     fs = _Functions(evs, edges=True)
     labels = [pstats_label(*key[:4], qualnames=qualnames) for key in fs.keys]
-    stats: dict[tuple[str, int, str], tuple[Any, ...]] = {}
+    # Sums in lists, added to in place: a function's threads (and
+    # functions that label alike) are one pstats entry.
+    stats: dict[tuple[str, int, str], list[Any]] = {}
     for fid, label in enumerate(labels):
-        prev = stats.get(label)
-        cur = (fs.prim[fid], fs.calls[fid], fs.selfs[fid], fs.totals[fid])
-        if prev is None:
-            stats[label] = cur + ({},)
+        row = stats.get(label)
+        if row is None:
+            stats[label] = [fs.prim[fid], fs.calls[fid], fs.selfs[fid], fs.totals[fid], {}]
         else:
-            stats[label] = tuple(a + b for a, b in zip(prev[:4], cur)) + (prev[4],)
+            row[0] += fs.prim[fid]
+            row[1] += fs.calls[fid]
+            row[2] += fs.selfs[fid]
+            row[3] += fs.totals[fid]
+    callers_of = [stats[label][4] for label in labels]
+    enc, epc, ett, ect = fs.enc, fs.epc, fs.ett, fs.ect
     for eid, (pfid, fid) in enumerate(fs.ekeys):
-        callers = stats[labels[fid]][4]
+        callers = callers_of[fid]
         caller = labels[pfid]
-        cur = (fs.enc[eid], fs.epc[eid], fs.ett[eid], fs.ect[eid])
-        prev = callers.get(caller)
-        callers[caller] = cur if prev is None else tuple(a + b for a, b in zip(prev, cur))
+        edge = callers.get(caller)
+        if edge is None:
+            callers[caller] = [enc[eid], epc[eid], ett[eid], ect[eid]]
+        else:
+            edge[0] += enc[eid]
+            edge[1] += epc[eid]
+            edge[2] += ett[eid]
+            edge[3] += ect[eid]
     out = {}
     for label, (pc, nc, tt, ct, callers) in stats.items():
         out[label] = (pc, nc, tt / 1e9, ct / 1e9,
@@ -663,6 +695,12 @@ class _Paths:
     distinct path, with its total, self time, calls and capped flag."""
 
     def __init__(self, events: Sequence[Any]):
+        done = _c_pass(events, 0)
+        if done is not None:
+            (self.parents, self.info, self.totals, self.selfs, self.calls, self.capped,
+             keys, idents, self.threads) = done
+            self.idents = dict(zip(keys, idents))
+            return
         ids: dict[tuple[Any, ...], int] = {}
         parents: list[int] = []
         info: list[tuple[Any, ...]] = []  # (name, filename, lineno, kind, thread_id)
@@ -799,13 +837,23 @@ def _collapsed_lines(events: Any, weight: str, threads: bool,
             label_value.append(0)
         return lid
 
-    for p, pp in enumerate(paths.parents):
-        info = paths.info[p]
-        frame = frames.get(info[:4])
+    # A function's frame text, by its info tuple (the C pass shares one per
+    # function: looked up by identity first, then by value).
+    frame_of: dict[int, str] = {}
+    held = []  # keeps the info tuples frame_of's ids name alive
+    for p, (pp, info) in enumerate(zip(paths.parents, paths.info)):
+        frame = frame_of.get(id(info))
         if frame is None:
-            frame = frames[info[:4]] = _frame(info)
+            frame = frames.get(info[:4])
+            if frame is None:
+                frame = frames[info[:4]] = _frame(info)
+            frame_of[id(info)] = frame
+            held.append(info)
         if pp >= 0:
-            lid = label(path_label[pp], frame)
+            key = (path_label[pp], frame)
+            lid = label_ids.get(key)
+            if lid is None:
+                lid = label(*key)
         elif threads:
             top = _frame((_thread_label(info[4], paths.idents, shared, names), "", 0, "c"))
             lid = label(label(-1, top), frame)
