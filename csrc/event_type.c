@@ -110,6 +110,17 @@ ft_event_values_span(PyObject *values, ft_event *out)
     return 0;
 }
 
+static void
+recorded_numbers(const ft_eventobject *self, ft_event *out)
+{
+    out->start_ns = self->start_ns;
+    out->end_ns = self->end_ns;
+    out->parent = self->parent;
+    out->open_at_start = self->open_at_start;
+    out->open_at_stop = self->open_at_stop;
+    out->open_at_loss = self->open_at_loss;
+}
+
 int
 ft_event_parts(ft_state *state, PyObject *obj, PyObject **info,
                PyObject **thread, ft_event *out)
@@ -134,12 +145,7 @@ ft_event_parts(ft_state *state, PyObject *obj, PyObject **info,
         }
         return 0;
     }
-    out->start_ns = self->start_ns;
-    out->end_ns = self->end_ns;
-    out->parent = self->parent;
-    out->open_at_start = self->open_at_start;
-    out->open_at_stop = self->open_at_stop;
-    out->open_at_loss = self->open_at_loss;
+    recorded_numbers(self, out);
     return 0;
 }
 
@@ -151,11 +157,7 @@ ft_event_span(ft_state *state, PyObject *obj, ft_event *out)
     }
     ft_eventobject *self = (ft_eventobject *)obj;
     if (IS_RECORDED(self)) {
-        out->start_ns = self->start_ns;
-        out->end_ns = self->end_ns;
-        out->open_at_start = self->open_at_start;
-        out->open_at_stop = self->open_at_stop;
-        out->open_at_loss = self->open_at_loss;
+        recorded_numbers(self, out);
         return 0;
     }
     return ft_event_values_span(self->info, out);  /* its 14 values */

@@ -90,29 +90,6 @@ pairs_put(pair_table *t, pair_slot *s, uint64_t a, uint64_t b, int64_t value)
     return 0;
 }
 
-/* ---- growable arrays ------------------------------------------------------- */
-
-typedef struct {
-    int64_t *items;
-    size_t len, cap;
-} i64vec;
-
-static int
-vec_push(i64vec *v, int64_t x)
-{
-    if (v->len == v->cap) {
-        size_t cap = v->cap ? v->cap * 2 : 16;
-        int64_t *grown = PyMem_Realloc(v->items, cap * sizeof(int64_t));
-        if (grown == NULL) {
-            return -1;
-        }
-        v->items = grown;
-        v->cap = cap;
-    }
-    v->items[v->len++] = x;
-    return 0;
-}
-
 /* ---- the pass -------------------------------------------------------------- */
 
 enum { MODE_PATHS, MODE_FUNCTIONS, MODE_EDGES };
@@ -131,6 +108,11 @@ typedef struct {
     int64_t calls, prim, selfs, totals, active;
     uint8_t capped;
 } node_acc;
+
+typedef struct {
+    int64_t *items;
+    size_t len, cap;
+} i64vec;
 
 typedef struct {
     PyObject *key;     /* strong: thread_serial, or thread_id where it is 0 */
@@ -360,7 +342,7 @@ take(pass *p, Py_ssize_t i, PyObject *ev)
         return f == -2 ? 1 : -1;
     }
     int64_t d;
-    if (__builtin_sub_overflow(e.end_ns, e.start_ns, &d)
+    if (__builtin_sub_overflow(e.end_ns, e.start_ns, &d) || d == INT64_MIN
         || e.parent < -1 || e.parent >= i) {
         return 1;
     }
@@ -452,10 +434,12 @@ take(pass *p, Py_ssize_t i, PyObject *ev)
         return 1;
     }
     fn->capped |= e.open_at_stop;
-    if (vec_push(&t->stack, i) < 0) {
+    if (grow((void **)&t->stack.items, &t->stack.cap, t->stack.len,
+             sizeof(int64_t)) < 0) {
         PyErr_NoMemory();
         return -1;
     }
+    t->stack.items[t->stack.len++] = i;
     return 0;
 }
 

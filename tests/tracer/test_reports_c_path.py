@@ -134,6 +134,12 @@ def test_anything_else_is_left_to_the_python_pass(traces, monkeypatch):
         # name that is not a str.
         assert _tracer._report_pass(events[::-1], mode) is None
         assert _tracer._report_pass(bad_name, mode) is None
+    # A duration past int64 (the Python pass has big ints).
+    huge = [frametrace.Event(("f", "x.py", 1, "py", 1, 2, -(1 << 63), (1 << 63) - 1, 0, -1,
+                              False, False, 1, False))]
+    for mode in (0, 1, 2):
+        assert _tracer._report_pass(huge, mode) is None
+    assert reports.summary(huge).rows[0].self_ns == (1 << 64) - 1
     assert _tracer._report_pass([], 0) == ([], [], [], [], [], [], [], [], {})
     # The Python pass then reads them: the same reports as the C pass, or
     # the error that says what is wrong.
