@@ -443,33 +443,49 @@ take(pass *p, Py_ssize_t i, PyObject *ev)
     return 0;
 }
 
-/* A list of field of each of n structs of the given size, as Python ints
- * (or bools where as_bool). */
+/* A field of each of n structs of the given size, packed in a bytes
+ * object (int64, or one byte where as_bool) that reports.py reads through
+ * a memoryview: 8 bytes a value instead of a list's int objects. */
 static PyObject *
 column(const void *items, size_t n, size_t size, size_t offset, int as_bool)
 {
-    PyObject *list = PyList_New((Py_ssize_t)n);
-    if (list == NULL) {
+    size_t width = as_bool ? 1 : sizeof(int64_t);
+    PyObject *out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(n * width));
+    if (out == NULL) {
         return NULL;
     }
+    char *to = PyBytes_AS_STRING(out);
     for (size_t i = 0; i < n; i++) {
-        const char *at = (const char *)items + i * size + offset;
-        PyObject *value;
-        if (as_bool) {
-            value = PyBool_FromLong(*(const uint8_t *)at);
-        }
-        else {
-            int64_t x;
-            memcpy(&x, at, sizeof(x));
-            value = PyLong_FromLongLong(x);
-        }
-        if (value == NULL) {
-            Py_DECREF(list);
-            return NULL;
-        }
-        PyList_SET_ITEM(list, (Py_ssize_t)i, value);
+        memcpy(to + i * width, (const char *)items + i * size + offset,
+               width);
     }
-    return list;
+    return out;
+}
+
+/* The call paths' tree: each path's first child and next sibling (-1: none),
+ * children in the order they were first called. */
+static int
+path_links(const pass *p, PyObject **first, PyObject **next)
+{
+    Py_ssize_t bytes = (Py_ssize_t)(p->nnodes * sizeof(int64_t));
+    *first = PyBytes_FromStringAndSize(NULL, bytes);
+    *next = PyBytes_FromStringAndSize(NULL, bytes);
+    if (*first == NULL || *next == NULL) {
+        return -1;
+    }
+    int64_t *fc = (int64_t *)PyBytes_AS_STRING(*first);
+    int64_t *ns = (int64_t *)PyBytes_AS_STRING(*next);
+    for (size_t i = 0; i < p->nnodes; i++) {
+        fc[i] = -1;
+    }
+    for (size_t i = p->nnodes; i-- > 0;) {
+        int64_t up = p->nodes_acc[i].up;
+        ns[i] = up >= 0 ? fc[up] : -1;
+        if (up >= 0) {
+            fc[up] = (int64_t)i;
+        }
+    }
+    return 0;
 }
 
 #define FUNCS(field, b) column(p->funcs, p->nfuncs, sizeof(func_acc), \
@@ -523,35 +539,28 @@ results(pass *p)
                                             p->nodes_acc[i].func);
             PyList_SET_ITEM(info, (Py_ssize_t)i, Py_NewRef(key));
         }
-        /* parents, info, totals, selfs, calls, capped, thread keys,
-         * idents, roots */
-        out = Py_BuildValue("(NNNNNNOOO)", NODES(up, 0), info,
-                            NODES(totals, 0), NODES(selfs, 0),
-                            NODES(calls, 0), NODES(capped, 1),
-                            keys, idents, roots);
-        goto done;
-    }
-    PyObject *pairs = PyList_New(p->mode == MODE_EDGES
-                                 ? (Py_ssize_t)p->nnodes : 0);
-    if (pairs == NULL) {
-        goto done;
-    }
-    for (size_t i = 0; p->mode == MODE_EDGES && i < p->nnodes; i++) {
-        PyObject *pair = Py_BuildValue("(LL)", (long long)p->nodes_acc[i].up,
-                                       (long long)p->nodes_acc[i].func);
-        if (pair == NULL) {
-            Py_DECREF(pairs);
+        PyObject *first = NULL, *next = NULL;
+        if (path_links(p, &first, &next) < 0) {
+            Py_DECREF(info);
+            Py_XDECREF(first);
+            Py_XDECREF(next);
             goto done;
         }
-        PyList_SET_ITEM(pairs, (Py_ssize_t)i, pair);
+        /* parents, info, totals, selfs, calls, capped, thread keys,
+         * idents, roots, first children, next siblings */
+        out = Py_BuildValue("(NNNNNNOOONN)", NODES(up, 0), info,
+                            NODES(totals, 0), NODES(selfs, 0),
+                            NODES(calls, 0), NODES(capped, 1),
+                            keys, idents, roots, first, next);
+        goto done;
     }
     /* keys, calls, prim, selfs, totals, capped, thread keys, idents,
-     * roots, pairs, their calls, prim, selfs, totals */
-    out = Py_BuildValue("(ONNNNNOOONNNNN)", p->func_keys, FUNCS(calls, 0),
+     * roots; the pairs' callers, callees, calls, prim, selfs, totals */
+    out = Py_BuildValue("(ONNNNNOOONNNNNN)", p->func_keys, FUNCS(calls, 0),
                         FUNCS(prim, 0), FUNCS(selfs, 0), FUNCS(totals, 0),
-                        FUNCS(capped, 1), keys, idents, roots, pairs,
-                        NODES(calls, 0), NODES(prim, 0), NODES(selfs, 0),
-                        NODES(totals, 0));
+                        FUNCS(capped, 1), keys, idents, roots,
+                        NODES(up, 0), NODES(func, 0), NODES(calls, 0),
+                        NODES(prim, 0), NODES(selfs, 0), NODES(totals, 0));
 done:
     Py_XDECREF(keys);
     Py_XDECREF(idents);
@@ -661,9 +670,11 @@ PyMethodDef ft_report_pass_def = {
     "_report_pass($module, events, mode, /)\n--\n\n"
     "For frametrace.reports: the one pass over the events in C.  mode 0:\n"
     "the events merged by call path (parents, info, totals, selfs, calls,\n"
-    "capped, thread keys, thread ids, root sums); 1: per function (keys,\n"
-    "calls, prim, selfs, totals, capped, thread keys, thread ids, root\n"
-    "sums, and empty pair columns); 2: also per caller -> callee pair.\n"
+    "capped, thread keys, thread ids, root sums, first children, next\n"
+    "siblings); 1: per function (keys, calls, prim, selfs, totals, capped,\n"
+    "thread keys, thread ids, root sums, and empty pair columns); 2: also\n"
+    "per caller -> callee pair (callers, callees, calls, prim, selfs,\n"
+    "totals).  Numbers come packed in bytes (int64; capped: one byte).\n"
     "None where the events are not getEvents()'s or the loader's (the\n"
     "Python pass then runs and says what is wrong).",
 };

@@ -184,8 +184,17 @@ _use_c = True
 
 def _c_pass(events: Sequence[Any], mode: int) -> Optional[tuple[Any, ...]]:
     """The C pass's columns (mode 0: by call path, 1: by function, 2: and by
-    caller -> callee pair), or None where it does not take these events."""
-    return _tracer._report_pass(events, mode) if _use_c else None
+    caller -> callee pair), or None where it does not take these events.
+    Its numbers come packed in bytes: read through memoryviews (8 bytes a
+    value, not an int object each)."""
+    if not _use_c:
+        return None
+    done = _tracer._report_pass(events, mode)
+    if done is None:
+        return None
+    # Column 5 is "capped" in every mode: bools.
+    return tuple(memoryview(c).cast("?" if i == 5 else "q") if type(c) is bytes else c
+                 for i, c in enumerate(done))
 
 
 def _display(name: str, filename: str, lineno: int, kind: str) -> str:
@@ -204,9 +213,9 @@ class _Functions:
         done = _c_pass(events, 2 if edges else 1)
         if done is not None:
             (self.keys, self.calls, self.prim, self.selfs, self.totals, self.capped,
-             self.threads, idents, self.roots, self.ekeys, self.enc, self.epc, self.ett,
-             self.ect) = done
-            self.idents = dict(zip(self.threads, idents))
+             self.threads, thread_ids, self.roots, self.ecallers, self.ecallees, self.enc,
+             self.epc, self.ett, self.ect) = done
+            self.idents = dict(zip(self.threads, thread_ids))
             return
         ids: dict[tuple[Any, ...], int] = {}
         keys: list[tuple[Any, ...]] = []  # fid -> (name, filename, lineno, kind, thread_id)
@@ -317,7 +326,8 @@ class _Functions:
         self.totals = totals
         self.capped = capped
         self.roots = roots
-        self.ekeys = ekeys
+        self.ecallers = [caller for caller, _ in ekeys]
+        self.ecallees = [callee for _, callee in ekeys]
         self.enc = enc
         self.epc = epc
         self.ett = ett
@@ -666,7 +676,7 @@ def write_pstats(events: Any, path: PathLike, *, qualnames: bool = False) -> str
             row[3] += fs.totals[fid]
     callers_of = [stats[label][4] for label in labels]
     enc, epc, ett, ect = fs.enc, fs.epc, fs.ett, fs.ect
-    for eid, (pfid, fid) in enumerate(fs.ekeys):
+    for eid, (pfid, fid) in enumerate(zip(fs.ecallers, fs.ecallees)):
         callers = callers_of[fid]
         caller = labels[pfid]
         edge = callers.get(caller)
@@ -698,8 +708,8 @@ class _Paths:
         done = _c_pass(events, 0)
         if done is not None:
             (self.parents, self.info, self.totals, self.selfs, self.calls, self.capped,
-             keys, idents, self.threads) = done
-            self.idents = dict(zip(keys, idents))
+             thread_keys, thread_ids, self.threads, self.first_child, self.next_sibling) = done
+            self.idents = dict(zip(thread_keys, thread_ids))
             return
         ids: dict[tuple[Any, ...], int] = {}
         parents: list[int] = []
@@ -761,13 +771,18 @@ class _Paths:
         self.capped = capped
         self.threads = threads
         self.idents = idents
-
-    def children(self) -> list[list[int]]:
-        kids: list[list[int]] = [[] for _ in self.parents]
-        for p, pp in enumerate(self.parents):
+        # The tree: each path's first child and next sibling (-1: none),
+        # children in the order they were first called.
+        first = [-1] * len(parents)
+        after = [-1] * len(parents)
+        for p in range(len(parents) - 1, -1, -1):
+            pp = parents[p]
             if pp >= 0:
-                kids[pp].append(p)
-        return kids
+                after[p] = first[pp]
+                first[pp] = p
+        self.first_child = first
+        self.next_sibling = after
+
 
 
 _UNSAFE = re.compile(r"[;\r\n]")
@@ -1002,7 +1017,7 @@ def write_flamegraph_svg(events: Any, path: PathLike, *, title: str = "frametrac
     names = _thread_names(default_names, thread_names)
     paths = _Paths(evs)
     shared = _shared_idents(paths.idents)
-    kids = paths.children()
+    first_child, next_sibling = paths.first_child, paths.next_sibling
     traced = sum(paths.threads.values())
     roots_of: dict[Any, list[int]] = {tid: [] for tid in paths.threads}
     for p, pp in enumerate(paths.parents):
@@ -1052,9 +1067,11 @@ def write_flamegraph_svg(events: Any, path: PathLike, *, title: str = "frametrac
                                    _color(info[0], info[3])))
                     max_level = max(max_level, level)
                     cx = x
-                    for k in kids[p]:
+                    k = first_child[p]
+                    while k >= 0:
                         todo.append((k, cx, level + 1))
                         cx += paths.totals[k]
+                        k = next_sibling[k]
             x_ns += tsum
 
     height = _TOP + (max_level + 1) * _FRAME_H + _PAD + 14
