@@ -132,15 +132,19 @@ module_exec(PyObject *module)
     if (rc < 0) {
         return -1;
     }
-    PyObject *report_pass = PyCFunction_NewEx(&ft_report_pass_def, module,
-                                              NULL);
-    if (report_pass == NULL) {
-        return -1;
-    }
-    rc = PyModule_AddObjectRef(module, "_report_pass", report_pass);
-    Py_DECREF(report_pass);
-    if (rc < 0) {
-        return -1;
+    PyMethodDef *const report_defs[] = {
+        &ft_report_pass_def, &ft_collapse_labels_def, &ft_collapsed_batch_def,
+    };
+    for (size_t i = 0; i < sizeof(report_defs) / sizeof(report_defs[0]); i++) {
+        PyObject *func = PyCFunction_NewEx(report_defs[i], module, NULL);
+        if (func == NULL) {
+            return -1;
+        }
+        rc = PyModule_AddObjectRef(module, report_defs[i]->ml_name, func);
+        Py_DECREF(func);
+        if (rc < 0) {
+            return -1;
+        }
     }
     state->thread_bootstrap = PyCFunction_NewEx(&ft_thread_bootstrap_def,
                                                 module, NULL);

@@ -547,11 +547,13 @@ results(pass *p)
             goto done;
         }
         /* parents, info, totals, selfs, calls, capped, thread keys,
-         * idents, roots, first children, next siblings */
-        out = Py_BuildValue("(NNNNNNOOONN)", NODES(up, 0), info,
+         * idents, roots, first children, next siblings, functions, the
+         * paths' functions */
+        out = Py_BuildValue("(NNNNNNOOONNON)", NODES(up, 0), info,
                             NODES(totals, 0), NODES(selfs, 0),
                             NODES(calls, 0), NODES(capped, 1),
-                            keys, idents, roots, first, next);
+                            keys, idents, roots, first, next, p->func_keys,
+                            NODES(func, 0));
         goto done;
     }
     /* keys, calls, prim, selfs, totals, capped, thread keys, idents,
@@ -671,10 +673,308 @@ PyMethodDef ft_report_pass_def = {
     "For frametrace.reports: the one pass over the events in C.  mode 0:\n"
     "the events merged by call path (parents, info, totals, selfs, calls,\n"
     "capped, thread keys, thread ids, root sums, first children, next\n"
-    "siblings); 1: per function (keys, calls, prim, selfs, totals, capped,\n"
+    "siblings, the functions' keys, each path's function); 1: per function (keys, calls, prim, selfs, totals, capped,\n"
     "thread keys, thread ids, root sums, and empty pair columns); 2: also\n"
     "per caller -> callee pair (callers, callees, calls, prim, selfs,\n"
     "totals).  Numbers come packed in bytes (int64; capped: one byte).\n"
     "None where the events are not getEvents()'s or the loader's (the\n"
     "Python pass then runs and says what is wrong).",
+};
+
+/* ---- the collapsed stacks' labels and lines ------------------------------- */
+
+/* An int64 array of obj's buffer (bytes, or a memoryview of them); 0, or -1
+ * with an exception. */
+static int
+int64s(PyObject *obj, Py_buffer *view, const int64_t **items, size_t *n)
+{
+    if (PyObject_GetBuffer(obj, view, PyBUF_SIMPLE) < 0) {
+        return -1;
+    }
+    if (view->len % (Py_ssize_t)sizeof(int64_t) != 0) {
+        PyBuffer_Release(view);
+        PyErr_SetString(PyExc_ValueError, "a packed int64 column expected");
+        return -1;
+    }
+    *items = (const int64_t *)view->buf;
+    *n = (size_t)view->len / sizeof(int64_t);
+    return 0;
+}
+
+/* A list of ints as a PyMem array (*n of them); 0, or -1 with an
+ * exception. */
+static int
+int64_list(PyObject *list, int64_t **items, size_t *n)
+{
+    if (!PyList_Check(list)) {
+        PyErr_SetString(PyExc_TypeError, "a list of int expected");
+        return -1;
+    }
+    *n = (size_t)PyList_GET_SIZE(list);
+    *items = PyMem_Malloc((*n ? *n : 1) * sizeof(int64_t));
+    if (*items == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (size_t i = 0; i < *n; i++) {
+        (*items)[i] = PyLong_AsLongLong(PyList_GET_ITEM(list, (Py_ssize_t)i));
+        if ((*items)[i] == -1 && PyErr_Occurred()) {
+            PyMem_Free(*items);
+            *items = NULL;
+            return -1;
+        }
+    }
+    return 0;
+}
+
+typedef struct {
+    pair_table ids;   /* (up + 1, frame) -> label */
+    i64vec up, frame, value;
+} labels;
+
+/* The label (up, frame): its index, or -1 when out of memory. */
+static int64_t
+label_of(labels *l, int64_t up, int64_t frame)
+{
+    pair_slot *s = pairs_find(&l->ids, (uint64_t)(up + 1), (uint64_t)frame);
+    if (s->value >= 0) {
+        return s->value;
+    }
+    int64_t id = (int64_t)l->up.len;
+    i64vec *cols[3] = {&l->up, &l->frame, &l->value};
+    int64_t init[3] = {up, frame, 0};
+    for (int k = 0; k < 3; k++) {
+        if (grow((void **)&cols[k]->items, &cols[k]->cap, cols[k]->len,
+                 sizeof(int64_t)) < 0) {
+            return -1;
+        }
+        cols[k]->items[cols[k]->len++] = init[k];
+    }
+    if (pairs_put(&l->ids, s, (uint64_t)(up + 1), (uint64_t)frame, id) < 0) {
+        return -1;
+    }
+    return id;
+}
+
+static PyObject *
+packed(const i64vec *v)
+{
+    return PyBytes_FromStringAndSize((const char *)v->items,
+                                     (Py_ssize_t)(v->len * sizeof(int64_t)));
+}
+
+/* _collapse_labels(parents, path_funcs, frame_of_func, top_of_func, values)
+ * -> (label_up, label_frame, label_value) packed, or None past int64. */
+static PyObject *
+collapse_labels(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "_collapse_labels(parents, path_funcs, "
+                        "frame_of_func, top_of_func, values)");
+        return NULL;
+    }
+    Py_buffer views[3];
+    const int64_t *cols[3];
+    size_t lens[3];
+    int held = 0;
+    int64_t *frame_of = NULL, *top_of = NULL, *path_label = NULL;
+    size_t nframe_of = 0, ntop_of = 0;
+    labels l;
+    memset(&l, 0, sizeof(l));
+    PyObject *out = NULL;
+    static const int at[3] = {0, 1, 4};
+    for (; held < 3; held++) {
+        if (int64s(args[at[held]], &views[held], &cols[held], &lens[held]) < 0) {
+            goto done;
+        }
+    }
+    if (int64_list(args[2], &frame_of, &nframe_of) < 0
+        || int64_list(args[3], &top_of, &ntop_of) < 0) {
+        goto done;
+    }
+    if (lens[1] != lens[0] || lens[2] != lens[0] || nframe_of != ntop_of) {
+        PyErr_SetString(PyExc_ValueError, "_collapse_labels(): columns of "
+                        "different lengths");
+        goto done;
+    }
+    const int64_t *parents = cols[0], *funcs = cols[1], *values = cols[2];
+    size_t n = lens[0];
+    path_label = PyMem_Malloc((n ? n : 1) * sizeof(int64_t));
+    if (path_label == NULL || pairs_init(&l.ids, 1024) < 0) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (size_t p = 0; p < n; p++) {
+        int64_t up = parents[p], f = funcs[p], lid;
+        if (f < 0 || (size_t)f >= nframe_of || up >= (int64_t)p || up < -1) {
+            PyErr_SetString(PyExc_ValueError, "_collapse_labels(): a path's "
+                            "parent or function is out of range");
+            break;
+        }
+        if (up >= 0) {
+            lid = label_of(&l, path_label[up], frame_of[f]);
+        }
+        else if (top_of[f] >= 0) {
+            lid = label_of(&l, -1, top_of[f]);
+            lid = lid < 0 ? lid : label_of(&l, lid, frame_of[f]);
+        }
+        else {
+            lid = label_of(&l, -1, frame_of[f]);
+        }
+        if (lid < 0) {
+            PyErr_NoMemory();
+            break;
+        }
+        path_label[p] = lid;
+        if (__builtin_add_overflow(l.value.items[lid], values[p],
+                                   &l.value.items[lid])) {
+            out = Py_NewRef(Py_None);  /* the Python code has big ints */
+            break;
+        }
+    }
+    if (out == NULL && !PyErr_Occurred()) {
+        out = Py_BuildValue("(NNN)", packed(&l.up), packed(&l.frame),
+                            packed(&l.value));
+    }
+done:
+    while (held-- > 0) {
+        PyBuffer_Release(&views[held]);
+    }
+    PyMem_Free(frame_of);
+    PyMem_Free(top_of);
+    PyMem_Free(path_label);
+    PyMem_Free(l.ids.slots);
+    PyMem_Free(l.up.items);
+    PyMem_Free(l.frame.items);
+    PyMem_Free(l.value.items);
+    return out;
+}
+
+PyMethodDef ft_collapse_labels_def = {
+    "_collapse_labels", (PyCFunction)(void (*)(void))collapse_labels,
+    METH_FASTCALL,
+    "_collapse_labels($module, parents, path_funcs, frame_of_func, "
+    "top_of_func, values, /)\n--\n\n"
+    "For frametrace.reports' collapsed stacks: the call paths (parents and\n"
+    "functions packed as int64, the C pass's) merged into labels (parent\n"
+    "label, frame id), each function's frame id and its thread's top frame\n"
+    "id (-1: none) given; values summed per label.  (label_up,\n"
+    "label_frame, label_value) packed, or None when a sum passes int64.",
+};
+
+/* _collapsed_batch(label_up, label_frame, label_value, frames, self_weight,
+ * start, count) -> (lines, next): the lines of the labels from start, at
+ * most count of them, each its frames' texts joined by ";" and its value
+ * (self_weight: ns -> us, rounded); labels weighing 0 are left out. */
+static PyObject *
+collapsed_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    if (nargs != 7 || !PyList_Check(args[3])) {
+        PyErr_SetString(PyExc_TypeError, "_collapsed_batch(label_up, "
+                        "label_frame, label_value, frames: list, self_weight, "
+                        "start, count)");
+        return NULL;
+    }
+    int self_weight = PyObject_IsTrue(args[4]);
+    Py_ssize_t start = PyLong_AsSsize_t(args[5]);
+    Py_ssize_t count = PyLong_AsSsize_t(args[6]);
+    if (self_weight < 0 || (start == -1 && PyErr_Occurred())
+        || (count == -1 && PyErr_Occurred())) {
+        return NULL;
+    }
+    Py_buffer views[3];
+    const int64_t *cols[3];
+    size_t lens[3];
+    int held = 0;
+    PyObject *lines = NULL, *parts = NULL, *sep = NULL, *out = NULL;
+    for (; held < 3; held++) {
+        if (int64s(args[held], &views[held], &cols[held], &lens[held]) < 0) {
+            goto done;
+        }
+    }
+    if (lens[1] != lens[0] || lens[2] != lens[0] || start < 0) {
+        PyErr_SetString(PyExc_ValueError, "_collapsed_batch(): bad columns");
+        goto done;
+    }
+    const int64_t *ups = cols[0], *frames = cols[1], *values = cols[2];
+    size_t n = lens[0];
+    PyObject *texts = args[3];
+    lines = PyList_New(0);
+    parts = PyList_New(0);
+    sep = PyUnicode_FromString(";");
+    if (lines == NULL || parts == NULL || sep == NULL) {
+        goto done;
+    }
+    size_t lid = (size_t)start;
+    for (; lid < n && PyList_GET_SIZE(lines) < count; lid++) {
+        int64_t value = values[lid];
+        if (self_weight) {
+            value = value < 0 ? 0 : value;
+            value = value > INT64_MAX - 500 ? INT64_MAX / 1000
+                                            : (value + 500) / 1000;
+        }
+        if (value <= 0) {
+            continue;
+        }
+        if (PyList_SetSlice(parts, 0, PY_SSIZE_T_MAX, NULL) < 0) {
+            goto done;
+        }
+        /* The frames from this label down to its root, then reversed. */
+        for (int64_t up = (int64_t)lid; up >= 0; up = ups[up]) {
+            if ((size_t)up >= n || frames[up] < 0
+                || frames[up] >= PyList_GET_SIZE(texts)) {
+                PyErr_SetString(PyExc_ValueError, "_collapsed_batch(): a "
+                                "label's parent or frame is out of range");
+                goto done;
+            }
+            if (PyList_Append(parts, PyList_GET_ITEM(texts, frames[up])) < 0) {
+                goto done;
+            }
+            if (ups[up] >= up) {
+                PyErr_SetString(PyExc_ValueError, "_collapsed_batch(): a "
+                                "label's parent is not an earlier label");
+                goto done;
+            }
+        }
+        if (PyList_Reverse(parts) < 0) {
+            goto done;
+        }
+        PyObject *joined = PyUnicode_Join(sep, parts);
+        if (joined == NULL) {
+            goto done;
+        }
+        PyObject *line = PyUnicode_FromFormat("%U %lld", joined,
+                                              (long long)value);
+        Py_DECREF(joined);
+        if (line == NULL) {
+            goto done;
+        }
+        int rc = PyList_Append(lines, line);
+        Py_DECREF(line);
+        if (rc < 0) {
+            goto done;
+        }
+    }
+    out = Py_BuildValue("(On)", lines, (Py_ssize_t)lid);
+done:
+    while (held-- > 0) {
+        PyBuffer_Release(&views[held]);
+    }
+    Py_XDECREF(lines);
+    Py_XDECREF(parts);
+    Py_XDECREF(sep);
+    return out;
+}
+
+PyMethodDef ft_collapsed_batch_def = {
+    "_collapsed_batch", (PyCFunction)(void (*)(void))collapsed_batch,
+    METH_FASTCALL,
+    "_collapsed_batch($module, label_up, label_frame, label_value, frames, "
+    "self_weight, start, count, /)\n--\n\n"
+    "For frametrace.reports' collapsed stacks: up to count lines of the\n"
+    "labels from start (frame texts joined by ';', then the value; ns to\n"
+    "rounded us where self_weight; labels weighing 0 left out), and the\n"
+    "label to go on from.",
 };

@@ -468,6 +468,8 @@ extern PyMethodDef ft_merge_chrome_lines_def;
 
 /* ==== report_pass.c: the reports' pass over the events ==== */
 extern PyMethodDef ft_report_pass_def;
+extern PyMethodDef ft_collapse_labels_def;
+extern PyMethodDef ft_collapsed_batch_def;
 
 /* ==== events.c ==== */
 /* Replays a stopped tracer's records into a list of events. */

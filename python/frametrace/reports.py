@@ -705,10 +705,14 @@ class _Paths:
     distinct path, with its total, self time, calls and capped flag."""
 
     def __init__(self, events: Sequence[Any]):
+        # The C pass's alone: the functions' keys and each path's function.
+        self.funcs: Optional[list[tuple[Any, ...]]] = None
+        self.path_funcs: Any = None
         done = _c_pass(events, 0)
         if done is not None:
             (self.parents, self.info, self.totals, self.selfs, self.calls, self.capped,
-             thread_keys, thread_ids, self.threads, self.first_child, self.next_sibling) = done
+             thread_keys, thread_ids, self.threads, self.first_child, self.next_sibling,
+             self.funcs, self.path_funcs) = done
             self.idents = dict(zip(thread_keys, thread_ids))
             return
         ids: dict[tuple[Any, ...], int] = {}
@@ -834,6 +838,10 @@ def _collapsed_lines(events: Any, weight: str, threads: bool,
     paths = _Paths(evs)
     shared = _shared_idents(paths.idents)
     values = paths.selfs if weight == "self" else paths.calls
+    if paths.funcs is not None:
+        from_c = _collapsed_lines_c(paths, values, weight, threads, shared, names)
+        if from_c is not None:
+            return from_c
     # Identical labels (paths of different threads with threads=False, or
     # frames that display alike) are one line: a label is (parent label, frame).
     label_ids: dict[tuple[int, str], int] = {}
@@ -891,6 +899,42 @@ def _collapsed_lines(events: Any, weight: str, threads: bool,
             parts.reverse()
             yield f"{';'.join(parts)} {value}"
             parts.clear()
+
+    return lines()
+
+
+def _collapsed_lines_c(paths: _Paths, values: Any, weight: str, threads: bool, shared: set,
+                       names: _Names) -> Optional[Iterator[str]]:
+    """The same lines from the C pass's paths, merged into labels and spelt
+    out in C; None when a label's sum passes int64 (the Python code then)."""
+    texts: list[str] = []
+    text_ids: dict[str, int] = {}
+
+    def frame_id(text: str) -> int:
+        fid = text_ids.get(text)
+        if fid is None:
+            fid = text_ids[text] = len(texts)
+            texts.append(text)
+        return fid
+
+    assert paths.funcs is not None
+    frame_of_func = [frame_id(_frame(key)) for key in paths.funcs]
+    top_of_func = [frame_id(_frame((_thread_label(key[4], paths.idents, shared, names), "", 0,
+                                    "c"))) if threads else -1
+                   for key in paths.funcs]
+    done = _tracer._collapse_labels(paths.parents, paths.path_funcs, frame_of_func, top_of_func,
+                                    values)
+    if done is None:
+        return None
+    label_up, label_frame, label_value = done
+    n = len(label_up) // 8
+
+    def lines() -> Iterator[str]:
+        start = 0
+        while start < n:
+            batch, start = _tracer._collapsed_batch(label_up, label_frame, label_value, texts,
+                                                    weight == "self", start, 4096)
+            yield from batch
 
     return lines()
 

@@ -79,7 +79,9 @@ def test_the_same_columns_as_the_python_pass(traces, which, monkeypatch):
 
     def columns():
         # The C pass's numbers are memoryviews over packed bytes.
-        return [{k: v.tolist() if isinstance(v, memoryview) else v for k, v in vars(x).items()}
+        # funcs and path_funcs: the C pass's alone, for the collapsed stacks.
+        return [{k: v.tolist() if isinstance(v, memoryview) else v for k, v in vars(x).items()
+                 if k not in ("funcs", "path_funcs")}
                 for x in (reports._Paths(events), reports._Functions(events),
                           reports._Functions(events, edges=True))]
 
@@ -146,7 +148,8 @@ def test_anything_else_is_left_to_the_python_pass(traces, monkeypatch):
     for mode in (0, 1, 2):
         assert _tracer._report_pass(huge, mode) is None
     assert reports.summary(huge).rows[0].self_ns == (1 << 64) - 1
-    assert _tracer._report_pass([], 0) == (b"", [], b"", b"", b"", b"", [], [], {}, b"", b"")
+    assert _tracer._report_pass([], 0) == (b"", [], b"", b"", b"", b"", [], [], {}, b"", b"", [],
+                                           b"")
     # The Python pass then reads them: the same reports as the C pass, or
     # the error that says what is wrong.
     assert reports.collapsed_stacks(as_tuples) == reports.collapsed_stacks(events)
@@ -159,3 +162,36 @@ def test_anything_else_is_left_to_the_python_pass(traces, monkeypatch):
         _tracer._report_pass(events, "0")
     with pytest.raises(ValueError, match="mode 3"):
         _tracer._report_pass(events, 3)
+
+
+def test_collapsed_labels_in_c_check_their_input():
+    import array
+
+    def packed(*values):
+        return array.array("q", values).tobytes()
+
+    # Two roots of one function on a thread, a child each: one label each,
+    # under the thread's top frame.
+    labels = _tracer._collapse_labels(packed(-1, 0, -1, 2), packed(0, 1, 0, 1), [0, 1], [2, 2],
+                                      packed(5, 7, 11, 13))
+    assert labels == (packed(-1, 0, 1), packed(2, 0, 1), packed(0, 16, 20))
+    lines, end = _tracer._collapsed_batch(*labels, ["f", "g", "thread"], False, 0, 10)
+    assert (lines, end) == (["thread;f 16", "thread;f;g 20"], 3)
+    # ns to rounded us for self time; a batch stops at count lines.
+    assert _tracer._collapsed_batch(*labels, ["f", "g", "t"], True, 0, 1) == ([], 3)
+    assert _tracer._collapsed_batch(*labels, ["f", "g", "t"], False, 0, 1) == (["t;f 16"], 2)
+    # A sum past int64: None (the Python code has big ints).
+    assert _tracer._collapse_labels(packed(-1, -1), packed(0, 0), [0], [-1],
+                                    packed((1 << 63) - 1, 1)) is None
+    with pytest.raises(ValueError, match="out of range"):
+        _tracer._collapse_labels(packed(-1, 5), packed(0, 0), [0], [-1], packed(1, 1))
+    with pytest.raises(ValueError, match="out of range"):
+        _tracer._collapse_labels(packed(-1), packed(3), [0], [-1], packed(1))
+    with pytest.raises(ValueError, match="different lengths"):
+        _tracer._collapse_labels(packed(-1), packed(0, 0), [0], [-1], packed(1))
+    with pytest.raises(ValueError, match="int64"):
+        _tracer._collapse_labels(b"abc", packed(0), [0], [-1], packed(1))
+    with pytest.raises(ValueError, match="out of range"):
+        _tracer._collapsed_batch(packed(-1), packed(9), packed(1), ["f"], False, 0, 5)
+    with pytest.raises(ValueError, match="earlier label"):
+        _tracer._collapsed_batch(packed(0), packed(0), packed(1), ["f"], False, 0, 5)
