@@ -660,6 +660,16 @@ report_pass(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             goto done;
         }
     }
+    /* What only the pass needed goes before the results are made: the
+     * peak is the larger of the two, not their sum. */
+    PyMem_Free(p.ev_func);
+    PyMem_Free(p.ev_node);
+    PyMem_Free(p.funcs_by_ptr.slots);
+    PyMem_Free(p.nodes.slots);
+    p.ev_func = NULL;
+    p.ev_node = NULL;
+    p.funcs_by_ptr.slots = NULL;
+    p.nodes.slots = NULL;
     out = results(&p);
 done:
     pass_free(&p);
@@ -833,6 +843,10 @@ collapse_labels(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             break;
         }
     }
+    PyMem_Free(path_label);
+    PyMem_Free(l.ids.slots);
+    path_label = NULL;
+    l.ids.slots = NULL;
     if (out == NULL && !PyErr_Occurred()) {
         out = Py_BuildValue("(NNN)", packed(&l.up), packed(&l.frame),
                             packed(&l.value));
