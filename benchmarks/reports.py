@@ -2,6 +2,7 @@
 flamegraph, to_pstats, to_collapsed and merge.
 
     python benchmarks/reports.py [--events N] [--dir DIR] [--only a,b] [--passes c,python]
+                                 [--kind synthetic|loop]
 
 Writes (once; kept in DIR) a synthetic Chrome trace of N events laid out as
 frametrace's C writer lays them out (4 threads, call trees up to 40 deep
@@ -12,7 +13,11 @@ a machine shared with other jobs, steadier than the wall-clock time).
 reads (sys.getsizeof of one Event, times N); load and merge are timed
 from the file, the others from the loaded trace (load time left out).
 --passes c,python runs the reports with their pass over the events in C
-(the default) and with the Python pass (reports._use_c = False) too.  A report, never a test: nothing is asserted.
+(the default) and with the Python pass (reports._use_c = False) too.
+--kind loop: instead of the synthetic trees (about one distinct call path
+per 1.4 events, the worst case of the reports that work per path), a
+recorded trace of a training-like loop (a model's layers, forward and
+backward, an optimizer; 4 threads), written by write_chrome.  A report, never a test: nothing is asserted.
 """
 from __future__ import annotations
 
@@ -98,6 +103,84 @@ def generate(path: str, n: int, seed: int = 1) -> None:
                  + "}")
 
 
+LOOP = r"""
+import sys, threading
+import frametrace
+from frametrace.export import write_chrome
+
+
+class Layer:
+    def __init__(self, width):
+        self.w = [0.5] * width
+
+    def forward(self, x):
+        return [self.activate(v * w) for v, w in zip(x, self.w)]
+
+    def activate(self, v):
+        return v if v > 0 else 0.01 * v
+
+    def backward(self, g):
+        return [self.grad(v) for v in g]
+
+    def grad(self, v):
+        return v * 0.5
+
+
+class Model:
+    def __init__(self, depth, width):
+        self.layers = [Layer(width) for _ in range(depth)]
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = layer.forward(x)
+        return self.loss(x)
+
+    def loss(self, x):
+        return sum(x) / len(x)
+
+    def backward(self, g):
+        for layer in reversed(self.layers):
+            g = layer.backward(g)
+        return g
+
+
+def optimizer_step(model):
+    for layer in model.layers:
+        update(layer)
+
+
+def update(layer):
+    layer.w = [w - 0.001 for w in layer.w]
+
+
+def batches(n, width):
+    for i in range(n):
+        yield [float((i + j) % 7) for j in range(width)]
+
+
+def train(model, steps, width):
+    for x in batches(steps, width):
+        model.forward(x)
+        model.backward(x)
+        optimizer_step(model)
+
+
+path, events = sys.argv[1], int(sys.argv[2])
+width, depth = 8, 6
+with frametrace.Tracer() as one:  # the events of a step
+    train(Model(depth, width), 1, width)
+steps = events // 4 // len(one.getEvents())
+with frametrace.Tracer(buffer_size=1 << 26, c_calls=True) as tracer:
+    threads = [threading.Thread(target=train, args=(Model(depth, width), steps, width))
+               for _ in range(3)]
+    for t in threads:
+        t.start()
+    train(Model(depth, width), steps, width)
+    for t in threads:
+        t.join()
+print(write_chrome(path, tracer))
+"""
+
 CHILD = r"""
 import os, sys, time, frametrace
 from frametrace import loader, reports
@@ -155,14 +238,29 @@ def main() -> None:
     ap.add_argument("--dir", default="/tmp/frametrace-reports-bench")
     ap.add_argument("--only", default=",".join(REPORTS))
     ap.add_argument("--passes", default="c", help="c, python or c,python: the reports' pass")
+    ap.add_argument("--kind", default="synthetic", choices=("synthetic", "loop"))
     ns = ap.parse_args()
     os.makedirs(ns.dir, exist_ok=True)
-    path = os.path.join(ns.dir, f"trace-{ns.events}.json")
+    stem = "trace" if ns.kind == "synthetic" else "loop"
+    path = os.path.join(ns.dir, f"{stem}-{ns.events}.json")
     if not os.path.exists(path):
         t0 = time.perf_counter()
-        generate(path + ".tmp", ns.events)
+        if ns.kind == "synthetic":
+            generate(path + ".tmp", ns.events)
+        else:
+            out = subprocess.run([sys.executable, "-c", LOOP, path + ".tmp", str(ns.events)],
+                                 capture_output=True, text=True, check=True)
+            ns.events = int(out.stdout.split()[-1])  # what was recorded
         os.replace(path + ".tmp", path)
         print(f"generated {path} in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
+    if ns.kind == "loop":
+        # What was recorded (about --events), kept beside the file.
+        if os.path.exists(path + ".events"):
+            with open(path + ".events") as fh:
+                ns.events = int(fh.read())
+        else:
+            with open(path + ".events", "w") as fh:
+                fh.write(str(ns.events))
     size = os.path.getsize(path)
     per_event = event_size()
     ev_bytes = per_event * ns.events
