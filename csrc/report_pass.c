@@ -90,6 +90,78 @@ pairs_put(pair_table *t, pair_slot *s, uint64_t a, uint64_t b, int64_t value)
     return 0;
 }
 
+/* ---- a hash table of 64-bit keys -> int64 ----------------------------------- */
+
+/* For the paths, pairs and labels, whose two ids fit in 32 bits each: 16
+ * bytes a slot, filled up to 70%, as there are as many of them as events
+ * in the worst case. */
+typedef struct {
+    uint64_t key;
+    int64_t value;  /* -1: empty slot */
+} key_slot;
+
+typedef struct {
+    key_slot *slots;
+    size_t mask;
+    size_t used;
+} key_table;
+
+static int
+keys_init(key_table *t, size_t slots)
+{
+    t->slots = PyMem_Malloc(slots * sizeof(key_slot));
+    if (t->slots == NULL) {
+        return -1;
+    }
+    for (size_t i = 0; i < slots; i++) {
+        t->slots[i].value = -1;
+    }
+    t->mask = slots - 1;
+    t->used = 0;
+    return 0;
+}
+
+static uint64_t
+two_ids(int64_t a, int64_t b)
+{
+    return (uint64_t)a << 32 | (uint32_t)b;
+}
+
+static key_slot *
+keys_find(const key_table *t, uint64_t key)
+{
+    size_t i = pair_hash(key, 0) & t->mask;
+    while (t->slots[i].value >= 0 && t->slots[i].key != key) {
+        i = (i + 1) & t->mask;
+    }
+    return &t->slots[i];
+}
+
+/* Stores value in the empty slot s found for key; 0, or -1 when out of
+ * memory (no exception set). */
+static int
+keys_put(key_table *t, key_slot *s, uint64_t key, int64_t value)
+{
+    s->key = key;
+    s->value = value;
+    if (++t->used * 10 <= (t->mask + 1) * 7) {
+        return 0;
+    }
+    key_table bigger;
+    if (keys_init(&bigger, (t->mask + 1) * 2) < 0) {
+        return -1;
+    }
+    for (size_t i = 0; i <= t->mask; i++) {
+        if (t->slots[i].value >= 0) {
+            *keys_find(&bigger, t->slots[i].key) = t->slots[i];
+        }
+    }
+    bigger.used = t->used;
+    PyMem_Free(t->slots);
+    *t = bigger;
+    return 0;
+}
+
 /* ---- the pass -------------------------------------------------------------- */
 
 enum { MODE_PATHS, MODE_FUNCTIONS, MODE_EDGES };
@@ -101,11 +173,14 @@ typedef struct {
     uint8_t capped;
 } func_acc;
 
-/* Per call path, or per caller -> callee pair. */
+/* Per call path, or per caller -> callee pair: as many as the events at
+ * worst, so as small as the sums allow (counts and ids < 2**31: the
+ * events are fewer). */
 typedef struct {
-    int64_t up;      /* the parent path, or -1 / the caller's function */
-    int64_t func;    /* the function (the callee) */
-    int64_t calls, prim, selfs, totals, active;
+    int64_t selfs, totals;
+    int32_t up;      /* the parent path, or -1 / the caller's function */
+    int32_t func;    /* the function (the callee) */
+    int32_t calls, prim, active;
     uint8_t capped;
 } node_acc;
 
@@ -126,7 +201,7 @@ typedef struct {
     ft_state *state;
     int mode;
     pair_table funcs_by_ptr;   /* (info, thread) pointers -> function */
-    pair_table nodes;          /* (up + 1, func) -> path or pair */
+    key_table nodes;           /* (up + 1, func) -> path or pair */
     PyObject *func_ids;        /* key tuple -> function, by value */
     PyObject *thread_ids;      /* thread key -> thread, by value */
     PyObject *func_keys;       /* list: function -> key tuple */
@@ -137,7 +212,7 @@ typedef struct {
     size_t nnodes, nodes_cap;
     thread_acc *threads;
     size_t nthreads, threads_cap;
-    int32_t *ev_func;          /* per event */
+    int32_t *ev_func;          /* per event (not for the paths) */
     int32_t *ev_node;          /* per event: its path, or its pair (-1) */
 } pass;
 
@@ -283,7 +358,8 @@ func_of(pass *p, PyObject *info, PyObject *thread)
 static int64_t
 node_of(pass *p, int64_t up, int64_t func)
 {
-    pair_slot *s = pairs_find(&p->nodes, (uint64_t)(up + 1), (uint64_t)func);
+    uint64_t key = two_ids(up + 1, func);
+    key_slot *s = keys_find(&p->nodes, key);
     if (s->value >= 0) {
         return s->value;
     }
@@ -293,10 +369,9 @@ node_of(pass *p, int64_t up, int64_t func)
     }
     node_acc *n = &p->nodes_acc[p->nnodes];
     memset(n, 0, sizeof(*n));
-    n->up = up;
-    n->func = func;
-    if (pairs_put(&p->nodes, s, (uint64_t)(up + 1), (uint64_t)func,
-                  (int64_t)p->nnodes) < 0) {
+    n->up = (int32_t)up;
+    n->func = (int32_t)func;
+    if (keys_put(&p->nodes, s, key, (int64_t)p->nnodes) < 0) {
         return -1;
     }
     return (int64_t)p->nnodes++;
@@ -348,7 +423,6 @@ take(pass *p, Py_ssize_t i, PyObject *ev)
     }
     func_acc *fn = &p->funcs[f];
     thread_acc *t = &p->threads[fn->thread];
-    p->ev_func[i] = (int32_t)f;
     if (p->mode == MODE_PATHS) {
         int64_t up = -1;
         if (e.parent < 0) {
@@ -379,6 +453,7 @@ take(pass *p, Py_ssize_t i, PyObject *ev)
         p->ev_node[i] = (int32_t)node;
         return 0;
     }
+    p->ev_func[i] = (int32_t)f;
     if (!unwind(p, t, e.parent)) {
         return 1;  /* the parent is not open: out of call order */
     }
@@ -443,13 +518,29 @@ take(pass *p, Py_ssize_t i, PyObject *ev)
     return 0;
 }
 
-/* A field of each of n structs of the given size, packed in a bytes
- * object (int64, or one byte where as_bool) that reports.py reads through
- * a memoryview: 8 bytes a value instead of a list's int objects. */
+/* A memoryview of bytes read as fmt ("q", "i" or "?"); steals bytes. */
 static PyObject *
-column(const void *items, size_t n, size_t size, size_t offset, int as_bool)
+typed_view(PyObject *bytes, const char *fmt)
 {
-    size_t width = as_bool ? 1 : sizeof(int64_t);
+    if (bytes == NULL) {
+        return NULL;
+    }
+    PyObject *raw = PyMemoryView_FromObject(bytes);
+    Py_DECREF(bytes);
+    if (raw == NULL) {
+        return NULL;
+    }
+    PyObject *view = PyObject_CallMethod(raw, "cast", "s", fmt);
+    Py_DECREF(raw);
+    return view;
+}
+
+/* A field (of width bytes: 8 int64, 4 int32, 1 bool) of each of n structs
+ * of the given size, packed and read through a memoryview by reports.py:
+ * its width a value instead of a list's int objects. */
+static PyObject *
+column(const void *items, size_t n, size_t size, size_t offset, size_t width)
+{
     PyObject *out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(n * width));
     if (out == NULL) {
         return NULL;
@@ -459,39 +550,45 @@ column(const void *items, size_t n, size_t size, size_t offset, int as_bool)
         memcpy(to + i * width, (const char *)items + i * size + offset,
                width);
     }
-    return out;
+    return typed_view(out, width == 8 ? "q" : width == 4 ? "i" : "?");
 }
 
 /* The call paths' tree: each path's first child and next sibling (-1: none),
- * children in the order they were first called. */
+ * children in the order they were first called; int32 memoryviews. */
 static int
 path_links(const pass *p, PyObject **first, PyObject **next)
 {
-    Py_ssize_t bytes = (Py_ssize_t)(p->nnodes * sizeof(int64_t));
-    *first = PyBytes_FromStringAndSize(NULL, bytes);
-    *next = PyBytes_FromStringAndSize(NULL, bytes);
-    if (*first == NULL || *next == NULL) {
+    Py_ssize_t bytes = (Py_ssize_t)(p->nnodes * sizeof(int32_t));
+    PyObject *fb = PyBytes_FromStringAndSize(NULL, bytes);
+    PyObject *nb = PyBytes_FromStringAndSize(NULL, bytes);
+    if (fb == NULL || nb == NULL) {
+        Py_XDECREF(fb);
+        Py_XDECREF(nb);
         return -1;
     }
-    int64_t *fc = (int64_t *)PyBytes_AS_STRING(*first);
-    int64_t *ns = (int64_t *)PyBytes_AS_STRING(*next);
+    int32_t *fc = (int32_t *)PyBytes_AS_STRING(fb);
+    int32_t *ns = (int32_t *)PyBytes_AS_STRING(nb);
     for (size_t i = 0; i < p->nnodes; i++) {
         fc[i] = -1;
     }
     for (size_t i = p->nnodes; i-- > 0;) {
-        int64_t up = p->nodes_acc[i].up;
+        int32_t up = p->nodes_acc[i].up;
         ns[i] = up >= 0 ? fc[up] : -1;
         if (up >= 0) {
-            fc[up] = (int64_t)i;
+            fc[up] = (int32_t)i;
         }
     }
-    return 0;
+    *first = typed_view(fb, "i");
+    *next = typed_view(nb, "i");
+    return *first == NULL || *next == NULL ? -1 : 0;
 }
 
-#define FUNCS(field, b) column(p->funcs, p->nfuncs, sizeof(func_acc), \
-                               offsetof(func_acc, field), b)
-#define NODES(field, b) column(p->nodes_acc, p->nnodes, sizeof(node_acc), \
-                               offsetof(node_acc, field), b)
+#define FUNCS(field) column(p->funcs, p->nfuncs, sizeof(func_acc), \
+                           offsetof(func_acc, field), \
+                           sizeof(((func_acc *)0)->field))
+#define NODES(field) column(p->nodes_acc, p->nnodes, sizeof(node_acc), \
+                           offsetof(node_acc, field), \
+                           sizeof(((node_acc *)0)->field))
 
 /* The threads: (keys, idents, {key: roots}) in order of first event. */
 static int
@@ -549,20 +646,20 @@ results(pass *p)
         /* parents, info, totals, selfs, calls, capped, thread keys,
          * idents, roots, first children, next siblings, functions, the
          * paths' functions */
-        out = Py_BuildValue("(NNNNNNOOONNON)", NODES(up, 0), info,
-                            NODES(totals, 0), NODES(selfs, 0),
-                            NODES(calls, 0), NODES(capped, 1),
+        out = Py_BuildValue("(NNNNNNOOONNON)", NODES(up), info,
+                            NODES(totals), NODES(selfs),
+                            NODES(calls), NODES(capped),
                             keys, idents, roots, first, next, p->func_keys,
-                            NODES(func, 0));
+                            NODES(func));
         goto done;
     }
     /* keys, calls, prim, selfs, totals, capped, thread keys, idents,
      * roots; the pairs' callers, callees, calls, prim, selfs, totals */
-    out = Py_BuildValue("(ONNNNNOOONNNNNN)", p->func_keys, FUNCS(calls, 0),
-                        FUNCS(prim, 0), FUNCS(selfs, 0), FUNCS(totals, 0),
-                        FUNCS(capped, 1), keys, idents, roots,
-                        NODES(up, 0), NODES(func, 0), NODES(calls, 0),
-                        NODES(prim, 0), NODES(selfs, 0), NODES(totals, 0));
+    out = Py_BuildValue("(ONNNNNOOONNNNNN)", p->func_keys, FUNCS(calls),
+                        FUNCS(prim), FUNCS(selfs), FUNCS(totals),
+                        FUNCS(capped), keys, idents, roots,
+                        NODES(up), NODES(func), NODES(calls),
+                        NODES(prim), NODES(selfs), NODES(totals));
 done:
     Py_XDECREF(keys);
     Py_XDECREF(idents);
@@ -625,14 +722,18 @@ report_pass(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         out = Py_NewRef(Py_None);
         goto done;
     }
+    /* Per event: its path (paths); its function and pair (functions). */
     size_t per_event = n > 0 ? (size_t)n : 1;
-    p.ev_func = PyMem_Malloc(per_event * sizeof(int32_t));
+    if (mode != MODE_PATHS) {
+        p.ev_func = PyMem_Malloc(per_event * sizeof(int32_t));
+    }
     if (mode != MODE_FUNCTIONS) {
         p.ev_node = PyMem_Malloc(per_event * sizeof(int32_t));
     }
-    if (p.ev_func == NULL || (mode != MODE_FUNCTIONS && p.ev_node == NULL)
+    if ((mode != MODE_PATHS && p.ev_func == NULL)
+        || (mode != MODE_FUNCTIONS && p.ev_node == NULL)
         || pairs_init(&p.funcs_by_ptr, 1024) < 0
-        || pairs_init(&p.nodes, 1024) < 0) {
+        || keys_init(&p.nodes, 1024) < 0) {
         PyErr_NoMemory();
         goto done;
     }
@@ -686,29 +787,63 @@ PyMethodDef ft_report_pass_def = {
     "siblings, the functions' keys, each path's function); 1: per function (keys, calls, prim, selfs, totals, capped,\n"
     "thread keys, thread ids, root sums, and empty pair columns); 2: also\n"
     "per caller -> callee pair (callers, callees, calls, prim, selfs,\n"
-    "totals).  Numbers come packed in bytes (int64; capped: one byte).\n"
+    "totals).  Numbers come as memoryviews of packed int64 or int32 (the\n"
+    "per-path ids and counts), capped as bools.\n"
     "None where the events are not getEvents()'s or the loader's (the\n"
     "Python pass then runs and says what is wrong).",
 };
 
 /* ---- the collapsed stacks' labels and lines ------------------------------- */
 
-/* An int64 array of obj's buffer (bytes, or a memoryview of them); 0, or -1
- * with an exception. */
+/* A column of ints given through the buffer protocol: a memoryview or
+ * array of int64 ("q") or int32 ("i"), or bytes of packed int64. */
+typedef struct {
+    Py_buffer view;
+    const char *items;
+    size_t n;
+    size_t width;
+} int_column;
+
+/* 0, or -1 with an exception (nothing to release then). */
 static int
-int64s(PyObject *obj, Py_buffer *view, const int64_t **items, size_t *n)
+column_open(PyObject *obj, int_column *c)
 {
-    if (PyObject_GetBuffer(obj, view, PyBUF_SIMPLE) < 0) {
+    if (PyObject_GetBuffer(obj, &c->view, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0) {
         return -1;
     }
-    if (view->len % (Py_ssize_t)sizeof(int64_t) != 0) {
-        PyBuffer_Release(view);
-        PyErr_SetString(PyExc_ValueError, "a packed int64 column expected");
+    const char *fmt = c->view.format ? c->view.format : "B";
+    Py_ssize_t size = c->view.itemsize;
+    if ((strcmp(fmt, "q") == 0 || strcmp(fmt, "l") == 0) && size == 8) {
+        c->width = 8;
+    }
+    else if (strcmp(fmt, "i") == 0 && size == 4) {
+        c->width = 4;
+    }
+    else if (strcmp(fmt, "B") == 0 && size == 1
+             && c->view.len % (Py_ssize_t)sizeof(int64_t) == 0) {
+        c->width = 8;
+    }
+    else {
+        PyBuffer_Release(&c->view);
+        PyErr_SetString(PyExc_ValueError, "a column of int64 or int32 expected");
         return -1;
     }
-    *items = (const int64_t *)view->buf;
-    *n = (size_t)view->len / sizeof(int64_t);
+    c->items = c->view.buf;
+    c->n = (size_t)c->view.len / c->width;
     return 0;
+}
+
+static int64_t
+column_at(const int_column *c, size_t i)
+{
+    if (c->width == 4) {
+        int32_t x;
+        memcpy(&x, c->items + i * 4, 4);
+        return x;
+    }
+    int64_t x;
+    memcpy(&x, c->items + i * 8, 8);
+    return x;
 }
 
 /* A list of ints as a PyMem array (*n of them); 0, or -1 with an
@@ -738,7 +873,7 @@ int64_list(PyObject *list, int64_t **items, size_t *n)
 }
 
 typedef struct {
-    pair_table ids;   /* (up + 1, frame) -> label */
+    key_table ids;    /* (up + 1, frame) -> label */
     i64vec up, frame, value;
 } labels;
 
@@ -746,7 +881,8 @@ typedef struct {
 static int64_t
 label_of(labels *l, int64_t up, int64_t frame)
 {
-    pair_slot *s = pairs_find(&l->ids, (uint64_t)(up + 1), (uint64_t)frame);
+    uint64_t key = two_ids(up + 1, frame);
+    key_slot *s = keys_find(&l->ids, key);
     if (s->value >= 0) {
         return s->value;
     }
@@ -760,7 +896,7 @@ label_of(labels *l, int64_t up, int64_t frame)
         }
         cols[k]->items[cols[k]->len++] = init[k];
     }
-    if (pairs_put(&l->ids, s, (uint64_t)(up + 1), (uint64_t)frame, id) < 0) {
+    if (keys_put(&l->ids, s, key, id) < 0) {
         return -1;
     }
     return id;
@@ -774,7 +910,8 @@ packed(const i64vec *v)
 }
 
 /* _collapse_labels(parents, path_funcs, frame_of_func, top_of_func, values)
- * -> (label_up, label_frame, label_value) packed, or None past int64. */
+ * -> (label_up, label_frame, label_value) int64 memoryviews, or None past
+ * int64. */
 static PyObject *
 collapse_labels(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -784,9 +921,7 @@ collapse_labels(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
                         "frame_of_func, top_of_func, values)");
         return NULL;
     }
-    Py_buffer views[3];
-    const int64_t *cols[3];
-    size_t lens[3];
+    int_column cols[3];
     int held = 0;
     int64_t *frame_of = NULL, *top_of = NULL, *path_label = NULL;
     size_t nframe_of = 0, ntop_of = 0;
@@ -795,7 +930,7 @@ collapse_labels(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     PyObject *out = NULL;
     static const int at[3] = {0, 1, 4};
     for (; held < 3; held++) {
-        if (int64s(args[at[held]], &views[held], &cols[held], &lens[held]) < 0) {
+        if (column_open(args[at[held]], &cols[held]) < 0) {
             goto done;
         }
     }
@@ -803,21 +938,26 @@ collapse_labels(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         || int64_list(args[3], &top_of, &ntop_of) < 0) {
         goto done;
     }
-    if (lens[1] != lens[0] || lens[2] != lens[0] || nframe_of != ntop_of) {
+    size_t n = cols[0].n;
+    if (cols[1].n != n || cols[2].n != n || nframe_of != ntop_of) {
         PyErr_SetString(PyExc_ValueError, "_collapse_labels(): columns of "
                         "different lengths");
         goto done;
     }
-    const int64_t *parents = cols[0], *funcs = cols[1], *values = cols[2];
-    size_t n = lens[0];
+    if (n >= INT32_MAX / 2) {
+        out = Py_NewRef(Py_None);  /* labels' ids must fit in 32 bits */
+        goto done;
+    }
     path_label = PyMem_Malloc((n ? n : 1) * sizeof(int64_t));
-    if (path_label == NULL || pairs_init(&l.ids, 1024) < 0) {
+    if (path_label == NULL || keys_init(&l.ids, 1024) < 0) {
         PyErr_NoMemory();
         goto done;
     }
     for (size_t p = 0; p < n; p++) {
-        int64_t up = parents[p], f = funcs[p], lid;
-        if (f < 0 || (size_t)f >= nframe_of || up >= (int64_t)p || up < -1) {
+        int64_t up = column_at(&cols[0], p), f = column_at(&cols[1], p), lid;
+        if (f < 0 || (size_t)f >= nframe_of || up >= (int64_t)p || up < -1
+            || frame_of[f] < 0 || frame_of[f] > INT32_MAX
+            || top_of[f] > INT32_MAX) {
             PyErr_SetString(PyExc_ValueError, "_collapse_labels(): a path's "
                             "parent or function is out of range");
             break;
@@ -837,7 +977,7 @@ collapse_labels(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             break;
         }
         path_label[p] = lid;
-        if (__builtin_add_overflow(l.value.items[lid], values[p],
+        if (__builtin_add_overflow(l.value.items[lid], column_at(&cols[2], p),
                                    &l.value.items[lid])) {
             out = Py_NewRef(Py_None);  /* the Python code has big ints */
             break;
@@ -848,12 +988,13 @@ collapse_labels(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     path_label = NULL;
     l.ids.slots = NULL;
     if (out == NULL && !PyErr_Occurred()) {
-        out = Py_BuildValue("(NNN)", packed(&l.up), packed(&l.frame),
-                            packed(&l.value));
+        out = Py_BuildValue("(NNN)", typed_view(packed(&l.up), "q"),
+                            typed_view(packed(&l.frame), "q"),
+                            typed_view(packed(&l.value), "q"));
     }
 done:
     while (held-- > 0) {
-        PyBuffer_Release(&views[held]);
+        PyBuffer_Release(&cols[held].view);
     }
     PyMem_Free(frame_of);
     PyMem_Free(top_of);
@@ -898,22 +1039,19 @@ collapsed_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         || (count == -1 && PyErr_Occurred())) {
         return NULL;
     }
-    Py_buffer views[3];
-    const int64_t *cols[3];
-    size_t lens[3];
+    int_column cols[3];
     int held = 0;
     PyObject *lines = NULL, *parts = NULL, *sep = NULL, *out = NULL;
     for (; held < 3; held++) {
-        if (int64s(args[held], &views[held], &cols[held], &lens[held]) < 0) {
+        if (column_open(args[held], &cols[held]) < 0) {
             goto done;
         }
     }
-    if (lens[1] != lens[0] || lens[2] != lens[0] || start < 0) {
+    if (cols[1].n != cols[0].n || cols[2].n != cols[0].n || start < 0) {
         PyErr_SetString(PyExc_ValueError, "_collapsed_batch(): bad columns");
         goto done;
     }
-    const int64_t *ups = cols[0], *frames = cols[1], *values = cols[2];
-    size_t n = lens[0];
+    size_t n = cols[0].n;
     PyObject *texts = args[3];
     lines = PyList_New(0);
     parts = PyList_New(0);
@@ -923,7 +1061,7 @@ collapsed_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     }
     size_t lid = (size_t)start;
     for (; lid < n && PyList_GET_SIZE(lines) < count; lid++) {
-        int64_t value = values[lid];
+        int64_t value = column_at(&cols[2], lid);
         if (self_weight) {
             value = value < 0 ? 0 : value;
             value = value > INT64_MAX - 500 ? INT64_MAX / 1000
@@ -936,21 +1074,23 @@ collapsed_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             goto done;
         }
         /* The frames from this label down to its root, then reversed. */
-        for (int64_t up = (int64_t)lid; up >= 0; up = ups[up]) {
-            if ((size_t)up >= n || frames[up] < 0
-                || frames[up] >= PyList_GET_SIZE(texts)) {
+        for (int64_t up = (int64_t)lid; up >= 0;) {
+            int64_t frame = column_at(&cols[1], (size_t)up);
+            int64_t next = column_at(&cols[0], (size_t)up);
+            if (frame < 0 || frame >= PyList_GET_SIZE(texts)) {
                 PyErr_SetString(PyExc_ValueError, "_collapsed_batch(): a "
-                                "label's parent or frame is out of range");
+                                "label's frame is out of range");
                 goto done;
             }
-            if (PyList_Append(parts, PyList_GET_ITEM(texts, frames[up])) < 0) {
-                goto done;
-            }
-            if (ups[up] >= up) {
+            if (next >= up) {
                 PyErr_SetString(PyExc_ValueError, "_collapsed_batch(): a "
                                 "label's parent is not an earlier label");
                 goto done;
             }
+            if (PyList_Append(parts, PyList_GET_ITEM(texts, frame)) < 0) {
+                goto done;
+            }
+            up = next;
         }
         if (PyList_Reverse(parts) < 0) {
             goto done;
@@ -974,7 +1114,7 @@ collapsed_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     out = Py_BuildValue("(On)", lines, (Py_ssize_t)lid);
 done:
     while (held-- > 0) {
-        PyBuffer_Release(&views[held]);
+        PyBuffer_Release(&cols[held].view);
     }
     Py_XDECREF(lines);
     Py_XDECREF(parts);

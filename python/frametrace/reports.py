@@ -185,16 +185,9 @@ _use_c = True
 def _c_pass(events: Sequence[Any], mode: int) -> Optional[tuple[Any, ...]]:
     """The C pass's columns (mode 0: by call path, 1: by function, 2: and by
     caller -> callee pair), or None where it does not take these events.
-    Its numbers come packed in bytes: read through memoryviews (8 bytes a
+    Its numbers are memoryviews of packed int64 or int32 (a few bytes a
     value, not an int object each)."""
-    if not _use_c:
-        return None
-    done = _tracer._report_pass(events, mode)
-    if done is None:
-        return None
-    # Column 5 is "capped" in every mode: bools.
-    return tuple(memoryview(c).cast("?" if i == 5 else "q") if type(c) is bytes else c
-                 for i, c in enumerate(done))
+    return _tracer._report_pass(events, mode) if _use_c else None
 
 
 def _display(name: str, filename: str, lineno: int, kind: str) -> str:
@@ -839,9 +832,16 @@ def _collapsed_lines(events: Any, weight: str, threads: bool,
     shared = _shared_idents(paths.idents)
     values = paths.selfs if weight == "self" else paths.calls
     if paths.funcs is not None:
-        from_c = _collapsed_lines_c(paths, values, weight, threads, shared, names)
+        # Only what the labels need is kept from here: the paths' other
+        # columns go before the labels are made.
+        parents, path_funcs, funcs, idents = (paths.parents, paths.path_funcs, paths.funcs,
+                                              paths.idents)
+        del paths
+        from_c = _collapsed_lines_c(parents, path_funcs, funcs, idents, values, weight, threads,
+                                    shared, names)
         if from_c is not None:
             return from_c
+        paths = _Paths(evs)  # past int64: the Python pass and labels
     # Identical labels (paths of different threads with threads=False, or
     # frames that display alike) are one line: a label is (parent label, frame).
     label_ids: dict[tuple[int, str], int] = {}
@@ -903,8 +903,9 @@ def _collapsed_lines(events: Any, weight: str, threads: bool,
     return lines()
 
 
-def _collapsed_lines_c(paths: _Paths, values: Any, weight: str, threads: bool, shared: set,
-                       names: _Names) -> Optional[Iterator[str]]:
+def _collapsed_lines_c(parents: Any, path_funcs: Any, funcs: list[tuple[Any, ...]],
+                       idents: dict[Any, Any], values: Any, weight: str, threads: bool,
+                       shared: set, names: _Names) -> Optional[Iterator[str]]:
     """The same lines from the C pass's paths, merged into labels and spelt
     out in C; None when a label's sum passes int64 (the Python code then)."""
     texts: list[str] = []
@@ -917,17 +918,15 @@ def _collapsed_lines_c(paths: _Paths, values: Any, weight: str, threads: bool, s
             texts.append(text)
         return fid
 
-    assert paths.funcs is not None
-    frame_of_func = [frame_id(_frame(key)) for key in paths.funcs]
-    top_of_func = [frame_id(_frame((_thread_label(key[4], paths.idents, shared, names), "", 0,
+    frame_of_func = [frame_id(_frame(key)) for key in funcs]
+    top_of_func = [frame_id(_frame((_thread_label(key[4], idents, shared, names), "", 0,
                                     "c"))) if threads else -1
-                   for key in paths.funcs]
-    done = _tracer._collapse_labels(paths.parents, paths.path_funcs, frame_of_func, top_of_func,
-                                    values)
+                   for key in funcs]
+    done = _tracer._collapse_labels(parents, path_funcs, frame_of_func, top_of_func, values)
     if done is None:
         return None
     label_up, label_frame, label_value = done
-    n = len(label_up) // 8
+    n = len(label_up)
 
     def lines() -> Iterator[str]:
         start = 0

@@ -148,8 +148,8 @@ def test_anything_else_is_left_to_the_python_pass(traces, monkeypatch):
     for mode in (0, 1, 2):
         assert _tracer._report_pass(huge, mode) is None
     assert reports.summary(huge).rows[0].self_ns == (1 << 64) - 1
-    assert _tracer._report_pass([], 0) == (b"", [], b"", b"", b"", b"", [], [], {}, b"", b"", [],
-                                           b"")
+    empty = [c.tolist() if isinstance(c, memoryview) else c for c in _tracer._report_pass([], 0)]
+    assert empty == [[], [], [], [], [], [], [], [], {}, [], [], [], []]
     # The Python pass then reads them: the same reports as the C pass, or
     # the error that says what is wrong.
     assert reports.collapsed_stacks(as_tuples) == reports.collapsed_stacks(events)
@@ -174,7 +174,14 @@ def test_collapsed_labels_in_c_check_their_input():
     # under the thread's top frame.
     labels = _tracer._collapse_labels(packed(-1, 0, -1, 2), packed(0, 1, 0, 1), [0, 1], [2, 2],
                                       packed(5, 7, 11, 13))
-    assert labels == (packed(-1, 0, 1), packed(2, 0, 1), packed(0, 16, 20))
+    assert [c.tolist() for c in labels] == [[-1, 0, 1], [2, 0, 1], [0, 16, 20]]
+    # The C pass's int32 columns (memoryviews, arrays) are read the same.
+    labels32 = _tracer._collapse_labels(array.array("i", [-1, 0, -1, 2]),
+                                        memoryview(array.array("i", [0, 1, 0, 1])), [0, 1],
+                                        [2, 2], array.array("q", [5, 7, 11, 13]))
+    assert [c.tolist() for c in labels32] == [[-1, 0, 1], [2, 0, 1], [0, 16, 20]]
+    with pytest.raises(ValueError, match="int64 or int32"):
+        _tracer._collapse_labels(array.array("h", [-1]), packed(0), [0], [-1], packed(1))
     lines, end = _tracer._collapsed_batch(*labels, ["f", "g", "thread"], False, 0, 10)
     assert (lines, end) == (["thread;f 16", "thread;f;g 20"], 3)
     # ns to rounded us for self time; a batch stops at count lines.
