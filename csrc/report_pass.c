@@ -15,86 +15,20 @@
 #include <stdint.h>
 #include <string.h>
 
-/* ---- a hash table of (a, b) pairs -> int64 ------------------------------ */
-
-typedef struct {
-    uint64_t a, b;
-    int64_t value;  /* -1: empty slot */
-} pair_slot;
-
-typedef struct {
-    pair_slot *slots;
-    size_t mask;
-    size_t used;
-} pair_table;
-
-static int
-pairs_init(pair_table *t, size_t slots)
-{
-    t->slots = PyMem_Malloc(slots * sizeof(pair_slot));
-    if (t->slots == NULL) {
-        return -1;
-    }
-    for (size_t i = 0; i < slots; i++) {
-        t->slots[i].value = -1;
-    }
-    t->mask = slots - 1;
-    t->used = 0;
-    return 0;
-}
-
 static size_t
-pair_hash(uint64_t a, uint64_t b)
+key_hash(uint64_t key)
 {
-    uint64_t h = a * 0x9E3779B97F4A7C15u ^ (b + 0x632BE59BD9B4E019u);
+    uint64_t h = key * 0x9E3779B97F4A7C15u;
     h ^= h >> 29;
     h *= 0xBF58476D1CE4E5B9u;
     return (size_t)(h ^ (h >> 32));
 }
 
-/* The slot of (a, b): its own, or the empty one where it would go. */
-static pair_slot *
-pairs_find(const pair_table *t, uint64_t a, uint64_t b)
-{
-    size_t i = pair_hash(a, b) & t->mask;
-    while (t->slots[i].value >= 0
-           && (t->slots[i].a != a || t->slots[i].b != b)) {
-        i = (i + 1) & t->mask;
-    }
-    return &t->slots[i];
-}
-
-/* Stores value in the empty slot s found for (a, b); 0, or -1 when out of
- * memory (no exception set). */
-static int
-pairs_put(pair_table *t, pair_slot *s, uint64_t a, uint64_t b, int64_t value)
-{
-    s->a = a;
-    s->b = b;
-    s->value = value;
-    if (++t->used * 2 <= t->mask + 1) {
-        return 0;
-    }
-    pair_table bigger;
-    if (pairs_init(&bigger, (t->mask + 1) * 2) < 0) {
-        return -1;
-    }
-    for (size_t i = 0; i <= t->mask; i++) {
-        if (t->slots[i].value >= 0) {
-            *pairs_find(&bigger, t->slots[i].a, t->slots[i].b) = t->slots[i];
-        }
-    }
-    bigger.used = t->used;
-    PyMem_Free(t->slots);
-    *t = bigger;
-    return 0;
-}
-
 /* ---- a hash table of 64-bit keys -> int64 ----------------------------------- */
 
-/* For the paths, pairs and labels, whose two ids fit in 32 bits each: 16
- * bytes a slot, filled up to 70%, as there are as many of them as events
- * in the worst case. */
+/* For the paths, pairs and labels (two ids that fit in 32 bits each) and
+ * the functions' info tuples (by address): 16 bytes a slot, filled up to
+ * 70%, as there are as many paths as events in the worst case. */
 typedef struct {
     uint64_t key;
     int64_t value;  /* -1: empty slot */
@@ -130,7 +64,7 @@ two_ids(int64_t a, int64_t b)
 static key_slot *
 keys_find(const key_table *t, uint64_t key)
 {
-    size_t i = pair_hash(key, 0) & t->mask;
+    size_t i = key_hash(key) & t->mask;
     while (t->slots[i].value >= 0 && t->slots[i].key != key) {
         i = (i + 1) & t->mask;
     }
@@ -197,15 +131,26 @@ typedef struct {
     i64vec stack;      /* MODE_FUNCTIONS: its open events */
 } thread_acc;
 
+/* What an info tuple (one per function, shared by its Events) last led
+ * to: the function of that info on thread, by identity.  A thread's events
+ * come together, so one entry per info hits but at thread changes.  Both
+ * tuples are held, so that their addresses are not reused meanwhile. */
+typedef struct {
+    PyObject *info;    /* strong */
+    PyObject *thread;  /* strong */
+    int64_t func;
+} info_cache;
+
 typedef struct {
     ft_state *state;
     int mode;
-    pair_table funcs_by_ptr;   /* (info, thread) pointers -> function */
+    key_table infos;           /* info tuple's address -> its cache entry */
+    info_cache *cache;         /* per info tuple: the last thread, function */
+    size_t ncache, cache_cap;
     key_table nodes;           /* (up + 1, func) -> path or pair */
     PyObject *func_ids;        /* key tuple -> function, by value */
     PyObject *thread_ids;      /* thread key -> thread, by value */
     PyObject *func_keys;       /* list: function -> key tuple */
-    PyObject *held;            /* list: the tuples funcs_by_ptr points at */
     func_acc *funcs;
     size_t nfuncs, funcs_cap;
     node_acc *nodes_acc;
@@ -326,10 +271,10 @@ func_of(pass *p, PyObject *info, PyObject *thread)
         PyObject *const *values = PySequence_Fast_ITEMS(info);
         return func_by_value(p, values, values[4], values[12]);
     }
-    pair_slot *s = pairs_find(&p->funcs_by_ptr, (uintptr_t)info,
-                              (uintptr_t)thread);
-    if (s->value >= 0) {
-        return s->value;
+    key_slot *s = keys_find(&p->infos, (uintptr_t)info);
+    info_cache *c = s->value >= 0 ? &p->cache[s->value] : NULL;
+    if (c != NULL && c->thread == thread) {
+        return c->func;
     }
     if (!PyTuple_CheckExact(info) || PyTuple_GET_SIZE(info) != 4
         || !PyTuple_CheckExact(thread) || PyTuple_GET_SIZE(thread) != 3) {
@@ -341,16 +286,20 @@ func_of(pass *p, PyObject *info, PyObject *thread)
     if (index < 0) {
         return index;
     }
-    /* The pair is held: its addresses are not reused during the pass. */
-    if (PyList_Append(p->held, info) < 0
-        || PyList_Append(p->held, thread) < 0) {
-        return -1;
+    if (c == NULL) {
+        if (grow((void **)&p->cache, &p->cache_cap, p->ncache,
+                 sizeof(info_cache)) < 0
+            || keys_put(&p->infos, s, (uintptr_t)info,
+                        (int64_t)p->ncache) < 0) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        c = &p->cache[p->ncache++];
+        c->info = Py_NewRef(info);
+        c->thread = NULL;
     }
-    if (pairs_put(&p->funcs_by_ptr, s, (uintptr_t)info, (uintptr_t)thread,
-                  index) < 0) {
-        PyErr_NoMemory();
-        return -1;
-    }
+    Py_XSETREF(c->thread, Py_NewRef(thread));
+    c->func = index;
     return index;
 }
 
@@ -680,12 +629,16 @@ pass_free(pass *p)
     PyMem_Free(p->nodes_acc);
     PyMem_Free(p->ev_func);
     PyMem_Free(p->ev_node);
-    PyMem_Free(p->funcs_by_ptr.slots);
     PyMem_Free(p->nodes.slots);
     Py_XDECREF(p->func_ids);
     Py_XDECREF(p->thread_ids);
     Py_XDECREF(p->func_keys);
-    Py_XDECREF(p->held);
+    for (size_t i = 0; i < p->ncache; i++) {
+        Py_DECREF(p->cache[i].info);
+        Py_DECREF(p->cache[i].thread);
+    }
+    PyMem_Free(p->cache);
+    PyMem_Free(p->infos.slots);
 }
 
 /* _report_pass(events, mode) -> a tuple of columns, or None. */
@@ -732,7 +685,7 @@ report_pass(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     }
     if ((mode != MODE_PATHS && p.ev_func == NULL)
         || (mode != MODE_FUNCTIONS && p.ev_node == NULL)
-        || pairs_init(&p.funcs_by_ptr, 1024) < 0
+        || keys_init(&p.infos, 1024) < 0
         || keys_init(&p.nodes, 1024) < 0) {
         PyErr_NoMemory();
         goto done;
@@ -740,9 +693,7 @@ report_pass(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     p.func_ids = PyDict_New();
     p.thread_ids = PyDict_New();
     p.func_keys = PyList_New(0);
-    p.held = PyList_New(0);
-    if (p.func_ids == NULL || p.thread_ids == NULL || p.func_keys == NULL
-        || p.held == NULL) {
+    if (p.func_ids == NULL || p.thread_ids == NULL || p.func_keys == NULL) {
         goto done;
     }
     for (Py_ssize_t i = 0; i < n; i++) {
@@ -765,11 +716,9 @@ report_pass(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
      * peak is the larger of the two, not their sum. */
     PyMem_Free(p.ev_func);
     PyMem_Free(p.ev_node);
-    PyMem_Free(p.funcs_by_ptr.slots);
     PyMem_Free(p.nodes.slots);
     p.ev_func = NULL;
     p.ev_node = NULL;
-    p.funcs_by_ptr.slots = NULL;
     p.nodes.slots = NULL;
     out = results(&p);
 done:
