@@ -3,17 +3,22 @@
  * call path, for the collapsed stacks and the flame graph) and _Functions
  * (mode 1, and 2 with the caller -> callee pairs: the summary and pstats)
  * do, at C speed.  It takes the Events that getEvents() and the loader's C
- * path build (sharing each function's and thread's tuples: one lookup per
- * pair), and Event(values) (the loader's Python path); anything else, and
+ * path build (sharing each function's and thread's tuples: found by the
+ * info tuple's address), and Event(values) (the loader's Python path, by
+ * value); anything else, and
  * anything out of the ordinary (events out of call order, a parent that
  * is not an earlier event of the same thread, a name that is not a str, a
  * sum past int64), returns None: the Python pass, which reports.py runs
- * then, is the reference and raises the errors. */
+ * then, is the reference and raises the errors.  Also the collapsed
+ * stacks' labels (_collapse_labels) and lines (_collapsed_batch) made from
+ * the paths. */
 #include "state.h"
 
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+
+/* ---- a hash table of 64-bit keys -> int64 ----------------------------------- */
 
 static size_t
 key_hash(uint64_t key)
@@ -23,8 +28,6 @@ key_hash(uint64_t key)
     h *= 0xBF58476D1CE4E5B9u;
     return (size_t)(h ^ (h >> 32));
 }
-
-/* ---- a hash table of 64-bit keys -> int64 ----------------------------------- */
 
 /* For the paths, pairs and labels (two ids that fit in 32 bits each) and
  * the functions' info tuples (by address): 16 bytes a slot, filled up to

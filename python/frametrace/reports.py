@@ -781,7 +781,6 @@ class _Paths:
         self.next_sibling = after
 
 
-
 _UNSAFE = re.compile(r"[;\r\n]")
 
 
@@ -860,23 +859,13 @@ def _collapsed_lines(events: Any, weight: str, threads: bool,
             label_value.append(0)
         return lid
 
-    # A function's frame text, by its info tuple (the C pass shares one per
-    # function: looked up by identity first, then by value).
-    frame_of: dict[int, str] = {}
-    held = []  # keeps the info tuples frame_of's ids name alive
-    for p, (pp, info) in enumerate(zip(paths.parents, paths.info)):
-        frame = frame_of.get(id(info))
+    for p, pp in enumerate(paths.parents):
+        info = paths.info[p]
+        frame = frames.get(info[:4])
         if frame is None:
-            frame = frames.get(info[:4])
-            if frame is None:
-                frame = frames[info[:4]] = _frame(info)
-            frame_of[id(info)] = frame
-            held.append(info)
+            frame = frames[info[:4]] = _frame(info)
         if pp >= 0:
-            key = (path_label[pp], frame)
-            lid = label_ids.get(key)
-            if lid is None:
-                lid = label(*key)
+            lid = label(path_label[pp], frame)
         elif threads:
             top = _frame((_thread_label(info[4], paths.idents, shared, names), "", 0, "c"))
             lid = label(label(-1, top), frame)
