@@ -92,6 +92,10 @@ def _replacing(path: str) -> Iterator[tuple[str, int]]:
     (the file a symbolic link names) when the block ends without an
     exception, removed otherwise."""
     target = os.path.realpath(path)
+    if os.path.islink(target):
+        # realpath stops at a loop of links; open() would fail with ELOOP,
+        # and the rename would replace the link.
+        raise OSError(errno.ELOOP, f"could not write {path}: {os.strerror(errno.ELOOP)}")
     fd, tmp = _create_temp(target, path)
     try:
         yield tmp, fd

@@ -143,13 +143,19 @@ def _shared_idents(idents: Mapping[Any, Any]) -> set:
     return shared
 
 
-class _NotStr(TypeError):
+class _WrongType(TypeError):
     """An event whose name or filename is not a str (the reports take them
-    apart as strings): checked once per distinct function, in the one pass."""
+    apart as strings: checked once per distinct function), or whose times
+    are not ints, found in the one pass."""
 
 
 def _not_str(i: int, ev: Any) -> TypeError:
-    return _NotStr(f"event {i} {ev!r}: its name and filename must be str")
+    return _WrongType(f"event {i} {ev!r}: its name and filename must be str")
+
+
+def _not_int(i: int, ev: Any) -> TypeError:
+    # A float time (inf, nan) would reach the flame graph's pixel arithmetic.
+    return _WrongType(f"event {i} {ev!r}: its start_ns and end_ns must be int")
 
 
 class _BadEvents(ValueError):
@@ -252,6 +258,8 @@ class _Functions:
                     capped.append(False)
                     active.append(0)
                 d = end - start
+                if type(d) is not int:
+                    raise _not_int(i, events[i])
                 stack = stacks.get(tid)
                 if stack is None:
                     stack = stacks[tid] = []
@@ -308,7 +316,7 @@ class _Functions:
                     capped[fid] = True
                 ev_fid.append(fid)
                 stack.append(i)
-        except (_BadEvents, _NotStr):
+        except (_BadEvents, _WrongType):
             raise
         except (TypeError, ValueError) as exc:
             raise _unpack_error(events, exc) from None
@@ -725,6 +733,8 @@ class _Paths:
                 if tid not in idents:
                     idents[tid] = ident
                 d = end - start
+                if type(d) is not int:
+                    raise _not_int(i, events[i])
                 if parent < 0:
                     if parent != -1:
                         raise _bad_event(i, events[i], f"parent {parent}")
@@ -756,7 +766,7 @@ class _Paths:
                 if oast:
                     capped[p] = True
                 ev_path.append(p)
-        except (_BadEvents, _NotStr):
+        except (_BadEvents, _WrongType):
             raise
         except (TypeError, ValueError) as exc:
             raise _unpack_error(events, exc) from None

@@ -99,6 +99,9 @@ class Trace:
         events = self.__dict__.get("_events")
         if events is None:
             tracer = self.tracer
+            if tracer is not None and not isinstance(tracer, _tracer.Tracer):
+                raise TypeError(f"Trace.tracer must be a frametrace.Tracer or None, not "
+                                f"{type(tracer).__name__}")
             events = tracer.getEvents() if tracer is not None else []
             self.__dict__["_events"] = events
         return events

@@ -408,3 +408,27 @@ def test_merge_deep_nesting_is_valueerror(tmp_path):
         frametrace.load(path)
     with pytest.raises(ValueError):
         loader.merge([str(path)], str(tmp_path / "merged.json"))
+
+
+# ---- found by longer runs (FRAMETRACE_FUZZ=400) of test_fuzz_reports.py, 2026-12-05 ----------------
+
+
+def test_regression_float_times_reached_the_flame_graph_as_overflow(tmp_path):
+    """An event whose times were floats (-inf) went through the reports'
+    Python pass and made the flame graph's pixel arithmetic raise
+    OverflowError; the pass refuses times that are not ints (TypeError),
+    as the C pass declines them."""
+    events = list(cached_events())
+    events[1] = Event(tuple(events[1])[:6] + (float("-inf"),) + tuple(events[1])[7:])
+    for report in (lambda: reports.write_flamegraph_svg(events, tmp_path / "f.svg"),
+                   lambda: reports.summary(events), lambda: reports.collapsed_stacks(events)):
+        with pytest.raises(TypeError, match="event 1 .*start_ns and end_ns must be int"):
+            report()
+
+
+def test_regression_trace_with_a_tracer_that_is_not_one(tmp_path):
+    """Trace(tracer=True).save() raised AttributeError from the events
+    built on first read (issue 17's lazy Trace.events)."""
+    for method in ("save", "summary"):
+        with pytest.raises(TypeError, match="Trace.tracer must be a frametrace.Tracer or None, not bool"):
+            getattr(Trace(tracer=True), method)(*([tmp_path / "t.json"] if method == "save" else []))

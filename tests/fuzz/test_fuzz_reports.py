@@ -3,6 +3,7 @@ methods (reports, exports) and frametrace.save."""
 from __future__ import annotations
 
 import contextlib
+import os
 import io
 
 
@@ -145,3 +146,40 @@ def test_fuzz_reports(data):
     events, kind = events_arg(data)
     with scratch() as d:
         _judge_reports(events, kind, data, d)
+
+
+@fuzz(150)
+@given(data=st.data(), weight=st.sampled_from(["self", "calls"]), threads=st.booleans())
+@guarded
+def test_fuzz_reports_c_pass_matches_python_pass(data, weight, threads):
+    """The reports' pass in C (``_tracer._report_pass`` and the collapsed
+    stacks' helpers) against the Python pass, the reference, on the same
+    events: real, mutated (Event(values) the C pass reads by value, or
+    declines), shuffled, anything: the same reports, or the same error."""
+    events, _ = events_arg(data)
+
+    def every_report(d):
+        def run(fn, *args, **kwargs):
+            out = attempt(fn, *args, allowed=(TypeError, ValueError), **kwargs)
+            return ("ok", out.value) if out.ok else ("error", type(out.exc), str(out.exc))
+
+        results = [
+            run(lambda: str(reports.summary(events, limit=None))),
+            run(lambda: str(reports.summary(events, per_thread=True, limit=None))),
+            run(reports.collapsed_stacks, events, weight=weight, threads=threads),
+        ]
+        for name, write in (("p.pstats", reports.write_pstats),
+                            ("f.svg", reports.write_flamegraph_svg)):
+            path = os.path.join(d, name)
+            out = run(write, events, path)
+            results.append(out if out[0] == "error" else ("ok", open(path, "rb").read()))
+        return results
+
+    with scratch() as d:
+        c = every_report(d)
+        reports._use_c = False
+        try:
+            python = every_report(d)
+        finally:
+            reports._use_c = True
+    assert c == python

@@ -198,6 +198,18 @@ def test_a_symbolic_link_keeps_pointing_at_the_new_file(short_trace, tmp_path):
     assert sorted(os.listdir(tmp_path)) == ["link.json", "real.json"]
 
 
+def test_a_loop_of_links_is_refused_and_left_as_it_was(short_trace, tmp_path):
+    # open() fails on it (ELOOP); a rename over it would replace the link.
+    loop = tmp_path / "loop.json"
+    loop.symlink_to("loop.json")
+    for name, write in every_writer(*short_trace, compressed=False).items():
+        with pytest.raises(OSError, match="loop.json: Too many levels of symbolic links") as info:
+            write(loop)
+        assert info.value.errno == errno.ELOOP, name
+        assert loop.is_symlink() and os.readlink(loop) == "loop.json", name
+        assert os.listdir(tmp_path) == ["loop.json"], name
+
+
 def test_no_temporary_left_after_success_or_failure(short_trace, tmp_path):
     writers = every_writer(*short_trace)
     for name, write in writers.items():
