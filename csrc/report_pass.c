@@ -103,22 +103,26 @@ keys_put(key_table *t, key_slot *s, uint64_t key, int64_t value)
 
 enum { MODE_PATHS, MODE_FUNCTIONS, MODE_EDGES };
 
-/* Per function (name, filename, lineno, kind, thread key). */
-typedef struct {
-    int64_t calls, prim, selfs, totals, active;
-    int64_t thread;  /* index into the threads */
-    uint8_t capped;
-} func_acc;
-
-/* Per call path, or per caller -> callee pair: as many as the events at
- * worst, so as small as the sums allow (counts and ids < 2**31: the
- * events are fewer). */
+/* What a function, a call path or a caller -> callee pair adds up: times
+ * in ns; counts and ids in 32 bits, as there are fewer than 2**31 events
+ * (paths and pairs can be as many as the events: they are kept small). */
 typedef struct {
     int64_t selfs, totals;
-    int32_t up;      /* the parent path, or -1 / the caller's function */
-    int32_t func;    /* the function (the callee) */
     int32_t calls, prim, active;
     uint8_t capped;
+} sums;
+
+/* Per function (name, filename, lineno, kind, thread key). */
+typedef struct {
+    sums s;
+    int64_t thread;  /* index into the threads */
+} func_acc;
+
+/* Per call path, or per caller -> callee pair. */
+typedef struct {
+    sums s;
+    int32_t up;      /* the parent path, or -1 / the caller's function */
+    int32_t func;    /* the function (the callee) */
 } node_acc;
 
 typedef struct {
@@ -336,6 +340,23 @@ add(int64_t *sum, int64_t d)
     return __builtin_add_overflow(*sum, d, sum) ? -1 : 0;
 }
 
+/* One more call, of duration d: its total counts only where it is not
+ * within another of the same function (or pair) on its thread's stack,
+ * the primitive calls of cProfile.  0, or -1 past int64. */
+static int
+enter(sums *s, int64_t d)
+{
+    s->calls++;
+    if (!s->active) {
+        s->prim++;
+        if (add(&s->totals, d) < 0) {
+            return -1;
+        }
+    }
+    s->active++;
+    return add(&s->selfs, d);
+}
+
 /* Pops thread t's open events down to (not including) parent; 1 when
  * parent is there, 0 when the stack ran out (events out of call order). */
 static int
@@ -347,9 +368,9 @@ unwind(pass *p, thread_acc *t, int64_t parent)
             return 1;
         }
         t->stack.len--;
-        p->funcs[p->ev_func[j]].active--;
+        p->funcs[p->ev_func[j]].s.active--;
         if (p->mode == MODE_EDGES && p->ev_node[j] >= 0) {
-            p->nodes_acc[p->ev_node[j]].active--;
+            p->nodes_acc[p->ev_node[j]].s.active--;
         }
     }
     return parent < 0;
@@ -387,7 +408,7 @@ take(pass *p, Py_ssize_t i, PyObject *ev)
             up = p->ev_node[e.parent];
             node_acc *parent = &p->nodes_acc[up];
             if (p->funcs[parent->func].thread != fn->thread
-                || add(&parent->selfs, -d) < 0) {
+                || add(&parent->s.selfs, -d) < 0) {
                 return 1;
             }
         }
@@ -397,11 +418,11 @@ take(pass *p, Py_ssize_t i, PyObject *ev)
             return -1;
         }
         node_acc *n = &p->nodes_acc[node];
-        if (add(&n->totals, d) < 0 || add(&n->selfs, d) < 0) {
+        if (add(&n->s.totals, d) < 0 || add(&n->s.selfs, d) < 0) {
             return 1;
         }
-        n->calls++;
-        n->capped |= e.open_at_stop;
+        n->s.calls++;
+        n->s.capped |= e.open_at_stop;
         p->ev_node[i] = (int32_t)node;
         return 0;
     }
@@ -420,12 +441,12 @@ take(pass *p, Py_ssize_t i, PyObject *ev)
     }
     else {
         int64_t pf = p->ev_func[e.parent];
-        if (add(&p->funcs[pf].selfs, -d) < 0) {
+        if (add(&p->funcs[pf].s.selfs, -d) < 0) {
             return 1;
         }
         if (p->mode == MODE_EDGES) {
             int64_t pe = p->ev_node[e.parent];
-            if (pe >= 0 && add(&p->nodes_acc[pe].selfs, -d) < 0) {
+            if (pe >= 0 && add(&p->nodes_acc[pe].s.selfs, -d) < 0) {
                 return 1;
             }
             int64_t edge = node_of(p, pf, f);
@@ -433,34 +454,17 @@ take(pass *p, Py_ssize_t i, PyObject *ev)
                 PyErr_NoMemory();
                 return -1;
             }
-            node_acc *n = &p->nodes_acc[edge];
-            n->calls++;
-            if (!n->active) {
-                n->prim++;
-                if (add(&n->totals, d) < 0) {
-                    return 1;
-                }
-            }
-            n->active++;
-            if (add(&n->selfs, d) < 0) {
+            if (enter(&p->nodes_acc[edge].s, d) < 0) {
                 return 1;
             }
             p->ev_node[i] = (int32_t)edge;
         }
     }
     fn = &p->funcs[f];
-    fn->calls++;
-    if (!fn->active) {
-        fn->prim++;
-        if (add(&fn->totals, d) < 0) {
-            return 1;
-        }
-    }
-    fn->active++;
-    if (add(&fn->selfs, d) < 0) {
+    if (enter(&fn->s, d) < 0) {
         return 1;
     }
-    fn->capped |= e.open_at_stop;
+    fn->s.capped |= e.open_at_stop;
     if (grow((void **)&t->stack.items, &t->stack.cap, t->stack.len,
              sizeof(int64_t)) < 0) {
         PyErr_NoMemory();
@@ -599,19 +603,19 @@ results(pass *p)
          * idents, roots, first children, next siblings, functions, the
          * paths' functions */
         out = Py_BuildValue("(NNNNNNOOONNON)", NODES(up), info,
-                            NODES(totals), NODES(selfs),
-                            NODES(calls), NODES(capped),
+                            NODES(s.totals), NODES(s.selfs),
+                            NODES(s.calls), NODES(s.capped),
                             keys, idents, roots, first, next, p->func_keys,
                             NODES(func));
         goto done;
     }
     /* keys, calls, prim, selfs, totals, capped, thread keys, idents,
      * roots; the pairs' callers, callees, calls, prim, selfs, totals */
-    out = Py_BuildValue("(ONNNNNOOONNNNNN)", p->func_keys, FUNCS(calls),
-                        FUNCS(prim), FUNCS(selfs), FUNCS(totals),
-                        FUNCS(capped), keys, idents, roots,
-                        NODES(up), NODES(func), NODES(calls),
-                        NODES(prim), NODES(selfs), NODES(totals));
+    out = Py_BuildValue("(ONNNNNOOONNNNNN)", p->func_keys, FUNCS(s.calls),
+                        FUNCS(s.prim), FUNCS(s.selfs), FUNCS(s.totals),
+                        FUNCS(s.capped), keys, idents, roots,
+                        NODES(up), NODES(func), NODES(s.calls),
+                        NODES(s.prim), NODES(s.selfs), NODES(s.totals));
 done:
     Py_XDECREF(keys);
     Py_XDECREF(idents);

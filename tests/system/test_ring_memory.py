@@ -21,12 +21,8 @@ def run(program, **kwargs):
     return run_json(textwrap.dedent(PROC_STATUS) + textwrap.dedent(program), **kwargs)
 
 
-WORD = 8  # bytes of a ring record
-RING = 1 << 24  # records: 128 MiB
-
-
-def test_a_ring_grows_as_it_fills_and_is_resident_ahead_of_its_writer():
-    result = run(f"""
+# The child programs' workload: loop(n) makes n calls, 2n records.
+LOOP = """
         import json
         import frametrace
 
@@ -36,7 +32,15 @@ def test_a_ring_grows_as_it_fills_and_is_resident_ahead_of_its_writer():
         def loop(n):
             for _ in range(n):
                 leaf()
+"""  # indented as the programs it goes before, for run()'s dedent
 
+
+WORD = 8  # bytes of a ring record
+RING = 1 << 24  # records: 128 MiB
+
+
+def test_a_ring_grows_as_it_fills_and_is_resident_ahead_of_its_writer():
+    result = run(LOOP + f"""
         loop(1000)
         rss_before = status("VmRSS")
         t = frametrace.Tracer(buffer_size={RING})
@@ -65,16 +69,8 @@ def test_the_hot_path_takes_no_page_fault_growing_or_wrapping():
     the records written into what a growth committed take no fault (written
     as they come, they would take one a page), nor do those of a ring that
     wraps at its full size."""
-    result = run(f"""
-        import json, resource
-        import frametrace
-
-        def leaf():
-            pass
-
-        def loop(n):
-            for _ in range(n):
-                leaf()
+    result = run(LOOP + f"""
+        import resource
 
         def faults():
             return resource.getrusage(resource.RUSAGE_THREAD).ru_minflt
