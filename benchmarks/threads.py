@@ -13,6 +13,10 @@ not another's:
   a thread whose body makes the calls, traced and untraced (medians).
 - the stdlib's test_queue (many short threads): peak RSS untraced and
   traced (recording only; the bound of issue 17: 2x untraced + 100 MB);
+- packing: a thread records 1M or 4M records and ends; its ring's bytes
+  before and after 300 more threads start (their sweeps pack it, a million
+  records at a time), and the longest start+join of those threads (the
+  pause packing costs the thread that does it) against their median;
 - Tracer.start() at the default buffer and at 16M records (median of
   fresh tracers, each started and stopped in turn).
 Both backends on 3.12+.
@@ -89,6 +93,23 @@ elif mode == "start":
         times.append(t1 - t0)
     out["start_ms"] = statistics.median(times) / 1e6
     out["start_min_ms"] = min(times) / 1e6
+elif mode == "pack":
+    # A thread records `records` and ends; the threads started after it pay
+    # for packing its ring (a million records per sweep at most): the
+    # longest start+join against the median.
+    tracer = frametrace.Tracer(backend=cfg["backend"])
+    tracer.start()
+    big = threading.Thread(target=body, args=(cfg["records"] // 2,))
+    big.start()
+    big.join()
+    before = tracer.ring_bytes
+    times = churn(300, 1)
+    out["ring_before"] = before
+    out["ring_after"] = tracer.ring_bytes
+    tracer.stop()
+    out["max_us"] = max(times) / 1e3
+    out["median_us"] = statistics.median(times) / 1e3
+    out["events"] = len(tracer.getEvents())
 elif mode == "queue":
     # The stdlib's test_queue: many short threads; peak RSS while recording.
     import io, unittest
@@ -155,6 +176,16 @@ def main():
         r = child({"mode": "queue", "traced": True, "backend": backend})
         print(f"| {backend} | {r['hwm'] / mib:.1f} | {r['threads']} | {r['records']:,} | "
               f"{r['ring_bytes'] / mib:.1f} | {(2 * q['hwm'] + 100e6) / mib:.0f} |")
+    print()
+    print("| backend | a thread's records, ended | its ring before packing (MiB) | after, with "
+          "300 more threads (MiB) | longest start+join of those (ms) | median (ms) |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for backend in backends:
+        for records in (1 << 20, 4 << 20):
+            r = child({"mode": "pack", "backend": backend, "records": records})
+            print(f"| {backend} | {records:,} | {r['ring_before'] / mib:.1f} | "
+                  f"{r['ring_after'] / mib:.1f} | {r['max_us'] / 1e3:.2f} | "
+                  f"{r['median_us'] / 1e3:.3f} |")
     print()
     print("| backend | Tracer.start() default buffer (ms, median/min) | "
           "16M records |")

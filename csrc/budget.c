@@ -12,7 +12,10 @@
  * A thread's end is noticed by a sweep over the interpreter's thread
  * states (their ids are unique in the process): every so many new rings,
  * when a ring cannot grow, and at stop().  An ended thread's ring gives
- * back what holds no record (ft_ring_trim()).
+ * back what holds no record (ft_ring_trim()), and is packed: after the
+ * periodic sweeps, a bounded number of records (rings larger than that
+ * wait), and all of them before any ring is discarded; not at stop(),
+ * where it would only delay the stop.
  *
  * Everything here runs holding the GIL, on the recording threads' slow
  * path or in start()/stop(): it runs no Python code. */
@@ -27,6 +30,12 @@ compare_ids(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* Records packed at most after a periodic sweep (about 6 ns each, page
+ * faults and unmapping included): bounds the pause of the new thread that
+ * runs it to about 1.5 ms.  At the memory bound there is no limit: packing
+ * is what saves records from being discarded. */
+#define PACK_BUDGET ((uint64_t)1 << 18)
+
 /* Trims th's ring, keeping the tracer's count. */
 static void
 trim(ft_tracer *tracer, ft_thread *th)
@@ -36,8 +45,42 @@ trim(ft_tracer *tracer, ft_thread *th)
     tracer->ring_bytes -= before - ft_ring_bytes(&th->ring);
 }
 
+/* Packs the rings of ended threads (ft_ring_pack(): half the bytes or
+ * less, records kept) of up to budget records in all, skipping larger
+ * ones (one ring only: the first that fits); never keep's (the calling
+ * thread's: its hook writes to that ring next; not found by ident, which a
+ * new thread often shares with the one that ended before it).  Whether it
+ * packed any. */
+static int
+pack_ended(ft_tracer *tracer, const ft_thread *keep, uint64_t budget,
+           int one)
+{
+    int packed = 0;
+    for (Py_ssize_t i = 0; i < tracer->nthreads; i++) {
+        ft_thread *th = tracer->threads[i];
+        if (!th->ended || th->ring.buf == NULL || th == keep) {
+            continue;
+        }
+        uint64_t records = ft_ring_retained(&th->ring);
+        if (records > budget) {
+            continue;
+        }
+        size_t before = ft_ring_bytes(&th->ring);
+        if (ft_ring_pack(&th->ring) < 0) {
+            break;  /* no memory: the next call may do better */
+        }
+        tracer->ring_bytes -= before - ft_ring_bytes(&th->ring);
+        budget -= records;
+        packed = 1;
+        if (one) {
+            break;
+        }
+    }
+    return packed;
+}
+
 void
-ft_budget_sweep(ft_tracer *tracer)
+ft_budget_sweep(ft_tracer *tracer, const ft_thread *keep)
 {
     tracer->rings_since_sweep = 0;
     size_t n = 0, cap = 64;
@@ -59,18 +102,19 @@ ft_budget_sweep(ft_tracer *tracer)
         ids[n++] = PyThreadState_GetID(p);
     }
     qsort(ids, n, sizeof(uint64_t), compare_ids);
-    unsigned long caller = PyThread_get_thread_ident();
     Py_ssize_t live = 0;
     for (Py_ssize_t i = 0; i < tracer->nthreads; i++) {
         ft_thread *th = tracer->threads[i];
         if (th->ended || th->ring.buf == NULL) {
             continue;
         }
-        /* The calling OS thread is alive, whatever its thread state: one
+        /* The calling thread is alive, whatever its thread state: one
          * that C code makes and deletes around each call into Python
          * (PyGILState_Ensure()) gets a new id each time, while the thread
-         * cache still gives the ft_thread of the first. */
-        if (th->thread_id == caller) {
+         * cache still gives the ft_thread of the first.  Told by its
+         * ft_thread, not its ident: a new thread often has the ident of
+         * one that just ended. */
+        if (th == keep) {
             live++;
             continue;
         }
@@ -92,7 +136,8 @@ ft_budget_adopted(ft_tracer *tracer, ft_thread *th)
 {
     tracer->ring_bytes += ft_ring_bytes(&th->ring);
     if (++tracer->rings_since_sweep >= tracer->sweep_every) {
-        ft_budget_sweep(tracer);
+        ft_budget_sweep(tracer, th);
+        pack_ended(tracer, th, PACK_BUDGET, 0);
     }
 }
 
@@ -104,7 +149,7 @@ discard_oldest_ended(ft_tracer *tracer, const ft_thread *keep)
     ft_thread *oldest = NULL;
     for (Py_ssize_t i = 0; i < tracer->nthreads; i++) {
         ft_thread *th = tracer->threads[i];
-        if (th->ended && th->ring.buf != NULL && th != keep
+        if (th->ended && ft_ring_holds(&th->ring) && th != keep
             && (oldest == NULL || th->ring.last < oldest->ring.last)) {
             oldest = th;
         }
@@ -118,20 +163,23 @@ discard_oldest_ended(ft_tracer *tracer, const ft_thread *keep)
 }
 
 /* Makes room for `need` more bytes of keep's ring within max_memory:
- * ended threads' rings first.  Whether it fits. */
+ * ended threads' rings first (packed, then discarded).  Whether it fits. */
 static int
 make_room(ft_tracer *tracer, const ft_thread *keep, uint64_t need)
 {
     int swept = 0;
     while (tracer->ring_bytes + need > tracer->max_memory) {
-        if (discard_oldest_ended(tracer, keep)) {
+        /* Packing ended rings first, one at a time until there is room:
+         * it loses no record. */
+        if (pack_ended(tracer, keep, UINT64_MAX, 1)
+            || discard_oldest_ended(tracer, keep)) {
             continue;
         }
         if (swept) {
             return 0;
         }
         /* Threads may have ended since the last sweep. */
-        ft_budget_sweep(tracer);
+        ft_budget_sweep(tracer, keep);
         swept = 1;
     }
     return 1;

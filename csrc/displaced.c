@@ -31,7 +31,7 @@ last_record(const ft_thread *th)
 {
     /* A ring the memory bound discarded keeps the time of its newest
      * record. */
-    int64_t ticks = th->ring.buf != NULL || th->ring.discarded != 0
+    int64_t ticks = ft_ring_holds(&th->ring) || th->ring.discarded != 0
                     ? th->ring.last : th->base_ticks;
     return ticks != 0 ? ticks : 1;
 }

@@ -222,11 +222,7 @@ uint64_t
 ft_export_estimate(const ft_export *ex, Py_ssize_t i)
 {
     const ft_thread *th = ex->threads[i];
-    uint64_t words = ft_ring_written(&th->ring);
-    if (words > th->ring.capacity) {
-        words = th->ring.capacity;
-    }
-    return words / 2 + (uint64_t)th->base_depth;
+    return ft_ring_retained(&th->ring) / 2 + (uint64_t)th->base_depth;
 }
 
 void

@@ -305,7 +305,13 @@ static void
 adopt_ring(ft_tracer *tracer, ft_thread *th, const ft_ring *ring)
 {
     /* A ring the memory bound discarded stays counted (the thread went on
-     * recording, later, in a new one). */
+     * recording, later, in a new one).  So does a packed one, discarded
+     * here: a thread taken for ended that records again (C code entering
+     * it through PyGILState_Ensure(): see budget.c) cannot append to it. */
+    if (th->ring.packed != NULL) {
+        tracer->ring_bytes -= ft_ring_bytes(&th->ring);
+        ft_ring_discard(&th->ring);
+    }
     uint64_t discarded = th->ring.discarded;
     th->ring = *ring;
     th->ring.discarded += discarded;
@@ -1482,7 +1488,8 @@ latch_stop_at(ft_tracer *self, const ft_anchor *at, int in_child)
         self->state->active = NULL;
     }
     mark_threads_at_stop(self);
-    ft_budget_sweep(self);  /* ended threads' rings give back their rest */
+    /* Ended threads' rings give back their rest (none records now). */
+    ft_budget_sweep(self, NULL);
     int tool_lost = 0;
 #if FT_HAVE_MONITORING
     if (self->backend == FT_BACKEND_MONITORING) {

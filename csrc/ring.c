@@ -41,7 +41,7 @@ size_t
 ft_ring_bytes(const ft_ring *ring)
 {
     if (ring->buf == NULL) {
-        return 0;
+        return ring->packed_bytes;
     }
     size_t bytes = (size_t)ring->capacity * sizeof(uint64_t);
     return ring->mapped != 0 ? round_to_pages(bytes) : bytes;
@@ -104,6 +104,7 @@ ft_ring_free(ft_ring *ring)
     else {
         free(ring->buf);
     }
+    free(ring->packed);
     memset(ring, 0, sizeof(*ring));
 }
 
@@ -215,12 +216,13 @@ ft_ring_trim(ft_ring *ring)
 void
 ft_ring_discard(ft_ring *ring)
 {
-    if (ring->buf == NULL) {
+    if (!ft_ring_holds(ring)) {
         return;
     }
     /* Every record ever written: those overwritten before too. */
     uint64_t discarded = ring->discarded + ft_ring_written(ring)
-                         - ring->escapes;
+                         - ring->escapes + ring->packed_records
+                         + ring->packed_lost;
     int64_t last = ring->last;
     ft_ring_free(ring);
     ring->discarded = discarded;
@@ -273,11 +275,20 @@ retained_words(const ft_ring *ring)
     return written < ring->capacity ? written : ring->capacity;
 }
 
-/* The i-th retained word, oldest first. */
+/* Where the oldest retained word is: pos once the ring wrapped.  (Not
+ * ft_ring_overflowed(): a ring adopted after a discard counts as
+ * overflowed, its words starting at 0.) */
 static inline uint64_t
-word_at(const ft_ring *ring, uint64_t i)
+first_word(const ft_ring *ring)
 {
-    uint64_t first = ft_ring_overflowed(ring) ? ring->pos : 0;
+    return ft_ring_written(ring) > ring->capacity ? ring->pos : 0;
+}
+
+/* The i-th retained word, oldest first, of a ring whose oldest is at
+ * first. */
+static inline uint64_t
+word_at(const ft_ring *ring, uint64_t first, uint64_t i)
+{
     uint64_t idx = first + i;
     if (idx >= ring->capacity) {
         idx -= ring->capacity;
@@ -305,15 +316,148 @@ word_delta(uint64_t word)
     return 0;
 }
 
+/* ---- packed rings -------------------------------------------------------
+ *
+ * A record is two LEB128 varints: (zigzag(delta) << 3 | kind), where delta
+ * is the ticks since the previous record (the first one's is 0: its time
+ * is packed_first), then the function id.  A delta fits: one record's is
+ * under 2**60 (ft_ring_push_escape() clamps it). */
+
+/* The most bytes a record takes packed (ten and five). */
+#define PACKED_RECORD_MAX 15
+
+static inline uint8_t *
+put_varint(uint8_t *p, uint64_t v)
+{
+    while (v >= 0x80) {
+        *p++ = (uint8_t)(v | 0x80);
+        v >>= 7;
+    }
+    *p++ = (uint8_t)v;
+    return p;
+}
+
+static inline uint64_t
+get_varint(const uint8_t **at)
+{
+    const uint8_t *p = *at;
+    uint64_t v = 0;
+    unsigned shift = 0;
+    uint8_t byte;
+    do {
+        byte = *p++;
+        if (shift < 64) {
+            v |= (uint64_t)(byte & 0x7f) << shift;
+        }
+        shift += 7;
+    } while (byte & 0x80);
+    *at = p;
+    return v;
+}
+
+static int
+read_packed(ft_ring_reader *reader, ft_record *rec)
+{
+    if (reader->at >= reader->end) {
+        return 0;
+    }
+    uint64_t head = get_varint(&reader->at);
+    uint64_t zigzag = head >> 3;
+    uint64_t delta = (zigzag >> 1) ^ (0 - (zigzag & 1));
+    reader->ts += delta;
+    rec->ts = (int64_t)reader->ts;
+    rec->kind = (uint32_t)(head & 7);
+    rec->func = (uint32_t)get_varint(&reader->at);
+    return 1;
+}
+
+int
+ft_ring_pack(ft_ring *ring)
+{
+    if (ring->buf == NULL) {
+        return 0;  /* empty, or packed already */
+    }
+    ft_ring_reader reader;
+    ft_ring_reader_init(&reader, ring);
+    size_t cap = (size_t)reader.words * 4 + PACKED_RECORD_MAX;
+    uint8_t *out = malloc(cap), *p = out;
+    if (out == NULL) {
+        return -1;
+    }
+    ft_record rec;
+    uint64_t records = 0;
+    int64_t first = ring->last, prev = 0;
+    while (ft_ring_read(&reader, &rec)) {
+        if (records == 0) {
+            first = prev = rec.ts;
+        }
+        if ((size_t)(p - out) + PACKED_RECORD_MAX > cap) {
+            size_t used = (size_t)(p - out);
+            uint8_t *grown = realloc(out, cap * 2);
+            if (grown == NULL) {
+                free(out);
+                return -1;
+            }
+            out = grown;
+            p = out + used;
+            cap *= 2;
+        }
+        int64_t delta = (int64_t)((uint64_t)rec.ts - (uint64_t)prev);
+        uint64_t zigzag = ((uint64_t)delta << 1) ^ (uint64_t)(delta >> 63);
+        p = put_varint(p, zigzag << 3 | rec.kind);
+        p = put_varint(p, rec.func);
+        prev = rec.ts;
+        records++;
+    }
+    size_t used = (size_t)(p - out);
+    if (used == 0) {
+        free(out);
+        out = NULL;
+    }
+    else {
+        uint8_t *fit = realloc(out, used);
+        if (fit != NULL) {
+            out = fit;
+        }
+    }
+    uint64_t lost = ft_ring_overwritten(ring) - ring->discarded;
+    uint64_t discarded = ring->discarded;
+    if (records == 0) {
+        /* Nothing to keep: as a discarded ring, whose losses a ring
+         * adopted later carries on. */
+        discarded += lost;
+        lost = 0;
+    }
+    int64_t last = ring->last;
+    ft_ring_free(ring);
+    ring->discarded = discarded;
+    ring->last = last;
+    ring->packed = out;
+    ring->packed_bytes = used;
+    ring->packed_records = records;
+    ring->packed_lost = lost;
+    ring->packed_first = first;
+    return 0;
+}
+
 void
 ft_ring_reader_init(ft_ring_reader *reader, const ft_ring *ring)
 {
     reader->ring = ring;
     reader->next = 0;
+    reader->at = reader->end = NULL;
+    if (ring->packed != NULL) {
+        reader->words = 0;
+        reader->at = ring->packed;
+        reader->end = ring->packed + ring->packed_bytes;
+        reader->ts = (uint64_t)ring->packed_first;
+        return;
+    }
     reader->words = retained_words(ring);
+    reader->first = first_word(ring);
     uint64_t sum = 0;
     for (uint64_t i = 0; i < reader->words; i++) {
-        sum += word_delta(word_at(ring, i));
+        sum += word_delta(word_at(ring, reader->first, i));
     }
     reader->ts = (uint64_t)ring->last - sum;
 }
@@ -321,8 +465,11 @@ ft_ring_reader_init(ft_ring_reader *reader, const ft_ring *ring)
 int
 ft_ring_read(ft_ring_reader *reader, ft_record *rec)
 {
+    if (reader->at != NULL) {
+        return read_packed(reader, rec);
+    }
     while (reader->next < reader->words) {
-        uint64_t word = word_at(reader->ring, reader->next++);
+        uint64_t word = word_at(reader->ring, reader->first, reader->next++);
         if (!is_escape(word)) {
             reader->ts += word >> FT_WORD_DELTA_SHIFT;
             rec->ts = (int64_t)reader->ts;
@@ -338,7 +485,8 @@ ft_ring_read(ft_ring_reader *reader, ft_record *rec)
         if (reader->next == reader->words) {
             break;  /* never written without its delta word */
         }
-        reader->ts += word_delta(word_at(reader->ring, reader->next++));
+        reader->ts += word_delta(word_at(reader->ring, reader->first,
+                                         reader->next++));
         rec->ts = (int64_t)reader->ts;
         rec->func = (uint32_t)(word >> 32);
         rec->kind = (uint32_t)(word >> 4) & 7;
@@ -356,14 +504,14 @@ ft_ring_overwritten(const ft_ring *ring)
     uint64_t records = ft_ring_written(ring) - ring->escapes;
     uint64_t words = retained_words(ring);
     if (ring->escapes == 0) {
-        return records - words + ring->discarded;
+        return records - words + ring->discarded + ring->packed_lost;
     }
-    uint64_t retained = 0;
+    uint64_t retained = 0, first = first_word(ring);
     for (uint64_t i = 0; i < words; i++) {
-        uint64_t word = word_at(ring, i);
+        uint64_t word = word_at(ring, first, i);
         /* A header and its delta word are one record; a lone delta word
          * (at the oldest end) is none. */
         retained += !is_escape(word) || !(word & DELTA_WORD_BIT);
     }
-    return records - retained + ring->discarded;
+    return records - retained + ring->discarded + ring->packed_lost;
 }

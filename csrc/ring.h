@@ -64,6 +64,13 @@ typedef struct {
     size_t mapped;      /* bytes of address space held, or 0: buf is from
                            the heap (the first chunk; always in sanitizer
                            builds) */
+    /* An ended thread's records, packed (ft_ring_pack()): buf is NULL
+     * then, and the fields above that count words are 0. */
+    uint8_t *packed;
+    size_t packed_bytes;
+    uint64_t packed_records;
+    uint64_t packed_lost;  /* records overwritten before packing */
+    int64_t packed_first;  /* ticks of the first packed record */
 } ft_ring;
 
 /* Returns 0, or -1 (no memory) leaving the ring empty.  reserve: the most
@@ -101,6 +108,18 @@ ft_ring_stop_growing(ft_ring *ring)
  * wrapped: whole pages of a mapping, bytes of a heap chunk).  Its records
  * read back as before. */
 void ft_ring_trim(ft_ring *ring);
+/* For a ring whose writer ended: re-encodes its retained records in
+ * variable-length bytes (about 3-4 a record instead of 8), frees its words.
+ * They read back as before; the ring takes no more records (a new ring
+ * must be allocated: ft_ring_discard() the packed one first).  0, or -1 (no
+ * memory) leaving the ring as it was. */
+int ft_ring_pack(ft_ring *ring);
+/* Whether the ring holds records (in words or packed). */
+static inline int
+ft_ring_holds(const ft_ring *ring)
+{
+    return ring->buf != NULL || ring->packed != NULL;
+}
 /* Frees the ring's memory, counting its retained records as discarded:
  * it reads back empty, as a ring that overflowed (the records before its
  * oldest are unknown), and ft_ring_overwritten() counts them. */
@@ -192,7 +211,9 @@ typedef struct {
     const ft_ring *ring;
     uint64_t next;    /* words read, from the oldest retained */
     uint64_t words;   /* words retained */
+    uint64_t first;   /* where the oldest retained word is */
     uint64_t ts;      /* time of the previous record (mod 2**64) */
+    const uint8_t *at, *end;  /* a packed ring: the next record's bytes */
 } ft_ring_reader;
 
 /* O(words): sums the retained deltas back from ring->last. */
@@ -204,7 +225,18 @@ int ft_ring_read(ft_ring_reader *reader, ft_record *rec);
 static inline int
 ft_ring_overflowed(const ft_ring *ring)
 {
-    return ft_ring_written(ring) > ring->capacity || ring->discarded != 0;
+    return ft_ring_written(ring) > ring->capacity || ring->discarded != 0
+           || ring->packed_lost != 0;
+}
+
+/* Words retained, or a packed ring's records: an upper bound on the
+ * records it reads back. */
+static inline uint64_t
+ft_ring_retained(const ft_ring *ring)
+{
+    uint64_t written = ft_ring_written(ring);
+    return (written < ring->capacity ? written : ring->capacity)
+           + ring->packed_records;
 }
 
 /* Records overwritten by newer ones or discarded (O(words) when the ring

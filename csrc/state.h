@@ -360,11 +360,13 @@ void ft_hook_record(ft_hookobject *hook, ft_thread *th, int64_t ticks,
 /* Counts th's ring, just adopted, in the tracer's total; every so many new
  * rings, looks for ended threads. */
 void ft_budget_adopted(ft_tracer *tracer, ft_thread *th);
-/* Finds the threads that ended (by their thread states) and gives back
- * what their rings hold past their records. */
-void ft_budget_sweep(ft_tracer *tracer);
-/* th's ring is full and may grow: grows it within max_memory (discarding
- * ended threads' rings, oldest first), or stops its growth. */
+/* Finds the threads that ended (by their thread states; never keep, the
+ * calling thread's, or NULL) and gives back what their rings hold past
+ * their records. */
+void ft_budget_sweep(ft_tracer *tracer, const ft_thread *keep);
+/* th's ring is full and may grow: grows it within max_memory (packing,
+ * then discarding ended threads' rings, oldest first), or stops its
+ * growth. */
 void ft_budget_grow(ft_tracer *tracer, ft_thread *th);
 
 /* Everything ft_record_id() does not do inline: a thread's first record

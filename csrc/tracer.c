@@ -756,8 +756,9 @@ static PyGetSetDef tracer_getset[] = {
      "id or time gap is very large takes two", NULL},
     {"max_memory", (getter)tracer_get_max_memory, NULL,
      "bytes all the threads' rings may hold together: past it, the rings of "
-     "threads that ended are discarded, oldest first, and then full rings "
-     "stop growing and wrap; the records lost count in dropped", NULL},
+     "threads that ended are packed, then discarded, oldest first, and then "
+     "full rings stop growing and wrap; the records lost count in dropped",
+     NULL},
     {"ring_bytes", (getter)tracer_get_ring_bytes, NULL,
      "bytes the threads' rings hold now (a ring grows as its thread "
      "records, up to buffer_size records)", NULL},

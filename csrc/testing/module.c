@@ -24,14 +24,17 @@ static PyMethodDef testing_methods[] = {
     {"replay", (PyCFunction)(void (*)(void))ftt_replay,
      METH_VARARGS | METH_KEYWORDS,
      "replay($module, records, *, base_ts, stop_ns, capacity=None, "
-     "base_stack=[], stop_stack=None, with_dropped=False, loss_ns=0)"
+     "base_stack=[], stop_stack=None, with_dropped=False, loss_ns=0, "
+     "packed=False, discarded=0)"
      "\n--\n\n"
      "Replay hand-written (ts, kind, func_id) records of one thread through "
      "a ring of capacity 8-byte words (default: room for all); returns "
      "(func, kind, start, end, parent, depth, open_at_start, open_at_stop, "
      "open_at_loss) tuples; with_dropped (events, records overwritten, "
      "events lost entirely).  loss_ns: when the thread's recording ended "
-     "early (0: it did not)."},
+     "early (0: it did not).  packed: the ring is packed, as an ended "
+     "thread's is, before the replay.  discarded: records of the thread's "
+     "earlier ring that the memory bound discarded."},
     {"lifecycle_counts", ftt_lifecycle_counts, METH_O,
      "lifecycle_counts($module, tracer, /)\n--\n\n"
      "{'rings', 'hook_installs', 'tool_takes'} of frametrace._tracer's "

@@ -67,23 +67,23 @@ ftt_replay(PyObject *Py_UNUSED(module), PyObject *args,
 {
     static char *kwlist[] = {"records", "base_ts", "stop_ns", "capacity",
                              "base_stack", "stop_stack", "with_dropped",
-                             "loss_ns", NULL};
+                             "loss_ns", "packed", "discarded", NULL};
     PyObject *records, *capacity_obj = Py_None;
     PyObject *base_obj = NULL, *stop_obj = Py_None;
     PyObject *base_ts_obj = NULL, *stop_ns_obj = NULL;  /* required */
-    long long base_ts, stop_ns, loss_ns = 0;
+    long long base_ts, stop_ns, loss_ns = 0, discarded = 0;
     ft_ring ring = {0};
     ft_eventvec out = {0};
     uint32_t *base = NULL, *stop = NULL;
     size_t nbase, nstop;
     PyObject *result = NULL;
-    int with_dropped = 0;
+    int with_dropped = 0, packed = 0;
 
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!|$OOOOOpL:replay",
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!|$OOOOOpLpL:replay",
                                      kwlist, &PyList_Type, &records,
                                      &base_ts_obj, &stop_ns_obj, &capacity_obj,
                                      &base_obj, &stop_obj, &with_dropped,
-                                     &loss_ns)) {
+                                     &loss_ns, &packed, &discarded)) {
         return NULL;
     }
     if (base_ts_obj == NULL || stop_ns_obj == NULL) {
@@ -136,6 +136,13 @@ ftt_replay(PyObject *Py_UNUSED(module), PyObject *args,
         PyErr_NoMemory();
         goto done;
     }
+    if (discarded < 0) {
+        PyErr_SetString(PyExc_ValueError, "discarded must be >= 0");
+        goto done;
+    }
+    /* As a ring adopted after the memory bound discarded its thread's
+     * previous one. */
+    ring.discarded = (uint64_t)discarded;
     long long prev_ts = base_ts;
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *rec = PyTuple_GET_ITEM(records, i);
@@ -175,6 +182,12 @@ ftt_replay(PyObject *Py_UNUSED(module), PyObject *args,
         }
         prev_ts = ts;
         ft_ring_push(&ring, ts, (uint32_t)func, kind);
+    }
+    /* As an ended thread's ring is packed: its records must replay the
+     * same. */
+    if (packed && ft_ring_pack(&ring) < 0) {
+        PyErr_NoMemory();
+        goto done;
     }
     ft_replay_input in = {
         .ring = &ring,

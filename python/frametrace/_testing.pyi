@@ -16,6 +16,8 @@ def replay(
     stop_stack: list[int] | None = None,
     with_dropped: bool = False,
     loss_ns: int = 0,
+    packed: bool = False,
+    discarded: int = 0,
 ) -> Any: ...  # the events, or (events, records lost, events lost) with with_dropped
 def lifecycle_counts(tracer: Any, /) -> dict[str, int]: ...  # rings, hook_installs, tool_takes
 def ticks_to_ns(anchors: list[tuple[int, int]], ticks: list[int], /) -> list[int]: ...

@@ -117,6 +117,19 @@ def test_an_ended_threads_records_go_first_whole():
     assert tracer.dropped_by_thread[main] == 0
 
 
+def test_an_ended_threads_ring_is_packed_before_anything_is_dropped():
+    free, free_events, free_ident = run(1 << 30, 2000, 3000)
+    # 80 KiB: this thread's ring grows to 64 KiB for its 6,000-odd records;
+    # the worker's 4,000-odd, 32 KiB in words, would not fit beside it, but
+    # packed (3-4 bytes a record) they do: nothing is lost.
+    tracer, events, ident = run(80 << 10, 2000, 3000)
+    assert tracer.dropped == 0 and tracer.dropped_records == 0
+    assert tracer.ring_bytes < 64 * 1024 + 4000 * 4
+    shape = [(e.name, e.depth, e.kind) for e in by_thread(events, ident)]
+    assert shape == [(e.name, e.depth, e.kind) for e in by_thread(free_events, free_ident)]
+    assert len(events) == len(free_events)
+
+
 def test_live_threads_at_the_bound_wrap_at_their_size():
     free, free_events, _ = run(1 << 30, 10, 20000)
     tracer, events, _ = run(16 << 10, 10, 20000)
@@ -135,3 +148,45 @@ def test_live_threads_at_the_bound_wrap_at_their_size():
     assert tracer.dropped == len(free_events) - len(events)
     shown = [e for e in by_thread(events, main) if e.name == "leaf"]
     assert 0 < len(shown) < 20000
+
+
+def test_ended_threads_rings_are_packed_and_replay_exactly():
+    # 1,000 threads one after the other: each often gets the ident of the
+    # one before, yet every ended one is found ended by a later thread's
+    # sweep (every 64 new rings) and its ring packed, 3-4 bytes a record
+    # instead of 8; the records read back exactly.
+    sizes = [100 + k % 50 for k in range(1000)]
+    tracer = frametrace.Tracer(c_calls=False)
+    idents = []
+    with tracer:
+        for n in sizes:
+            worker = threading.Thread(target=calls.branch, args=(n,))
+            worker.start()
+            worker.join()
+            idents.append(worker.ident)
+        ring_bytes = tracer.ring_bytes
+    events = tracer.getEvents()
+    assert_valid_trace(events, tracer.start_ns, tracer.stop_ns)
+    assert tracer.dropped == 0 and tracer.dropped_records == 0
+    assert len(set(idents)) < len(idents)  # the premise: idents reused
+    by_serial = {}
+    for e in events:
+        by_serial.setdefault(e.thread_serial, []).append(e)
+    main = threading.get_ident()
+    workers = [evs for evs in by_serial.values() if evs[0].thread_id != main]
+    assert len(workers) == len(sizes)
+    for n, evs in zip(sizes, sorted(workers, key=lambda evs: evs[0].start_ns)):
+        branch = [e for e in evs if e.name == "branch"]
+        assert len(branch) == 1
+        leaves = [e for e in evs if e.name == "leaf"]
+        assert len(leaves) == n
+        assert all(events[e.parent] is branch[0] for e in leaves)
+        assert all(branch[0].start_ns <= e.start_ns <= e.end_ns <= branch[0].end_ns
+                   for e in leaves)
+    # Eight bytes a record unpacked (the workers' rings 2 MB); all but the
+    # last sweep's 64-odd are packed.  This thread's ring is live: up to
+    # twice its records' words, as it grows by doubling.
+    worker_records = 2 * sum(len(evs) for evs in workers)
+    main_records = 2 * sum(e.thread_id == main for e in events)
+    packed_bound = 0.55 * 8 * worker_records + 2 * 8 * main_records + PAGE
+    assert ring_bytes < packed_bound, (ring_bytes, worker_records, main_records)

@@ -151,3 +151,45 @@ def test_escapes_replay_like_small_records(seed):
         # twin's times are indices into `times`.
         back = (ids[tw[FUNC]], tw[KIND], times[tw[START]], times[tw[END]], *tw[4:])
         assert tuple(ev) == back, (ev, tw)
+
+
+@pytest.mark.parametrize("seed", range(300))
+def test_a_packed_ring_replays_as_it_was(seed):
+    # An ended thread's ring is re-encoded in variable-length bytes (its
+    # words freed): escapes, wrapped rings (a lone delta word at the oldest
+    # end) and gaps up to 2**59 ticks must read back identically, with the
+    # same losses.
+    rng = random.Random(seed)
+    records, base_ts = random_stream(rng)
+    stop_ns = records[-1][0] + rng.choice([0, 1, 10])
+    needed = sum(words(records, base_ts))
+    capacity = rng.choice([needed, needed + 3, rng.randrange(1, needed + 1)])
+    base_stack = rng.choice([[], [rng.randrange(4)]])
+    args = dict(base_ts=base_ts, stop_ns=stop_ns, capacity=capacity,
+                base_stack=base_stack, with_dropped=True,
+                loss_ns=rng.choice([0, stop_ns]))
+    assert _testing.replay(records, packed=True, **args) == _testing.replay(records, **args)
+
+
+def test_a_packed_ring_with_nothing_retained_keeps_its_losses():
+    # Two words in a one-word ring: the escape's header is overwritten.
+    records = [(10, "call", 1), (20, "call", ID_LIMIT)]
+    args = dict(base_ts=0, stop_ns=30, capacity=1, with_dropped=True)
+    plain = _testing.replay(records, **args)
+    assert plain[1] == 2
+    assert _testing.replay(records, packed=True, **args) == plain
+
+
+@pytest.mark.parametrize("packed", [False, True])
+def test_a_ring_after_a_discarded_one_reads_from_its_first_word(packed):
+    # A thread's ring discarded under the memory bound, then a new one: its
+    # records are read from word 0 (it never wrapped), the earlier ones
+    # counted as lost, the frames they leave open as for any loss.
+    records = [(10, "call", 1), (20, "call", 2), (30, "return", 2), (40, "return", 1),
+               (50, "call", 3), (60, "return", 3)]
+    plain = _testing.replay(records, base_ts=0, stop_ns=70, capacity=64, with_dropped=True)
+    out, lost, _ = _testing.replay(records, base_ts=0, stop_ns=70, capacity=64,
+                                   with_dropped=True, discarded=5, packed=packed)
+    assert lost == 5
+    assert out == plain[0]
+    assert [(ev[FUNC], ev[START], ev[END]) for ev in out] == [(1, 10, 40), (2, 20, 30), (3, 50, 60)]
