@@ -170,21 +170,23 @@ describe_all(ft_tracer *tracer, uint32_t nfuncs, long long pid,
  * tail: the separator, ts, dur, both open flags and the closing braces. */
 #define EVENT_FIXED_MAX (2 + FT_US_MAX + 7 + FT_US_MAX + 21 + 20 + 20 + 2)
 
-/* _write_chrome(path, *, pid, origin_ns, prelude, trailer, compress,
- *               progress, name) -- name: the path errors show (default
- * path; the caller writes to a temporary and renames it). */
+/* _write_chrome(path, *, pid, origin_ns, head, prelude, compress,
+ *               progress, name) -- the document is {head"traceEvents":[
+ * prelude, events]}: head (members ending with a comma) first, so that a
+ * reader has the metadata before the events.  name: the path errors show
+ * (default path; the caller writes to a temporary and renames it). */
 PyObject *
 ft_write_chrome(ft_tracer *tracer, PyObject *args, PyObject *kwargs)
 {
-    static char *kwlist[] = {"path", "pid", "origin_ns", "prelude", "trailer",
+    static char *kwlist[] = {"path", "pid", "origin_ns", "head", "prelude",
                              "compress", "progress", "name", NULL};
-    PyObject *path_obj, *name_obj = NULL, *prelude = NULL, *trailer = NULL;
+    PyObject *path_obj, *name_obj = NULL, *prelude = NULL, *head = NULL;
     PyObject *progress = NULL;
     long long pid = -1, origin_ns = 0;
     int compress = 0;
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&|$LLUUpOO&:_write_chrome",
                                      kwlist, PyUnicode_FSConverter, &path_obj,
-                                     &pid, &origin_ns, &prelude, &trailer,
+                                     &pid, &origin_ns, &head, &prelude,
                                      &compress, &progress,
                                      PyUnicode_FSConverter, &name_obj)) {
         return NULL;
@@ -192,11 +194,11 @@ ft_write_chrome(ft_tracer *tracer, PyObject *args, PyObject *kwargs)
     if (name_obj == NULL) {
         name_obj = Py_NewRef(path_obj);
     }
-    if (prelude == NULL || trailer == NULL || pid < 0) {
+    if (prelude == NULL || head == NULL || pid < 0) {
         Py_DECREF(path_obj);
         Py_DECREF(name_obj);
         PyErr_SetString(PyExc_TypeError, "_write_chrome() needs pid, "
-                        "origin_ns, prelude and trailer");
+                        "origin_ns, head and prelude");
         return NULL;
     }
     ft_export ex = {0};
@@ -208,8 +210,8 @@ ft_write_chrome(ft_tracer *tracer, PyObject *args, PyObject *kwargs)
     uint32_t nfuncs = tracer->funcs.nfuncs;
 
     const char *prelude_s = PyUnicode_AsUTF8(prelude);
-    const char *trailer_s = PyUnicode_AsUTF8(trailer);
-    if (prelude_s == NULL || trailer_s == NULL) {
+    const char *head_s = PyUnicode_AsUTF8(head);
+    if (prelude_s == NULL || head_s == NULL) {
         goto done;
     }
     /* The records pinned, then what needs Python (the names), with the
@@ -238,9 +240,12 @@ ft_write_chrome(ft_tracer *tracer, PyObject *args, PyObject *kwargs)
         rest += ft_export_estimate(&ex, t);
     }
     size_t done = 0;
+    uint32_t max_depth = 0;
     int write_err, interrupted = 0, nomem = 0;
     Py_BEGIN_ALLOW_THREADS
-    OUT_LIT(&out, "{\"traceEvents\":[");
+    OUT_LIT(&out, "{");
+    out_bytes(&out, head_s, strlen(head_s));
+    OUT_LIT(&out, "\"traceEvents\":[");
     out_bytes(&out, prelude_s, strlen(prelude_s));
     int first = prelude_s[0] == '\0';
     /* Stops at an interruption or a write error: no closing part then,
@@ -261,6 +266,9 @@ ft_write_chrome(ft_tracer *tracer, PyObject *args, PyObject *kwargs)
                 break;
             }
             const ft_event *ev = ft_thread_event(&te, i);
+            if (ev->depth > max_depth) {
+                max_depth = ev->depth;
+            }
             const func_json *fj = &funcs[ev->func & ~FT_ID_IGNORED];
             const char *head = ev->is_c ? tids[t].c : tids[t].py;
             size_t head_len = ev->is_c ? tids[t].c_len : tids[t].py_len;
@@ -295,9 +303,7 @@ ft_write_chrome(ft_tracer *tracer, PyObject *args, PyObject *kwargs)
         }
     }
     if (!interrupted) {
-        OUT_LIT(&out, "],");
-        out_bytes(&out, trailer_s, strlen(trailer_s));
-        OUT_LIT(&out, "}\n");
+        OUT_LIT(&out, "]}\n");
     }
     write_err = out_end(&out, interrupted);
     ft_thread_events_free(&te);
@@ -312,7 +318,8 @@ ft_write_chrome(ft_tracer *tracer, PyObject *args, PyObject *kwargs)
         out_raise(write_err, name_obj);
         goto done;
     }
-    result = PyLong_FromSize_t(done);
+    /* The deepest depth, for the caller's warning past what viewers show. */
+    result = Py_BuildValue("(nI)", (Py_ssize_t)done, (unsigned int)max_depth);
 
 done:
     out_end(&out, 1);  /* on the error paths */

@@ -684,10 +684,10 @@ static PyMethodDef tracer_methods[] = {
      "it ends."},
     {"_write_chrome", (PyCFunction)(void (*)(void))ft_write_chrome,
      METH_VARARGS | METH_KEYWORDS,
-     "_write_chrome($self, path, *, pid, origin_ns, prelude, trailer, "
+     "_write_chrome($self, path, *, pid, origin_ns, head, prelude, "
      "compress=False, progress=None, name=path)\n--\n\n"
      "Write the events as Chrome trace JSON, straight from the records; "
-     "returns how many.  prelude and trailer are JSON the caller renders: "
+     "returns (how many, the largest depth).  head and prelude are JSON the caller renders: "
      "see frametrace.export.write_chrome().  name: the path errors show "
      "(path is the caller's temporary)."},
     {"_write_perfetto", (PyCFunction)(void (*)(void))ft_write_perfetto,

@@ -76,6 +76,7 @@ from typing import Any, Optional, Sequence
 
 from ._output import reason
 from .export import TerminalProgress as Progress
+from .export import output_format
 
 PROG = "frametrace"
 DEFAULT_OUTPUT = "frametrace.json"
@@ -222,6 +223,7 @@ def _run(ns: argparse.Namespace, script: Optional[str], module: Optional[str],
     output = os.path.abspath(ns.output)
     pid = os.getpid()
     try:
+        output_format(output)  # the format follows the extension: refused before the run
         if ns.fork_traces and ns.steps is not None:
             raise ValueError("--fork-traces does not go with --steps")
         tracer = Tracer(buffer_size=ns.buffer_size, c_calls=not ns.no_c_calls,
@@ -444,7 +446,7 @@ def _after_fork_in_child() -> None:
 def _numbered(output: str, number: int) -> str:
     """output with .number before its extension."""
     base, ext = output, ""
-    for suffix in (".json.gz", ".json", ".gz"):
+    for suffix in (".json.gz", ".pftrace.gz", ".json", ".pftrace", ".gz"):
         if base.endswith(suffix):
             base, ext = base[: -len(suffix)], suffix
             break
@@ -531,8 +533,12 @@ def _write_run_trace(tracer: Any, output: str, process_name: str, metadata: dict
     started = time.monotonic()
     progress = Progress(f"{PROG}: writing {output}")
     try:
-        count = export.write_chrome(output, tracer, process_name=process_name,
-                                    metadata=metadata, progress=progress)
+        if export.output_format(output) == "perfetto":
+            count = export.write_perfetto(output, tracer, process_name=process_name,
+                                          progress=progress)
+        else:
+            count = export.write_chrome(output, tracer, process_name=process_name,
+                                        metadata=metadata, progress=progress)
     except OSError as exc:
         progress.close()
         print(f"{PROG} run: could not write the trace to {output}: {reason(exc)}", file=err)
@@ -590,14 +596,15 @@ class _CycleWriter:
             return  # a forked child's: the parent writes the cycles
         path = self.path(trace.cycle)
         started = time.monotonic()
-        if trace.tracer is None:
-            self.fail(path, "no Python was traced in this cycle (--python-steps 0)")
+        if trace.tracer is None and output_format(path) == "perfetto":
+            self.fail(path, "no Python was traced in this cycle (--python-steps 0): .pftrace is "
+                            "written from a tracer's records; use -o with .json for the steps")
             return
         progress = Progress(f"{PROG}: writing {path}")
         try:
-            count = trace._write_chrome(path, process_name=self.process_name,
-                                        metadata=self.metadata, progress=progress)
-        except (OSError, RuntimeError) as exc:
+            count = trace._write(path, process_name=self.process_name,
+                                 metadata=self.metadata, progress=progress)
+        except (OSError, RuntimeError, ValueError) as exc:
             self.fail(path, reason(exc))
             return
         finally:
@@ -609,13 +616,14 @@ class _CycleWriter:
               f"{count:,} events of {threads} thread{'s' if threads != 1 else ''} written to "
               f"{path} ({seconds:.2f} s)", file=sys.stderr, flush=True)
         _report_dropped(trace.dropped, self.buffer_size, f" of cycle {trace.cycle}")
-        if self.summary is None:
+        if self.summary is None and trace.tracer is not None:
             from . import reports
 
             # The one cycle whose events are built: its summary is printed at the end.
             self.summary = reports.summary(trace, limit=RUN_SUMMARY_LIMIT)
             self.summary_cycle = trace.cycle
-        trace.tracer.clear()  # the file has it
+        if trace.tracer is not None:
+            trace.tracer.clear()  # the file has it
 
     def fail(self, path: str, problem: str) -> None:
         self.failed_count += 1
@@ -691,6 +699,11 @@ def _attach(ns: argparse.Namespace) -> int:
     import signal
 
     err = sys.stderr
+    if ns.output is not None:
+        try:
+            output_format(ns.output)  # the target writes by the extension: refused here first
+        except ValueError as exc:
+            return _error("attach", str(exc))
     try:
         session = _Attach(ns.pid, duration=ns.duration, output=ns.output, steps=ns.steps,
                           step_function=ns.step_function, buffer_size=ns.buffer_size,
@@ -898,15 +911,17 @@ def _parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
 
     run = sub.add_parser(
         "run", help="run a Python program under the tracer and write its trace",
-        usage=f"{PROG} run [-o trace.json] [--buffer-size N] [--max-memory BYTES] [--no-c-calls] "
+        usage=f"{PROG} run [-o trace.json|.pftrace] [--buffer-size N] [--max-memory BYTES] [--no-c-calls] "
               f"[--fork-traces] "
               f"[--steps SPEC [--python-steps N]] (script.py | -m module) [args ...]",
         description="Run a program as python would (same sys.argv, as __main__, its exit "
-                    "code), traced from its first line to its last; write the trace as "
-                    "Chrome trace JSON and print a summary on stderr.")
-    run.add_argument("-o", "--output", default=DEFAULT_OUTPUT, metavar="trace.json",
-                     help=f"where to write the trace (default {DEFAULT_OUTPUT}; "
-                          f".json.gz: compressed)")
+                    "code), traced from its first line to its last; write the trace "
+                    "(Chrome trace JSON, or Perfetto's .pftrace, by the extension) and print "
+                    "a summary on stderr.")
+    run.add_argument("-o", "--output", default=DEFAULT_OUTPUT, metavar="trace.json|.pftrace",
+                     help=f"where to write the trace (default {DEFAULT_OUTPUT}): .json, "
+                          f".json.gz (Chrome trace JSON), .pftrace, .pftrace.gz (Perfetto's "
+                          f"protobuf, smaller)")
     run.add_argument("--buffer-size", type=int, default=DEFAULT_BUFFER_SIZE, metavar="N",
                      help=f"ring capacity in records per thread, a call and a return being two "
                      f"(default {DEFAULT_BUFFER_SIZE:,}); "

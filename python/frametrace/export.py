@@ -1,8 +1,13 @@
 """Writing traces to files.
 
-Until the viewer formats land, one portable format: a JSON document
-(``.json``, or gzip-compressed ``.json.gz``) holding the events, the ranges
-and steps of a session, and metadata::
+Every path writes Chrome trace event JSON (``write_chrome``; ``.json``,
+``.json.gz``) or Perfetto's protobuf trace (``write_perfetto``;
+``.pftrace``, ``.pftrace.gz``), by the file's extension (``write_trace``).
+
+frametrace's portable JSON format, which earlier versions wrote
+(``Trace.save``, ``frametrace.save()``), is only read now (``load()``);
+``trace_document``/``write_json``/``read_json`` remain for reading and
+making such files (tests of the reader).  Its layout::
 
     {"format": "frametrace", "version": 1,
      "metadata": {"pid": ..., "start_ns": ..., "stop_ns": ..., ...},
@@ -17,10 +22,12 @@ import gzip
 import json
 import os
 import shutil
+import stat
 import sys
 import tempfile
 import time
-from typing import IO, Any, Iterable, Mapping, Optional, Sequence
+import warnings
+from typing import IO, Any, Callable, Iterable, Mapping, Optional, Sequence
 
 from ._output import open_output, output_path
 from ._tracer import Event
@@ -80,7 +87,45 @@ def read_json(path: str | os.PathLike[str]) -> dict[str, Any]:
 
 # ---- Chrome trace event JSON (Perfetto UI, chrome://tracing) ----------------
 
-STEPS_TID = 0  # the track of a session's steps
+# Tracks of their own in Chrome JSON: a tid no OS thread has (Linux's
+# are below 2**22; the synthetic tids of threads whose native id an
+# earlier thread had start at 2**30).  Perfetto's JSON importer takes tid
+# 0 for the main thread, and drops a slice that partly overlaps another of
+# its track: steps and ranges do not share the Python frames' track.
+STEPS_TID = (1 << 29) - 1
+RANGES_TID_BASE = 1 << 29  # + k: the ranges of the k-th thread that has some
+# Perfetto's UI shows slices up to this depth (deeper ones stay unterminated).
+PERFETTO_MAX_DEPTH = 512
+# The formats by extension (write_trace).
+_FORMATS = {".json": "chrome", ".json.gz": "chrome", ".pftrace": "perfetto",
+            ".pftrace.gz": "perfetto"}
+
+
+def output_format(path: str | os.PathLike[str]) -> str:
+    """trace_format(path), where a trace is to be written: a device or FIFO
+    that exists (/dev/stdout, a pipe) takes Chrome JSON whatever its name."""
+    try:
+        return trace_format(path)
+    except ValueError:
+        try:
+            if not stat.S_ISREG(os.stat(path).st_mode):
+                return "chrome"
+        except OSError:
+            pass
+        raise
+
+
+def trace_format(path: str | os.PathLike[str]) -> str:
+    """"chrome" or "perfetto", by path's extension (.json, .json.gz,
+    .pftrace, .pftrace.gz); ValueError for any other."""
+    name = os.fspath(path)
+    if not isinstance(name, str):
+        raise TypeError(f"a trace path must be a str or os.PathLike[str], not {type(name).__name__}")
+    for ext in sorted(_FORMATS, key=len, reverse=True):
+        if name.endswith(ext):
+            return _FORMATS[ext]
+    raise ValueError(f"{name}: unknown trace extension: use .json, .json.gz (Chrome trace JSON) "
+                     f"or .pftrace, .pftrace.gz (Perfetto)")
 
 
 def _us_text(ns: int) -> str:
@@ -179,6 +224,56 @@ def _spans(kind: str, items: Iterable[Any], fields: Sequence[str]) -> list:
     return out
 
 
+def _warn_depth(path: str, max_depth: int) -> None:
+    """Perfetto's UI leaves slices past its nesting limit unterminated."""
+    if max_depth + 1 > PERFETTO_MAX_DEPTH:
+        warnings.warn(f"{path}: calls nest {max_depth + 1} deep; Perfetto's UI shows "
+                      f"{PERFETTO_MAX_DEPTH} levels (deeper slices appear unterminated there; "
+                      f"the file holds them all)", RuntimeWarning, stacklevel=3)
+
+
+def _chrome_tracks(pid: int, origin: int, thread_tid: Callable[[int], int],
+                   thread_label: Callable[[int], str], ranges: list, steps: list) -> list:
+    """The prelude's events of the steps' track and of each thread's ranges'
+    track (tracks no OS thread has: see STEPS_TID)."""
+    lines = []
+    if steps:
+        lines.append(_chrome_event("M", "thread_name", "__metadata", pid, STEPS_TID,
+                                   args={"name": "steps"}))
+    for s in steps:
+        lines.append(_chrome_event("X", s.name, "step", pid, STEPS_TID,
+                                   (s.start_ns - origin, s.end_ns - origin), args={"step": s.step}))
+    tracks: dict[int, int] = {}
+    for r in ranges:
+        owner = thread_tid(r.thread_id)
+        track = tracks.get(owner)
+        if track is None:
+            track = tracks[owner] = RANGES_TID_BASE + len(tracks)
+            lines.append(_chrome_event("M", "thread_name", "__metadata", pid, track,
+                                       args={"name": f"ranges: {thread_label(r.thread_id)}"}))
+        # thread_tid: the track of the thread's frames, for load() and merge.
+        args: dict[str, Any] = {"thread_tid": owner}
+        args.update((k, True) for k in ("open_at_start", "open_at_end") if getattr(r, k, False))
+        lines.append(_chrome_event("X", r.name, "range", pid, track,
+                                   (r.start_ns - origin, r.end_ns - origin), args=args))
+    return lines
+
+
+def _anchor(given: Mapping[str, int] | None) -> dict:
+    if given is None:
+        return {"monotonic_ns": time.monotonic_ns(), "wall_ns": time.time_ns()}
+    if not isinstance(given, Mapping):
+        raise TypeError(f"clock_anchor must be a mapping, not {type(given).__name__}")
+    return {k: _check_int64(f"clock_anchor[{k!r}]", given.get(k)) for k in ("monotonic_ns", "wall_ns")}
+
+
+def _chrome_head(other: Mapping[str, Any]) -> str:
+    """The members before traceEvents: otherData first, so that a reader
+    has the metadata before the events."""
+    return ('"otherData":' + json.dumps({"frametrace": other}, separators=(",", ":"))
+            + ',"displayTimeUnit":"ns",')
+
+
 def write_chrome(
     path: str | os.PathLike[str],
     tracer: Any,
@@ -191,19 +286,27 @@ def write_chrome(
     origin_ns: int | None = None,
     metadata: Mapping[str, Any] | None = None,
     progress: Any = None,
+    clock_anchor: Mapping[str, int] | None = None,
 ) -> int:
     """Writes a stopped tracer's events as Chrome trace event JSON, straight
     from its records in C (``.json.gz``: gzip-compressed); returns how many
     Python/C events were written.
 
-    Each event is a complete event (``"ph": "X"``), ``cat`` "python" or "c",
-    ``ts``/``dur`` in microseconds with three decimals from ``origin_ns``
-    (default: the tracer's start), ``tid`` the OS thread id, ``args`` with
-    ``file`` ("path:line") and the open_at_start/open_at_stop flags when set.
-    Metadata events name the process and the threads; ranges (cat "range")
-    and steps (cat "step", on a track of their own) are events too.
-    ``otherData.frametrace`` keeps what reading the file back needs: the
-    origin, start and stop times, the thread ids, and a wall-clock anchor.
+    The document starts with ``otherData.frametrace``, what reading the
+    file back needs: the origin, start and stop times, the thread ids, and a
+    wall-clock anchor.  Then ``traceEvents``: each Python/C call a complete
+    event (``"ph": "X"``), ``cat`` "python" or "c", ``ts``/``dur`` in
+    microseconds with three decimals from ``origin_ns`` (default: the
+    tracer's start), ``tid`` the OS thread id, ``args`` with ``file``
+    ("path:line") and the open_at_start/open_at_stop flags when set.
+    Metadata events name the process and the threads.  Steps (cat "step")
+    and each thread's ranges (cat "range", ``args.thread_tid`` the thread's
+    tid) are on tracks of their own, named "steps" and "ranges: <thread>":
+    Perfetto drops a slice that partly overlaps another of its track.
+    Calls nested deeper than Perfetto's UI shows (512 levels) are written
+    all the same, with a ``RuntimeWarning``.  ``clock_anchor``
+    ({"monotonic_ns", "wall_ns"}, one moment on both clocks, which
+    ``merge`` aligns processes by): default, read now.
     ``progress(done, total)`` is called every 2**20 events (see
     ``terminal_progress``; total is exact for the threads written, an
     estimate for the others).  The file replaces path only once complete:
@@ -224,6 +327,8 @@ def write_chrome(
     chrome_tids = tracer._export_tids
     thread_names_list = _thread_name_list(tracer, names)
     native = {t.thread_id: ctid for t, ctid in zip(threads, chrome_tids)}  # ranges: the latest
+    label = {t.thread_id: name or f"thread {t.thread_id}"
+             for t, name in zip(threads, thread_names_list)}
 
     lines = [_chrome_event("M", "process_name", "__metadata", pid, 0,
                            args={"name": process_name or f"python {pid}"})]
@@ -233,16 +338,9 @@ def write_chrome(
                                          "thread_id": t.thread_id,
                                          "native_thread_id": t.native_thread_id,
                                          "thread_serial": t.serial}))
-    if steps:
-        lines.append(_chrome_event("M", "thread_name", "__metadata", pid, STEPS_TID,
-                                   args={"name": "steps"}))
-    for s in steps:
-        lines.append(_chrome_event("X", s.name, "step", pid, STEPS_TID,
-                                   (s.start_ns - origin, s.end_ns - origin), args={"step": s.step}))
-    for r in ranges:
-        args = {k: True for k in ("open_at_start", "open_at_end") if getattr(r, k, False)}
-        lines.append(_chrome_event("X", r.name, "range", pid, native.get(r.thread_id, r.thread_id),
-                                   (r.start_ns - origin, r.end_ns - origin), args=args))
+    lines += _chrome_tracks(pid, origin, lambda tid: native.get(tid, tid),
+                            lambda tid: names.get(tid) or label.get(tid, f"thread {tid}"),
+                            ranges, steps)
     other = {
         "format": FORMAT,
         "version": VERSION,
@@ -260,30 +358,127 @@ def write_chrome(
         "thread_serials": {str(ctid): t.serial for t, ctid in zip(threads, chrome_tids)},
         "native_thread_ids": {str(ctid): t.native_thread_id for t, ctid in zip(threads, chrome_tids)},
         # For merging traces of several processes: this moment on both clocks.
-        "clock_anchor": {"monotonic_ns": time.monotonic_ns(), "wall_ns": time.time_ns()},
+        "clock_anchor": _anchor(clock_anchor),
         "metadata": dict(metadata or {}),
     }
-    trailer = '"displayTimeUnit":"ns","otherData":' + json.dumps({"frametrace": other}, separators=(",", ":"))
+    head = _chrome_head(other)
     prelude = ",\n".join(lines)
     compress = path.endswith(".gz")
     with output_path(path) as where:
         try:
-            return tracer._write_chrome(where, pid=pid, origin_ns=origin, prelude=prelude,
-                                        trailer=trailer, compress=compress, progress=progress,
-                                        name=path)
+            count, depth = tracer._write_chrome(where, pid=pid, origin_ns=origin, head=head,
+                                                prelude=prelude, compress=compress,
+                                                progress=progress, name=path)
         except RuntimeError as exc:
             if not compress or "zlib" not in str(exc):
                 raise
-        # Built without zlib: write plain to a file of our own, then compress here.
-        with tempfile.NamedTemporaryFile(dir=os.path.dirname(where) if where != path else None,
-                                         prefix=".frametrace.", suffix=".tmp") as plain:
-            count = tracer._write_chrome(plain.name, pid=pid, origin_ns=origin, prelude=prelude,
-                                         trailer=trailer, compress=False, progress=progress,
-                                         name=path)
-            with open(where, "wb") as raw, gzip.GzipFile(os.path.basename(path), "wb",
-                                                         fileobj=raw) as dst:
-                shutil.copyfileobj(plain, dst, 1 << 20)
-        return count
+            # Built without zlib: write plain to a file of our own, then compress here.
+            with tempfile.NamedTemporaryFile(dir=os.path.dirname(where) if where != path else None,
+                                             prefix=".frametrace.", suffix=".tmp") as plain:
+                count, depth = tracer._write_chrome(plain.name, pid=pid, origin_ns=origin,
+                                                    head=head, prelude=prelude, compress=False,
+                                                    progress=progress, name=path)
+                with open(where, "wb") as raw, gzip.GzipFile(os.path.basename(path), "wb",
+                                                             fileobj=raw) as dst:
+                    shutil.copyfileobj(plain, dst, 1 << 20)
+    _warn_depth(path, depth)
+    return count
+
+
+def _write_chrome_events(path: str, trace: Any, *, process_name: str | None = None,
+                         metadata: Mapping[str, Any] | None = None) -> int:
+    """A Trace without tracer records (one load() read, or a session window
+    that traced no Python) as Chrome trace JSON, laid out as write_chrome
+    lays it out, from its Events; returns how many Python/C events."""
+    if getattr(trace, "processes", None):
+        raise ValueError("a merged trace (of several processes) is written by frametrace merge, "
+                         "from the files it merged")
+    pid = trace.pid
+    _check_int64("pid", pid, minimum=0)
+    if process_name is not None and not isinstance(process_name, str):
+        raise TypeError(f"process_name must be a str, not {type(process_name).__name__}")
+    ranges = _spans("ranges", trace.ranges, ("name", "thread_id", "start_ns", "end_ns"))
+    steps = _spans("steps", trace.steps, ("name", "step", "start_ns", "end_ns"))
+    events = trace.events
+    origin = trace.session_start_ns
+    _check_int64("session_start_ns", origin)
+    # One Chrome tid per thread (serial), as the C writer gives them: the
+    # native id, or a synthetic one where an earlier thread had it.
+    infos = {t.serial: t for t in trace.threads}
+    for e in events:
+        if e.thread_serial not in infos:
+            infos[e.thread_serial] = _ThreadOf(e)
+    tid_of: dict[int, int] = {}
+    used: set[int] = set()
+    for serial in sorted(infos):
+        t = infos[serial]
+        tid = t.native_thread_id or t.thread_id
+        if tid in used:
+            tid = (1 << 30) + serial
+        used.add(tid)
+        tid_of[serial] = tid
+    names = trace.thread_names or {}
+    label = {t.thread_id: t.name or names.get(t.thread_id) or f"thread {t.thread_id}"
+             for t in infos.values()}
+    by_ident = {t.thread_id: tid_of[s] for s, t in sorted(infos.items())}
+    lines = [_chrome_event("M", "process_name", "__metadata", pid, 0,
+                           args={"name": process_name or f"python {pid}"})]
+    for serial, t in sorted(infos.items()):
+        lines.append(_chrome_event("M", "thread_name", "__metadata", pid, tid_of[serial],
+                                   args={"name": label[t.thread_id], "thread_id": t.thread_id,
+                                         "native_thread_id": t.native_thread_id,
+                                         "thread_serial": serial}))
+    lines += _chrome_tracks(pid, origin, lambda tid: by_ident.get(tid, tid),
+                            lambda tid: label.get(tid, f"thread {tid}"), ranges, steps)
+    traced = trace.tracer_stop_ns is not None
+    stop = trace.tracer_stop_ns if traced else trace.session_end_ns
+    dropped = {tid_of[s]: (t.dropped or 0) for s, t in infos.items()}
+    other = {
+        "format": FORMAT, "version": VERSION, "origin_ns": origin,
+        "start_ns": trace.tracer_start_ns if traced else origin, "stop_ns": stop,
+        "pid": pid, "dropped": trace.dropped,
+        "dropped_by_thread": {str(k): v for k, v in dropped.items()},
+        "thread_ids": {str(tid_of[s]): t.thread_id for s, t in infos.items()},
+        "thread_serials": {str(tid_of[s]): s for s in infos},
+        "native_thread_ids": {str(tid_of[s]): t.native_thread_id for s, t in infos.items()},
+        "metadata": {**dict(metadata or {}), "python_traced": traced},
+    }
+    # The trace's own (a new one would not fit the times of a loaded trace);
+    # none: merge refuses the file rather than misplace it.
+    if trace.clock_anchor is not None:
+        other["clock_anchor"] = _anchor(trace.clock_anchor)
+    depth = 0
+    level = 1 if path.endswith(".gz") else None
+    with open_output(path, "w", compresslevel=level, encoding="utf-8") as fh:
+        fh.write("{" + _chrome_head(other) + '"traceEvents":[\n' + ",\n".join(lines))
+        chunk: list[str] = []
+        for e in events:
+            cat = "c" if e.kind == "c" else "python"
+            flags = "".join(f',"{k}":true' for k in ("open_at_start", "open_at_stop", "open_at_loss")
+                            if getattr(e, k))
+            chunk.append(f',\n{{"ph":"X","cat":"{cat}","pid":{pid},"tid":{tid_of[e.thread_serial]},'
+                         f'"ts":{_us_text(e.start_ns - origin)},"dur":{_us_text(e.end_ns - e.start_ns)},'
+                         f'"name":{json.dumps(e.name, ensure_ascii=False)},"args":{{"file":'
+                         f'{json.dumps(f"{e.filename}:{e.lineno}", ensure_ascii=False)}{flags}}}}}')
+            if e.depth > depth:
+                depth = e.depth
+            if len(chunk) >= 4096:
+                fh.write("".join(chunk))
+                chunk.clear()
+        fh.write("".join(chunk) + "]}\n")
+    _warn_depth(path, depth)
+    return len(events)
+
+
+class _ThreadOf:
+    """What an Event says of its thread, where the trace lists none."""
+
+    def __init__(self, e: Any):
+        self.serial = e.thread_serial
+        self.thread_id = e.thread_id
+        self.native_thread_id = e.native_thread_id
+        self.name = None
+        self.dropped = 0
 
 
 # ---- Perfetto's native protobuf trace (.pftrace) ----------------------------

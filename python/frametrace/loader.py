@@ -691,6 +691,9 @@ def _parse_event(ev: Any, n: int, strings: _Strings) -> Optional[tuple[str, tupl
             args = ev.get("args") or {}
             if type(args) is not dict:
                 raise _Bad(f"{what}.args: an object expected, not {_show(args)}")
+            # On a track of its own since issue 18: its thread's tid in args.
+            if "thread_tid" in args:
+                tid = _int(args["thread_tid"], f"{what}.args.thread_tid")
             return "range", (_str(ev.get("name"), f"{what}.name"), pid, tid, ts, end,
                              _bool(args.get("open_at_start", False), f"{what}.args.open_at_start"),
                              _bool(args.get("open_at_end", False), f"{what}.args.open_at_end"))
@@ -932,12 +935,16 @@ def _chrome_trace(col: _ChromeEvents, ft: dict) -> Trace:
 
     if not merged:
         p = procs[0]
+        # A window that traced no Python (python_steps=0) says so.
+        traced = p.metadata.get("python_traced", True) is not False
         return Trace(
             events=calls, ranges=ranges, steps=steps,
             session_start_ns=p.origin_ns,
             session_end_ns=_int(p.metadata.get("session_end_ns", p.stop_ns),
                                 "otherData.frametrace.metadata.session_end_ns"),
-            tracer_start_ns=p.start_ns, tracer_stop_ns=p.stop_ns,
+            tracer_start_ns=p.start_ns if traced else None,
+            tracer_stop_ns=p.stop_ns if traced else None,
+            clock_anchor=p.clock_anchor,
             dropped=p.dropped, dropped_by_thread=dropped_by_thread, pid=p.pid,
             thread_names=names, cycle=_int(p.metadata.get("cycle", 0), "otherData.frametrace.metadata.cycle"),
             threads=threads,
@@ -1137,14 +1144,39 @@ def _chrome_head(head: bytes) -> bool:
     """Whether a file's first bytes may be a Chrome trace's (an object with
     traceEvents): else its end is not looked for (a gzip bomb is not
     inflated twice)."""
-    return head.lstrip(b" \t\n\r").startswith(b"{") and b'"traceEvents"' in head
+    return (head.lstrip(b" \t\n\r").startswith(b"{")
+            and (b'"traceEvents"' in head or _OTHER_FIRST.match(head) is not None))
+
+
+_OTHER_FIRST = re.compile(rb'[ \t\n\r]*\{[ \t\n\r]*"otherData"[ \t\n\r]*:[ \t\n\r]*')
+
+
+def _head_other(head: bytes, more: Callable[[int], bytes]) -> Optional[dict]:
+    """otherData of a document that starts with it (write_chrome's since
+    issue 18), from head and what more() reads after it; None if not."""
+    match = _OTHER_FIRST.match(head)
+    if match is None:
+        return None
+    decoder = json.JSONDecoder(parse_float=decimal.Decimal, parse_int=_parse_int)
+    while True:
+        # A multi-byte character cut at the end only fails this attempt.
+        text = head[match.end():].decode("utf-8", errors="ignore")
+        try:
+            return decoder.raw_decode(text)[0]
+        except json.JSONDecodeError:
+            pass
+        chunk = more(1 << 20) if len(head) <= _MAX_VALUE else b""
+        if not chunk:
+            return None  # the full read says what is wrong
+        head += chunk
 
 
 def _tail_other(path: str) -> Optional[dict]:
-    """otherData.frametrace from the end of the file (where write_chrome
-    puts it), without parsing the events; None when not found there (or
-    the file does not start as a JSON object: the full read says what is
-    wrong, from its first bytes)."""
+    """otherData.frametrace from the start of the file (where write_chrome
+    puts it) or, in files written before issue 18, from its end, without
+    parsing the events; None when not found there (or the file does not
+    start as a JSON object: the full read says what is wrong, from its
+    first bytes)."""
     keep = 1 << 20
     try:
         with open(path, "rb") as raw:
@@ -1154,6 +1186,8 @@ def _tail_other(path: str) -> Optional[dict]:
                     tail = gz.read(1 << 16)
                     if not _chrome_head(tail):
                         return None
+                    if _OTHER_FIRST.match(tail):
+                        return _frametrace_of(_head_other(tail, gz.read))
                     while True:
                         chunk = gz.read(1 << 22)
                         if not chunk:
@@ -1161,8 +1195,11 @@ def _tail_other(path: str) -> Optional[dict]:
                         tail = (tail + chunk)[-keep:]
             else:
                 raw.seek(0)
-                if not _chrome_head(raw.read(1 << 16)):
+                head = raw.read(1 << 16)
+                if not _chrome_head(head):
                     return None
+                if _OTHER_FIRST.match(head):
+                    return _frametrace_of(_head_other(head, raw.read))
                 raw.seek(0, os.SEEK_END)
                 raw.seek(max(0, raw.tell() - keep))
                 tail = raw.read()
@@ -1178,8 +1215,12 @@ def _tail_other(path: str) -> Optional[dict]:
                                       parse_int=_parse_int).raw_decode(text, j)
         if not re.fullmatch(r"[ \t\n\r]*\}[ \t\n\r]*", text[end:]):
             return None
-    except (OSError, EOFError, zlib.error, ValueError, _BigInt):
+    except (OSError, EOFError, zlib.error, ValueError, _BigInt, RecursionError):
         return None
+    return _frametrace_of(other)
+
+
+def _frametrace_of(other: Any) -> Optional[dict]:
     ft = other.get("frametrace") if isinstance(other, dict) else None
     return ft if isinstance(ft, dict) else None
 

@@ -8,11 +8,14 @@ from __future__ import annotations
 import decimal
 import json
 import os
+import shutil
+import stat
+import tempfile
 from typing import Any, Callable, Optional
 
 from ._output import open_output
 from ._tracer import _merge_chrome_lines
-from .export import FORMAT, VERSION, _us_text
+from .export import FORMAT, VERSION, _us_text, output_format
 from .loader import (PathLike, Progress, _Bad, _frametrace_other, _int, _named_errors,
                      _ns, _parse_event, _processes, _read, _Sink, _Strings, _tail_other)
 
@@ -110,6 +113,19 @@ class _MergeSink(_Sink):
         self.sep = ",\n"
 
 
+def _spool_dir(output: str) -> Optional[str]:
+    """Beside the output when it goes to a directory's file (its file system
+    has room for it), else the default temporary directory (a device, a
+    FIFO)."""
+    try:
+        if not stat.S_ISREG(os.stat(output).st_mode):
+            return None
+    except OSError:
+        pass  # not there yet: a file of its directory
+    directory = os.path.dirname(os.path.abspath(output))
+    return directory if os.access(directory, os.W_OK) else None
+
+
 def _anchor_wall(ft: dict, origin: int, what: str) -> int:
     """The wall-clock time of a file's ts 0."""
     anchor = ft.get("clock_anchor")
@@ -145,6 +161,9 @@ def merge(inputs: list, output: PathLike, *, progress: Progress = None) -> dict:
     if not paths:
         raise ValueError("merge: no input files")
     output = os.fspath(output)
+    if output_format(output) != "chrome":
+        raise ValueError(f"{output}: merge writes Chrome trace JSON: name the output .json or "
+                         f".json.gz")
 
     # Pass 1: what each file says of itself.
     files = []
@@ -209,7 +228,9 @@ def merge(inputs: list, output: PathLike, *, progress: Progress = None) -> dict:
     done_before = 0
     count = 0
     level = 1 if output.endswith(".gz") else None
-    with open_output(output, "w", compresslevel=level, encoding="utf-8") as fh:
+    # The events go to a spool first: the merged otherData, written before
+    # them (readers need it first), counts them.
+    with tempfile.TemporaryFile("w+", encoding="utf-8", dir=_spool_dir(output)) as fh:
         pending: list[str] = []
         pending_size = 0
 
@@ -223,7 +244,6 @@ def merge(inputs: list, output: PathLike, *, progress: Progress = None) -> dict:
                 pending.clear()
                 pending_size = 0
 
-        fh.write('{"traceEvents":[\n')
         first = True
         for i, (path, ft, pids, default_pid, offset, renames) in enumerate(plans):
             sink = _MergeSink(out, pids, default_pid, offset, renames, first)
@@ -238,8 +258,8 @@ def merge(inputs: list, output: PathLike, *, progress: Progress = None) -> dict:
                 top, saw = _read(path, sink, step)
                 again = _frametrace_other(top, saw)
             if again != ft:
-                raise ValueError(f"{path}: otherData.frametrace is not the one at the end of "
-                                 f"the file")
+                raise ValueError(f"{path}: otherData.frametrace is not the one read before "
+                                 f"its events")
             first = first and sink.sep == ""
             count += sink.count
             done_before += size
@@ -262,7 +282,11 @@ def merge(inputs: list, output: PathLike, *, progress: Progress = None) -> dict:
             "metadata": {"merged_from": paths, "events": count},
             "inputs": described,
         }
-        fh.write('\n],"displayTimeUnit":"ns","otherData":')
-        fh.write(json.dumps({"frametrace": _plain(merged_other)}, separators=(",", ":")))
-        fh.write("}\n")
+        fh.seek(0)
+        with open_output(output, "w", compresslevel=level, encoding="utf-8") as dst:
+            dst.write('{"otherData":' + json.dumps({"frametrace": _plain(merged_other)},
+                                                   separators=(",", ":"))
+                      + ',"displayTimeUnit":"ns","traceEvents":[\n')
+            shutil.copyfileobj(fh, dst, 1 << 20)
+            dst.write("\n]}\n")
     return merged_other

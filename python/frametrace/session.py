@@ -22,16 +22,19 @@ import functools
 import os
 import sys
 import threading
+import time
 import traceback
 from dataclasses import dataclass, field
 from typing import Any, Callable, Literal, NamedTuple, Optional, Sequence, Union
 
 from . import _tracer
-from .export import trace_document, write_json
+from .export import output_format
 from .schedule import ProfilerAction, Schedule
 from .tracer import Tracer
 
 _now = _tracer._clock_ns  # a C function of the extension: never traced
+_monotonic_ns = time.monotonic_ns
+_time_ns = time.time_ns
 _RECORDING = (ProfilerAction.RECORD, ProfilerAction.RECORD_AND_SAVE)
 
 
@@ -94,6 +97,10 @@ class Trace:
     dropped)], one per traced OS thread in serial order: each its own, where
     thread_names and dropped_by_thread (keyed by thread_id) merge threads
     that had the same ident (thread_names: the latest one's name)."""
+    clock_anchor: Optional[dict] = None
+    """{"monotonic_ns", "wall_ns"}: one moment on both clocks, which places
+    the trace's monotonic times on the wall clock (``frametrace merge``):
+    read at the window's close, or from the file load() read."""
 
     def _get_events(self) -> list:
         events = self.__dict__.get("_events")
@@ -108,6 +115,15 @@ class Trace:
 
     def _set_events(self, events: Optional[list]) -> None:
         self.__dict__["_events"] = events
+
+    def _check(self) -> None:
+        """What the writers read, checked: a clear TypeError, not an
+        AttributeError from deep inside."""
+        tracer = self.tracer
+        if tracer is not None and not isinstance(tracer, _tracer.Tracer):
+            raise TypeError(f"Trace.tracer must be a frametrace.Tracer or None, not "
+                            f"{type(tracer).__name__}")
+        self.metadata()
 
     def metadata(self) -> dict:
         for field_name in ("dropped_by_thread", "thread_names"):
@@ -140,16 +156,19 @@ class Trace:
                       process_name: Optional[str] = None, metadata: Optional[dict] = None,
                       progress: Any = None) -> int:
         """to_chrome(), returning how many Python/C events it wrote."""
-        from .export import write_chrome
+        from .export import _write_chrome_events, write_chrome
 
-        if self.tracer is None:
-            raise RuntimeError("this trace has no tracer records (python_steps=0)")
+        self._check()
+        if self.tracer is None:  # load()'s, or a window that traced no Python
+            return _write_chrome_events(os.fspath(path), self, process_name=process_name,
+                                        metadata={**(metadata or {}), "cycle": self.cycle,
+                                                  "session_end_ns": self.session_end_ns})
         return write_chrome(path, self.tracer, pid=self.pid, process_name=process_name,
                             thread_names=self.thread_names, ranges=self.ranges,
                             steps=self.steps, origin_ns=self.session_start_ns,
                             metadata={**(metadata or {}), "cycle": self.cycle,
                                       "session_end_ns": self.session_end_ns},
-                            progress=progress)
+                            progress=progress, clock_anchor=self.clock_anchor)
 
     def summary(self, sort: str = "self", limit: Optional[int] = 30, *,
                 per_thread: bool = False, print: bool = True) -> Any:
@@ -187,29 +206,47 @@ class Trace:
         """Writes the trace as Perfetto's native protobuf trace (.pftrace):
         much smaller than JSON, and what the Perfetto UI prefers; returns
         the path."""
-        from .export import write_perfetto
-
-        if self.tracer is None:
-            raise RuntimeError("this trace has no tracer records (python_steps=0)")
-        write_perfetto(path, self.tracer, pid=self.pid, thread_names=self.thread_names,
-                       ranges=self.ranges, steps=self.steps)
+        self._write_perfetto(path)
         return os.fspath(path)
 
+    def _write_perfetto(self, path: Union[str, "os.PathLike[str]"], *,
+                        process_name: Optional[str] = None, progress: Any = None) -> int:
+        from .export import write_perfetto
+
+        self._check()
+        if self.tracer is None:
+            what = ("a window that traced no Python (python_steps=0)" if self.tracer_stop_ns is None
+                    else "a trace read from a file")
+            raise ValueError(f"{os.fspath(path)}: .pftrace is written from a tracer's records, "
+                             f"which {what} does not have: write Chrome JSON instead "
+                             f"(Trace.save('trace.json'))")
+        return write_perfetto(path, self.tracer, pid=self.pid, process_name=process_name,
+                              thread_names=self.thread_names, ranges=self.ranges,
+                              steps=self.steps, progress=progress)
+
     def save(self, path: Union[str, "os.PathLike[str]"]) -> str:
-        """Writes the trace in frametrace's portable JSON format (``.json``,
-        or ``.json.gz`` compressed); returns the path."""
+        """Writes the trace in the format its extension names: Chrome trace
+        JSON (``.json``, ``.json.gz``: ``to_chrome``) or Perfetto's
+        protobuf trace (``.pftrace``, ``.pftrace.gz``: ``to_perfetto``);
+        ValueError for any other extension.  Returns the path.  Both open
+        in the Perfetto UI, and ``frametrace.load()`` reads the JSON back."""
         for field_name, record in (("ranges", RangeRecord), ("steps", StepRecord)):
             for i, item in enumerate(getattr(self, field_name)):
                 if not isinstance(item, record):
                     raise TypeError(f"Trace.{field_name}[{i}] must be a frametrace."
                                     f"{record.__name__}, not {type(item).__name__}")
-        doc = trace_document(
-            self.events,
-            metadata=self.metadata(),
-            ranges=(r._asdict() for r in self.ranges),
-            steps=(s._asdict() for s in self.steps),
-        )
-        return write_json(path, doc)
+        if output_format(path) == "perfetto":
+            return self.to_perfetto(path)
+        return self.to_chrome(path)
+
+    def _write(self, path: str, *, process_name: Optional[str] = None,
+               metadata: Optional[dict] = None, progress: Any = None) -> int:
+        """save() with the CLI's options, returning how many Python/C events
+        it wrote."""
+        if output_format(path) == "chrome":
+            return self._write_chrome(path, process_name=process_name, metadata=metadata,
+                                      progress=progress)
+        return self._write_perfetto(path, process_name=process_name, progress=progress)
 
 
 # The dataclass made its __init__, __eq__ and fields() with events a plain
@@ -220,7 +257,9 @@ Trace.events = property(Trace._get_events, Trace._set_events,  # type: ignore[as
 
 def save(directory: Union[str, "os.PathLike[str]"], *, compress: bool = False) -> Callable[[Trace], str]:
     """An ``on_trace_ready`` handler that writes each trace to directory, as
-    ``frametrace.<pid>.<cycle>.json`` (``.json.gz`` with compress=True)."""
+    Chrome trace JSON ``frametrace.<pid>.<cycle>.json`` (``.json.gz`` with
+    compress=True), which the Perfetto UI opens (``frametrace view``) and
+    ``frametrace.load()`` reads."""
     directory = os.fspath(directory)
     suffix = ".json.gz" if compress else ".json"
 
@@ -250,44 +289,66 @@ class range(_tracer.Range):  # noqa: A001 - the public name is frametrace.range
         return ranged
 
 
-def _pair_ranges(marks: Sequence[tuple], start_ns: int, end_ns: int) -> list:
+def _pair_ranges(marks: Sequence[tuple], start_ns: int, end_ns: int,
+                 open_before: Optional[dict] = None) -> list:
     """Range marks ("B"/"E", name, thread_id, ns) -> RangeRecords, within
-    [start_ns, end_ns]."""
-    open_by_thread: dict = {}
+    [start_ns, end_ns]; open_before: {thread_id: [(name, ns), ...]} the
+    ranges open when the window began (from its start, open_at_start)."""
+    open_by_thread: dict = {tid: [(name, start_ns, True) for name, _ns in stack]
+                            for tid, stack in (open_before or {}).items()}
     done = []
     for mark, name, tid, ns in marks:
         ns = min(max(ns, start_ns), end_ns)
         stack = open_by_thread.setdefault(tid, [])
         if mark == "B":
-            stack.append((name, ns))
+            stack.append((name, ns, False))
             continue
         for i in reversed(builtins.range(len(stack))):
             if stack[i][0] == name:
                 # Inner ranges left open by an exception end here too.
-                for inner_name, inner_start in stack[i + 1:]:
-                    done.append(RangeRecord(inner_name, tid, inner_start, ns))
-                done.append(RangeRecord(name, tid, stack[i][1], ns))
+                for inner_name, inner_start, inner_oas in stack[i:]:
+                    done.append(RangeRecord(inner_name, tid, inner_start, ns,
+                                            open_at_start=inner_oas))
                 del stack[i:]
                 break
         else:
             done.append(RangeRecord(name, tid, start_ns, ns, open_at_start=True))
     for tid, stack in open_by_thread.items():
-        for name, ns in stack:
-            done.append(RangeRecord(name, tid, ns, end_ns, open_at_end=True))
+        for name, ns, oas in stack:
+            done.append(RangeRecord(name, tid, ns, end_ns, open_at_start=oas, open_at_end=True))
     done.sort(key=lambda r: (r.thread_id, r.start_ns, -r.end_ns))
     return done
+
+
+def _fold_ranges(open_ranges: dict, marks: Sequence[tuple]) -> None:
+    """Keeps in open_ranges ({thread_id: [(name, ns), ...]}) the ranges that
+    marks leave open: the state a window starts from."""
+    for mark, name, tid, ns in marks:
+        stack = open_ranges.setdefault(tid, [])
+        if mark == "B":
+            stack.append((name, ns))
+            continue
+        for i in reversed(builtins.range(len(stack))):
+            if stack[i][0] == name:
+                del stack[i:]
+                break
+        if not stack:
+            del open_ranges[tid]
 
 
 class _Window:
     """One active window of a session."""
 
-    __slots__ = ("cycle", "start_ns", "tracer", "marks", "steps", "python_steps_left")
+    __slots__ = ("cycle", "start_ns", "tracer", "marks", "steps", "python_steps_left",
+                 "open_before")
 
-    def __init__(self, cycle: int, start_ns: int, python_steps: Optional[int]):
+    def __init__(self, cycle: int, start_ns: int, python_steps: Optional[int],
+                 open_before: dict):
         self.cycle = cycle
         self.start_ns = start_ns
         self.tracer: Optional[Tracer] = None
         self.marks: list = []
+        self.open_before = open_before  # ranges open when it began
         self.steps: list = []
         self.python_steps_left = python_steps  # None: every step
 
@@ -473,6 +534,10 @@ class Profile:
         self._finished = False
         self._forked = False  # this process is a fork of the one that entered
         self._writer = _Writer()
+        # Range marks between windows, folded at each step into the ranges
+        # open, so that a window knows those that began before it.
+        self._outside_marks: list = []
+        self._open_ranges: dict = {}
 
     # -- the public protocol ---------------------------------------------
 
@@ -487,6 +552,7 @@ class Profile:
             _current = self
             self._entered = True
         try:
+            _tracer._set_range_sink(self._outside_marks)
             self._begin_step(_now())
         except BaseException:
             self._release()
@@ -518,6 +584,8 @@ class Profile:
             if self._action is ProfilerAction.RECORD_AND_SAVE:
                 self._close_window(now)
         self.step_num += 1
+        if self._window is None and self._outside_marks:
+            self._fold_outside()
         self._begin_step(now)
         if self._writer.errors:  # an attribute, no call: nothing in the trace
             self._raise_pending()
@@ -598,11 +666,18 @@ class Profile:
         if tracer is not None:
             tracer.disarm()
 
+    def _fold_outside(self) -> None:
+        marks, self._outside_marks = self._outside_marks, []
+        _tracer._set_range_sink(self._outside_marks)
+        _fold_ranges(self._open_ranges, marks)
+
     def _open_window(self, now: int) -> None:
         if self.python_steps != 0 and self._writer.settle():
             # The window starts once the previous one is written.
             now = self._step_start = _now()
-        window = _Window(self._cycle, now, self.python_steps)
+        self._fold_outside()
+        window = _Window(self._cycle, now, self.python_steps,
+                         {tid: list(stack) for tid, stack in self._open_ranges.items()})
         self._cycle += 1
         self._window = window
         _tracer._set_range_sink(window.marks)
@@ -619,7 +694,7 @@ class Profile:
                 # dropped, so that this error is the one the program sees,
                 # not one from closing a window with a tracer that never ran.
                 self._window = None
-                _tracer._set_range_sink(None)
+                _tracer._set_range_sink(self._outside_marks)
                 raise
             window.tracer = tracer
 
@@ -627,12 +702,13 @@ class Profile:
         window = self._window
         assert window is not None
         self._window = None
-        _tracer._set_range_sink(None)
+        _tracer._set_range_sink(self._outside_marks)
         tracer = window.tracer
         if tracer is not None:
             tracer.stop()
+        _fold_ranges(self._open_ranges, window.marks)
         trace = Trace(
-            ranges=_pair_ranges(window.marks, window.start_ns, now),
+            ranges=_pair_ranges(window.marks, window.start_ns, now, window.open_before),
             steps=[StepRecord(f"step#{n}", n, start, end) for n, start, end in window.steps],
             session_start_ns=window.start_ns,
             session_end_ns=now,
@@ -645,6 +721,7 @@ class Profile:
             threads=tracer.threads if tracer is not None else [],
             cycle=window.cycle,
             tracer=tracer,
+            clock_anchor={"monotonic_ns": _monotonic_ns(), "wall_ns": _time_ns()},
         )
         previous, self.last_trace = self.last_trace, trace
         if previous is not None and previous.tracer is None:
@@ -671,8 +748,8 @@ class Profile:
             if _current is self:
                 _current = None
         self._unprepare()
+        _tracer._set_range_sink(None)
         if self._window is not None:
-            _tracer._set_range_sink(None)
             if self._window.tracer is not None:
                 self._window.tracer.stop()
             self._window = None

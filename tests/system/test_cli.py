@@ -350,3 +350,28 @@ def test_cli_backend_option(tmp_path):
         assert proc.returncode == 0, proc.stderr
         trace = frametrace.load(out)
         assert [(e.name, e.depth) for e in trace.events] == [("<module>", 0), ("f", 1), ("len", 2)]
+
+
+def test_run_output_format_follows_the_extension(tmp_path, program, step_program):
+    """-o names the format: .pftrace is Perfetto's protobuf trace (a
+    TracePacket first: field 1, length-delimited), .json Chrome JSON; any
+    other extension is refused before the program runs."""
+    frametrace_cmd("run", "-o", "t.pftrace", "scripts/prog.py", cwd=tmp_path, check=0)
+    data = (tmp_path / "t.pftrace").read_bytes()
+    assert data[:1] == b"\x0a" and b"crunch" in data
+    proc = frametrace_cmd("run", "-o", "t.txt", "scripts/prog.py", cwd=tmp_path, check=2)
+    assert "unknown trace extension" in proc.stderr and ".pftrace" in proc.stderr
+    assert proc.stdout == "" and not (tmp_path / "t.txt").exists()
+    frametrace_cmd("run", "--steps", "wait=1,active=2", "-o", "s.pftrace.gz", "loop.py", "4",
+                   cwd=tmp_path, check=0)
+    assert os.listdir(tmp_path).count("s.0.pftrace.gz") == 1
+    # No Python traced (--python-steps 0): the steps still go to Chrome JSON.
+    frametrace_cmd("run", "--steps", "wait=1,active=2", "--python-steps", "0", "-o", "n.json",
+                   "loop.py", "4", cwd=tmp_path, check=0)
+    steps_only = load(tmp_path / "n.0.json")
+    assert [s.step for s in steps_only.steps] == [1, 2] and steps_only.events == []
+    assert steps_only.tracer_stop_ns is None
+    # merge writes Chrome JSON only.
+    frametrace_cmd("run", "-o", "a.json", "scripts/prog.py", cwd=tmp_path, check=0)
+    proc = frametrace_cmd("merge", "a.json", "-o", "m.pftrace", cwd=tmp_path, check=2)
+    assert "merge writes Chrome trace JSON" in proc.stderr and not (tmp_path / "m.pftrace").exists()

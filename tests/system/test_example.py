@@ -4,6 +4,8 @@ import os
 import subprocess
 import sys
 
+import frametrace
+
 from support import ROOT
 
 EXAMPLE = os.path.join(ROOT, "examples", "train_loop.py")
@@ -18,9 +20,10 @@ def test_train_loop_example(tmp_path):
     assert out.count("train_step traced 2x, 3 ranges recorded") == 2
     files = sorted(os.listdir(tmp_path / "traces"))
     assert len(files) == 2
+    # Chrome trace JSON, what the Perfetto UI opens.
     with open(tmp_path / "traces" / files[1]) as fh:
         doc = json.load(fh)
-    meta = doc["metadata"]
-    assert meta["tracer_stop_ns"] < meta["session_end_ns"]
-    end = doc["event_fields"].index("end_ns")
-    assert all(ev[end] <= meta["tracer_stop_ns"] for ev in doc["events"])
+    assert doc["traceEvents"] and "frametrace" in doc["otherData"]
+    trace = frametrace.load(tmp_path / "traces" / files[1])
+    assert trace.tracer_stop_ns < trace.session_end_ns
+    assert trace.events and all(ev.end_ns <= trace.tracer_stop_ns for ev in trace.events)

@@ -57,8 +57,10 @@ def every_writer(tracer, trace, source, compressed=True):
         "write_chrome gz": lambda p: write_chrome(str(p) + ".gz", tracer),
         "write_perfetto": lambda p: write_perfetto(p, tracer),
         "write_perfetto gz": lambda p: write_perfetto(str(p) + ".gz", tracer),
-        "Trace.save": lambda p: trace.save(p),
-        "Trace.save gz": lambda p: trace.save(str(p) + ".gz"),
+        # A loaded trace: written from its Events in Python (Trace.save
+        # picks it by extension, and refuses a path without one).
+        "Trace.to_chrome": lambda p: trace.to_chrome(p),
+        "Trace.to_chrome gz": lambda p: trace.to_chrome(str(p) + ".gz"),
         "write_pstats": lambda p: reports.write_pstats(trace, p),
         "write_collapsed": lambda p: reports.write_collapsed(trace, p),
         "write_flamegraph_svg": lambda p: reports.write_flamegraph_svg(trace, p),
@@ -170,7 +172,7 @@ def test_devices_and_fifos_are_written_in_place(short_trace, tmp_path):
     fifo = tmp_path / "pipe.json"
     os.mkfifo(fifo)
     for name, write in {"write_chrome": lambda p: write_chrome(p, tracer),
-                        "Trace.save": lambda p: trace.save(p),
+                        "Trace.to_chrome": lambda p: trace.to_chrome(p),
                         "merge": lambda p: merge([source], p)}.items():
         got = []
         reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()), daemon=True)

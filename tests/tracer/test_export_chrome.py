@@ -150,4 +150,4 @@ def test_misuse(tmp_path):
         tracer._write_chrome(str(tmp_path / "x.json"))
     tracer.clear()
     with pytest.raises(RuntimeError):
-        tracer._write_chrome(str(tmp_path / "x.json"), pid=1, origin_ns=0, prelude="", trailer="")
+        tracer._write_chrome(str(tmp_path / "x.json"), pid=1, origin_ns=0, head="", prelude="")

@@ -95,10 +95,12 @@ def test_chrome_events_are_the_format_s_bytes(tmp_path, suffix):
         opener = gzip.open if suffix.endswith(".gz") else open
         with opener(path, "rb") as fh:
             text = fh.read().decode("utf-8")
-        assert text.startswith('{"traceEvents":[') and text.endswith("}\n")
+        # The metadata first, then the events.
+        assert text.startswith('{"otherData":{"frametrace":') and text.endswith("]}\n")
         doc = json.loads(text)
+        assert list(doc) == ["otherData", "displayTimeUnit", "traceEvents"]
         origin = doc["otherData"]["frametrace"]["origin_ns"]
-        body = text[len('{"traceEvents":['):text.rindex('],"displayTimeUnit"')]
+        body = text[text.index('"traceEvents":[') + len('"traceEvents":['):-len("]}\n")]
         written = [line for line in body.split(",\n") if line.startswith('{"ph":"X","cat":')]
         assert written == chrome_lines(events, tracer, 4242, origin)
 

@@ -435,7 +435,13 @@ def test_merge_rejects_what_it_cannot_align(tmp_path, good_file):
         merge([tmp_path / "good.json", tmp_path / "noanchor.json"], tmp_path / "out.json")
     with frametrace.profile() as prof:
         calls.leaf(1)
-    prof.last_trace.save(tmp_path / "portable.json")
+    # Trace.save writes Chrome JSON, which merge takes; files of the
+    # portable format earlier versions wrote, it refuses.
+    prof.last_trace.save(tmp_path / "saved.json")
+    merge([tmp_path / "saved.json"], tmp_path / "saved-merged.json")
+    assert frametrace.load(tmp_path / "saved-merged.json").events == prof.last_trace.events
+    from frametrace.export import trace_document, write_json
+    write_json(tmp_path / "portable.json", trace_document(prof.last_trace.events))
     with pytest.raises(ValueError, match="portable.json: .*portable"):
         merge([tmp_path / "portable.json"], tmp_path / "out.json")
     assert not os.listdir(tmp_path) == []

@@ -6,7 +6,6 @@ import threading
 import pytest
 
 import frametrace
-from frametrace.export import read_json
 from frametrace.testing import assert_valid_trace
 from support import model, qual, run_training
 
@@ -201,14 +200,19 @@ def test_save_writes_each_trace(tmp_path):
         run_training(prof, 4)
     files = sorted(os.listdir(tmp_path / "t"))
     assert files == [f"frametrace.{os.getpid()}.0.json", f"frametrace.{os.getpid()}.1.json"]
-    doc = read_json(tmp_path / "t" / files[0])
-    assert doc["metadata"]["tracer_stop_ns"] <= doc["metadata"]["session_end_ns"]
-    assert [s["name"] for s in doc["steps"]] == ["step#0"]
-    names = [e[doc["event_fields"].index("name")] for e in doc["events"]]
-    assert "model" in names
+    # Chrome trace JSON (what Perfetto opens), its metadata first.
+    first = tmp_path / "t" / files[0]
+    assert first.read_text().startswith('{"otherData":{"frametrace":')
+    trace = frametrace.load(first)
+    assert trace.tracer_stop_ns <= trace.session_end_ns
+    assert [s.name for s in trace.steps] == ["step#0"]
+    assert "model" in {e.name for e in trace.events}
     path = prof.last_trace.save(tmp_path / "last.json.gz")
-    last = read_json(path)
-    assert last["metadata"]["cycle"] == 1 and len(last["steps"]) == 1
+    last = frametrace.load(path)
+    assert last.cycle == 1 and len(last.steps) == 1
+    assert last.events == prof.last_trace.events
+    with pytest.raises(ValueError, match="unknown trace extension"):
+        prof.last_trace.save(tmp_path / "last.txt")
 
 
 def test_trace_reports(tmp_path, capsys):
