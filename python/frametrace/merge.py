@@ -13,9 +13,9 @@ import stat
 import tempfile
 from typing import Any, Callable, Optional
 
-from ._output import open_output
+from ._output import _write_error, open_output
 from ._tracer import _merge_chrome_lines
-from .export import FORMAT, VERSION, _us_text, output_format
+from .export import FORMAT, VERSION, _us_text
 from .loader import (PathLike, Progress, _Bad, _frametrace_other, _int, _named_errors,
                      _ns, _parse_event, _processes, _read, _Sink, _Strings, _tail_other)
 
@@ -161,7 +161,7 @@ def merge(inputs: list, output: PathLike, *, progress: Progress = None) -> dict:
     if not paths:
         raise ValueError("merge: no input files")
     output = os.fspath(output)
-    if output_format(output) != "chrome":
+    if output.endswith((".pftrace", ".pftrace.gz")):
         raise ValueError(f"{output}: merge writes Chrome trace JSON: name the output .json or "
                          f".json.gz")
 
@@ -240,9 +240,15 @@ def merge(inputs: list, output: PathLike, *, progress: Progress = None) -> dict:
             pending.append(text)
             pending_size += len(text)
             if pending_size >= 1 << 20:
-                fh.write("".join(pending))
+                spool("".join(pending))
                 pending.clear()
                 pending_size = 0
+
+        def spool(text: str) -> None:
+            try:
+                fh.write(text)
+            except OSError as exc:  # its file system is the output's, usually
+                raise _write_error(exc, output) from None
 
         first = True
         for i, (path, ft, pids, default_pid, offset, renames) in enumerate(plans):
@@ -266,7 +272,7 @@ def merge(inputs: list, output: PathLike, *, progress: Progress = None) -> dict:
             for d in described:
                 if d["pid"] in sink.process_names and d["process_name"] is None:
                     d["process_name"] = sink.process_names[d["pid"]]
-        fh.write("".join(pending))
+        spool("".join(pending))
         pending.clear()
         merged_other = {
             "format": FORMAT,
