@@ -385,10 +385,16 @@ def test_browser(trace, monkeypatch):
         assert said + urls[0] in out.getvalue()
 
 
-def test_run_says_how_to_open_its_trace(tmp_path):
-    (tmp_path / "prog.py").write_text("def f():\n    return 1\nf()\n")
-    proc = subprocess.run([sys.executable, "-m", "frametrace", "run", "-o", "out.json", "prog.py"],
+@pytest.mark.parametrize("steps", [False, True])
+def test_run_says_how_to_open_its_trace(tmp_path, steps):
+    (tmp_path / "prog.py").write_text(
+        "import frametrace\nfor i in range(3):\n    sum(range(10))\n    frametrace.step()\n")
+    args = ["--steps", "2"] if steps else []
+    proc = subprocess.run([sys.executable, "-m", "frametrace", "run", "-o", "out.json", *args,
+                           "prog.py"],
                           cwd=tmp_path, capture_output=True, text=True, env=_env(), timeout=WAIT)
     assert proc.returncode == 0, proc.stderr
+    written = "out.0.json" if steps else "out.json"
+    assert (tmp_path / written).is_file()
     assert proc.stderr.rstrip().splitlines()[-1] == (
-        "frametrace: to open it in the Perfetto UI: frametrace view out.json")
+        f"frametrace: to open it in the Perfetto UI: frametrace view {written}")
