@@ -21,7 +21,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import threading
@@ -79,6 +78,18 @@ def unavailable() -> str | None:
     return None
 
 
+def _die_with_parent() -> None:
+    """In the child, before exec: SIGKILL when the test process dies, even
+    by a signal that runs no finalizer (a CI lane being stopped); Chromium's
+    own children then see their browser gone and exit."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass  # not Linux: close() still ends everything
+
+
 class BrowserError(AssertionError):
     """The UI did not load a trace, or a query failed; the message carries
     the page's console errors."""
@@ -94,11 +105,6 @@ class _Handler(http.server.SimpleHTTPRequestHandler):
         if len(parts) == 4 and parts[1] == "trace" and parts[2] in self.server.traces:
             return self.server.traces[parts[2]]
         return super().translate_path(path)
-
-    def end_headers(self) -> None:
-        # Each page loads the UI afresh: no stale cache between test runs.
-        self.send_header("Cache-Control", "no-store")
-        super().end_headers()
 
     def log_message(self, format: str, *args: Any) -> None:
         pass  # the tests' output is the comparison, not the requests
@@ -161,7 +167,8 @@ def _console_lines(events: list) -> list[str]:
     for ev in events:
         method, params = ev["method"], ev.get("params", {})
         if method == "Runtime.consoleAPICalled":
-            text = " ".join(str(a.get("value", a.get("description", ""))) for a in params.get("args", []))
+            text = " ".join(str(a.get("value", a.get("description", "")))
+                            for a in params.get("args", []))
             lines.append(f"console.{params.get('type')}: {text}")
         elif method == "Runtime.exceptionThrown":
             details = params.get("exceptionDetails", {})
@@ -169,7 +176,8 @@ def _console_lines(events: list) -> list[str]:
             lines.append(f"exception: {exc.get('description') or details.get('text')}")
         elif method == "Log.entryAdded":
             entry = params.get("entry", {})
-            lines.append(f"log.{entry.get('level')}: {entry.get('text')} {entry.get('url', '')}".rstrip())
+            lines.append(f"log.{entry.get('level')}: {entry.get('text')} "
+                         f"{entry.get('url', '')}".rstrip())
     return lines
 
 
@@ -225,14 +233,16 @@ class LoadedTrace:
         if "exceptionDetails" in result:
             details = result["exceptionDetails"]
             exc = details.get("exception", {})
-            raise BrowserError(f"{self.name}: in the page: {exc.get('description') or details.get('text')}")
+            raise BrowserError(f"{self.name}: in the page: "
+                               f"{exc.get('description') or details.get('text')}")
         return result.get("result", {}).get("value")
 
     def query(self, sql: str) -> list[dict]:
         try:
             out = self.evaluate(_QUERY_JS % json.dumps(sql))
         except BrowserError as exc:
-            raise BrowserError(f"{exc}\nquery: {sql}\nconsole:\n" + "\n".join(self.console())) from None
+            raise BrowserError(f"{exc}\nquery: {sql}\nconsole:\n"
+                               + "\n".join(self.console())) from None
         return [dict(zip(out["columns"], row)) for row in out["rows"]]
 
 
@@ -288,8 +298,8 @@ class PerfettoUI:
                 "--disable-sync", "--mute-audio", "--password-store=basic",
                 # /dev/shm is small in containers; Chromium's IPC then fails.
                 "--disable-dev-shm-usage",
-                # No crash handler: it would outlive the browser, in its own
-                # process group, and write under ~/.config.
+                # No crash reports (the crash handler still starts, in a
+                # process group of its own: _kill_strays ends it).
                 "--disable-crash-reporter",
                 # Loopback only: the UI's probes of Google's servers fail at
                 # once instead of waiting on the network.
@@ -298,13 +308,14 @@ class PerfettoUI:
         if hasattr(os, "geteuid") and os.geteuid() == 0:
             args.insert(1, "--no-sandbox")  # Chromium refuses to run as root sandboxed
         self._stderr = tempfile.TemporaryFile()
-        # Its own process group: Chromium's zygote, GPU and renderer
-        # processes are all killed with it.
         os.makedirs(self._home)
         env = dict(os.environ, HOME=self._home, XDG_CONFIG_HOME=os.path.join(self._home, ".config"),
                    XDG_CACHE_HOME=os.path.join(self._home, ".cache"))
+        # Its own process group: Chromium's zygote, GPU and renderer
+        # processes are all killed with it.
         self._proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=self._stderr,
-                                      stderr=self._stderr, start_new_session=True, env=env)
+                                      stderr=self._stderr, start_new_session=True, env=env,
+                                      preexec_fn=_die_with_parent)
         # Chromium writes the port it chose and the browser's websocket
         # path to DevToolsActivePort in the profile.
         port_file = os.path.join(self._profile, "DevToolsActivePort")
@@ -407,9 +418,9 @@ class _Page:
         try:
             for domain in ("Runtime.enable", "Log.enable", "Page.enable"):
                 devtools.call(domain, session=session)
-            devtools.call("Page.navigate", {
-                "url": f"http://127.0.0.1:{ui.port}/#!/?url={urllib.parse.quote(trace_url, safe=':/')}"},
-                session=session)
+            quoted = urllib.parse.quote(trace_url, safe=":/")
+            devtools.call("Page.navigate", {"url": f"http://127.0.0.1:{ui.port}/#!/?url={quoted}"},
+                          session=session)
             self._wait_loaded(loaded)
         except BaseException:
             self.__exit__()
@@ -422,8 +433,8 @@ class _Page:
         while time.monotonic() < deadline:
             try:
                 state = loaded.evaluate(_STATE_JS, timeout=10)
-            except BrowserError:
-                state = None  # the page is navigating: no context yet
+            except (BrowserError, TimeoutError):
+                state = None  # the page is navigating, or busy: ask again
             if state and state.get("state") == "loaded" and not state.get("pending"):
                 return
             time.sleep(0.1)
@@ -434,7 +445,8 @@ class _Page:
     def __exit__(self, *exc: object) -> None:
         if self._target is not None and self._ui._devtools is not None:
             try:
-                self._ui._devtools.call("Target.closeTarget", {"targetId": self._target}, timeout=10)
+                self._ui._devtools.call("Target.closeTarget", {"targetId": self._target},
+                                        timeout=10)
             except Exception:
                 pass  # the browser goes at close() anyway
             self._target = None

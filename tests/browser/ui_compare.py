@@ -55,7 +55,8 @@ def expected_of(recorded: dict, into: Expected | None = None) -> Expected:
 def snapshot(loaded) -> dict:
     """The tables of the UI's trace processor the comparison reads."""
     return {
-        "slices": loaded.query("select id, parent_id, ts, dur, category, name, track_id from slice"),
+        "slices": loaded.query("select id, parent_id, ts, dur, category, name, track_id "
+                               "from slice"),
         "thread_tracks": loaded.query("select id, utid from thread_track"),
         "threads": loaded.query("select t.utid, t.tid, t.name, p.pid from thread t "
                                 "left join process p using (upid)"),
@@ -134,16 +135,17 @@ def compare(expected: Expected, seen: dict) -> tuple[list, list]:
         got = got_of[pid, tid]
         ev_keys = sorted((e.start_ns, e.depth, e.end_ns, e.name) for e in want.events)
         sl_keys = sorted((s["ts"], frame_depth(s), s["ts"] + s["dur"], s["name"]) for s in got)
-        names_ok = Counter((k[3], k[1]) for k in ev_keys) == Counter((k[3], k[1]) for k in sl_keys)
+        ev_names = Counter((k[3], k[1]) for k in ev_keys)  # (name, depth)
+        sl_names = Counter((k[3], k[1]) for k in sl_keys)
+        names_ok = ev_names == sl_names
         depth_e = max((k[1] for k in ev_keys), default=-1)
         depth_s = max((k[1] for k in sl_keys), default=-1)
         if len(got) != len(want.events):
             problems.append(f"{label}: {len(want.events)} events, {len(got)} slices in the UI")
         if not names_ok:
-            missing = Counter((k[3], k[1]) for k in ev_keys) - Counter((k[3], k[1]) for k in sl_keys)
-            extra = Counter((k[3], k[1]) for k in sl_keys) - Counter((k[3], k[1]) for k in ev_keys)
-            problems.append(f"{label}: (name, depth) not shown: {dict(missing.most_common(5))}; "
-                            f"shown, not recorded: {dict(extra.most_common(5))}")
+            problems.append(f"{label}: (name, depth) not shown: "
+                            f"{dict((ev_names - sl_names).most_common(5))}; shown, not recorded: "
+                            f"{dict((sl_names - ev_names).most_common(5))}")
         times = "-"
         if names_ok and len(got) == len(want.events) and got:
             e0, s0 = origins[pid]
@@ -177,12 +179,12 @@ def compare(expected: Expected, seen: dict) -> tuple[list, list]:
         if on_threads:
             problems.append(f"steps: {on_threads} on the track of a traced thread")
     if expected.ranges or ranges:
-        rows.append(f"ranges: {len(expected.ranges)} recorded, {len(ranges)} shown "
-                    f"({', '.join(f'{n} {c}' for n, c in sorted(Counter(expected.ranges).items()))})")
-        if Counter(expected.ranges) != Counter(s["name"] for s in ranges):
-            missing = Counter(expected.ranges) - Counter(s["name"] for s in ranges)
-            extra = Counter(s["name"] for s in ranges) - Counter(expected.ranges)
-            problems.append(f"ranges not shown: {dict(missing)}; shown, not recorded: {dict(extra)}")
+        want, shown = Counter(expected.ranges), Counter(s["name"] for s in ranges)
+        rows.append(f"ranges: {len(expected.ranges)} expected, {len(ranges)} shown "
+                    f"({', '.join(f'{n} {c}' for n, c in sorted(want.items()))})")
+        if want != shown:
+            problems.append(f"ranges not shown: {dict(want - shown)}; "
+                            f"shown, not expected: {dict(shown - want)}")
     for s in bad_stats(seen):
         problems.append(f"stats: {stat_text(s)}")
     rows.append("stats (value > 0): " + ("; ".join(stat_text(s) for s in seen["stats"]) or "none"))
