@@ -194,6 +194,21 @@ _STATE_JS = """(() => {
           pending: app.trace.engine.numRequestsPending ?? 0};
 })()"""
 
+# Before the UI's own code: when it publishes window.app, the built-in WASM
+# trace processor is forced, so that a trace_processor someone runs on
+# this machine (the UI probes 127.0.0.1:9001) is never used instead.
+_FORCE_WASM_JS = """(() => {
+  let app;
+  Object.defineProperty(window, 'app', {
+    configurable: true,
+    get() { return app; },
+    set(value) {
+      app = value;
+      if (value && value.httpRpc) value.httpRpc.newEngineMode = 'FORCE_BUILTIN_WASM';
+    },
+  });
+})()"""
+
 # Runs one SQL statement on the UI's trace processor; every cell read as
 # it comes (spec null: any type), int64 as a Number where it is exact.
 _QUERY_JS = """(async (sql) => {
@@ -418,6 +433,8 @@ class _Page:
         try:
             for domain in ("Runtime.enable", "Log.enable", "Page.enable"):
                 devtools.call(domain, session=session)
+            devtools.call("Page.addScriptToEvaluateOnNewDocument", {"source": _FORCE_WASM_JS},
+                          session=session)
             quoted = urllib.parse.quote(trace_url, safe=":/")
             devtools.call("Page.navigate", {"url": f"http://127.0.0.1:{ui.port}/#!/?url={quoted}"},
                           session=session)
