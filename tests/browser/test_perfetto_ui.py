@@ -4,8 +4,11 @@ each thread are frametrace's events of that thread (count, names, depth,
 times), threads and processes carry their names, steps and ranges are all
 shown, and the importer's stats report no error and no data loss.
 
-Tests of what issue 18 says is broken today assert the correct behaviour
-and are marked xfail(strict=True): once fixed they fail, and the mark goes.
+A fault the UI shows is a Mismatch: a test of a known fault can be marked
+xfail(strict=True, raises=Mismatch), which a UI that fails to load still
+fails.  Before issue 18's fixes (main at 7725d30) the session's Chrome JSON,
+merged session ranks, the pytest failure trace, frametrace.save()'s file
+and the window-spanning range were such xfails.
 """
 import os
 import pickle
@@ -21,12 +24,6 @@ from support import child_env
 pytestmark = pytest.mark.browser
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-def known_broken(reason):
-    """Issue 18's known faults: the test asserts the right result and fails
-    today by a Mismatch only (a UI that does not load still fails it)."""
-    return pytest.mark.xfail(strict=True, raises=Mismatch, reason=reason)
 
 
 def produce(mode, out, *args):
@@ -77,15 +74,13 @@ def test_plain_tracer_files(perfetto_ui, report, plain, ext):
           expected_of(recorded))
 
 
+# The session has steps, a range open when the window opens (each
+# iteration's holds prof.step(), so it starts before the frames around it)
+# and one spanning the window: what Perfetto dropped before issue 18's tracks.
 SESSION_FILES = {
-    "to_chrome": pytest.param("session.json", marks=known_broken((
-        "issue 18 part 2: steps on tid 0 land on the main thread's track (renamed 'steps'), "
-        "and a range open when the window opens partly overlaps the frames there: "
-        "slice_drop_overlapping_complete_event"))),
+    "to_chrome": "session.json",
     "to_perfetto": "session.pftrace",
-    "frametrace.save": pytest.param(None, marks=known_broken((
-        "issue 18 part 1: frametrace.save() writes the portable format, which the UI "
-        "opens as an empty trace"))),
+    "frametrace.save": None,  # the quick start's handler: frametrace.<pid>.0.json
 }
 
 
@@ -98,9 +93,6 @@ def test_session_files(perfetto_ui, report, session, name):
           expected_of(recorded))
 
 
-@known_broken((
-    "issue 18 part 2: a range spanning the whole window (entered before it opens, left "
-    "after it closes) is missing from trace.ranges, so from every file"))
 def test_window_spanning_range_is_shown(perfetto_ui, report, session):
     out, recorded = session
     # The epoch range holds the whole loop, so the whole window: the UI must
@@ -111,13 +103,7 @@ def test_window_spanning_range_is_shown(perfetto_ui, report, session):
     check(perfetto_ui, report, "session, every range", out / "session.pftrace", expected)
 
 
-@pytest.mark.parametrize("kind", [
-    "plain",
-    pytest.param("session", marks=known_broken((
-        "issue 18 part 2: merge keeps each rank's steps on tid 0, which the UI puts on the "
-        "rank's main thread track (renamed 'steps'), beside a range that partly overlaps "
-        "frames there: slice_drop_overlapping_complete_event"))),
-])
+@pytest.mark.parametrize("kind", ["plain", "session"])
 def test_merged_ranks(perfetto_ui, report, tmp_path, kind):
     expected = Expected()
     inputs = []
@@ -164,10 +150,6 @@ FAILING_TEST = """
 """
 
 
-@known_broken((
-    "issue 18 part 2: the test-body range starts inside the traced time.monotonic_ns() call "
-    "that reads its start (and ends inside the one that reads its end), on the frames' "
-    "track: slice_drop_overlapping_complete_event"))
 def test_pytest_failure_trace(perfetto_ui, report, tmp_path):
     nodeid = "test_failing.py::test_loss_goes_down"
     (tmp_path / "test_failing.py").write_text(textwrap.dedent(FAILING_TEST.format(nodeid=nodeid)))

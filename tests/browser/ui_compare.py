@@ -11,8 +11,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 class Mismatch(AssertionError):
-    """The UI shows a trace otherwise than recorded (the xfail marks name
-    this, so that a UI that fails to load still fails those tests)."""
+    """The UI shows a trace otherwise than recorded (what an xfail mark of
+    a known fault names, so that a UI that fails to load still fails)."""
 
 
 MARKS = ("range", "step")  # the categories of a session's ranges and steps
