@@ -5,7 +5,8 @@ session's steps and ranges) to ``OUTDIR/recorded.pickle``.
 
 Modes: ``plain`` (a tracer: ``.json``, ``.json.gz``, ``.pftrace``,
 ``.pftrace.gz``), ``session`` (a profiling session with a schedule, steps and
-ranges: ``Trace.to_chrome``, ``Trace.to_perfetto`` and ``frametrace.save``),
+ranges: ``Trace.to_chrome``, ``Trace.to_perfetto``, ``frametrace.save``, and
+``load()`` of the JSON saved again),
 ``rank-plain`` and ``rank-session`` (one rank of a job, as a ``.json`` for
 ``frametrace merge``; NAME is the process name).
 
@@ -117,6 +118,10 @@ def main():
                 trace.to_chrome(os.path.join(out, "rank.json"), process_name=name)
 
         trace = session(handler)
+        if mode == "session":
+            # A loaded trace has no tracer records: save() writes it from
+            # its events, another writer than the tracer's.
+            frametrace.load(os.path.join(out, "session.json")).save(os.path.join(out, "loaded.json"))
         events, threads = trace.events, trace.threads
         recorded["steps"] = [s.name for s in trace.steps]
         recorded["ranges"] = [(r.name, r.thread_id) for r in trace.ranges]

@@ -81,6 +81,7 @@ SESSION_FILES = {
     "to_chrome": "session.json",
     "to_perfetto": "session.pftrace",
     "frametrace.save": None,  # the quick start's handler: frametrace.<pid>.0.json
+    "load.save": "loaded.json",  # frametrace.load(session.json).save(): from its events
 }
 
 
