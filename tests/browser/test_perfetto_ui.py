@@ -10,6 +10,7 @@ fails.  Before issue 18's fixes (main at 7725d30) the session's Chrome JSON,
 merged session ranks, the pytest failure trace, frametrace.save()'s file
 and the window-spanning range were such xfails.
 """
+import json
 import os
 import pickle
 import subprocess
@@ -72,6 +73,24 @@ def test_plain_tracer_files(perfetto_ui, report, plain, ext):
     writer = "write_chrome" if ".json" in ext else "write_perfetto"
     check(perfetto_ui, report, f"plain tracer, {writer}", out / ("plain" + ext),
           expected_of(recorded))
+
+
+def test_the_check_sees_a_slice_the_ui_drops(perfetto_ui, report, plain, tmp_path):
+    # The check is not blind: one more slice, partly overlapping the main
+    # thread's root, is dropped by the UI's importer and reported.
+    out, recorded = plain
+    with open(out / "plain.json") as f:
+        doc = json.load(f)
+    pid = recorded["pid"]
+    root = next(e for e in doc["traceEvents"] if e.get("ph") == "X" and e["tid"] == pid)
+    doc["traceEvents"].append({"ph": "X", "name": "intruder", "cat": "python", "pid": pid,
+                               "tid": pid, "ts": root["ts"] + root["dur"] / 2,
+                               "dur": root["dur"]})
+    with open(tmp_path / "overlap.json", "w") as f:
+        json.dump(doc, f)
+    with pytest.raises(Mismatch, match="slice_drop_overlapping_complete_event"):
+        check(perfetto_ui, report, "self-check: one overlapping slice more (must fail)",
+              tmp_path / "overlap.json", expected_of(recorded))
 
 
 # The session has steps, a range open when the window opens (each
