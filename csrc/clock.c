@@ -157,6 +157,14 @@ ft_clock_note_boottime(ft_clock *clock, int at_stop)
         }
     }
     if (at_stop && clock->nboot >= 1) {
+        /* The same offset as at start unless it moved by more than the
+         * reads can tell (a suspend): else converting times after this
+         * pair would shift them by the reads' noise. */
+        int64_t was = clock->boot[0].boot_ns - clock->boot[0].mono_ns;
+        int64_t moved = best.boot_ns - best.mono_ns - was;
+        if (moved <= best_gap && moved >= -best_gap) {
+            best.boot_ns = best.mono_ns + was;
+        }
         clock->boot[1] = best;
         clock->nboot = 2;
     }

@@ -422,9 +422,10 @@ emit_clock_packets(out_t *out, const ft_clock *clock, pb_t *pkt)
         else {
             snapshot_clock(&snap, &tmp, CLOCK_ID_MONOTONIC, 0, 0);
         }
-        pb_varint(&snap, CS_PRIMARY_TRACE_CLOCK,
-                  npairs ? CLOCK_ID_BOOTTIME : CLOCK_ID_MONOTONIC);
         if (i == 0) {
+            /* Set once, before any timestamp is converted. */
+            pb_varint(&snap, CS_PRIMARY_TRACE_CLOCK,
+                      npairs ? CLOCK_ID_BOOTTIME : CLOCK_ID_MONOTONIC);
             rc = first_packet(pkt, SEQUENCE_ID, CLOCK_ID_MONOTONIC, 0, &snap);
         }
         else {

@@ -113,16 +113,16 @@ def test_clocks(tmp_path):
     trace = decode(tmp_path / "t.pftrace")
     first = trace.packets[0]
     assert first.trusted_packet_sequence_id == 1 and first.HasField("clock_snapshot")
-    assert trace.primary_clock == BOOTTIME
+    assert trace.primary_clock == BOOTTIME == first.clock_snapshot.primary_trace_clock
     assert first.trace_packet_defaults.timestamp_clock_id == MONOTONIC
     assert len(trace.snapshots) == 2
     start, stop = trace.snapshots
     for snap in trace.snapshots:
         assert set(snap) == {MONOTONIC, BOOTTIME}
         assert snap[BOOTTIME] >= snap[MONOTONIC]  # BOOTTIME counts suspends too
-    # Their difference only grows (by the time suspended), give or take the
-    # reads' own spread.
-    assert stop[BOOTTIME] - stop[MONOTONIC] >= start[BOOTTIME] - start[MONOTONIC] - 10_000
+    # Their difference only grows (by the time suspended); the same unless
+    # it moved by more than the reads can tell.
+    assert stop[BOOTTIME] - stop[MONOTONIC] >= start[BOOTTIME] - start[MONOTONIC]
     # Read at start (about the first events) and right after the stop.
     earliest = min(ev.start_ns for ev in events)
     assert earliest - 10**9 < start[MONOTONIC] <= earliest + 10**9
