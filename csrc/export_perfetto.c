@@ -346,7 +346,8 @@ intern_func(pb_t *data, pb_t *tmp, const func_names_t *f, const pb_t *strings,
         pb_varint(tmp, IID, iid);
         pb_bytes(tmp, SL_FILE_NAME, s + f->file, f->file_len);
         pb_bytes(tmp, SL_FUNCTION_NAME, s + f->name, f->name_len);
-        pb_varint(tmp, SL_LINE_NUMBER, (uint64_t)(f->lineno > 0 ? f->lineno : 0));
+        pb_varint(tmp, SL_LINE_NUMBER,
+                  (uint64_t)(f->lineno > 0 ? f->lineno : 0));
         pb_message(data, ID_SOURCE_LOCATIONS, tmp);
     }
 }
@@ -818,7 +819,8 @@ ft_write_perfetto(ft_tracer *tracer, PyObject *args, PyObject *kwargs)
     for (Py_ssize_t i = 0; i < nsession_tracks; i++) {
         const track_t *track = &session_tracks[i];
         uint64_t uuid = next_uuid++;
-        if (track_packet(&pkt, uuid, PROCESS_UUID, pid, -1, track->name, 0) < 0) {
+        if (track_packet(&pkt, uuid, PROCESS_UUID, pid, -1, track->name,
+                         0) < 0) {
             PyErr_NoMemory();
             goto done;
         }
