@@ -126,7 +126,56 @@ ft_clock_start(ft_clock *clock, int use_cycles)
     ft_clock_free(clock);
     clock->use_cycles = use_cycles;
     ft_clock_anchor(clock);
+    ft_clock_note_boottime(clock, 0);
     return clock->nanchors ? 0 : -1;
+}
+
+void
+ft_clock_note_boottime(ft_clock *clock, int at_stop)
+{
+#ifdef CLOCK_BOOTTIME
+    /* The tightest of a few bracketed reads: a preemption between two
+     * reads would skew the pair by as long as it lasted. */
+    ft_boot_pair best = {0, 0};
+    int64_t best_gap = INT64_MAX;
+    for (int i = 0; i < 4; i++) {
+        struct timespec ts;
+        int64_t before = ft_clock_now();
+        if (clock_gettime(CLOCK_BOOTTIME, &ts) != 0) {
+            return;
+        }
+        int64_t after = ft_clock_now();
+        if (after - before < best_gap) {
+            best_gap = after - before;
+            best.boot_ns = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+            /* BOOTTIME is never behind MONOTONIC: where they are equal
+             * (no suspend yet), the midpoint may be, by half the gap. */
+            best.mono_ns = before + best_gap / 2;
+            if (best.mono_ns > best.boot_ns) {
+                best.mono_ns = best.boot_ns;
+            }
+        }
+    }
+    if (at_stop && clock->nboot >= 1) {
+        /* The same offset as at start unless it moved by more than the
+         * reads can tell (a suspend): else converting times after this
+         * pair would shift them by the reads' noise. */
+        int64_t was = clock->boot[0].boot_ns - clock->boot[0].mono_ns;
+        int64_t moved = best.boot_ns - best.mono_ns - was;
+        if (moved <= best_gap && moved >= -best_gap) {
+            best.boot_ns = best.mono_ns + was;
+        }
+        clock->boot[1] = best;
+        clock->nboot = 2;
+    }
+    else if (!at_stop) {
+        clock->boot[0] = best;
+        clock->nboot = 1;
+    }
+#else
+    (void)clock;
+    (void)at_stop;
+#endif
 }
 
 void

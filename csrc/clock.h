@@ -48,11 +48,20 @@ typedef struct {
     int64_t ns;
 } ft_anchor;
 
+/* CLOCK_MONOTONIC and CLOCK_BOOTTIME read together, for the .pftrace's
+ * clock snapshot: they differ by the time the machine was suspended. */
+typedef struct {
+    int64_t mono_ns;
+    int64_t boot_ns;
+} ft_boot_pair;
+
 typedef struct {
     int use_cycles;       /* ticks are cycle-counter values, not ns */
     ft_anchor *anchors;   /* increasing in both fields */
     size_t nanchors;
     size_t cap;
+    ft_boot_pair boot[2]; /* at start, and at stop if taken */
+    int nboot;
 } ft_clock;
 
 /* Whether the cycle counter is safe to convert, and not disabled by
@@ -65,6 +74,10 @@ int ft_clock_cycles_usable(void);
 /* Ready to record (takes the first anchor); -1 when out of memory. */
 int ft_clock_start(ft_clock *clock, int use_cycles);
 void ft_clock_free(ft_clock *clock);
+/* Reads CLOCK_MONOTONIC and CLOCK_BOOTTIME together into the clock's
+ * pair at start (ft_clock_start() does) or at stop.  Pure C; a clock
+ * without CLOCK_BOOTTIME keeps no pair. */
+void ft_clock_note_boottime(ft_clock *clock, int at_stop);
 /* Appends an anchor (pure C, never fails: without memory it is skipped)
  * and returns it. */
 ft_anchor ft_clock_anchor(ft_clock *clock);

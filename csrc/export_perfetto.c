@@ -2,15 +2,40 @@
  * TrackEvents, hand-encoded (no protobuf library at run time), written
  * straight from the replayed records.
  *
- * Sequence 1 holds the track descriptors (a track per process and per
- * thread, and for a session's ranges and steps) and the session's spans.
- * Each thread's events are a sequence of their own, whose first packet
- * clears the incremental state, interns every category, name and source
- * location, and makes the thread's track the default one, so that events
- * carry no track uuid; then each event is a SLICE_BEGIN/SLICE_END pair, in
- * an order that keeps slices nested.  The threads are replayed one at a
- * time, straight into the file, with the GIL released.  Only C events carry a category
- * ("c"): Python ones have a source location instead. */
+ * Sequence 1 opens the file with the clock snapshots that relate
+ * CLOCK_MONOTONIC (the tracer's clock) to CLOCK_BOOTTIME (Perfetto's trace
+ * clock, that of system traces), read together at start and at stop; then
+ * the track descriptors (a track per process and per thread, and for a
+ * session's ranges and steps) and the session's spans, whose timestamps
+ * are CLOCK_MONOTONIC ns.
+ *
+ * Each thread's events are a sequence of their own.  Its first packet
+ * clears the incremental state, makes the thread's track the default one
+ * (events carry no track uuid) and defines a sequence-scoped incremental
+ * clock, equal to CLOCK_MONOTONIC at its snapshot: each packet's timestamp
+ * is the ns since the previous packet's.  A name, source location or
+ * category is interned in the packet of its first use on the sequence,
+ * numbered in order of first use (small iids: one byte for a thread's
+ * first 127 functions).  Each event is a SLICE_BEGIN/SLICE_END pair, in an
+ * order that keeps slices nested.  The threads are replayed one at a time,
+ * straight into the file, with the GIL released.  Only C events carry a
+ * category ("c"): Python ones have a source location instead.
+ *
+ * A sequence per thread rather than one shared sequence with small track
+ * uuids: a shared sequence would intern each function once for the file,
+ * but every event packet there names its track (2 bytes, 3 from uuid 128
+ * on), and its iids run past 127 sooner.  Measured
+ * (benchmarks/export_perfetto.py): a thread's first packet and the entries
+ * it interns again cost 44 bytes against 2.5 MB of uuids on fib (0.6M
+ * calls), 128 KB against 3.9 MB on 64 threads of 15k calls each; only
+ * threads of a few hundred calls each would favour the shared sequence
+ * (by about 7% of the file).
+ *
+ * No packet after a sequence's first sets SEQ_NEEDS_INCREMENTAL_STATE,
+ * though they use its interned data and clock: the flag only tells a reader
+ * to drop the packet when that state is lost (a ring buffer that overwrote
+ * the sequence's start), which a file written whole cannot be, and it
+ * would cost 2 bytes a packet (12.5 -> 14.5 bytes per entry or exit). */
 #include "state.h"
 #include "export_out.h"
 
@@ -20,15 +45,22 @@
 /* Field numbers, from Perfetto's protos/perfetto/trace. */
 enum {
     TRACE_PACKET = 1,
+    PKT_CLOCK_SNAPSHOT = 6,
     PKT_TIMESTAMP = 8,
     PKT_SEQUENCE_ID = 10,
     PKT_TRACK_EVENT = 11,
     PKT_INTERNED_DATA = 12,
     PKT_SEQUENCE_FLAGS = 13,
-    PKT_TRACK_DESCRIPTOR = 60,
     PKT_DEFAULTS = 59,
+    PKT_TRACK_DESCRIPTOR = 60,
     DEFAULTS_TRACK_EVENT = 11,
+    DEFAULTS_CLOCK_ID = 58,
     TED_TRACK_UUID = 11,
+    CS_CLOCKS = 1,
+    CS_PRIMARY_TRACE_CLOCK = 2,
+    CLK_ID = 1,
+    CLK_TIMESTAMP = 2,
+    CLK_IS_INCREMENTAL = 3,
     TE_CATEGORY_IIDS = 3,
     TE_TYPE = 9,
     TE_NAME_IID = 10,
@@ -38,6 +70,8 @@ enum {
     ID_EVENT_CATEGORIES = 1,
     ID_EVENT_NAMES = 2,
     ID_SOURCE_LOCATIONS = 4,
+    IID = 1,
+    IID_NAME = 2,
     TD_UUID = 1,
     TD_NAME = 2,
     TD_PROCESS = 3,
@@ -48,7 +82,6 @@ enum {
     THD_PID = 1,
     THD_TID = 2,
     THD_THREAD_NAME = 5,
-    SL_IID = 1,
     SL_FILE_NAME = 2,
     SL_FUNCTION_NAME = 3,
     SL_LINE_NUMBER = 4,
@@ -56,8 +89,12 @@ enum {
 enum { SLICE_BEGIN = 1, SLICE_END = 2 };
 enum { SEQ_INCREMENTAL_STATE_CLEARED = 1, SEQ_NEEDS_INCREMENTAL_STATE = 2 };
 enum { WT_VARINT = 0, WT_LEN = 2 };
-enum { CATEGORY_PYTHON = 1, CATEGORY_C = 2, CATEGORY_RANGE = 3, CATEGORY_STEP = 4 };
-/* "python" is interned for viewers; Python events carry no category. */
+/* Builtin clocks (protos/perfetto/common/builtin_clock.proto), and the
+ * threads' own, sequence-scoped (64-127). */
+enum { CLOCK_ID_MONOTONIC = 3, CLOCK_ID_BOOTTIME = 6, CLOCK_ID_THREAD = 64 };
+/* Category iids: "c" on a thread's sequence; "range" and "step" on
+ * sequence 1. */
+enum { CATEGORY_C = 1, CATEGORY_RANGE = 1, CATEGORY_STEP = 2 };
 
 #define SEQUENCE_ID 1
 #define PROCESS_UUID 1
@@ -102,12 +139,18 @@ varint_to(uint8_t *p, uint64_t v)
     return n;
 }
 
+static inline size_t
+key_to(uint8_t *p, uint32_t field, int wire_type)
+{
+    return varint_to(p, ((uint64_t)field << 3) | (uint64_t)wire_type);
+}
+
 static void
 pb_varint(pb_t *b, uint32_t field, uint64_t v)
 {
     pb_reserve(b, 20);
     if (!b->failed) {
-        b->len += varint_to(b->p + b->len, ((uint64_t)field << 3) | WT_VARINT);
+        b->len += key_to(b->p + b->len, field, WT_VARINT);
         b->len += varint_to(b->p + b->len, v);
     }
 }
@@ -117,7 +160,7 @@ pb_bytes(pb_t *b, uint32_t field, const void *data, size_t n)
 {
     pb_reserve(b, n + 20);
     if (!b->failed) {
-        b->len += varint_to(b->p + b->len, ((uint64_t)field << 3) | WT_LEN);
+        b->len += key_to(b->p + b->len, field, WT_LEN);
         b->len += varint_to(b->p + b->len, n);
         memcpy(b->p + b->len, data, n);
         b->len += n;
@@ -134,18 +177,25 @@ pb_message(pb_t *b, uint32_t field, const pb_t *msg)
     pb_bytes(b, field, msg->p, msg->len);
 }
 
-static int
+/* s as UTF-8 (a placeholder for lone surrogates, which have none). */
+static const char *
+utf8_of(PyObject *s, Py_ssize_t *n)
+{
+    const char *utf8 = PyUnicode_AsUTF8AndSize(s, n);
+    if (utf8 == NULL) {
+        PyErr_Clear();
+        *n = 1;
+        return "?";
+    }
+    return utf8;
+}
+
+static void
 pb_str(pb_t *b, uint32_t field, PyObject *s)
 {
     Py_ssize_t n;
-    const char *utf8 = PyUnicode_AsUTF8AndSize(s, &n);
-    if (utf8 == NULL) {
-        PyErr_Clear();  /* lone surrogates: keep going with a placeholder */
-        utf8 = "?";
-        n = 1;
-    }
+    const char *utf8 = utf8_of(s, &n);
     pb_bytes(b, field, utf8, (size_t)n);
-    return 0;
 }
 
 /* Emits msg as one TracePacket of the trace. */
@@ -153,111 +203,245 @@ static void
 emit_packet(out_t *out, const pb_t *pkt)
 {
     uint8_t head[16];
-    size_t n = varint_to(head, ((uint64_t)TRACE_PACKET << 3) | WT_LEN);
+    size_t n = key_to(head, TRACE_PACKET, WT_LEN);
     n += varint_to(head + n, pkt->len);
     out_bytes(out, (const char *)head, n);
     out_bytes(out, (const char *)pkt->p, pkt->len);
 }
 
-/* A slice packet, encoded in place: the hot loop of the writer.  track 0:
- * the sequence's default track; category and location 0: none. */
+/* A slice packet, encoded in place: the hot loop of the writer.  ts: the
+ * timestamp field as written (a delta on the threads' clock); track 0: the
+ * sequence's default track; category and location 0: none; interned: the
+ * packet's InternedData, or NULL. */
 static inline void
 emit_slice(out_t *out, int type, uint64_t ts, uint64_t sequence,
            uint64_t track, uint64_t name_iid, uint64_t category,
-           uint64_t location_iid)
+           uint64_t location_iid, const pb_t *interned)
 {
-    uint8_t ev[48], pkt[80], head[8];
-    size_t e = 0, p = 0, h = 0;
-    e += varint_to(ev + e, ((uint64_t)TE_TYPE << 3) | WT_VARINT);
+    uint8_t ev[48], pkt[96];
+    size_t e = 0, p = 0, body;
+    e += key_to(ev + e, TE_TYPE, WT_VARINT);
     e += varint_to(ev + e, (uint64_t)type);
     if (track) {
-        e += varint_to(ev + e, ((uint64_t)TE_TRACK_UUID << 3) | WT_VARINT);
+        e += key_to(ev + e, TE_TRACK_UUID, WT_VARINT);
         e += varint_to(ev + e, track);
     }
     if (type == SLICE_BEGIN) {
         if (category) {
-            e += varint_to(ev + e, ((uint64_t)TE_CATEGORY_IIDS << 3) | WT_VARINT);
+            e += key_to(ev + e, TE_CATEGORY_IIDS, WT_VARINT);
             e += varint_to(ev + e, category);
         }
-        e += varint_to(ev + e, ((uint64_t)TE_NAME_IID << 3) | WT_VARINT);
+        e += key_to(ev + e, TE_NAME_IID, WT_VARINT);
         e += varint_to(ev + e, name_iid);
         if (location_iid) {
-            e += varint_to(ev + e, ((uint64_t)TE_SOURCE_LOCATION_IID << 3)
-                                   | WT_VARINT);
+            e += key_to(ev + e, TE_SOURCE_LOCATION_IID, WT_VARINT);
             e += varint_to(ev + e, location_iid);
         }
     }
-    p += varint_to(pkt + p, ((uint64_t)PKT_TIMESTAMP << 3) | WT_VARINT);
-    p += varint_to(pkt + p, ts);
-    p += varint_to(pkt + p, ((uint64_t)PKT_SEQUENCE_ID << 3) | WT_VARINT);
-    p += varint_to(pkt + p, sequence);
-    if (type == SLICE_BEGIN) {
-        p += varint_to(pkt + p, ((uint64_t)PKT_SEQUENCE_FLAGS << 3) | WT_VARINT);
-        p += varint_to(pkt + p, SEQ_NEEDS_INCREMENTAL_STATE);
+    /* The packet's length first: room for it is left at the front. */
+    uint8_t *q = pkt + 8;
+    q += key_to(q, PKT_TIMESTAMP, WT_VARINT);
+    q += varint_to(q, ts);
+    q += key_to(q, PKT_SEQUENCE_ID, WT_VARINT);
+    q += varint_to(q, sequence);
+    q += key_to(q, PKT_TRACK_EVENT, WT_LEN);
+    q += varint_to(q, e);
+    memcpy(q, ev, e);
+    q += e;
+    body = (size_t)(q - (pkt + 8));
+    if (interned != NULL) {
+        uint8_t lead[16], head[16];
+        size_t h = key_to(head, PKT_INTERNED_DATA, WT_LEN);
+        h += varint_to(head + h, interned->len);
+        size_t n = key_to(lead, TRACE_PACKET, WT_LEN);
+        n += varint_to(lead + n, body + h + interned->len);
+        out_bytes(out, (const char *)lead, n);
+        out_bytes(out, (const char *)pkt + 8, body);
+        out_bytes(out, (const char *)head, h);
+        out_bytes(out, (const char *)interned->p, interned->len);
+        return;
     }
-    p += varint_to(pkt + p, ((uint64_t)PKT_TRACK_EVENT << 3) | WT_LEN);
-    p += varint_to(pkt + p, e);
-    memcpy(pkt + p, ev, e);
-    p += e;
-    h += varint_to(head, ((uint64_t)TRACE_PACKET << 3) | WT_LEN);
-    h += varint_to(head + h, p);
-    out_bytes(out, (const char *)head, h);
-    out_bytes(out, (const char *)pkt, p);
+    /* body < 128: a one-byte length right before it. */
+    p = 6;
+    pkt[p] = (uint8_t)((TRACE_PACKET << 3) | WT_LEN);
+    pkt[p + 1] = (uint8_t)body;
+    out_bytes(out, (const char *)pkt + p, body + 2);
 }
 
-/* The interned data every sequence starts with: every category, and
- * every function's name and (Python) source location.  Python API (the
- * names): built once, with the GIL.  0, or -1 when out of memory. */
-static int
-interned_data(ft_tracer *tracer, uint32_t nfuncs, pb_t *data)
+/* What a function is interned as, taken with the GIL before the writing:
+ * its name and file as UTF-8 in one buffer (offsets into it). */
+typedef struct {
+    size_t name, name_len, file, file_len;
+    int64_t lineno;
+    int is_c;
+} func_names_t;
+
+/* Appends s's UTF-8 to strings; where it went in *at and *len. */
+static void
+add_string(pb_t *strings, PyObject *s, size_t *at, size_t *len)
 {
-    static const char *categories[] = {"python", "c", "range", "step"};
-    for (int i = 0; i < 4; i++) {
-        pb_t cat = {0};
-        pb_varint(&cat, 1, (uint64_t)i + 1);
-        pb_bytes(&cat, 2, categories[i], strlen(categories[i]));
-        pb_message(data, ID_EVENT_CATEGORIES, &cat);
-        free(cat.p);
+    Py_ssize_t n;
+    const char *utf8 = utf8_of(s, &n);
+    /* At least a byte: the buffer exists even if every string is empty. */
+    pb_reserve(strings, (size_t)n + 1);
+    if (!strings->failed) {
+        *at = strings->len;
+        *len = (size_t)n;
+        memcpy(strings->p + strings->len, utf8, (size_t)n);
+        strings->len += (size_t)n;
     }
-    for (uint32_t i = 0; i < nfuncs; i++) {
-        const ft_func *f = &tracer->funcs.funcs[i];
-        pb_t name = {0}, loc = {0};
-        pb_varint(&name, 1, (uint64_t)i + 1);
-        pb_str(&name, 2, f->name);
-        pb_message(data, ID_EVENT_NAMES, &name);
+}
+
+/* Every function's names, plus a last entry ("?", C) for an id beyond the
+ * table.  0, or -1 when out of memory. */
+static int
+take_func_names(ft_tracer *tracer, uint32_t nfuncs, func_names_t *names,
+                pb_t *strings)
+{
+    PyObject *unknown = PyUnicode_FromString("?");
+    if (unknown == NULL) {
+        return -1;
+    }
+    for (uint32_t i = 0; i <= nfuncs && !strings->failed; i++) {
+        func_names_t *f = &names[i];
+        const ft_func *func = i < nfuncs ? &tracer->funcs.funcs[i] : NULL;
+        f->is_c = func == NULL || func->is_c;
+        f->lineno = func != NULL ? func->lineno : 0;
+        add_string(strings, func != NULL ? func->name : unknown, &f->name,
+                   &f->name_len);
         if (!f->is_c) {
-            pb_varint(&loc, SL_IID, (uint64_t)i + 1);
-            pb_str(&loc, SL_FILE_NAME, f->filename);
-            pb_str(&loc, SL_FUNCTION_NAME, f->name);
-            pb_varint(&loc, SL_LINE_NUMBER, (uint64_t)(f->lineno > 0 ? f->lineno : 0));
-            pb_message(data, ID_SOURCE_LOCATIONS, &loc);
+            add_string(strings, func->filename, &f->file, &f->file_len);
         }
-        free(name.p);
-        free(loc.p);
     }
-    return data->failed ? -1 : 0;
+    Py_DECREF(unknown);
+    return strings->failed ? -1 : 0;
 }
 
-/* A sequence's first packet: clears incremental state, interns
- * everything (data), and sets the default track (0: none).  Pure C. */
-static int
-interned_packet(const pb_t *data, pb_t *pkt, uint64_t sequence,
-                uint64_t default_track)
+/* An InternedData entry {iid, name} (EventName, EventCategory) into data. */
+static void
+intern_name(pb_t *data, pb_t *tmp, uint32_t field, uint64_t iid,
+            const void *name, size_t n)
 {
+    tmp->len = 0;
+    pb_varint(tmp, IID, iid);
+    pb_bytes(tmp, IID_NAME, name, n);
+    pb_message(data, field, tmp);
+}
+
+/* A function's first use on a sequence: its name, and its source location
+ * (Python) or the "c" category if the sequence has none yet, as iid. */
+static void
+intern_func(pb_t *data, pb_t *tmp, const func_names_t *f, const pb_t *strings,
+            uint64_t iid, int *category_c)
+{
+    const uint8_t *s = strings->p;
+    data->len = 0;
+    intern_name(data, tmp, ID_EVENT_NAMES, iid, s + f->name, f->name_len);
+    if (f->is_c && !*category_c) {
+        intern_name(data, tmp, ID_EVENT_CATEGORIES, CATEGORY_C, "c", 1);
+        *category_c = 1;
+    }
+    if (!f->is_c) {
+        tmp->len = 0;
+        pb_varint(tmp, IID, iid);
+        pb_bytes(tmp, SL_FILE_NAME, s + f->file, f->file_len);
+        pb_bytes(tmp, SL_FUNCTION_NAME, s + f->name, f->name_len);
+        pb_varint(tmp, SL_LINE_NUMBER,
+                  (uint64_t)(f->lineno > 0 ? f->lineno : 0));
+        pb_message(data, ID_SOURCE_LOCATIONS, tmp);
+    }
+}
+
+/* A clock of a ClockSnapshot into snap. */
+static void
+snapshot_clock(pb_t *snap, pb_t *tmp, uint64_t id, uint64_t ts,
+               int incremental)
+{
+    tmp->len = 0;
+    pb_varint(tmp, CLK_ID, id);
+    pb_varint(tmp, CLK_TIMESTAMP, ts);
+    if (incremental) {
+        pb_varint(tmp, CLK_IS_INCREMENTAL, 1);
+    }
+    pb_message(snap, CS_CLOCKS, tmp);
+}
+
+/* A sequence's first packet: clears its incremental state, sets its
+ * defaults (timestamps on clock_id, events on default_track if not 0),
+ * and holds snap, a ClockSnapshot.  Pure C.  0, or -1 when out of
+ * memory. */
+static int
+first_packet(pb_t *pkt, uint64_t sequence, uint64_t clock_id,
+             uint64_t default_track, const pb_t *snap)
+{
+    pb_t ted = {0}, defaults = {0};
+    pkt->len = 0;
+    pb_message(pkt, PKT_CLOCK_SNAPSHOT, snap);
     pb_varint(pkt, PKT_SEQUENCE_ID, sequence);
     pb_varint(pkt, PKT_SEQUENCE_FLAGS, SEQ_INCREMENTAL_STATE_CLEARED);
-    pb_message(pkt, PKT_INTERNED_DATA, data);
-    int failed = 0;
     if (default_track) {
-        pb_t ted = {0}, defaults = {0};
         pb_varint(&ted, TED_TRACK_UUID, default_track);
         pb_message(&defaults, DEFAULTS_TRACK_EVENT, &ted);
-        pb_message(pkt, PKT_DEFAULTS, &defaults);
-        failed = ted.failed | defaults.failed;
-        free(ted.p);
-        free(defaults.p);
     }
-    return failed || pkt->failed ? -1 : 0;
+    pb_varint(&defaults, DEFAULTS_CLOCK_ID, clock_id);
+    pb_message(pkt, PKT_DEFAULTS, &defaults);
+    int failed = ted.failed || defaults.failed || pkt->failed;
+    free(ted.p);
+    free(defaults.p);
+    return failed ? -1 : 0;
+}
+
+/* A thread's sequence's first packet: its clock starts at t0, equal to
+ * CLOCK_MONOTONIC there. */
+static int
+thread_first_packet(pb_t *pkt, pb_t *snap, pb_t *tmp, uint64_t sequence,
+                    uint64_t track, uint64_t t0)
+{
+    snap->len = 0;
+    snapshot_clock(snap, tmp, CLOCK_ID_THREAD, t0, 1);
+    snapshot_clock(snap, tmp, CLOCK_ID_MONOTONIC, t0, 0);
+    return first_packet(pkt, sequence, CLOCK_ID_THREAD, track, snap);
+}
+
+/* Sequence 1's first packets: CLOCK_MONOTONIC and CLOCK_BOOTTIME at
+ * start and at stop, BOOTTIME the trace's clock as in system traces;
+ * without BOOTTIME (no pair taken), MONOTONIC is.  Pure C. */
+static int
+emit_clock_packets(out_t *out, const ft_clock *clock, pb_t *pkt)
+{
+    pb_t snap = {0}, tmp = {0};
+    int rc = 0;
+    int npairs = clock->nboot;
+    for (int i = 0; i < (npairs ? npairs : 1) && rc == 0; i++) {
+        snap.len = 0;
+        if (npairs) {
+            snapshot_clock(&snap, &tmp, CLOCK_ID_MONOTONIC,
+                           (uint64_t)clock->boot[i].mono_ns, 0);
+            snapshot_clock(&snap, &tmp, CLOCK_ID_BOOTTIME,
+                           (uint64_t)clock->boot[i].boot_ns, 0);
+        }
+        else {
+            snapshot_clock(&snap, &tmp, CLOCK_ID_MONOTONIC, 0, 0);
+        }
+        if (i == 0) {
+            /* Set once, before any timestamp is converted. */
+            pb_varint(&snap, CS_PRIMARY_TRACE_CLOCK,
+                      npairs ? CLOCK_ID_BOOTTIME : CLOCK_ID_MONOTONIC);
+            rc = first_packet(pkt, SEQUENCE_ID, CLOCK_ID_MONOTONIC, 0, &snap);
+        }
+        else {
+            pkt->len = 0;
+            pb_message(pkt, PKT_CLOCK_SNAPSHOT, &snap);
+            pb_varint(pkt, PKT_SEQUENCE_ID, SEQUENCE_ID);
+            rc = pkt->failed ? -1 : 0;
+        }
+        if (rc == 0) {
+            emit_packet(out, pkt);
+        }
+    }
+    free(snap.p);
+    free(tmp.p);
+    return rc;
 }
 
 /* A track descriptor packet: a process (thread_id < 0), a thread, or a
@@ -289,6 +473,7 @@ track_packet(pb_t *pkt, uint64_t uuid, uint64_t parent, long long pid,
             pb_str(&td, TD_NAME, name);
         }
     }
+    pkt->len = 0;
     pb_varint(pkt, PKT_SEQUENCE_ID, SEQUENCE_ID);
     pb_message(pkt, PKT_TRACK_DESCRIPTOR, &td);
     int failed = td.failed || desc.failed || pkt->failed;
@@ -443,35 +628,68 @@ parse_tracks(PyObject *list, track_t **tracks, Py_ssize_t *ntracks)
     return rc;
 }
 
-/* Slices of a track, named inline: there are few of them. */
+/* Slices of a track, named inline (there are few), on sequence 1 at
+ * CLOCK_MONOTONIC ns; the track's category is interned at its first use
+ * (*interned: the categories interned so far, a bit each). */
 static int
-emit_spans(out_t *out, const track_t *track, uint64_t uuid, uint64_t category)
+emit_spans(out_t *out, const track_t *track, uint64_t uuid, uint64_t category,
+           int *interned)
 {
     for (Py_ssize_t i = 0; i < track->nspans; i++) {
         const span_t *span = &track->spans[i];
-        pb_t ev = {0}, pkt = {0};
+        pb_t ev = {0}, pkt = {0}, data = {0}, tmp = {0};
+        if (!(*interned & (1 << category))) {
+            const char *name = category == CATEGORY_STEP ? "step" : "range";
+            intern_name(&data, &tmp, ID_EVENT_CATEGORIES, category, name,
+                        strlen(name));
+            *interned |= 1 << category;
+        }
         pb_varint(&ev, TE_TYPE, SLICE_BEGIN);
         pb_varint(&ev, TE_TRACK_UUID, uuid);
         pb_varint(&ev, TE_CATEGORY_IIDS, category);
         pb_str(&ev, TE_NAME, span->name);
         pb_varint(&pkt, PKT_TIMESTAMP, (uint64_t)span->start);
         pb_varint(&pkt, PKT_SEQUENCE_ID, SEQUENCE_ID);
-        pb_varint(&pkt, PKT_SEQUENCE_FLAGS, SEQ_NEEDS_INCREMENTAL_STATE);
         pb_message(&pkt, PKT_TRACK_EVENT, &ev);
-        int failed = pkt.failed;
+        if (data.len) {
+            pb_message(&pkt, PKT_INTERNED_DATA, &data);
+        }
+        int failed = pkt.failed || data.failed;
         if (!failed) {
             emit_packet(out, &pkt);
             emit_slice(out, SLICE_END, (uint64_t)span->end, SEQUENCE_ID, uuid,
-                       0, 0, 0);
+                       0, 0, 0, NULL);
         }
         free(ev.p);
         free(pkt.p);
+        free(data.p);
+        free(tmp.p);
         if (failed) {
             PyErr_NoMemory();
             return -1;
         }
     }
     return 0;
+}
+
+/* What a thread's sequence has interned: each function's iid there (0:
+ * none yet), and which functions have one, to forget them for the next
+ * thread. */
+typedef struct {
+    uint32_t *iid;       /* per function id, nfuncs + 1 */
+    uint32_t *used;      /* the function ids with an iid, in order */
+    uint32_t nused;
+    int category_c;
+} seq_interning;
+
+static void
+seq_interning_reset(seq_interning *si)
+{
+    for (uint32_t i = 0; i < si->nused; i++) {
+        si->iid[si->used[i]] = 0;
+    }
+    si->nused = 0;
+    si->category_c = 0;
 }
 
 /* _write_perfetto(path, *, pid, process_name, thread_names, tracks,
@@ -502,7 +720,7 @@ ft_write_perfetto(ft_tracer *tracer, PyObject *args, PyObject *kwargs)
     ft_export ex = {0};
     ft_thread_events te = {0};
     out_t out = {0};
-    pb_t pkt = {0}, data = {0};
+    pb_t pkt = {0}, strings = {0}, data = {0}, tmp = {0}, snap = {0};
     PyObject *result = NULL;
     size_t *stack = NULL;
     size_t stack_cap = 0;
@@ -511,6 +729,8 @@ ft_write_perfetto(ft_tracer *tracer, PyObject *args, PyObject *kwargs)
     PyObject **thread_names = NULL;
     Py_ssize_t nnames = 0;
     uint64_t *export_tids = NULL;
+    func_names_t *funcs = NULL;
+    seq_interning si = {0};
     uint32_t nfuncs = tracer->funcs.nfuncs;
 
     if (pid < 0 || process_name == NULL || names == NULL || tracks == NULL) {
@@ -558,36 +778,36 @@ ft_write_perfetto(ft_tracer *tracer, PyObject *args, PyObject *kwargs)
     /* The function table's names, with the collector off: no finalizer
      * can let another thread clear() it meanwhile. */
     nfuncs = tracer->funcs.nfuncs;
+    funcs = calloc((size_t)nfuncs + 1, sizeof(func_names_t));
+    si.iid = calloc((size_t)nfuncs + 1, sizeof(uint32_t));
+    si.used = calloc((size_t)nfuncs + 1, sizeof(uint32_t));
+    if (funcs == NULL || si.iid == NULL || si.used == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
     int gc_was_enabled = PyGC_Disable();
-    int interned = interned_data(tracer, nfuncs, &data);
+    int taken = take_func_names(tracer, nfuncs, funcs, &strings);
     if (gc_was_enabled) {
         PyGC_Enable();
     }
-    if (interned < 0) {
+    if (taken < 0) {
         PyErr_NoMemory();
         goto done;
     }
     if (out_open_or_raise(&out, path_obj, name_obj, compress, (size_t)1 << 18) < 0) {
         goto done;
     }
-    if (interned_packet(&data, &pkt, SEQUENCE_ID, 0) < 0) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    emit_packet(&out, &pkt);
-    pkt.len = 0;
-    if (track_packet(&pkt, PROCESS_UUID, 0, pid, -1, process_name, 1) < 0) {
+    if (emit_clock_packets(&out, &ex.clock, &pkt) < 0
+        || track_packet(&pkt, PROCESS_UUID, 0, pid, -1, process_name, 1) < 0) {
         PyErr_NoMemory();
         goto done;
     }
     emit_packet(&out, &pkt);
     Py_ssize_t nthreads = ex.nthreads;
     for (Py_ssize_t t = 0; t < nthreads; t++) {
-        PyObject *name = thread_names[t];
-        pkt.len = 0;
         long long tid = (long long)export_tids[t];
         if (track_packet(&pkt, FIRST_THREAD_UUID + (uint64_t)t, PROCESS_UUID,
-                         pid, tid, name, 0) < 0) {
+                         pid, tid, thread_names[t], 0) < 0) {
             PyErr_NoMemory();
             goto done;
         }
@@ -595,17 +815,19 @@ ft_write_perfetto(ft_tracer *tracer, PyObject *args, PyObject *kwargs)
     }
     /* The session's tracks: after the threads', uuids of their own. */
     uint64_t next_uuid = FIRST_THREAD_UUID + (uint64_t)nthreads;
+    int categories = 0;
     for (Py_ssize_t i = 0; i < nsession_tracks; i++) {
         const track_t *track = &session_tracks[i];
         uint64_t uuid = next_uuid++;
-        pkt.len = 0;
-        if (track_packet(&pkt, uuid, PROCESS_UUID, pid, -1, track->name, 0) < 0) {
+        if (track_packet(&pkt, uuid, PROCESS_UUID, pid, -1, track->name,
+                         0) < 0) {
             PyErr_NoMemory();
             goto done;
         }
         emit_packet(&out, &pkt);
         if (emit_spans(&out, track, uuid,
-                       track->category ? CATEGORY_STEP : CATEGORY_RANGE) < 0) {
+                       track->category ? CATEGORY_STEP : CATEGORY_RANGE,
+                       &categories) < 0) {
             goto done;
         }
     }
@@ -624,9 +846,7 @@ ft_write_perfetto(ft_tracer *tracer, PyObject *args, PyObject *kwargs)
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t t = 0; t < nthreads && !interrupted && !out.failed; t++) {
         uint64_t seq = SEQUENCE_ID + 1 + (uint64_t)t;
-        pkt.len = 0;
-        if (interned_packet(&data, &pkt, seq, FIRST_THREAD_UUID + (uint64_t)t) < 0
-            || ft_export_thread(&ex, t, &te) < 0) {
+        if (ft_export_thread(&ex, t, &te) < 0) {
             interrupted = nomem = 1;
             break;
         }
@@ -640,7 +860,19 @@ ft_write_perfetto(ft_tracer *tracer, PyObject *args, PyObject *kwargs)
             stack = grown;
             stack_cap = n + 1;
         }
+        /* The thread's clock starts at its first event (timestamps are
+         * unsigned there), and then counts ns from packet to packet;
+         * going back (never expected) wraps around, as int64 deltas. */
+        int64_t first = n ? ft_thread_event(&te, 0)->start_ns : 0;
+        int64_t clock = first > 0 ? first : 0;
+        if (thread_first_packet(&pkt, &snap, &tmp, seq,
+                                FIRST_THREAD_UUID + (uint64_t)t,
+                                (uint64_t)clock) < 0) {
+            interrupted = nomem = 1;
+            break;
+        }
         emit_packet(&out, &pkt);
+        seq_interning_reset(&si);
         rest -= ft_export_estimate(&ex, t);
         /* progress's total: exact for the threads replayed, estimated for
          * the others. */
@@ -653,19 +885,40 @@ ft_write_perfetto(ft_tracer *tracer, PyObject *args, PyObject *kwargs)
             }
             const ft_event *ev = ft_thread_event(&te, i);
             while (depth && (int64_t)stack[depth - 1] != ev->parent) {
-                emit_slice(&out, SLICE_END,
-                           (uint64_t)ft_thread_event(&te, stack[--depth])->end_ns,
-                           seq, 0, 0, 0, 0);
+                int64_t end = ft_thread_event(&te, stack[--depth])->end_ns;
+                emit_slice(&out, SLICE_END, (uint64_t)end - (uint64_t)clock,
+                           seq, 0, 0, 0, 0, NULL);
+                clock = end;
             }
-            uint32_t id = (ev->func & ~FT_ID_IGNORED) + 1;
-            emit_slice(&out, SLICE_BEGIN, (uint64_t)ev->start_ns, seq, 0, id,
-                       ev->is_c ? CATEGORY_C : 0, ev->is_c ? 0 : id);
+            uint32_t f = ev->func & ~FT_ID_IGNORED;
+            if (f > nfuncs) {
+                f = nfuncs;  /* beyond the table: its "?" entry */
+            }
+            const pb_t *interned = NULL;
+            if (si.iid[f] == 0) {
+                si.used[si.nused++] = f;
+                si.iid[f] = si.nused;
+                intern_func(&data, &tmp, &funcs[f], &strings, si.iid[f],
+                            &si.category_c);
+                if (data.failed) {
+                    interrupted = nomem = 1;
+                    break;
+                }
+                interned = &data;
+            }
+            uint32_t iid = si.iid[f];
+            int is_c = funcs[f].is_c;
+            emit_slice(&out, SLICE_BEGIN,
+                       (uint64_t)ev->start_ns - (uint64_t)clock, seq, 0, iid,
+                       is_c ? CATEGORY_C : 0, is_c ? 0 : iid, interned);
+            clock = ev->start_ns;
             stack[depth++] = i;
         }
         while (depth && !interrupted) {
-            emit_slice(&out, SLICE_END,
-                       (uint64_t)ft_thread_event(&te, stack[--depth])->end_ns,
-                       seq, 0, 0, 0, 0);
+            int64_t end = ft_thread_event(&te, stack[--depth])->end_ns;
+            emit_slice(&out, SLICE_END, (uint64_t)end - (uint64_t)clock, seq,
+                       0, 0, 0, 0, NULL);
+            clock = end;
         }
     }
     write_err = out_end(&out, interrupted);
@@ -688,7 +941,13 @@ done:
     ft_thread_events_free(&te);
     ft_export_end(&ex);
     free(pkt.p);
+    free(strings.p);
     free(data.p);
+    free(tmp.p);
+    free(snap.p);
+    free(funcs);
+    free(si.iid);
+    free(si.used);
     free(stack);
     free_tracks(session_tracks, nsession_tracks);
     for (Py_ssize_t t = 0; thread_names != NULL && t < nnames; t++) {

@@ -1481,6 +1481,9 @@ latch_stop_at(ft_tracer *self, const ft_anchor *at, int in_child)
      * end after stop_ns.  With an earlier anchor, the records after it
      * are past stop_ns: the replay drops them. */
     self->stop_ns = at != NULL ? at->ns : ft_clock_anchor(&self->clock).ns;
+    if (at == NULL) {
+        ft_clock_note_boottime(&self->clock, 1);
+    }
     self->phase = FT_PHASE_STOPPED;
     /* Before uninstalling, which may run Python code: threads starting
      * meanwhile must not register with a stopping tracer. */
@@ -1571,6 +1574,7 @@ ft_tracer_silence(ft_tracer *self)
     }
     else if (self->phase == FT_PHASE_ACTIVE) {
         self->stop_ns = ft_clock_anchor(&self->clock).ns;
+        ft_clock_note_boottime(&self->clock, 1);
         self->phase = FT_PHASE_STOPPED;
     }
     else {

@@ -1,4 +1,4 @@
-"""Shared by every layer: tests/ on sys.path (targets/, pbwire.py,
+"""Shared by every layer: tests/ on sys.path (targets/, pftrace.py, pbwire.py,
 reference_tracer.py, support.py) and the "clock" fixture.
 
 The layers: unit/ (no tracer starts), tracer/ (a real tracer, in every

@@ -498,11 +498,16 @@ def write_perfetto(
     (``.pftrace``; ``.gz`` compressed), straight from its records in C, with
     no protobuf library; returns how many Python/C events were written.
 
-    TrackEvent packets on one sequence: names, categories and source
-    locations interned once, a track per process and per thread, each event
-    a SLICE_BEGIN/SLICE_END pair on its thread's track; a session's steps and
-    each thread's ranges on tracks of their own.  Timestamps are the
-    tracer's CLOCK_MONOTONIC nanoseconds.  ``progress`` as for
+    TrackEvent packets: a track per process and per thread, each event a
+    SLICE_BEGIN/SLICE_END pair on its thread's track, each thread on a
+    packet sequence of its own that interns the names, source locations and
+    categories it uses where it first uses them, and whose timestamps are
+    deltas on an incremental clock; a session's steps and each thread's
+    ranges on tracks of their own.  Timestamps are the tracer's
+    CLOCK_MONOTONIC nanoseconds, declared so: the file's first packets are
+    clock snapshots relating CLOCK_MONOTONIC to CLOCK_BOOTTIME (read
+    together at start and at stop), which Perfetto takes as the trace's
+    clock, as for system traces of the machine.  ``progress`` as for
     ``write_chrome``; the file replaces path only once complete.
     """
     path, pid, names, ranges, steps = _prepare(path, tracer, pid, thread_names, process_name,

@@ -1,6 +1,6 @@
-"""Perfetto's protobuf trace, decoded with a wire-format reader and checked
-event by event against getEvents()."""
-import gzip
+"""Perfetto's protobuf trace, decoded with Perfetto's own schema (tests/
+pftrace.py: the perfetto package's perfetto_trace_pb2) and checked event by
+event against getEvents(): slices, names, times, interning, clocks."""
 import os
 import threading
 
@@ -8,61 +8,8 @@ import pytest
 
 import frametrace
 from frametrace.export import write_chrome, write_perfetto
-from pbwire import message, one
+from pftrace import BOOTTIME, CLEARED, MONOTONIC, decode, named_tracks, thread_tracks
 from targets import calls
-
-# Field numbers of Perfetto's protos (protos/perfetto/trace).
-PACKET, TIMESTAMP, SEQ, TRACK_EVENT, INTERNED, FLAGS, DEFAULTS, DESCRIPTOR = 1, 8, 10, 11, 12, 13, 59, 60
-TE_CATS, TE_TYPE, TE_NAME_IID, TE_TRACK, TE_NAME, TE_LOC = 3, 9, 10, 11, 23, 34
-BEGIN, END = 1, 2
-
-
-def decode(path):
-    opener = gzip.open if str(path).endswith(".gz") else open
-    with opener(path, "rb") as fh:
-        trace = message(fh.read())
-    return [message(p) for p in trace[PACKET]]
-
-
-def slices(packets):
-    """{track uuid: [(name, category, start, end, depth)]} in begin order,
-    and the track descriptors, resolving interning per sequence."""
-    names, cats, default_track = {}, {}, {}
-    tracks, out, stacks = {}, {}, {}
-    for pkt in packets:
-        seq = one(pkt, SEQ)
-        if one(pkt, FLAGS, 0) & 1:  # incremental state cleared
-            names[seq], cats[seq] = {}, {}
-        if INTERNED in pkt:
-            data = message(one(pkt, INTERNED))
-            for raw in data.get(1, []):
-                m = message(raw)
-                cats[seq][one(m, 1)] = one(m, 2).decode()
-            for raw in data.get(2, []):
-                m = message(raw)
-                names[seq][one(m, 1)] = one(m, 2).decode()
-        if DEFAULTS in pkt:
-            default_track[seq] = one(message(one(message(one(pkt, DEFAULTS)), 11)), 11)
-        if DESCRIPTOR in pkt:
-            d = message(one(pkt, DESCRIPTOR))
-            tracks[one(d, 1)] = d
-        if TRACK_EVENT in pkt:
-            ev = message(one(pkt, TRACK_EVENT))
-            track = one(ev, TE_TRACK, default_track.get(seq))
-            stack = stacks.setdefault(track, [])
-            if one(ev, TE_TYPE) == BEGIN:
-                name = names[seq][one(ev, TE_NAME_IID)] if TE_NAME_IID in ev else one(ev, TE_NAME).decode()
-                cat = cats[seq].get(one(ev, TE_CATS)) if TE_CATS in ev else None
-                rec = [name, cat, one(pkt, TIMESTAMP), None, len(stack)]
-                out.setdefault(track, []).append(rec)
-                stack.append(rec)
-            else:
-                assert one(ev, TE_TYPE) == END
-                rec = stack.pop()
-                rec[3] = one(pkt, TIMESTAMP)
-                assert rec[2] <= rec[3]
-    assert all(not s for s in stacks.values())
-    return {k: [tuple(r) for r in v] for k, v in out.items()}, tracks
 
 
 def run_program():
@@ -78,24 +25,141 @@ def run_program():
     return tracer, t
 
 
+def expected_slices(events, tid):
+    """What a thread's track must hold, as decode() gives it."""
+    return [(ev.name, "c" if ev.kind == "c" else None, ev.start_ns, ev.end_ns, ev.depth,
+             None if ev.kind == "c" else (ev.filename, ev.name, max(ev.lineno or 0, 0)))
+            for ev in events if ev.native_thread_id == tid]
+
+
+def as_tuples(slices):
+    return [(s.name, s.category, s.start, s.end, s.depth, s.location) for s in slices]
+
+
 @pytest.mark.parametrize("suffix", [".pftrace", ".pftrace.gz"])
 def test_events_round_trip(tmp_path, suffix):
     tracer, worker = run_program()
     events = tracer.getEvents()
     path = tmp_path / f"t{suffix}"
     assert write_perfetto(path, tracer, process_name="trainer") == len(events)
-    by_track, tracks = slices(decode(path))
+    trace = decode(path)
+    assert trace.unknown == []
     # One process track and a thread track per thread, named.
-    procs = [message(one(d, 3)) for d in tracks.values() if 3 in d]
-    assert [(one(p, 1), one(p, 6).decode()) for p in procs] == [(os.getpid(), "trainer")]
-    threads = {one(message(one(d, 4)), 2): (uuid, message(one(d, 4))) for uuid, d in tracks.items() if 4 in d}
-    assert one(threads[worker.native_id][1], 5).decode() == "pf-worker"
-    # Every event, in order, per thread: name, kind, times to the ns, depth.
-    for tid in {ev.native_thread_id for ev in events}:
-        uuid = threads[tid][0]
-        expected = [(ev.name, "c" if ev.kind == "c" else None, ev.start_ns, ev.end_ns, ev.depth)
-                    for ev in events if ev.native_thread_id == tid]
-        assert by_track[uuid] == expected
+    procs = [d.process for d in trace.tracks.values() if d.HasField("process")]
+    assert [(p.pid, p.process_name) for p in procs] == [(os.getpid(), "trainer")]
+    threads = thread_tracks(trace)
+    assert threads[worker.native_id][1].thread_name == "pf-worker"
+    assert threads[threading.main_thread().native_id][1].thread_name == "MainThread"
+    assert {t.pid for _, t in threads.values()} == {os.getpid()}
+    assert all(trace.tracks[uuid].parent_uuid == 1 for uuid, _ in threads.values())
+    # Every event, in order, per thread: name, kind, times to the ns, depth,
+    # source location.
+    tids = {ev.native_thread_id for ev in events}
+    assert tids == set(threads)
+    for tid in tids:
+        assert as_tuples(trace.slices[threads[tid][0]]) == expected_slices(events, tid)
+
+
+def test_sequences_intern_what_they_use_when_first_used(tmp_path):
+    tracer, worker = run_program()
+    events = tracer.getEvents()
+    write_perfetto(tmp_path / "t.pftrace", tracer)
+    trace = decode(tmp_path / "t.pftrace")
+    threads = thread_tracks(trace)
+    by_track = {}
+    for seq in trace.sequences.values():
+        if seq.id == 1:
+            continue
+        first, rest = seq.packets[0], seq.packets[1:]
+        # The first packet clears the state, sets the defaults and the
+        # clock; no later one clears it again.
+        assert first.sequence_flags == CLEARED and not first.HasField("track_event")
+        assert all(not p.sequence_flags & CLEARED for p in rest)
+        track = seq.defaults.track_event_defaults.track_uuid
+        by_track[track] = seq
+        # Exactly what the sequence uses, each once, in order of first use:
+        # iid k is the k-th function the thread called.
+        assert seq.reinterned == []
+        assert set(seq.names) == seq.used_names
+        assert set(seq.locations) == seq.used_locations <= seq.used_names
+        assert set(seq.categories) == seq.used_categories
+        order = []
+        for p in rest:
+            if p.HasField("interned_data"):
+                iids = [e.iid for e in p.interned_data.event_names]
+                # Interned in the packet of first use.
+                assert iids == [p.track_event.name_iid]
+                order += iids
+        assert order == list(range(1, len(order) + 1))
+    assert set(by_track) == {uuid for uuid, _ in threads.values()}
+    for tid, (uuid, _) in threads.items():
+        mine = [ev for ev in events if ev.native_thread_id == tid]
+        seq = by_track[uuid]
+        # One iid per function (names may repeat: functions of one name).
+        functions = {(ev.name, ev.filename, ev.lineno, ev.kind) for ev in mine}
+        assert sorted(seq.names.values()) == sorted(f[0] for f in functions)
+        assert set(seq.categories.values()) == ({"c"} if any(ev.kind == "c" for ev in mine) else set())
+        assert sorted(seq.locations.values()) == sorted({(ev.filename, ev.name, max(ev.lineno or 0, 0))
+                                                         for ev in mine if ev.kind != "c"})
+
+
+def test_clocks(tmp_path):
+    """Timestamps on CLOCK_MONOTONIC, declared: sequence 1's snapshots tie
+    it to BOOTTIME (the trace clock, as in system traces), read at start and
+    at stop; each thread's clock is incremental, tied to MONOTONIC."""
+    tracer, _ = run_program()
+    events = tracer.getEvents()
+    write_perfetto(tmp_path / "t.pftrace", tracer)
+    trace = decode(tmp_path / "t.pftrace")
+    first = trace.packets[0]
+    assert first.trusted_packet_sequence_id == 1 and first.HasField("clock_snapshot")
+    assert trace.primary_clock == BOOTTIME == first.clock_snapshot.primary_trace_clock
+    assert first.trace_packet_defaults.timestamp_clock_id == MONOTONIC
+    assert len(trace.snapshots) == 2
+    start, stop = trace.snapshots
+    for snap in trace.snapshots:
+        assert set(snap) == {MONOTONIC, BOOTTIME}
+        assert snap[BOOTTIME] >= snap[MONOTONIC]  # BOOTTIME counts suspends too
+    # Their difference only grows (by the time suspended); the same unless
+    # it moved by more than the reads can tell.
+    assert stop[BOOTTIME] - stop[MONOTONIC] >= start[BOOTTIME] - start[MONOTONIC]
+    # Read at start (about the first events) and right after the stop.
+    earliest = min(ev.start_ns for ev in events)
+    assert earliest - 10**9 < start[MONOTONIC] <= earliest + 10**9
+    assert tracer.stop_ns <= stop[MONOTONIC] < tracer.stop_ns + 10**9
+    for seq in trace.sequences.values():
+        if seq.id == 1:
+            continue
+        assert seq.defaults.timestamp_clock_id == 64
+        (clock_id, (own, mono, incremental, _)), = seq.clocks.items()
+        assert clock_id == 64 and incremental and own == mono
+        # Every later packet's timestamp is a delta: small.
+        assert all(p.timestamp < 1 << 40 for p in seq.packets[1:])
+        assert all(not p.HasField("timestamp_clock_id") for p in seq.packets)
+
+
+def test_odd_names_and_files(tmp_path):
+    """An empty file name, non-ASCII names, a lone surrogate (written as
+    "?"): interned as they are, the file still decodes."""
+    namespace = {}
+    exec(compile("def f():\n    return 1\ndef \u00e9t\u00e9():\n    return f()\n", "", "exec"), namespace)
+    odd = namespace["\u00e9t\u00e9"]
+    names = {"co_name": "x\udc80"}
+    if hasattr(odd.__code__, "co_qualname"):  # 3.11+: what names a function
+        names["co_qualname"] = "x\udc80"
+    odd.__code__ = odd.__code__.replace(**names)
+    with frametrace.trace() as tracer:
+        namespace["f"]()
+        odd()
+    events = tracer.getEvents()
+    write_perfetto(tmp_path / "t.pftrace", tracer)
+    trace = decode(tmp_path / "t.pftrace")
+    assert trace.unknown == []
+    uuid, _ = thread_tracks(trace)[threading.main_thread().native_id]
+    got = {(s.name, s.location) for s in trace.slices[uuid]}
+    assert ("f", ("", "f", 1)) in got
+    assert ("?", ("", "?", 3)) in got
+    assert len(trace.slices[uuid]) == len(events)
 
 
 def test_much_smaller_than_json(tmp_path):
@@ -115,13 +179,23 @@ def test_session_steps_and_ranges(tmp_path):
                 calls.leaf(i)
             prof.step()
     trace = prof.last_trace
-    by_track, tracks = slices(decode(trace.to_perfetto(tmp_path / "s.pftrace")))
-    named = {one(d, 2).decode(): uuid for uuid, d in tracks.items() if 2 in d}
-    steps = by_track[named["steps"]]
-    assert [(s[0], s[2], s[3]) for s in steps] == [(s.name, s.start_ns, s.end_ns) for s in trace.steps]
-    ranges = by_track[next(u for n, u in named.items() if n.startswith("ranges"))]
-    assert [(r[0], r[2], r[3]) for r in ranges] == [(r.name, r.start_ns, r.end_ns) for r in trace.ranges]
-    assert all(r[1] == "range" for r in ranges) and all(s[1] == "step" for s in steps)
+    decoded = decode(trace.to_perfetto(tmp_path / "s.pftrace"))
+    assert decoded.unknown == []
+    named = named_tracks(decoded)
+    steps = decoded.slices[named["steps"]]
+    assert [(s.name, s.start, s.end) for s in steps] == [(s.name, s.start_ns, s.end_ns) for s in trace.steps]
+    ranges = decoded.slices[next(u for n, u in named.items() if n.startswith("ranges"))]
+    assert [(r.name, r.start, r.end) for r in ranges] == [(r.name, r.start_ns, r.end_ns) for r in trace.ranges]
+    assert all(r.category == "range" for r in ranges) and all(s.category == "step" for s in steps)
+    assert all(decoded.tracks[u].parent_uuid == 1 for u in named.values())
+    # Sequence 1 interns the two categories it uses, once each.
+    seq1 = decoded.sequences[1]
+    assert sorted(seq1.categories.values()) == ["range", "step"] and seq1.reinterned == []
+    # The Python frames are all there too.
+    events = trace.events
+    threads = thread_tracks(decoded)
+    for tid in {ev.native_thread_id for ev in events}:
+        assert as_tuples(decoded.slices[threads[tid][0]]) == expected_slices(events, tid)
 
 
 def test_misuse(tmp_path):

@@ -126,23 +126,48 @@ def packet(payload):
     return fb(1, payload)
 
 
-def thread_sequence(events, parents, seq, track, interned, iids):
-    """A thread's sequence as the format defines it: its first packet,
-    then a SLICE_BEGIN per event in order, each slice ended when the next
-    event is not its descendant."""
-    out = [packet(fv(10, seq) + fv(13, 1) + fb(12, interned) + fb(59, fb(11, fv(11, track))))]
+def thread_sequence(events, parents, seq, track, iids):
+    """A thread's sequence as the format defines it: its first packet (the
+    default track, and the thread's incremental clock, equal to
+    CLOCK_MONOTONIC at the first event's start), then a SLICE_BEGIN per
+    event in order, each slice ended when the next event is not its
+    descendant; each timestamp the ns since the previous packet's; a
+    function's name and source location (or the "c" category) interned in
+    the packet of its first use, its iid its rank among the thread's
+    functions."""
+    t0 = max(events[0].start_ns, 0) if events else 0
+    snapshot = fb(1, fv(1, 64) + fv(2, t0) + fv(3, 1)) + fb(1, fv(1, 3) + fv(2, t0))
+    out = [packet(fb(6, snapshot) + fv(10, seq) + fv(13, 1) + fb(59, fb(11, fv(11, track)) + fv(58, 64)))]
+    clock = [t0]
+    seen, c_seen = set(), [False]
+
+    def delta(ts):
+        d = (ts - clock[0]) % (1 << 64)
+        clock[0] = ts
+        return fv(8, d)
 
     def end(ev):
-        out.append(packet(fv(8, ev.end_ns) + fv(10, seq) + fb(11, fv(9, 2))))
+        out.append(packet(delta(ev.end_ns) + fv(10, seq) + fb(11, fv(9, 2))))
 
     stack = []  # (index, event)
     for i, ev in enumerate(events):
         while stack and stack[-1][0] != parents[i]:
             end(stack.pop()[1])
         iid = iids[i]
-        te = fv(9, 1) + (fv(3, 2) if ev.kind == "c" else b"") + fv(10, iid)
-        te += b"" if ev.kind == "c" else fv(34, iid)
-        out.append(packet(fv(8, ev.start_ns) + fv(10, seq) + fv(13, 2) + fb(11, te)))
+        c = ev.kind == "c"
+        te = fv(9, 1) + (fv(3, 1) if c else b"") + fv(10, iid) + (b"" if c else fv(34, iid))
+        interned = b""
+        if iid not in seen:
+            seen.add(iid)
+            interned = fb(2, fv(1, iid) + fb(2, ev.name.encode()))
+            if c and not c_seen[0]:
+                c_seen[0] = True
+                interned += fb(1, fv(1, 1) + fb(2, b"c"))
+            if not c:
+                interned += fb(4, fv(1, iid) + fb(2, ev.filename.encode()) + fb(3, ev.name.encode())
+                               + fv(4, max(ev.lineno or 0, 0)))
+            interned = fb(12, interned)
+        out.append(packet(delta(ev.start_ns) + fv(10, seq) + fb(11, te) + interned))
         stack.append((i, ev))
     while stack:
         end(stack.pop()[1])
@@ -171,12 +196,6 @@ def test_perfetto_thread_sequences_are_the_format_s_bytes(tmp_path, suffix):
         with opener(path, "rb") as fh:
             raw = fh.read()
         packets = message(raw)[1]
-        first = message(packets[0])
-        interned = one(first, 12)
-        data = message(interned)
-        names = {one(message(m), 1): one(message(m), 2).decode() for m in data[2]}
-        locations = {one(message(m), 1): (one(message(m), 2).decode(), one(message(m), 4))
-                     for m in data.get(4, [])}
         # Where the threads' sequences start: after sequence 1's packets.
         start = next(i for i, p in enumerate(packets) if one(message(p), 10) != 1)
         tail = b"".join(packet(p) for p in packets[start:])
@@ -185,16 +204,19 @@ def test_perfetto_thread_sequences_are_the_format_s_bytes(tmp_path, suffix):
         for serial in range(1, len(tracer.threads) + 1):
             mine = [ev for ev in events if ev.thread_serial == serial]
             parents = parents_of(mine)
-            # The name iids the file gives, each checked against the event.
+            # The name iids the file gives: one per function, numbered in
+            # order of first use (checked here), so the same for the same
+            # function.
             begins = [message(one(message(p), 11)) for p in packets[start:]
                       if one(message(p), 10) == serial + 1 and 11 in message(p)]
             iids = [one(te, 10) for te in begins if one(te, 9) == 1]
             assert len(iids) == len(mine)
+            first_use = {}
             for ev, iid in zip(mine, iids):
-                assert names[iid] == ev.name
-                if ev.kind != "c":
-                    assert locations[iid] == (ev.filename, ev.lineno)
-            expected.append(thread_sequence(mine, parents, serial + 1, 15 + serial, interned, iids))
+                key = (ev.name, ev.filename, ev.lineno, ev.kind)
+                assert first_use.setdefault(iid, key) == key
+            assert list(first_use) == list(range(1, len(first_use) + 1))
+            expected.append(thread_sequence(mine, parents, serial + 1, 15 + serial, iids))
         assert tail == b"".join(expected)
 
 

@@ -14,8 +14,7 @@ import frametrace
 import frametrace.testing
 from frametrace import reports
 from frametrace.export import write_chrome, write_perfetto
-from pbwire import message, one
-from test_export_perfetto import decode, slices
+from pftrace import decode
 
 N = 50
 SYNTHETIC_TID_BASE = 1 << 30
@@ -155,13 +154,10 @@ def test_portable_json_round_trip(traced, tmp_path):
 
 def perfetto_threads(path):
     """[(tid, name, [slice names])] of the thread tracks of a .pftrace."""
-    by_track, tracks = slices(decode(path))
-    out = []
-    for uuid, d in tracks.items():
-        if 4 in d:
-            td = message(one(d, 4))
-            out.append((one(td, 2), one(td, 5).decode(), [s[0] for s in by_track.get(uuid, [])]))
-    return out
+    trace = decode(path)
+    assert trace.unknown == []
+    return [(d.thread.tid, d.thread.thread_name, [s.name for s in trace.slices.get(uuid, [])])
+            for uuid, d in trace.tracks.items() if d.HasField("thread")]
 
 
 def test_perfetto_export(traced, tmp_path):
