@@ -843,6 +843,7 @@ ft_write_perfetto(ft_tracer *tracer, PyObject *args, PyObject *kwargs)
      * complete. */
     int interrupted = 0, nomem = 0, write_err;
     size_t done = 0;
+    uint32_t max_depth = 0;
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t t = 0; t < nthreads && !interrupted && !out.failed; t++) {
         uint64_t seq = SEQUENCE_ID + 1 + (uint64_t)t;
@@ -884,6 +885,9 @@ ft_write_perfetto(ft_tracer *tracer, PyObject *args, PyObject *kwargs)
                 break;
             }
             const ft_event *ev = ft_thread_event(&te, i);
+            if (ev->depth > max_depth) {
+                max_depth = ev->depth;
+            }
             while (depth && (int64_t)stack[depth - 1] != ev->parent) {
                 int64_t end = ft_thread_event(&te, stack[--depth])->end_ns;
                 emit_slice(&out, SLICE_END, (uint64_t)end - (uint64_t)clock,
@@ -934,7 +938,8 @@ ft_write_perfetto(ft_tracer *tracer, PyObject *args, PyObject *kwargs)
         out_raise(write_err, name_obj);
         goto done;
     }
-    result = PyLong_FromSize_t(done);
+    /* The deepest depth, for the caller's warning past what viewers show. */
+    result = Py_BuildValue("(nI)", (Py_ssize_t)done, (unsigned int)max_depth);
 
 done:
     out_end(&out, 1);  /* on the error paths */

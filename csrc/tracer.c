@@ -695,7 +695,8 @@ static PyMethodDef tracer_methods[] = {
      "_write_perfetto($self, path, *, pid, process_name, thread_names, "
      "tracks, compress=False, progress=None, name=path)\n--\n\n"
      "Write the events as a Perfetto protobuf trace, straight from the "
-     "records; returns how many.  See frametrace.export.write_perfetto().  "
+     "records; returns (how many, the largest depth).  See "
+     "frametrace.export.write_perfetto().  "
      "name: the path errors show (path is the caller's temporary)."},
     {"_ignore", (PyCFunction)tracer_ignore, METH_O,
      "_ignore($self, func, /)\n--\n\n"

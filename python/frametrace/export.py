@@ -530,10 +530,12 @@ def write_perfetto(
         tracks.append((f"ranges: {names.get(tid) or latest.get(tid, tid)}", 0, spans))
     compress = path.endswith(".gz")
     with output_path(path) as where:
-        return tracer._write_perfetto(where, pid=pid, process_name=process_name or f"python {pid}",
-                                      thread_names=thread_names_list,
-                                      tracks=tracks, compress=compress, progress=progress,
-                                      name=path)
+        count, depth = tracer._write_perfetto(
+            where, pid=pid, process_name=process_name or f"python {pid}",
+            thread_names=thread_names_list, tracks=tracks, compress=compress,
+            progress=progress, name=path)
+    _warn_depth(path, depth)
+    return count
 
 
 class TerminalProgress:

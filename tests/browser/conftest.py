@@ -18,7 +18,9 @@ def pytest_configure(config):
                                        "Chromium (tests/browser; skipped without Chromium)")
 
 
-@pytest.fixture(scope="session")
+# Module-scoped: its server's threads end with the module, before the other
+# layers run in the same process (they count the threads they trace).
+@pytest.fixture(scope="module")
 def perfetto_ui():
     why = unavailable()
     if why and os.environ.get("FRAMETRACE_BROWSER_REQUIRED"):

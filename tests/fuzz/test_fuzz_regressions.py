@@ -172,7 +172,8 @@ def test_regression_write_perfetto_tracer_cleared_midway(where):
         import tempfile, os
         path = os.path.join(tempfile.mkdtemp(), "t.pftrace")
         try:
-            count = tracer._write_perfetto(path, pid=1, process_name="p", thread_names=names, tracks=tracks)
+            count, _depth = tracer._write_perfetto(path, pid=1, process_name="p", thread_names=names,
+                                                   tracks=tracks)
         except RuntimeError:
             print("ok")  # refusing is fine
             raise SystemExit

@@ -12,7 +12,7 @@ import warnings
 import pytest
 
 import frametrace
-from frametrace.export import RANGES_TID_BASE, STEPS_TID, write_chrome
+from frametrace.export import RANGES_TID_BASE, STEPS_TID, write_chrome, write_perfetto
 from frametrace.merge import merge
 from frametrace.testing import assert_valid_trace
 from targets import calls
@@ -153,8 +153,11 @@ def test_a_trace_deeper_than_perfetto_shows_is_written_with_a_warning(tmp_path):
     assert max(e.depth for e in trace.events) >= 600
     with pytest.warns(RuntimeWarning, match="512 levels"):
         trace.to_chrome(tmp_path / "again.json")
+    with pytest.warns(RuntimeWarning, match="512 levels"):
+        write_perfetto(tmp_path / "deep.pftrace", tracer)
     with frametrace.Tracer(c_calls=False) as shallow:
         deep(100)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         write_chrome(tmp_path / "shallow.json", shallow)
+        write_perfetto(tmp_path / "shallow.pftrace", shallow)
