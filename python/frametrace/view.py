@@ -43,7 +43,6 @@ import shlex
 import socket
 import stat
 import sys
-import threading
 import zlib
 from typing import Any, Optional, TextIO
 from urllib.parse import quote, unquote, urlsplit
@@ -182,8 +181,13 @@ def _server_type() -> Any:
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
     class _Server(ThreadingHTTPServer):
-        daemon_threads = True
-        block_on_close = False
+        # Each request's thread is joined when the server closes: none is
+        # left running at exit (CPython 3.11 leaks a running thread's state,
+        # which LeakSanitizer reports).  HTTP/1.0: a thread ends with its
+        # request.
+        daemon_threads = False
+        block_on_close = True
+        done = False
         # SO_REUSEADDR: the port is free again at once after a previous view
         # (not after its connections' TIME_WAIT); a port someone listens on
         # still fails to bind (Linux).  No SO_REUSEPORT, which would share it.
@@ -300,8 +304,7 @@ def _server_type() -> Any:
                 srv.fetched += 1
                 srv.tell(f"the UI fetched the trace ({os.path.getsize(srv.trace_file):,} bytes)")
                 if srv.exit_after_fetch:
-                    # shutdown() waits for serve_forever, which runs in the main thread
-                    threading.Thread(target=srv.shutdown, daemon=True).start()
+                    srv.done = True  # the serving loop ends after this request
 
         def _send_file(self, path: str, kind: str, body: bool, headers: dict) -> bool:
             """Sends the file; whether all of it went."""
@@ -461,7 +464,9 @@ def view(path: str, ui_dir: Optional[str] = None, port: int = DEFAULT_PORT,
             else:
                 tell(f"serving the UI from {ui_dir} and {path} on 127.0.0.1:{bound} until "
                      f"Ctrl-C")
-            server.serve_forever(poll_interval=0.2)
+            server.timeout = 0.2  # handle_request() returns to see done
+            while not server.done:
+                server.handle_request()
         except KeyboardInterrupt:
             if ui_dir is None and not server.fetched:
                 tell("stopped before the UI fetched the trace", err)
