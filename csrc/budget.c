@@ -12,10 +12,10 @@
  * A thread's end is noticed by a sweep over the interpreter's thread
  * states (their ids are unique in the process): every so many new rings,
  * when a ring cannot grow, and at stop().  An ended thread's ring gives
- * back what holds no record (ft_ring_trim()), and is packed: after the
- * periodic sweeps, a bounded number of records (rings larger than that
- * wait), and all of them before any ring is discarded; not at stop(),
- * where it would only delay the stop.
+ * back what holds no record (ft_ring_trim()), and is packed: by each new
+ * thread's first record, rings of a bounded number of records in all
+ * (larger rings wait), and any ring before one is discarded at the bound;
+ * not at stop(), where it would only delay the stop.
  *
  * Everything here runs holding the GIL, on the recording threads' slow
  * path or in start()/stop(): it runs no Python code. */
@@ -30,10 +30,11 @@ compare_ids(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* Records packed at most after a periodic sweep (about 6 ns each, page
- * faults and unmapping included): bounds the pause of the new thread that
- * runs it to about 1.5 ms.  At the memory bound there is no limit: packing
- * is what saves records from being discarded. */
+/* Records packed at most by each new thread's first record (about 6 ns
+ * each, page faults and unmapping included): bounds the pause of the
+ * thread that packs to about 1.5 ms, while threads that start as often as
+ * others end keep up with them.  At the memory bound there is no limit:
+ * packing is what saves records from being discarded. */
 #define PACK_BUDGET ((uint64_t)1 << 18)
 
 /* Trims th's ring, keeping the tracer's count. */
@@ -55,26 +56,40 @@ static int
 pack_ended(ft_tracer *tracer, const ft_thread *keep, uint64_t budget,
            int one)
 {
-    int packed = 0;
-    for (Py_ssize_t i = 0; i < tracer->nthreads; i++) {
+    if (tracer->to_pack <= 0) {
+        return 0;
+    }
+    int packed = 0, done = 0;
+    /* Where the scan found the first ring it left: the next one starts
+     * there (threads end roughly in the order they started). */
+    Py_ssize_t left = -1, i = tracer->pack_from;
+    for (; i < tracer->nthreads; i++) {
         ft_thread *th = tracer->threads[i];
-        if (!th->ended || th->ring.buf == NULL || th == keep) {
+        if (!th->ended || th->ring.buf == NULL) {
             continue;
         }
         uint64_t records = ft_ring_retained(&th->ring);
-        if (records > budget) {
+        if (done || th == keep || records > budget) {
+            left = left < 0 ? i : left;
             continue;
         }
         size_t before = ft_ring_bytes(&th->ring);
         if (ft_ring_pack(&th->ring) < 0) {
-            break;  /* no memory: the next call may do better */
-        }
-        tracer->ring_bytes -= before - ft_ring_bytes(&th->ring);
-        budget -= records;
-        packed = 1;
-        if (one) {
+            left = left < 0 ? i : left;  /* no memory: a later call may do better */
             break;
         }
+        tracer->ring_bytes -= before - ft_ring_bytes(&th->ring);
+        tracer->to_pack--;
+        budget -= records;
+        packed = 1;
+        done = one;
+    }
+    if (left < 0 && i >= tracer->nthreads) {
+        tracer->to_pack = 0;  /* none left: the count is exact again */
+        tracer->pack_from = tracer->nthreads;
+    }
+    else if (left >= 0) {
+        tracer->pack_from = left;
     }
     return packed;
 }
@@ -125,6 +140,10 @@ ft_budget_sweep(ft_tracer *tracer, const ft_thread *keep)
         }
         th->ended = 1;
         trim(tracer, th);
+        tracer->to_pack++;
+        if (i < tracer->pack_from) {
+            tracer->pack_from = i;
+        }
     }
     free(ids);
     /* Amortized: the next sweep after as many new rings as live ones. */
@@ -137,8 +156,8 @@ ft_budget_adopted(ft_tracer *tracer, ft_thread *th)
     tracer->ring_bytes += ft_ring_bytes(&th->ring);
     if (++tracer->rings_since_sweep >= tracer->sweep_every) {
         ft_budget_sweep(tracer, th);
-        pack_ended(tracer, th, PACK_BUDGET, 0);
     }
+    pack_ended(tracer, th, PACK_BUDGET, 0);
 }
 
 /* Discards the ring of the ended thread whose newest record is oldest,

@@ -191,6 +191,8 @@ ft_free_threads(ft_tracer *self)
     self->max_tstate_id = 0;
     self->ring_bytes = 0;
     self->rings_since_sweep = 0;
+    self->to_pack = 0;
+    self->pack_from = 0;
 }
 
 /* Adds thread's {ident: name} to names, when it has both.  Leaves no

@@ -212,6 +212,9 @@ typedef struct ft_tracer {
     Py_ssize_t rings_since_sweep;  /* rings adopted since the last look for
                                       ended threads */
     Py_ssize_t sweep_every;   /* how many make the next look */
+    Py_ssize_t to_pack;       /* ended threads whose rings are not packed
+                                 yet (an upper bound) */
+    Py_ssize_t pack_from;     /* none before this index in threads */
     PyObject *weakreflist;
 } ft_tracer;
 
