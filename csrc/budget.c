@@ -14,7 +14,8 @@
  * when a ring cannot grow, and at stop().  An ended thread's ring gives
  * back what holds no record (ft_ring_trim()), and is packed: by each new
  * thread's first record, rings of a bounded number of records in all
- * (larger rings wait), and any ring before one is discarded at the bound;
+ * (a larger ring only at the bound), and any ring before one is discarded
+ * at the bound;
  * not at stop(), where it would only delay the stop.
  *
  * Everything here runs holding the GIL, on the recording threads' slow
@@ -46,52 +47,59 @@ trim(ft_tracer *tracer, ft_thread *th)
     tracer->ring_bytes -= before - ft_ring_bytes(&th->ring);
 }
 
-/* Packs the rings of ended threads (ft_ring_pack(): half the bytes or
- * less, records kept) of up to budget records in all, skipping larger
- * ones (one ring only: the first that fits); never keep's (the calling
- * thread's: its hook writes to that ring next; not found by ident, which a
- * new thread often shares with the one that ended before it).  Whether it
- * packed any. */
+/* Packs th's ring (ft_ring_pack(): half the bytes or less, records kept),
+ * keeping the tracer's counts.  0, or -1 (no memory). */
 static int
-pack_ended(ft_tracer *tracer, const ft_thread *keep, uint64_t budget,
-           int one)
+pack(ft_tracer *tracer, ft_thread *th)
 {
-    if (tracer->to_pack <= 0) {
-        return 0;
+    size_t before = ft_ring_bytes(&th->ring);
+    if (ft_ring_pack(&th->ring) < 0) {
+        return -1;
     }
-    int packed = 0, done = 0;
-    /* Where the scan found the first ring it left: the next one starts
-     * there (threads end roughly in the order they started). */
-    Py_ssize_t left = -1, i = tracer->pack_from;
-    for (; i < tracer->nthreads; i++) {
-        ft_thread *th = tracer->threads[i];
-        if (!th->ended || th->ring.buf == NULL) {
-            continue;
-        }
-        uint64_t records = ft_ring_retained(&th->ring);
-        if (done || th == keep || records > budget) {
-            left = left < 0 ? i : left;
-            continue;
-        }
-        size_t before = ft_ring_bytes(&th->ring);
-        if (ft_ring_pack(&th->ring) < 0) {
-            left = left < 0 ? i : left;  /* no memory: a later call may do better */
-            break;
-        }
-        tracer->ring_bytes -= before - ft_ring_bytes(&th->ring);
+    tracer->ring_bytes -= before - ft_ring_bytes(&th->ring);
+    if (th->queued) {
+        th->queued = 0;
         tracer->to_pack--;
+    }
+    return 0;
+}
+
+/* By a new thread (th): packs queued rings of up to PACK_BUDGET records
+ * in all, from the oldest queued (threads end roughly in the order they
+ * started, so the scan stays short). */
+static void
+pack_queued(ft_tracer *tracer, const ft_thread *th)
+{
+    uint64_t budget = PACK_BUDGET;
+    Py_ssize_t left = -1, i = tracer->pack_from;
+    for (; i < tracer->nthreads && tracer->to_pack > 0; i++) {
+        ft_thread *queued = tracer->threads[i];
+        if (!queued->queued) {
+            continue;
+        }
+        uint64_t records = ft_ring_retained(&queued->ring);
+        if (queued == th || records > budget || pack(tracer, queued) < 0) {
+            left = left < 0 ? i : left;  /* for a later call */
+            continue;
+        }
         budget -= records;
-        packed = 1;
-        done = one;
     }
-    if (left < 0 && i >= tracer->nthreads) {
-        tracer->to_pack = 0;  /* none left: the count is exact again */
-        tracer->pack_from = tracer->nthreads;
+    tracer->pack_from = left >= 0 ? left : i;
+}
+
+/* At the memory bound: packs one ended thread's ring, any size, never
+ * keep's (the calling thread's: its hook writes to that ring next).
+ * Whether it packed one. */
+static int
+pack_one(ft_tracer *tracer, const ft_thread *keep)
+{
+    for (Py_ssize_t i = 0; i < tracer->nthreads; i++) {
+        ft_thread *th = tracer->threads[i];
+        if (th->ended && th->ring.buf != NULL && th != keep) {
+            return pack(tracer, th) == 0;
+        }
     }
-    else if (left >= 0) {
-        tracer->pack_from = left;
-    }
-    return packed;
+    return 0;
 }
 
 void
@@ -140,9 +148,15 @@ ft_budget_sweep(ft_tracer *tracer, const ft_thread *keep)
         }
         th->ended = 1;
         trim(tracer, th);
-        tracer->to_pack++;
-        if (i < tracer->pack_from) {
-            tracer->pack_from = i;
+        /* New threads pack what fits their budget; a larger ring is
+         * packed at the memory bound only. */
+        if (th->ring.buf != NULL
+            && ft_ring_retained(&th->ring) <= PACK_BUDGET) {
+            th->queued = 1;
+            tracer->to_pack++;
+            if (i < tracer->pack_from) {
+                tracer->pack_from = i;
+            }
         }
     }
     free(ids);
@@ -157,7 +171,9 @@ ft_budget_adopted(ft_tracer *tracer, ft_thread *th)
     if (++tracer->rings_since_sweep >= tracer->sweep_every) {
         ft_budget_sweep(tracer, th);
     }
-    pack_ended(tracer, th, PACK_BUDGET, 0);
+    if (tracer->to_pack > 0) {
+        pack_queued(tracer, th);
+    }
 }
 
 /* Discards the ring of the ended thread whose newest record is oldest,
@@ -178,6 +194,10 @@ discard_oldest_ended(ft_tracer *tracer, const ft_thread *keep)
     }
     tracer->ring_bytes -= ft_ring_bytes(&oldest->ring);
     ft_ring_discard(&oldest->ring);
+    if (oldest->queued) {
+        oldest->queued = 0;
+        tracer->to_pack--;
+    }
     return 1;
 }
 
@@ -190,8 +210,7 @@ make_room(ft_tracer *tracer, const ft_thread *keep, uint64_t need)
     while (tracer->ring_bytes + need > tracer->max_memory) {
         /* Packing ended rings first, one at a time until there is room:
          * it loses no record. */
-        if (pack_ended(tracer, keep, UINT64_MAX, 1)
-            || discard_oldest_ended(tracer, keep)) {
+        if (pack_one(tracer, keep) || discard_oldest_ended(tracer, keep)) {
             continue;
         }
         if (swept) {

@@ -99,6 +99,8 @@ typedef struct {
     int dropped_counted;
     uint8_t ended;            /* a sweep found its thread state gone: its
                                  ring was trimmed (budget.c) */
+    uint8_t queued;           /* ended, its ring to be packed by new
+                                 threads (budget.c's to_pack counts it) */
 } ft_thread;
 
 /* Why a thread's recording ended before stop() (ft_thread.displaced). */
@@ -212,9 +214,8 @@ typedef struct ft_tracer {
     Py_ssize_t rings_since_sweep;  /* rings adopted since the last look for
                                       ended threads */
     Py_ssize_t sweep_every;   /* how many make the next look */
-    Py_ssize_t to_pack;       /* ended threads whose rings are not packed
-                                 yet (an upper bound) */
-    Py_ssize_t pack_from;     /* none before this index in threads */
+    Py_ssize_t to_pack;       /* threads queued to have their rings packed */
+    Py_ssize_t pack_from;     /* none queued before this index in threads */
     PyObject *weakreflist;
 } ft_tracer;
 
