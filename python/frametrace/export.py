@@ -94,6 +94,7 @@ def read_json(path: str | os.PathLike[str]) -> dict[str, Any]:
 # its track: steps and ranges do not share the Python frames' track.
 STEPS_TID = (1 << 29) - 1
 RANGES_TID_BASE = 1 << 29  # + k: the ranges of the k-th thread that has some
+SYNTHETIC_TID_BASE = 1 << 30  # + serial: a thread whose native id an earlier one had
 # Perfetto's UI shows slices up to this depth (deeper ones stay unterminated).
 PERFETTO_MAX_DEPTH = 512
 # The formats by extension (write_trace).
@@ -259,6 +260,29 @@ def _chrome_tracks(pid: int, origin: int, thread_tid: Callable[[int], int],
     return lines
 
 
+def _thread_parts(pid: int, process_name: str | None, rows: Iterable[tuple]) -> tuple[list, dict]:
+    """What both Chrome writers say of the process and its threads: the
+    metadata events naming them, and otherData's per-thread maps, keyed like
+    the events by Chrome tid (the loader maps both alike).  rows: (chrome
+    tid, thread_id, native_thread_id, serial, name, dropped) per thread."""
+    lines = [_chrome_event("M", "process_name", "__metadata", pid, 0,
+                           args={"name": process_name or f"python {pid}"})]
+    maps: dict[str, dict] = {"dropped_by_thread": {}, "thread_ids": {}, "thread_serials": {},
+                             "native_thread_ids": {}}
+    for ctid, thread_id, native, serial, name, dropped in rows:
+        lines.append(_chrome_event("M", "thread_name", "__metadata", pid, ctid,
+                                   args={"name": name, "thread_id": thread_id,
+                                         "native_thread_id": native, "thread_serial": serial}))
+        key = str(ctid)
+        maps["dropped_by_thread"][key] = dropped
+        maps["thread_ids"][key] = thread_id
+        # Each thread's own: its serial and its real native id (which a
+        # synthetic Chrome tid stands for).
+        maps["thread_serials"][key] = serial
+        maps["native_thread_ids"][key] = native
+    return lines, maps
+
+
 def _anchor(given: Mapping[str, int] | None) -> dict:
     if given is None:
         return {"monotonic_ns": time.monotonic_ns(), "wall_ns": time.time_ns()}
@@ -330,14 +354,9 @@ def write_chrome(
     label = {t.thread_id: name or f"thread {t.thread_id}"
              for t, name in zip(threads, thread_names_list)}
 
-    lines = [_chrome_event("M", "process_name", "__metadata", pid, 0,
-                           args={"name": process_name or f"python {pid}"})]
-    for t, chrome_tid, name in zip(threads, chrome_tids, thread_names_list):
-        lines.append(_chrome_event("M", "thread_name", "__metadata", pid, chrome_tid,
-                                   args={"name": name or f"thread {t.thread_id}",
-                                         "thread_id": t.thread_id,
-                                         "native_thread_id": t.native_thread_id,
-                                         "thread_serial": t.serial}))
+    lines, maps = _thread_parts(pid, process_name, [
+        (ctid, t.thread_id, t.native_thread_id, t.serial, name or f"thread {t.thread_id}",
+         t.dropped) for t, ctid, name in zip(threads, chrome_tids, thread_names_list)])
     lines += _chrome_tracks(pid, origin, lambda tid: native.get(tid, tid),
                             lambda tid: names.get(tid) or label.get(tid, f"thread {tid}"),
                             ranges, steps)
@@ -350,13 +369,7 @@ def write_chrome(
         "pid": pid,
         "dropped": tracer.dropped,  # events lost entirely
         "dropped_records": tracer.dropped_records,
-        # Keyed like the events, by Chrome tid: the loader maps both alike.
-        "dropped_by_thread": {str(ctid): t.dropped for t, ctid in zip(threads, chrome_tids)},
-        "thread_ids": {str(ctid): t.thread_id for t, ctid in zip(threads, chrome_tids)},
-        # Each thread's own: its serial and its real native id (which a
-        # synthetic Chrome tid stands for).
-        "thread_serials": {str(ctid): t.serial for t, ctid in zip(threads, chrome_tids)},
-        "native_thread_ids": {str(ctid): t.native_thread_id for t, ctid in zip(threads, chrome_tids)},
+        **maps,
         # For merging traces of several processes: this moment on both clocks.
         "clock_anchor": _anchor(clock_anchor),
         "metadata": dict(metadata or {}),
@@ -414,33 +427,27 @@ def _write_chrome_events(path: str, trace: Any, *, process_name: str | None = No
         t = infos[serial]
         tid = t.native_thread_id or t.thread_id
         if tid in used:
-            tid = (1 << 30) + serial
+            tid = SYNTHETIC_TID_BASE + serial
         used.add(tid)
         tid_of[serial] = tid
     names = trace.thread_names or {}
-    label = {t.thread_id: t.name or names.get(t.thread_id) or f"thread {t.thread_id}"
-             for t in infos.values()}
+
+    def own_name(t: Any) -> str:
+        return t.name or names.get(t.thread_id) or f"thread {t.thread_id}"
+
+    label = {t.thread_id: own_name(t) for _s, t in sorted(infos.items())}  # ranges: the latest
     by_ident = {t.thread_id: tid_of[s] for s, t in sorted(infos.items())}
-    lines = [_chrome_event("M", "process_name", "__metadata", pid, 0,
-                           args={"name": process_name or f"python {pid}"})]
-    for serial, t in sorted(infos.items()):
-        lines.append(_chrome_event("M", "thread_name", "__metadata", pid, tid_of[serial],
-                                   args={"name": label[t.thread_id], "thread_id": t.thread_id,
-                                         "native_thread_id": t.native_thread_id,
-                                         "thread_serial": serial}))
+    lines, maps = _thread_parts(pid, process_name, [
+        (tid_of[s], t.thread_id, t.native_thread_id, s, own_name(t), t.dropped or 0)
+        for s, t in sorted(infos.items())])
     lines += _chrome_tracks(pid, origin, lambda tid: by_ident.get(tid, tid),
                             lambda tid: label.get(tid, f"thread {tid}"), ranges, steps)
     traced = trace.tracer_stop_ns is not None
     stop = trace.tracer_stop_ns if traced else trace.session_end_ns
-    dropped = {tid_of[s]: (t.dropped or 0) for s, t in infos.items()}
     other = {
         "format": FORMAT, "version": VERSION, "origin_ns": origin,
         "start_ns": trace.tracer_start_ns if traced else origin, "stop_ns": stop,
-        "pid": pid, "dropped": trace.dropped,
-        "dropped_by_thread": {str(k): v for k, v in dropped.items()},
-        "thread_ids": {str(tid_of[s]): t.thread_id for s, t in infos.items()},
-        "thread_serials": {str(tid_of[s]): s for s in infos},
-        "native_thread_ids": {str(tid_of[s]): t.native_thread_id for s, t in infos.items()},
+        "pid": pid, "dropped": trace.dropped, **maps,
         "metadata": {**dict(metadata or {}), "python_traced": traced},
     }
     # The trace's own (a new one would not fit the times of a loaded trace);

@@ -235,13 +235,12 @@ class Trace:
                 if not isinstance(item, record):
                     raise TypeError(f"Trace.{field_name}[{i}] must be a frametrace."
                                     f"{record.__name__}, not {type(item).__name__}")
-        if output_format(path) == "perfetto":
-            return self.to_perfetto(path)
-        return self.to_chrome(path)
+        self._write(path)
+        return os.fspath(path)
 
-    def _write(self, path: str, *, process_name: Optional[str] = None,
+    def _write(self, path: Union[str, "os.PathLike[str]"], *, process_name: Optional[str] = None,
                metadata: Optional[dict] = None, progress: Any = None) -> int:
-        """save() with the CLI's options, returning how many Python/C events
+        """save(), with the CLI's options, returning how many Python/C events
         it wrote."""
         if output_format(path) == "chrome":
             return self._write_chrome(path, process_name=process_name, metadata=metadata,
@@ -303,16 +302,14 @@ def _pair_ranges(marks: Sequence[tuple], start_ns: int, end_ns: int,
         if mark == "B":
             stack.append((name, ns, False))
             continue
-        for i in reversed(builtins.range(len(stack))):
-            if stack[i][0] == name:
-                # Inner ranges left open by an exception end here too.
-                for inner_name, inner_start, inner_oas in stack[i:]:
-                    done.append(RangeRecord(inner_name, tid, inner_start, ns,
-                                            open_at_start=inner_oas))
-                del stack[i:]
-                break
-        else:
+        i = _innermost(stack, name)
+        if i < 0:
             done.append(RangeRecord(name, tid, start_ns, ns, open_at_start=True))
+            continue
+        # Inner ranges left open by an exception end here too.
+        for inner_name, inner_start, inner_oas in stack[i:]:
+            done.append(RangeRecord(inner_name, tid, inner_start, ns, open_at_start=inner_oas))
+        del stack[i:]
     for tid, stack in open_by_thread.items():
         for name, ns, oas in stack:
             done.append(RangeRecord(name, tid, ns, end_ns, open_at_start=oas, open_at_end=True))
@@ -328,12 +325,20 @@ def _fold_ranges(open_ranges: dict, marks: Sequence[tuple]) -> None:
         if mark == "B":
             stack.append((name, ns))
             continue
-        for i in reversed(builtins.range(len(stack))):
-            if stack[i][0] == name:
-                del stack[i:]
-                break
+        i = _innermost(stack, name)
+        if i >= 0:
+            del stack[i:]  # and the inner ones an exception left open
         if not stack:
             del open_ranges[tid]
+
+
+def _innermost(stack: list, name: str) -> int:
+    """Where the innermost open range of that name is in a thread's stack of
+    (name, ...) entries, or -1."""
+    for i in reversed(builtins.range(len(stack))):
+        if stack[i][0] == name:
+            return i
+    return -1
 
 
 class _Window:

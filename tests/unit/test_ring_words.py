@@ -124,13 +124,19 @@ def random_stream(rng):
     return records, base_ts
 
 
-@pytest.mark.parametrize("seed", range(300))
-def test_escapes_replay_like_small_records(seed):
-    rng = random.Random(seed)
+def random_case(rng):
+    """A random stream, its stop and a ring capacity: room for all of it,
+    or less (it overflows)."""
     records, base_ts = random_stream(rng)
     stop_ns = records[-1][0] + rng.choice([0, 1, 10])
     needed = sum(words(records, base_ts))
     capacity = rng.choice([needed, needed + 3, rng.randrange(1, needed + 1)])
+    return records, base_ts, stop_ns, capacity
+
+
+@pytest.mark.parametrize("seed", range(300))
+def test_escapes_replay_like_small_records(seed):
+    records, base_ts, stop_ns, capacity = random_case(random.Random(seed))
     keep, overflowed = retained(records, base_ts, capacity)
     out, dropped, _ = _testing.replay(records, base_ts=base_ts, stop_ns=stop_ns,
                                    capacity=capacity, with_dropped=True)
@@ -160,10 +166,7 @@ def test_a_packed_ring_replays_as_it_was(seed):
     # end) and gaps up to 2**59 ticks must read back identically, with the
     # same losses.
     rng = random.Random(seed)
-    records, base_ts = random_stream(rng)
-    stop_ns = records[-1][0] + rng.choice([0, 1, 10])
-    needed = sum(words(records, base_ts))
-    capacity = rng.choice([needed, needed + 3, rng.randrange(1, needed + 1)])
+    records, base_ts, stop_ns, capacity = random_case(rng)
     base_stack = rng.choice([[], [rng.randrange(4)]])
     args = dict(base_ts=base_ts, stop_ns=stop_ns, capacity=capacity,
                 base_stack=base_stack, with_dropped=True,
