@@ -16,6 +16,7 @@ import pytest
 import frametrace
 from frametrace.export import _us_text, write_chrome, write_perfetto
 from pbwire import message, one
+from support import UNDER_ASAN
 from support import PROC_STATUS, needs_plain_allocator, run_json
 from targets import calls
 
@@ -413,8 +414,9 @@ def test_concurrent_writes_of_one_tracer(tmp_path, big):
         assert a.read() == b.read()
 
     def events_part(p):
+        # All but otherData, which comes first (its clock anchor differs).
         text = (tmp_path / p).read_text()
-        return text[:text.rindex('"otherData"')]
+        return text[text.index('"traceEvents"'):]
     assert events_part("one.json") == events_part("two.json")
 
 
@@ -438,7 +440,9 @@ def test_clear_in_a_forked_child_of_a_write(tmp_path, big):
                 before = rss()
                 big.clear()
                 code = 0 if big.threads == [] else 2
-                if before - rss() < 8 << 20:  # its ring (17 MB of records) unmapped
+                # Its ring (17 MB of records) unmapped; under ASan the ring
+                # is a heap chunk its quarantine may keep resident.
+                if not UNDER_ASAN and before - rss() < 8 << 20:
                     code = 4
                 try:
                     big.getEvents()
