@@ -179,6 +179,29 @@ ft_clock_note_boottime(ft_clock *clock, int at_stop)
 }
 
 void
+ft_clock_wall_pair(int tries, int64_t *mono_ns, int64_t *wall_ns,
+                   int64_t *width_ns)
+{
+    /* A preemption or an interrupt between the reads widens one bracket:
+     * the tightest is kept. */
+    int64_t best_width = INT64_MAX, best_mono = 0, best_wall = 0;
+    for (int i = 0; i < tries || best_width == INT64_MAX; i++) {
+        struct timespec ts;
+        int64_t before = ft_clock_now();
+        clock_gettime(CLOCK_REALTIME, &ts);
+        int64_t after = ft_clock_now();
+        if (after - before < best_width) {
+            best_width = after - before;
+            best_mono = before + best_width / 2;
+            best_wall = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+        }
+    }
+    *mono_ns = best_mono;
+    *wall_ns = best_wall;
+    *width_ns = best_width;
+}
+
+void
 ft_clock_free(ft_clock *clock)
 {
     free(clock->anchors);

@@ -78,6 +78,13 @@ void ft_clock_free(ft_clock *clock);
  * pair at start (ft_clock_start() does) or at stop.  Pure C; a clock
  * without CLOCK_BOOTTIME keeps no pair. */
 void ft_clock_note_boottime(ft_clock *clock, int at_stop);
+/* One moment on CLOCK_MONOTONIC and CLOCK_REALTIME, for placing a trace on
+ * the wall clock (other processes' traces, torch.profiler's): the tightest
+ * of `tries` bracketed reads (monotonic, wall, monotonic), the wall read
+ * paired with the bracket's midpoint; *width_ns: that bracket's width, a
+ * bound on the pair's error.  Pure C. */
+void ft_clock_wall_pair(int tries, int64_t *mono_ns, int64_t *wall_ns,
+                        int64_t *width_ns);
 /* Appends an anchor (pure C, never fails: without memory it is skipped)
  * and returns it. */
 ft_anchor ft_clock_anchor(ft_clock *clock);

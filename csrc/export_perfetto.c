@@ -65,6 +65,7 @@ enum {
     TE_TYPE = 9,
     TE_NAME_IID = 10,
     TE_TRACK_UUID = 11,
+    TE_CATEGORIES = 22,
     TE_NAME = 23,
     TE_SOURCE_LOCATION_IID = 34,
     ID_EVENT_CATEGORIES = 1,
@@ -487,7 +488,12 @@ track_packet(pb_t *pkt, uint64_t uuid, uint64_t parent, long long pid,
  * not be able to free what is being read, nor the tracer's records. */
 typedef struct {
     PyObject *name;  /* strong */
+    PyObject *cat;   /* strong, maybe NULL: the track's category */
     int64_t start, end;
+    /* Their UTF-8, taken with the GIL (cached in the str objects, which
+     * this holds): what a thread's slices are written from without it. */
+    const char *name8, *cat8;
+    Py_ssize_t name8_len, cat8_len;
 } span_t;
 
 typedef struct {
@@ -503,6 +509,7 @@ free_tracks(track_t *tracks, Py_ssize_t n)
     for (Py_ssize_t i = 0; tracks != NULL && i < n; i++) {
         for (Py_ssize_t j = 0; j < tracks[i].nspans; j++) {
             Py_XDECREF(tracks[i].spans[j].name);
+            Py_XDECREF(tracks[i].spans[j].cat);
         }
         free(tracks[i].spans);
         Py_XDECREF(tracks[i].name);
@@ -534,17 +541,26 @@ as_int64(PyObject *obj, const char *what, int64_t *out)
     return 0;
 }
 
-/* A tuple of n items with a str first, copied out of item. */
+/* A tuple of n items (or n + 1 with extra) with a str first, copied out of
+ * item. */
 static PyObject *
-named_tuple_of(PyObject *item, Py_ssize_t n, const char *what)
+named_tuple_of_n(PyObject *item, Py_ssize_t n, int extra, const char *what)
 {
-    if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != n
+    if (!PyTuple_Check(item)
+        || (PyTuple_GET_SIZE(item) != n
+            && !(extra && PyTuple_GET_SIZE(item) == n + 1))
         || !PyUnicode_Check(PyTuple_GET_ITEM(item, 0))) {
         PyErr_Format(PyExc_TypeError, "%s, not %.100s", what,
                      Py_TYPE(item)->tp_name);
         return NULL;
     }
     return Py_NewRef(item);
+}
+
+static PyObject *
+named_tuple_of(PyObject *item, Py_ssize_t n, const char *what)
+{
+    return named_tuple_of_n(item, n, 0, what);
 }
 
 static int
@@ -568,8 +584,9 @@ parse_spans(PyObject *list, track_t *track)
     }
     int rc = 0;
     for (Py_ssize_t i = 0; rc == 0 && i < n; i++) {
-        PyObject *span = named_tuple_of(PyTuple_GET_ITEM(snapshot, i), 3,
-                                        "a span is (name, start_ns, end_ns)");
+        PyObject *span = named_tuple_of_n(PyTuple_GET_ITEM(snapshot, i), 3, 1,
+                                          "a span is (name, start_ns, end_ns"
+                                          "[, category])");
         if (span == NULL) {
             rc = -1;
             break;
@@ -579,8 +596,18 @@ parse_spans(PyObject *list, track_t *track)
             || as_int64(PyTuple_GET_ITEM(span, 2), "a span's end_ns", &out->end) < 0) {
             rc = -1;
         }
+        else if (PyTuple_GET_SIZE(span) == 4
+                 && !PyUnicode_Check(PyTuple_GET_ITEM(span, 3))) {
+            PyErr_Format(PyExc_TypeError, "a span's category must be a str, "
+                         "not %.100s", Py_TYPE(PyTuple_GET_ITEM(span, 3))->tp_name);
+            rc = -1;
+        }
         else {
             out->name = Py_NewRef(PyTuple_GET_ITEM(span, 0));
+            out->cat = PyTuple_GET_SIZE(span) == 4
+                       ? Py_NewRef(PyTuple_GET_ITEM(span, 3)) : NULL;
+            out->name8 = utf8_of(out->name, &out->name8_len);
+            out->cat8 = out->cat != NULL ? utf8_of(out->cat, &out->cat8_len) : NULL;
             track->nspans++;
         }
         Py_DECREF(span);
@@ -638,7 +665,7 @@ emit_spans(out_t *out, const track_t *track, uint64_t uuid, uint64_t category,
     for (Py_ssize_t i = 0; i < track->nspans; i++) {
         const span_t *span = &track->spans[i];
         pb_t ev = {0}, pkt = {0}, data = {0}, tmp = {0};
-        if (!(*interned & (1 << category))) {
+        if (span->cat == NULL && !(*interned & (1 << category))) {
             const char *name = category == CATEGORY_STEP ? "step" : "range";
             intern_name(&data, &tmp, ID_EVENT_CATEGORIES, category, name,
                         strlen(name));
@@ -646,7 +673,12 @@ emit_spans(out_t *out, const track_t *track, uint64_t uuid, uint64_t category,
         }
         pb_varint(&ev, TE_TYPE, SLICE_BEGIN);
         pb_varint(&ev, TE_TRACK_UUID, uuid);
-        pb_varint(&ev, TE_CATEGORY_IIDS, category);
+        if (span->cat != NULL) {
+            pb_str(&ev, TE_CATEGORIES, span->cat);
+        }
+        else {
+            pb_varint(&ev, TE_CATEGORY_IIDS, category);
+        }
         pb_str(&ev, TE_NAME, span->name);
         pb_varint(&pkt, PKT_TIMESTAMP, (uint64_t)span->start);
         pb_varint(&pkt, PKT_SEQUENCE_ID, SEQUENCE_ID);
@@ -671,6 +703,71 @@ emit_spans(out_t *out, const track_t *track, uint64_t uuid, uint64_t category,
     }
     return 0;
 }
+
+/* thread_slices: one list of spans (name, start_ns, end_ns, category) per
+ * thread, in registration order, sorted by start and then longest first,
+ * nested among themselves and with the thread's events (the caller,
+ * frametrace.torch, made sure). */
+static int
+parse_thread_slices(PyObject *list, Py_ssize_t nthreads, track_t **out)
+{
+    *out = NULL;
+    if (list == NULL || list == Py_None) {
+        return 0;
+    }
+    if (!PyList_Check(list) || PyList_GET_SIZE(list) != nthreads) {
+        PyErr_Format(PyExc_ValueError, "_write_perfetto(): thread_slices "
+                     "must be a list of one list per thread (%zd)", nthreads);
+        return -1;
+    }
+    *out = calloc((size_t)nthreads + 1, sizeof(track_t));
+    if (*out == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t t = 0; t < nthreads; t++) {
+        if (parse_spans(PyList_GET_ITEM(list, t), &(*out)[t]) < 0) {
+            return -1;
+        }
+        for (Py_ssize_t i = 0; i < (*out)[t].nspans; i++) {
+            if ((*out)[t].spans[i].cat == NULL) {
+                PyErr_SetString(PyExc_TypeError, "a thread slice is (name, "
+                                "start_ns, end_ns, category)");
+                return -1;
+            }
+        }
+    }
+    return 0;
+}
+
+/* A thread slice's SLICE_BEGIN on its thread's sequence (default track),
+ * named and categorised inline: they are few beside the frames.  Pure C. */
+static int
+emit_thread_slice(out_t *out, pb_t *ev, pb_t *pkt, uint64_t ts,
+                  uint64_t sequence, const span_t *span)
+{
+    ev->len = 0;
+    pkt->len = 0;
+    pb_varint(ev, TE_TYPE, SLICE_BEGIN);
+    pb_bytes(ev, TE_CATEGORIES, span->cat8, (size_t)span->cat8_len);
+    pb_bytes(ev, TE_NAME, span->name8, (size_t)span->name8_len);
+    pb_varint(pkt, PKT_TIMESTAMP, ts);
+    pb_varint(pkt, PKT_SEQUENCE_ID, sequence);
+    pb_message(pkt, PKT_TRACK_EVENT, ev);
+    if (pkt->failed) {
+        return -1;
+    }
+    emit_packet(out, pkt);
+    return 0;
+}
+
+/* An open slice of a thread whose events are merged with slices of its
+ * own: an event (index into te) or a thread slice. */
+typedef struct {
+    int64_t start, end;
+    size_t idx;
+    int is_slice;
+} open_t;
 
 /* What a thread's sequence has interned: each function's iid there (0:
  * none yet), and which functions have one, to forget them for the next
@@ -702,16 +799,18 @@ PyObject *
 ft_write_perfetto(ft_tracer *tracer, PyObject *args, PyObject *kwargs)
 {
     static char *kwlist[] = {"path", "pid", "process_name", "thread_names",
-                             "tracks", "compress", "progress", "name", NULL};
+                             "tracks", "compress", "progress", "name",
+                             "thread_slices", NULL};
     PyObject *path_obj, *name_obj = NULL, *process_name = NULL, *names = NULL;
-    PyObject *tracks = NULL, *progress = NULL;
+    PyObject *tracks = NULL, *progress = NULL, *slices_obj = NULL;
     long long pid = -1;
     int compress = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&|$LUO!O!pOO&:_write_perfetto",
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&|$LUO!O!pOO&O:_write_perfetto",
                                      kwlist, PyUnicode_FSConverter, &path_obj,
                                      &pid, &process_name, &PyList_Type, &names,
                                      &PyList_Type, &tracks, &compress,
-                                     &progress, PyUnicode_FSConverter, &name_obj)) {
+                                     &progress, PyUnicode_FSConverter, &name_obj,
+                                     &slices_obj)) {
         return NULL;
     }
     if (name_obj == NULL) {
@@ -726,6 +825,11 @@ ft_write_perfetto(ft_tracer *tracer, PyObject *args, PyObject *kwargs)
     size_t stack_cap = 0;
     track_t *session_tracks = NULL;
     Py_ssize_t nsession_tracks = 0;
+    track_t *tslices = NULL;          /* per thread, or NULL */
+    Py_ssize_t ntslices = 0;
+    open_t *open = NULL;
+    size_t open_cap = 0;
+    pb_t sev = {0}, spkt = {0};
     PyObject **thread_names = NULL;
     Py_ssize_t nnames = 0;
     uint64_t *export_tids = NULL;
@@ -760,6 +864,10 @@ ft_write_perfetto(ft_tracer *tracer, PyObject *args, PyObject *kwargs)
         thread_names[t] = PyUnicode_Check(name) ? Py_NewRef(name) : NULL;
     }
     if (parse_tracks(tracks, &session_tracks, &nsession_tracks) < 0) {
+        goto done;
+    }
+    ntslices = nnames;
+    if (parse_thread_slices(slices_obj, nnames, &tslices) < 0) {
         goto done;
     }
     if (ft_export_begin(&ex, tracer, "_write_perfetto()") < 0) {
@@ -864,7 +972,12 @@ ft_write_perfetto(ft_tracer *tracer, PyObject *args, PyObject *kwargs)
         /* The thread's clock starts at its first event (timestamps are
          * unsigned there), and then counts ns from packet to packet;
          * going back (never expected) wraps around, as int64 deltas. */
+        const track_t *xs = tslices != NULL ? &tslices[t] : NULL;
+        size_t nx = xs != NULL ? (size_t)xs->nspans : 0;
         int64_t first = n ? ft_thread_event(&te, 0)->start_ns : 0;
+        if (nx && (!n || xs->spans[0].start < first)) {
+            first = xs->spans[0].start;
+        }
         int64_t clock = first > 0 ? first : 0;
         if (thread_first_packet(&pkt, &snap, &tmp, seq,
                                 FIRST_THREAD_UUID + (uint64_t)t,
@@ -879,6 +992,95 @@ ft_write_perfetto(ft_tracer *tracer, PyObject *args, PyObject *kwargs)
          * the others. */
         size_t total = done + n + (size_t)rest;
         size_t depth = 0;
+        if (nx) {
+            /* The thread's events and its slices, one stream of nested
+             * slices by time: a slice begins before the event it starts
+             * before (or at, and outlasts); before anything begins, what
+             * does not contain it ends (an event: what is not its parent). */
+            if (n + nx + 1 > open_cap) {
+                open_t *grown = realloc(open, (n + nx + 1) * sizeof(open_t));
+                if (grown == NULL) {
+                    interrupted = nomem = 1;
+                    break;
+                }
+                open = grown;
+                open_cap = n + nx + 1;
+            }
+            size_t x = 0;
+            for (size_t i = 0; (i < n || x < nx) && !out.failed && !interrupted; ) {
+                const ft_event *ev = i < n ? ft_thread_event(&te, i) : NULL;
+                const span_t *sp = x < nx ? &xs->spans[x] : NULL;
+                int take_slice = sp != NULL
+                    && (ev == NULL || sp->start < ev->start_ns
+                        || (sp->start == ev->start_ns && sp->end > ev->end_ns));
+                int64_t start = take_slice ? sp->start : ev->start_ns;
+                int64_t end = take_slice ? sp->end : ev->end_ns;
+                while (depth) {
+                    const open_t *top = &open[depth - 1];
+                    int keep = (top->is_slice || take_slice)
+                        ? top->start <= start && end <= top->end
+                        : (int64_t)top->idx == ev->parent;
+                    if (keep) {
+                        break;
+                    }
+                    depth--;
+                    emit_slice(&out, SLICE_END, (uint64_t)top->end - (uint64_t)clock,
+                               seq, 0, 0, 0, 0, NULL);
+                    clock = top->end;
+                }
+                if (take_slice) {
+                    if (emit_thread_slice(&out, &sev, &spkt,
+                                          (uint64_t)start - (uint64_t)clock,
+                                          seq, sp) < 0) {
+                        interrupted = nomem = 1;
+                        break;
+                    }
+                    clock = start;
+                    open[depth++] = (open_t){start, end, x, 1};
+                    x++;
+                    continue;
+                }
+                if (out_progress(progress, done, total, ex.pid, &_save) < 0) {
+                    interrupted = 1;
+                    break;
+                }
+                if (ev->depth > max_depth) {
+                    max_depth = ev->depth;
+                }
+                uint32_t f = ev->func & ~FT_ID_IGNORED;
+                if (f > nfuncs) {
+                    f = nfuncs;
+                }
+                const pb_t *interned = NULL;
+                if (si.iid[f] == 0) {
+                    si.used[si.nused++] = f;
+                    si.iid[f] = si.nused;
+                    intern_func(&data, &tmp, &funcs[f], &strings, si.iid[f],
+                                &si.category_c);
+                    if (data.failed) {
+                        interrupted = nomem = 1;
+                        break;
+                    }
+                    interned = &data;
+                }
+                uint32_t iid = si.iid[f];
+                int is_c = funcs[f].is_c;
+                emit_slice(&out, SLICE_BEGIN, (uint64_t)start - (uint64_t)clock,
+                           seq, 0, iid, is_c ? CATEGORY_C : 0, is_c ? 0 : iid,
+                           interned);
+                clock = start;
+                open[depth++] = (open_t){start, end, i, 0};
+                i++;
+                done++;
+            }
+            while (depth && !interrupted) {
+                int64_t end = open[--depth].end;
+                emit_slice(&out, SLICE_END, (uint64_t)end - (uint64_t)clock, seq,
+                           0, 0, 0, 0, NULL);
+                clock = end;
+            }
+            continue;
+        }
         for (size_t i = 0; i < n && !out.failed; i++, done++) {
             if (out_progress(progress, done, total, ex.pid, &_save) < 0) {
                 interrupted = 1;
@@ -955,6 +1157,10 @@ done:
     free(si.used);
     free(stack);
     free_tracks(session_tracks, nsession_tracks);
+    free_tracks(tslices, tslices != NULL ? ntslices : 0);
+    free(open);
+    free(sev.p);
+    free(spkt.p);
     for (Py_ssize_t t = 0; thread_names != NULL && t < nnames; t++) {
         Py_XDECREF(thread_names[t]);
     }

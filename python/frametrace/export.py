@@ -27,9 +27,10 @@ import sys
 import tempfile
 import time
 import warnings
-from typing import IO, Any, Callable, Iterable, Mapping, Optional, Sequence
+from typing import IO, Any, Callable, Iterable, Mapping, NamedTuple, Optional, Sequence
 
 from ._output import open_output, output_path
+from . import _tracer
 from ._tracer import Event
 
 FORMAT = "frametrace"
@@ -95,6 +96,9 @@ def read_json(path: str | os.PathLike[str]) -> dict[str, Any]:
 STEPS_TID = (1 << 29) - 1
 RANGES_TID_BASE = 1 << 29  # + k: the ranges of the k-th thread that has some
 SYNTHETIC_TID_BASE = 1 << 30  # + serial: a thread whose native id an earlier one had
+# Tracks of slices from other tools (frametrace.torch: GPU streams, ops of
+# threads frametrace did not trace, ops that do not nest in the frames).
+SLICE_TRACKS_TID_BASE = (1 << 29) + (1 << 20)  # + k: the k-th such track
 # Perfetto's UI shows slices up to this depth (deeper ones stay unterminated).
 PERFETTO_MAX_DEPTH = 512
 # The formats by extension (write_trace).
@@ -127,6 +131,59 @@ def trace_format(path: str | os.PathLike[str]) -> str:
             return _FORMATS[ext]
     raise ValueError(f"{name}: unknown trace extension: use .json, .json.gz (Chrome trace JSON) "
                      f"or .pftrace, .pftrace.gz (Perfetto)")
+
+
+class Slice(NamedTuple):
+    """A slice another tool recorded (torch.profiler's ops and kernels:
+    ``frametrace.torch``), on the tracer's clock (CLOCK_MONOTONIC ns).
+    On a traced thread's track it must nest with that thread's frames."""
+
+    name: str
+    category: str
+    start_ns: int
+    end_ns: int
+    args: Optional[dict] = None
+
+
+def _check_slices(thread_slices: Optional[Mapping[int, Sequence[Slice]]],
+                  slice_tracks: Sequence[tuple], serials: Sequence[int]) -> tuple[dict, list]:
+    """thread_slices ({thread serial: [Slice]}) and slice_tracks ([(track
+    name, [Slice])]) checked, each list sorted by start, longest first."""
+    known = set(serials)
+    by_serial: dict[int, list] = {}
+    for serial, items in (thread_slices or {}).items():
+        if serial not in known:
+            raise ValueError(f"thread_slices: no traced thread has serial {serial!r}")
+        by_serial[serial] = sorted(_spans("thread_slices", items, Slice._fields[:4]),
+                                   key=lambda x: (x.start_ns, -x.end_ns))
+    tracks = []
+    for i, track in enumerate(slice_tracks or ()):
+        if not (isinstance(track, tuple) and len(track) == 2 and isinstance(track[0], str)):
+            raise TypeError(f"slice_tracks[{i}] must be a (name, [Slice]) tuple")
+        tracks.append((track[0], sorted(_spans("slice_tracks", track[1], Slice._fields[:4]),
+                                        key=lambda x: (x.start_ns, -x.end_ns))))
+    return by_serial, tracks
+
+
+def _chrome_slices(pid: int, origin: int, by_serial: dict, tid_of_serial: Mapping[int, int],
+                   tracks: list) -> list:
+    """The Chrome events of other tools' slices: on their thread's tid, or
+    on tracks of their own (SLICE_TRACKS_TID_BASE + k)."""
+    lines = []
+
+    def event(x: Slice, tid: int) -> str:
+        fields: dict[str, Any] = {"args": x.args} if x.args else {}
+        return _chrome_event("X", x.name, x.category, pid, tid,
+                             (x.start_ns - origin, x.end_ns - origin), **fields)
+
+    for serial, items in by_serial.items():
+        tid = tid_of_serial[serial]
+        lines += [event(x, tid) for x in items]
+    for k, (name, items) in enumerate(tracks):
+        tid = SLICE_TRACKS_TID_BASE + k
+        lines.append(_chrome_event("M", "thread_name", "__metadata", pid, tid, args={"name": name}))
+        lines += [event(x, tid) for x in items]
+    return lines
 
 
 def _us_text(ns: int) -> str:
@@ -283,12 +340,24 @@ def _thread_parts(pid: int, process_name: str | None, rows: Iterable[tuple]) -> 
     return lines, maps
 
 
+def read_clock_anchor() -> dict:
+    """One moment on both clocks, {"monotonic_ns", "wall_ns", "width_ns"}:
+    the tightest of several bracketed reads (monotonic, wall, monotonic),
+    the wall read paired with the bracket's midpoint; width_ns, the
+    bracket's width, bounds the pair's error (tens of ns)."""
+    mono, wall, width = _tracer._wall_anchor()
+    return {"monotonic_ns": mono, "wall_ns": wall, "width_ns": width}
+
+
 def _anchor(given: Mapping[str, int] | None) -> dict:
     if given is None:
-        return {"monotonic_ns": time.monotonic_ns(), "wall_ns": time.time_ns()}
+        return read_clock_anchor()
     if not isinstance(given, Mapping):
         raise TypeError(f"clock_anchor must be a mapping, not {type(given).__name__}")
-    return {k: _check_int64(f"clock_anchor[{k!r}]", given.get(k)) for k in ("monotonic_ns", "wall_ns")}
+    out = {k: _check_int64(f"clock_anchor[{k!r}]", given.get(k)) for k in ("monotonic_ns", "wall_ns")}
+    if given.get("width_ns") is not None:  # absent in older files
+        out["width_ns"] = _check_int64("clock_anchor['width_ns']", given["width_ns"], minimum=0)
+    return out
 
 
 def _chrome_head(other: Mapping[str, Any]) -> str:
@@ -311,6 +380,8 @@ def write_chrome(
     metadata: Mapping[str, Any] | None = None,
     progress: Any = None,
     clock_anchor: Mapping[str, int] | None = None,
+    thread_slices: Mapping[int, Sequence[Slice]] | None = None,
+    slice_tracks: Sequence[tuple] = (),
 ) -> int:
     """Writes a stopped tracer's events as Chrome trace event JSON, straight
     from its records in C (``.json.gz``: gzip-compressed); returns how many
@@ -330,7 +401,10 @@ def write_chrome(
     Calls nested deeper than Perfetto's UI shows (512 levels) are written
     all the same, with a ``RuntimeWarning``.  ``clock_anchor``
     ({"monotonic_ns", "wall_ns"}, one moment on both clocks, which
-    ``merge`` aligns processes by): default, read now.
+    ``merge`` aligns processes by): default, read now.  ``thread_slices``
+    ({thread serial: [Slice]}, slices that nest with that thread's frames)
+    and ``slice_tracks`` ([(track name, [Slice])]): other tools' slices
+    (``frametrace.torch``), cat their ``category``.
     ``progress(done, total)`` is called every 2**20 events (see
     ``terminal_progress``; total is exact for the threads written, an
     estimate for the others).  The file replaces path only once complete:
@@ -360,6 +434,11 @@ def write_chrome(
     lines += _chrome_tracks(pid, origin, lambda tid: native.get(tid, tid),
                             lambda tid: names.get(tid) or label.get(tid, f"thread {tid}"),
                             ranges, steps)
+    by_serial, extra_tracks = _check_slices(thread_slices, slice_tracks,
+                                            [t.serial for t in threads])
+    lines += _chrome_slices(pid, origin, by_serial,
+                            {t.serial: ctid for t, ctid in zip(threads, chrome_tids)},
+                            extra_tracks)
     other = {
         "format": FORMAT,
         "version": VERSION,
@@ -399,7 +478,9 @@ def write_chrome(
 
 
 def _write_chrome_events(path: str, trace: Any, *, process_name: str | None = None,
-                         metadata: Mapping[str, Any] | None = None) -> int:
+                         metadata: Mapping[str, Any] | None = None,
+                         thread_slices: Mapping[int, Sequence[Slice]] | None = None,
+                         slice_tracks: Sequence[tuple] = ()) -> int:
     """A Trace without tracer records (one load() read, or a session window
     that traced no Python) as Chrome trace JSON, laid out as write_chrome
     lays it out, from its Events; returns how many Python/C events."""
@@ -442,6 +523,8 @@ def _write_chrome_events(path: str, trace: Any, *, process_name: str | None = No
         for s, t in sorted(infos.items())])
     lines += _chrome_tracks(pid, origin, lambda tid: by_ident.get(tid, tid),
                             lambda tid: label.get(tid, f"thread {tid}"), ranges, steps)
+    by_serial, extra_tracks = _check_slices(thread_slices, slice_tracks, list(tid_of))
+    lines += _chrome_slices(pid, origin, by_serial, tid_of, extra_tracks)
     traced = trace.tracer_stop_ns is not None
     stop = trace.tracer_stop_ns if traced else trace.session_end_ns
     other = {
@@ -500,6 +583,8 @@ def write_perfetto(
     ranges: Iterable[Any] = (),
     steps: Iterable[Any] = (),
     progress: Any = None,
+    thread_slices: Mapping[int, Sequence[Slice]] | None = None,
+    slice_tracks: Sequence[tuple] = (),
 ) -> int:
     """Writes a stopped tracer's events as Perfetto's native protobuf trace
     (``.pftrace``; ``.gz`` compressed), straight from its records in C, with
@@ -514,8 +599,10 @@ def write_perfetto(
     CLOCK_MONOTONIC nanoseconds, declared so: the file's first packets are
     clock snapshots relating CLOCK_MONOTONIC to CLOCK_BOOTTIME (read
     together at start and at stop), which Perfetto takes as the trace's
-    clock, as for system traces of the machine.  ``progress`` as for
-    ``write_chrome``; the file replaces path only once complete.
+    clock, as for system traces of the machine.  ``progress``,
+    ``thread_slices`` and ``slice_tracks`` as for ``write_chrome``: a
+    thread's slices are merged into its sequence, nested with its frames;
+    the file replaces path only once complete.
     """
     path, pid, names, ranges, steps = _prepare(path, tracer, pid, thread_names, process_name,
                                                ranges, steps, "write_perfetto")
@@ -535,12 +622,20 @@ def write_perfetto(
                                     f"[tid {t.native_thread_id}]")
     for tid, spans in by_thread.items():
         tracks.append((f"ranges: {names.get(tid) or latest.get(tid, tid)}", 0, spans))
+    by_serial, extra_tracks = _check_slices(thread_slices, slice_tracks,
+                                            [t.serial for t in tracer.threads])
+    for name, items in extra_tracks:
+        tracks.append((name, 0, [(x.name, x.start_ns, x.end_ns, x.category) for x in items]))
+    per_thread = None
+    if by_serial:
+        per_thread = [[(x.name, x.start_ns, x.end_ns, x.category) for x in by_serial.get(t.serial, ())]
+                      for t in tracer.threads]
     compress = path.endswith(".gz")
     with output_path(path) as where:
         count, depth = tracer._write_perfetto(
             where, pid=pid, process_name=process_name or f"python {pid}",
             thread_names=thread_names_list, tracks=tracks, compress=compress,
-            progress=progress, name=path)
+            progress=progress, name=path, thread_slices=per_thread)
     _warn_depth(path, depth)
     return count
 

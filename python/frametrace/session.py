@@ -22,19 +22,16 @@ import functools
 import os
 import sys
 import threading
-import time
 import traceback
 from dataclasses import dataclass, field
 from typing import Any, Callable, Literal, NamedTuple, Optional, Sequence, Union
 
 from . import _tracer
-from .export import output_format
+from .export import output_format, read_clock_anchor
 from .schedule import ProfilerAction, Schedule
 from .tracer import Tracer
 
 _now = _tracer._clock_ns  # a C function of the extension: never traced
-_monotonic_ns = time.monotonic_ns
-_time_ns = time.time_ns
 _RECORDING = (ProfilerAction.RECORD, ProfilerAction.RECORD_AND_SAVE)
 
 
@@ -98,9 +95,19 @@ class Trace:
     thread_names and dropped_by_thread (keyed by thread_id) merge threads
     that had the same ident (thread_names: the latest one's name)."""
     clock_anchor: Optional[dict] = None
-    """{"monotonic_ns", "wall_ns"}: one moment on both clocks, which places
-    the trace's monotonic times on the wall clock (``frametrace merge``):
-    read at the window's close, or from the file load() read."""
+    """{"monotonic_ns", "wall_ns", "width_ns"}: one moment on both clocks,
+    which places the trace's monotonic times on the wall clock
+    (``frametrace merge``, ``frametrace.torch``): read at the window's
+    close as the tightest of several bracketed reads, width_ns the
+    bracket's width (absent in files of earlier versions), or from the
+    file load() read."""
+    slices: dict = field(default_factory=dict)
+    """{thread serial: [frametrace.export.Slice]}: other tools' slices that
+    nest with that thread's frames (torch's ops: ``frametrace.torch``),
+    written on the thread's track."""
+    slice_tracks: list = field(default_factory=list)
+    """[(track name, [Slice])]: other tools' slices on tracks of their own
+    (GPU streams, ops of threads not traced)."""
 
     def _get_events(self) -> list:
         events = self.__dict__.get("_events")
@@ -162,13 +169,15 @@ class Trace:
         if self.tracer is None:  # load()'s, or a window that traced no Python
             return _write_chrome_events(os.fspath(path), self, process_name=process_name,
                                         metadata={**(metadata or {}), "cycle": self.cycle,
-                                                  "session_end_ns": self.session_end_ns})
+                                                  "session_end_ns": self.session_end_ns},
+                                        thread_slices=self.slices, slice_tracks=self.slice_tracks)
         return write_chrome(path, self.tracer, pid=self.pid, process_name=process_name,
                             thread_names=self.thread_names, ranges=self.ranges,
                             steps=self.steps, origin_ns=self.session_start_ns,
                             metadata={**(metadata or {}), "cycle": self.cycle,
                                       "session_end_ns": self.session_end_ns},
-                            progress=progress, clock_anchor=self.clock_anchor)
+                            progress=progress, clock_anchor=self.clock_anchor,
+                            thread_slices=self.slices, slice_tracks=self.slice_tracks)
 
     def summary(self, sort: str = "self", limit: Optional[int] = 30, *,
                 per_thread: bool = False, print: bool = True) -> Any:
@@ -222,7 +231,8 @@ class Trace:
                              f"(Trace.save('trace.json'))")
         return write_perfetto(path, self.tracer, pid=self.pid, process_name=process_name,
                               thread_names=self.thread_names, ranges=self.ranges,
-                              steps=self.steps, progress=progress)
+                              steps=self.steps, progress=progress,
+                              thread_slices=self.slices, slice_tracks=self.slice_tracks)
 
     def save(self, path: Union[str, "os.PathLike[str]"]) -> str:
         """Writes the trace in the format its extension names: Chrome trace
@@ -543,6 +553,12 @@ class Profile:
         # open, so that a window knows those that began before it.
         self._outside_marks: list = []
         self._open_ranges: dict = {}
+        # Another profiler's step (frametrace.torch): _step_hook(False) in
+        # each step() after the step ended and its window closed (the
+        # tracer stopped), before the next step begins; _step_hook(True) at
+        # exit, before the handlers are waited for.  The tracer records
+        # it only between two steps of one window.
+        self._step_hook: Optional[Callable[[bool], None]] = None
 
     # -- the public protocol ---------------------------------------------
 
@@ -591,7 +607,13 @@ class Profile:
         self.step_num += 1
         if self._window is None and self._outside_marks:
             self._fold_outside()
-        self._begin_step(now)
+        if self._step_hook is not None:
+            try:
+                self._step_hook(False)
+            finally:
+                self._begin_step(now)
+        else:
+            self._begin_step(now)
         if self._writer.errors:  # an attribute, no call: nothing in the trace
             self._raise_pending()
 
@@ -622,8 +644,12 @@ class Profile:
                 self._close_window(now)
         finally:
             try:
-                if not self._forked:
-                    self._writer.wait()
+                try:
+                    if self._step_hook is not None and not self._forked:
+                        self._step_hook(True)
+                finally:
+                    if not self._forked:
+                        self._writer.wait()
             finally:
                 self._finished = True
                 self._release()
@@ -726,7 +752,7 @@ class Profile:
             threads=tracer.threads if tracer is not None else [],
             cycle=window.cycle,
             tracer=tracer,
-            clock_anchor={"monotonic_ns": _monotonic_ns(), "wall_ns": _time_ns()},
+            clock_anchor=read_clock_anchor(),
         )
         previous, self.last_trace = self.last_trace, trace
         if previous is not None and previous.tracer is None:

@@ -1,0 +1,564 @@
+"""frametrace.torch: a torch training loop on one timeline, its Python from
+frametrace and torch's ops (and GPU kernels) from torch.profiler.
+
+    import frametrace.torch
+
+    sched = frametrace.schedule(wait=1, warmup=1, active=3)
+    with frametrace.torch.profile(schedule=sched, module_names=model,
+                                  on_trace_ready=frametrace.save("traces/")) as prof:
+        for x, y in loader:
+            loss = loss_fn(model(x), y)
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+            prof.step()
+
+One ``step()`` drives both: frametrace's session (``frametrace.profile``)
+and a ``torch.profiler.profile`` with ``with_stack=False`` (torch's ops;
+with ``ProfilerActivity.CUDA`` too where ``torch.cuda.is_available()``) on
+the same schedule.  At the end of each active window the two are joined
+into the window's ``frametrace.Trace``: torch's timestamps (wall-clock ns)
+are moved onto frametrace's CLOCK_MONOTONIC through the trace's clock
+anchor, each op of a thread frametrace traced goes on that thread's track,
+nested under the Python frame (the C call) that ran it, and GPU kernels on
+tracks of their own; ``trace.save()`` (or ``frametrace.save(dir)``) then
+writes one Chrome JSON or ``.pftrace`` file.
+
+torch is imported when a profile is entered, never by ``import frametrace``.
+"""
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any, Callable, Iterable, Optional, Sequence, Union
+
+from . import _tracer
+from .export import Slice
+from .schedule import ProfilerAction
+from .session import Profile as _Session
+from .session import Trace
+
+__all__ = ["profile", "Profile", "torch_trace_slices"]
+
+# How long a window's handler waits for torch's results of the same
+# window (delivered by the step() that closed it, or the exit).
+_TORCH_RESULT_TIMEOUT_S = 600.0
+# How far (ns) an op may cross the edge of a Python frame and still be
+# moved to nest, beside the anchor's width: measured joins are off by up
+# to about 50 ns (an aten::select 4-45 ns before its generator's resume).
+_TOLERANCE_NS = 200
+
+
+class _ModuleNames:
+    """nn.Module calls as frametrace ranges, through torch's global module
+    hooks: each call of a module of the given models is a range named by its
+    path in ``named_modules()`` (the model itself by its class name), any
+    other module ``ClassName_N`` (N counting that class's modules in the
+    order first called, as torch.profiler names them).  The hooks are
+    Python functions the session's tracers ignore; the ranges are
+    frametrace's C type, whose methods are never traced."""
+
+    def __init__(self, models: Any):
+        import torch
+
+        if isinstance(models, torch.nn.Module):
+            models = [models]
+        elif isinstance(models, (list, tuple)):
+            models = list(models)
+        else:
+            raise TypeError(f"module_names must be a torch.nn.Module or a list of them, "
+                            f"not {type(models).__name__}")
+        for i, m in enumerate(models):
+            if not isinstance(m, torch.nn.Module):
+                raise TypeError(f"module_names[{i}] must be a torch.nn.Module, not {type(m).__name__}")
+        # Module -> its Range (strong references until the profile ends).
+        self.ranges: dict = {}
+        for m in models:
+            for path, module in m.named_modules():
+                if module not in self.ranges:
+                    self.ranges[module] = _tracer.Range(path or type(module).__name__)
+        self.counts: dict = {}
+        self.handles: list = []
+
+    def _unnamed(self, module: Any) -> Any:
+        cls = type(module).__name__
+        n = self.counts.get(cls, 0)
+        self.counts[cls] = n + 1
+        r = self.ranges[module] = _tracer.Range(f"{cls}_{n}")
+        return r
+
+    def install(self) -> None:
+        from torch.nn.modules import module as nn_module
+
+        ranges = self.ranges
+        unnamed = self._unnamed
+
+        # No call in the common path but the Range's own (ignored) method:
+        # a dict subscript is no call event.
+        def pre_hook(module: Any, args: Any) -> None:
+            try:
+                r = ranges[module]
+            except KeyError:
+                r = unnamed(module)
+            r.__enter__()
+
+        def post_hook(module: Any, args: Any, output: Any) -> None:
+            try:
+                r = ranges[module]
+            except KeyError:  # entered before the hooks were installed
+                return
+            r.__exit__(None, None, None)
+
+        self.code = (pre_hook, post_hook, _ModuleNames._unnamed)
+        self.handles = [nn_module.register_module_forward_pre_hook(pre_hook),
+                        nn_module.register_module_forward_hook(post_hook, always_call=True)]
+
+    def remove(self) -> None:
+        for h in self.handles:
+            h.remove()
+        self.handles = []
+        self.ranges.clear()
+
+
+def _torch_activities(torch: Any, activities: Optional[Sequence[Any]]) -> list:
+    from torch.profiler import ProfilerActivity
+
+    if activities is not None:
+        return list(activities)
+    found = [ProfilerActivity.CPU]
+    if torch.cuda.is_available():
+        found.append(ProfilerActivity.CUDA)
+    return found
+
+
+class Profile:
+    """A frametrace session and a torch.profiler profile driven by one
+    ``step()``; see ``frametrace.torch.profile``."""
+
+    def __init__(self, *, schedule: Optional[Callable[[int], ProfilerAction]] = None,
+                 python_steps: Optional[int] = None,
+                 on_trace_ready: Optional[Callable[[Trace], Any]] = None,
+                 module_names: Any = None, activities: Optional[Sequence[Any]] = None,
+                 record_shapes: bool = False, buffer_size: int = _tracer.DEFAULT_BUFFER_SIZE,
+                 c_calls: bool = True, backend: str = "auto",
+                 max_memory: int = _tracer.DEFAULT_MAX_MEMORY):
+        if on_trace_ready is not None and not callable(on_trace_ready):
+            raise TypeError(f"on_trace_ready must be callable, not {type(on_trace_ready).__name__}")
+        if not isinstance(record_shapes, bool):
+            raise TypeError(f"record_shapes must be a bool, not {type(record_shapes).__name__}")
+        self._options = dict(schedule=schedule, python_steps=python_steps, buffer_size=buffer_size,
+                             c_calls=c_calls, backend=backend, max_memory=max_memory)
+        _Session(**self._options)  # checks them now, not at enter
+        self.schedule = schedule
+        self.python_steps = python_steps
+        self.on_trace_ready = on_trace_ready
+        self.module_names = module_names
+        self.activities = activities
+        self.record_shapes = record_shapes
+        self.last_trace: Optional[Trace] = None
+        self.session: Optional[_Session] = None
+        self.torch_profiler: Any = None
+        self._modules: Optional[_ModuleNames] = None
+        self._results: dict = {}  # cycle -> torch's profile object of that window
+        self._torch_cycles = 0
+        self._torch_failed: Optional[BaseException] = None
+        self._cond = threading.Condition(threading.Lock())
+
+    @property
+    def step_num(self) -> int:
+        return self.session.step_num if self.session is not None else 0
+
+    # -- torch's side ----------------------------------------------------
+
+    def _torch_ready(self, prof: Any) -> None:
+        """torch's on_trace_ready, on the training thread inside torch's
+        step(): only hands the window's results over (the parsing and the
+        writing are the session's writer thread's)."""
+        with self._cond:
+            self._results[self._torch_cycles] = prof.profiler
+            self._torch_cycles += 1
+            self._cond.notify_all()
+
+    def _torch_step(self, final: bool) -> None:
+        prof = self.torch_profiler
+        if prof is None:
+            return
+        try:
+            if final:
+                self.torch_profiler = None
+                prof.__exit__(None, None, None)
+            else:
+                prof.step()
+        except BaseException as exc:
+            with self._cond:
+                self._torch_failed = exc
+                self._cond.notify_all()
+            raise
+
+    def _wait_torch(self, cycle: int) -> Any:
+        with self._cond:
+            ok = self._cond.wait_for(lambda: cycle in self._results or self._torch_failed is not None,
+                                     timeout=_TORCH_RESULT_TIMEOUT_S)
+            result = self._results.pop(cycle, None)
+        if result is None:
+            why = (f"torch.profiler failed: {self._torch_failed!r}" if self._torch_failed is not None
+                   else "torch.profiler delivered no results" if ok else "timed out")
+            raise RuntimeError(f"frametrace.torch: cycle {cycle}: no torch ops to join ({why})")
+        return result
+
+    def _ready(self, trace: Trace) -> None:
+        """The session's on_trace_ready (its writer thread): torch's ops of
+        the same window joined into trace, then the user's handler."""
+        result = self._wait_torch(trace.cycle)
+        kineto = getattr(result, "kineto_results", None)
+        if kineto is not None:
+            join_torch(trace, _activities_of(kineto))
+        self.last_trace = trace
+        if self.on_trace_ready is not None:
+            self.on_trace_ready(trace)
+
+    # -- the protocol ----------------------------------------------------
+
+    def __enter__(self) -> "Profile":
+        import torch
+        import torch.profiler as tp
+
+        session = _Session(on_trace_ready=self._ready, **self._options,
+                                  _ignore=_ignored_code(tp))
+        torch_schedule = None
+        if self.schedule is not None:
+            ft_schedule = self.schedule
+            actions = {a.name: getattr(tp.ProfilerAction, a.name) for a in ProfilerAction}
+
+            def torch_schedule(step: int) -> Any:
+                return actions[ft_schedule(step).name]
+        modules = _ModuleNames(self.module_names) if self.module_names is not None else None
+        prof = tp.profile(activities=_torch_activities(torch, self.activities),
+                          schedule=torch_schedule, on_trace_ready=self._torch_ready,
+                          record_shapes=self.record_shapes, with_stack=False)
+        # frametrace's step track stands for torch's ProfilerStep#N
+        # annotations, which would span two steps of the Python frames.
+        prof.record_steps = False
+        if modules is not None:
+            modules.install()
+            session._ignored += modules.code
+        if torch_schedule is not None:
+            session._ignored += (torch_schedule,)
+        session._step_hook = self._torch_step
+        self.session, self._modules = session, modules
+        try:
+            prof.__enter__()  # torch first: its start is not in the Python trace
+            self.torch_profiler = prof
+            session.__enter__()
+        except BaseException:
+            if self.torch_profiler is not None:
+                self.torch_profiler = None
+                prof.__exit__(None, None, None)
+            if modules is not None:
+                modules.remove()
+            raise
+        return self
+
+    def step(self) -> None:
+        """Ends the current step of both profilers and starts the next."""
+        if self.session is None:
+            raise RuntimeError("step() called outside a session: use it inside "
+                               "'with frametrace.torch.profile(...) as prof:'")
+        self.session.step()
+
+    def stop(self) -> None:
+        """Stops Python tracing now; torch's ops, the steps and the ranges
+        go on being recorded to the end of the window."""
+        if self.session is not None:
+            self.session.stop()
+
+    def __exit__(self, *exc_info: Any) -> bool:
+        session = self.session
+        try:
+            if session is not None:
+                session.__exit__(*exc_info)  # torch's exit runs inside (its hook)
+        finally:
+            if self._modules is not None:
+                self._modules.remove()
+                self._modules = None
+        return False
+
+
+def profile(*, schedule: Optional[Callable[[int], ProfilerAction]] = None,
+            python_steps: Optional[int] = None,
+            on_trace_ready: Optional[Callable[[Trace], Any]] = None,
+            module_names: Any = None, activities: Optional[Sequence[Any]] = None,
+            record_shapes: bool = False, buffer_size: int = _tracer.DEFAULT_BUFFER_SIZE,
+            c_calls: bool = True, backend: str = "auto",
+            max_memory: int = _tracer.DEFAULT_MAX_MEMORY) -> Profile:
+    """Profiles a torch training loop: Python with frametrace, torch's ops
+    with torch.profiler, on one schedule and one timeline (a context
+    manager; ``prof.step()`` ends each step of both).
+
+    schedule, python_steps, buffer_size, c_calls, backend, max_memory: as
+    for ``frametrace.profile`` (torch.profiler follows the same schedule;
+    Python tracing may stop after python_steps active steps of a window
+    while torch's ops are recorded to its end).  on_trace_ready(trace) is
+    called for each active window on the session's writer thread, with a
+    ``frametrace.Trace`` whose ``slices`` and ``slice_tracks`` hold torch's
+    ops and kernels: ``trace.save("t.json")`` or ``frametrace.save(dir)``
+    writes one file with both.  module_names: an ``nn.Module`` (or a list)
+    whose submodules' calls become ranges named by their path
+    (``encoder.layers.0``); other modules' calls are ranges
+    ``ClassName_N``.  activities: torch.profiler's (default: CPU, and CUDA
+    where available).  record_shapes: torch.profiler's."""
+    return Profile(schedule=schedule, python_steps=python_steps, on_trace_ready=on_trace_ready,
+                   module_names=module_names, activities=activities, record_shapes=record_shapes,
+                   buffer_size=buffer_size, c_calls=c_calls, backend=backend,
+                   max_memory=max_memory)
+
+
+def _ignored_code(tp: Any) -> tuple:
+    """torch.profiler's step code, run between two steps of a window while
+    frametrace traces: kept out of the Python trace (what it calls in C
+    still shows)."""
+    p = tp.profile
+    return tuple(f for f in (p.step, p._transit_action, Profile._torch_step,
+                             Profile.step, Profile._torch_ready)
+                 if hasattr(f, "__code__"))
+
+
+# ---- joining torch's results ------------------------------------------------
+
+class _Activity:
+    """One torch activity: times in wall-clock ns."""
+
+    __slots__ = ("name", "category", "start", "end", "device", "resource", "args")
+
+    def __init__(self, name: str, category: str, start: int, end: int, device: int,
+                 resource: int, args: Optional[dict] = None):
+        self.name, self.category, self.start, self.end = name, category, start, end
+        self.device, self.resource, self.args = device, resource, args
+
+
+def _activities_of(kineto: Any) -> list:
+    """A ``_ProfilerResult``'s activities (torch 2.13 has
+    ``trace_activities()``; older ones: through its Chrome export)."""
+    if hasattr(kineto, "trace_activities"):
+        out = []
+        for a in kineto.trace_activities():
+            start = a.timestamp()
+            out.append(_Activity(a.name(), a.type(), start, start + max(a.duration(), 0),
+                                 a.device_id(), abs(a.resource_id())))
+        return out
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="frametrace-torch.") as d:
+        path = os.path.join(d, "torch.json")
+        kineto.save(path)
+        return read_torch_chrome(path)[1]
+
+
+def read_torch_chrome(path: Union[str, "os.PathLike[str]"]) -> tuple[dict, list]:
+    """torch.profiler's Chrome trace (``export_chrome_trace``): (its
+    top-level members but traceEvents, [_Activity] with wall-clock ns:
+    ``baseTimeNanoseconds`` + ts).  ValueError if it is not one."""
+    import gzip
+    import json
+
+    name = os.fspath(path)
+    opener = gzip.open if name.endswith(".gz") else open
+    try:
+        with opener(name, "rt", encoding="utf-8") as fh:
+            doc = json.load(fh)
+    except (OSError, ValueError, EOFError) as exc:
+        raise ValueError(f"{name}: not a readable torch.profiler trace: {exc}") from exc
+    if not isinstance(doc, dict) or not isinstance(doc.get("traceEvents"), list):
+        raise ValueError(f"{name}: not a Chrome trace (no traceEvents list)")
+    base = doc.get("baseTimeNanoseconds")
+    if isinstance(base, bool) or not isinstance(base, int):
+        raise ValueError(f"{name}: not a torch.profiler trace (no integer baseTimeNanoseconds)")
+    out = []
+    for n, ev in enumerate(doc["traceEvents"]):
+        if not isinstance(ev, dict) or ev.get("ph") != "X":
+            continue
+        try:
+            ts = _us_to_ns(ev["ts"])
+            dur = _us_to_ns(ev.get("dur", 0))
+            out.append(_Activity(str(ev.get("name", "")), str(ev.get("cat", "")), base + ts,
+                                 base + ts + max(dur, 0), int(ev.get("pid", 0)),
+                                 abs(int(ev.get("tid", 0))), ev.get("args") or None))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"{name}: traceEvents[{n}]: not a complete event: {exc!r}") from None
+    head = {k: v for k, v in doc.items() if k != "traceEvents"}
+    return head, out
+
+
+def _us_to_ns(value: Any) -> int:
+    """A Chrome ts/dur in us (a JSON number) as ns, rounded: torch writes
+    three decimals, which a float holds to well under a ns at today's
+    offsets from baseTimeNanoseconds."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"a number of us expected, not {value!r}")
+    return round(value * 1000)
+
+
+def _nest(frames: list, ops: list, tolerance_ns: int) -> tuple[list, list]:
+    """ops (Slices sorted by start, longest first) split into those that
+    nest with frames ((start, end, parent index) of one thread's events,
+    in call order) and those that cross a frame's boundary or another op's
+    (annotations such as record_function's, which begin in one call and
+    end in another): these go on a track of their own, unchanged, where
+    Perfetto neither drops nor misnests them.  An op that crosses a
+    frame's edge by at most tolerance_ns (the clocks' join is that close)
+    is moved onto the side of the edge where the rest of it lies, and says
+    so in its args (``frametrace_moved_start_ns``/``_end_ns``).  The sweep
+    is the .pftrace writer's: an op goes before the frame it starts before
+    (or at, and outlasts)."""
+    work = [(x, i) for i, x in enumerate(ops)]  # (Slice as placed, index in ops)
+    crossing: set = set()
+    for _ in range(10000):
+        moved, found = _crossing_pass(frames, work, crossing, tolerance_ns)
+        if not moved and not found:
+            break
+        crossing |= found
+        for k, x in moved.items():
+            work[k] = (x, work[k][1])
+        if moved:
+            work.sort(key=lambda w: (w[0].start_ns, -w[0].end_ns))
+    nested = []
+    for x, i in work:
+        if i in crossing:
+            continue
+        orig = ops[i]
+        if (x.start_ns, x.end_ns) != (orig.start_ns, orig.end_ns):
+            args = dict(orig.args or {})
+            if x.start_ns != orig.start_ns:
+                args["frametrace_moved_start_ns"] = x.start_ns - orig.start_ns
+            if x.end_ns != orig.end_ns:
+                args["frametrace_moved_end_ns"] = x.end_ns - orig.end_ns
+            x = x._replace(args=args)
+        nested.append(x)
+    return nested, [ops[i] for i in sorted(crossing)]
+
+
+def _crossing_pass(frames: list, work: list, skip: set, tol: int) -> tuple[dict, set]:
+    """One sweep: {position in work: the op moved} for ops that cross a
+    frame's edge by at most tol, and the indices (in ops) of ops that
+    cross more."""
+    found: set = set()
+    moved: dict = {}
+    stack: list = []  # (start, end, is_op, index: frame's, or op's position in work)
+    i = x = 0
+    nf, nx = len(frames), len(work)
+    while i < nf or x < nx:
+        while x < nx and work[x][1] in skip:
+            x += 1
+        f = frames[i] if i < nf else None
+        op = work[x][0] if x < nx else None
+        if f is None and op is None:
+            break
+        take_op = op is not None and (f is None or op.start_ns < f[0]
+                                      or (op.start_ns == f[0] and op.end_ns > f[1]))
+        start, end = (op.start_ns, op.end_ns) if take_op else (f[0], f[1])
+        while stack:
+            t_start, t_end, t_op, t_idx = stack[-1]
+            keep = (t_start <= start and end <= t_end) if (t_op or take_op) else t_idx == f[2]
+            if keep:
+                break
+            stack.pop()
+            if t_end <= start or (t_op and take_op):
+                # Ended before; or two ops: torch's own nesting, kept.
+                if t_op and take_op and t_end > start and work[x][1] not in found:
+                    found.add(work[x][1])
+                continue
+            # They cross: t began before what begins now and ends after.
+            if t_op and t_idx not in moved:  # an op, then a frame
+                t = work[t_idx][0]
+                if start - t_start <= tol and t_end <= end:
+                    moved[t_idx] = t._replace(start_ns=start)  # into the frame
+                elif t_end - start <= tol:
+                    moved[t_idx] = t._replace(end_ns=start)  # before it
+                else:
+                    found.add(work[t_idx][1])
+            elif take_op and x not in moved:  # a frame, then an op
+                if end - t_end <= tol and t_start <= start:
+                    moved[x] = op._replace(end_ns=t_end)  # into the frame
+                elif t_end - start <= tol:
+                    moved[x] = op._replace(start_ns=t_end)  # after it
+                else:
+                    found.add(work[x][1])
+        if moved:
+            return moved, set()  # the order may change: sweep again
+        if take_op:
+            if work[x][1] not in found:
+                stack.append((start, end, True, x))
+            x += 1
+        else:
+            stack.append((start, end, False, i))
+            i += 1
+    return moved, found
+
+
+def torch_trace_slices(trace: Trace, activities: Iterable[Any], *, offset_ns: int,
+                       pid: Optional[int] = None,
+                       tolerance_ns: int = 250) -> tuple[dict, list]:
+    """torch's activities as frametrace Slices of trace: ({thread serial:
+    [Slice]}, [(track name, [Slice])]).  offset_ns: wall-clock minus
+    monotonic ns (from the trace's clock anchor); tolerance_ns: how far an
+    op may cross a frame's edge and still be moved to nest (see _nest)."""
+    pid = os.getpid() if pid is None else pid
+    serial_of: dict[int, int] = {}
+    names: dict[int, str] = {}
+    for t in trace.threads:  # the latest thread that had a native id
+        if t.native_thread_id:
+            serial_of[t.native_thread_id] = t.serial
+            names[t.serial] = t.name or f"thread {t.thread_id}"
+    per_serial: dict[int, list] = {}
+    own: dict[str, list] = {}
+    for a in activities:
+        s = Slice(a.name, a.category, a.start - offset_ns, a.end - offset_ns, a.args)
+        if a.device == pid or a.device < 0:
+            serial = serial_of.get(a.resource)
+            if serial is not None:
+                per_serial.setdefault(serial, []).append(s)
+            else:
+                own.setdefault(f"torch: thread {a.resource}", []).append(s)
+        else:
+            own.setdefault(f"torch: device {a.device} stream {a.resource}", []).append(s)
+    frames_of: dict[int, list] = {}
+    if per_serial:
+        for e in trace.events:
+            if e.thread_serial in per_serial:
+                frames_of.setdefault(e.thread_serial, []).append(e)
+    slices: dict[int, list] = {}
+    for serial, items in per_serial.items():
+        items.sort(key=lambda s: (s.start_ns, -s.end_ns))
+        events = frames_of.get(serial, [])
+        # Parent indices within this thread's list.
+        index = {id(e): k for k, e in enumerate(events)}
+        frames = [(e.start_ns, e.end_ns, -1) for e in events]
+        all_events = trace.events
+        for k, e in enumerate(events):
+            if e.parent >= 0:
+                frames[k] = (e.start_ns, e.end_ns, index.get(id(all_events[e.parent]), -1))
+        nested, crossing = _nest(frames, items, tolerance_ns)
+        if nested:
+            slices[serial] = nested
+        if crossing:
+            own.setdefault(f"torch: {names.get(serial, serial)} (not nested in its frames)",
+                           []).extend(crossing)
+    return slices, sorted(own.items())
+
+
+def join_torch(trace: Trace, activities: Iterable[Any]) -> Trace:
+    """Puts torch's activities (wall-clock ns) into trace, on its clock,
+    through trace.clock_anchor."""
+    anchor = trace.clock_anchor
+    if not anchor:
+        raise ValueError("the trace has no clock_anchor: torch's times cannot be placed on it")
+    offset = anchor["wall_ns"] - anchor["monotonic_ns"]
+    # The join is off by the anchor's width at most, plus torch's own
+    # conversion of its counter to the wall clock (tens of ns, measured).
+    tolerance = _TOLERANCE_NS + int(anchor.get("width_ns") or 0)
+    slices, tracks = torch_trace_slices(trace, activities, offset_ns=offset, pid=trace.pid,
+                                        tolerance_ns=tolerance)
+    trace.slices = slices
+    trace.slice_tracks = tracks
+    return trace
+
