@@ -16,6 +16,7 @@ from typing import Any, Callable, Optional
 from ._output import _write_error, open_output
 from ._tracer import _merge_chrome_lines
 from .export import FORMAT, VERSION, _us_text
+from .torch import is_torch_chrome, torch_chrome_as_frametrace
 from .loader import (PathLike, Progress, _Bad, _frametrace_other, _int, _named_errors,
                      _ns, _parse_event, _processes, _read, _Sink, _Strings, _tail_other)
 
@@ -153,8 +154,11 @@ def merge(inputs: list, output: PathLike, *, progress: Progress = None) -> dict:
 
     Works on the JSON, streaming each input once more after reading the
     metadata at its end: memory stays small whatever the sizes.  Returns
-    the merged ``otherData.frametrace``.  ValueError (naming the file) for
-    an input that is not a Chrome trace frametrace wrote; the output is
+    the merged ``otherData.frametrace``.  torch.profiler's Chrome traces
+    (``export_chrome_trace``) are taken too, placed by their
+    ``baseTimeNanoseconds`` (a process track of their own, named
+    "torch.profiler PID").  ValueError (naming the file) for
+    an input that is not a Chrome trace frametrace or torch.profiler wrote; the output is
     only replaced once everything is written.  progress(done, total): bytes
     of the inputs read, of their total size."""
     paths = [os.fspath(p) for p in inputs]
@@ -165,9 +169,16 @@ def merge(inputs: list, output: PathLike, *, progress: Progress = None) -> dict:
         raise ValueError(f"{output}: merge writes Chrome trace JSON: name the output .json or "
                          f".json.gz")
 
-    # Pass 1: what each file says of itself.
+    with tempfile.TemporaryDirectory(prefix="frametrace-merge.", dir=_spool_dir(output)) as tmp:
+        return _merge(paths, output, progress, tmp)
+
+
+def _merge(paths: list, output: str, progress: Progress, tmp: str) -> dict:
+    # Pass 1: what each file says of itself.  A torch.profiler trace is
+    # rewritten first as a trace merge takes (frametrace.torch).
+    originals = list(paths)
     files = []
-    for path in paths:
+    for k, path in enumerate(originals):
         with _named_errors(path):
             ft = _tail_other(path)
             if ft is None:
@@ -175,7 +186,11 @@ def merge(inputs: list, output: PathLike, *, progress: Progress = None) -> dict:
                 if not saw and top.get("format") == FORMAT:
                     raise _Bad("frametrace's portable JSON format: merge takes Chrome traces "
                                "(write_chrome, Trace.to_chrome, frametrace run)")
-                ft = _frametrace_other(top, saw)
+                if is_torch_chrome(top):
+                    path = paths[k] = torch_chrome_as_frametrace(
+                        path, os.path.join(tmp, f"torch.{k}.json"))
+                    ft = _tail_other(path)
+                ft = _frametrace_other(top, saw) if ft is None else ft
             ft = _frametrace_other({"otherData": {"frametrace": ft}}, True)
             procs, merged = _processes(ft)
             origin = _int(ft.get("origin_ns"), "otherData.frametrace.origin_ns")
@@ -285,7 +300,7 @@ def merge(inputs: list, output: PathLike, *, progress: Progress = None) -> dict:
             "dropped": sum(d["dropped"] for d in described),
             "thread_ids": {},
             "clock_anchor": {"monotonic_ns": ref_origin, "wall_ns": common_wall},
-            "metadata": {"merged_from": paths, "events": count},
+            "metadata": {"merged_from": originals, "events": count},
             "inputs": described,
         }
         fh.seek(0)

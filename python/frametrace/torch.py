@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import os
 import threading
+import warnings
 from typing import Any, Callable, Iterable, Optional, Sequence, Union
 
 from . import _tracer
@@ -184,11 +185,15 @@ class Profile:
         if prof is None:
             return
         try:
-            if final:
-                self.torch_profiler = None
-                prof.__exit__(None, None, None)
-            else:
-                prof.step()
+            with warnings.catch_warnings():
+                # "Profiler clears events at the end of each cycle": each
+                # window's events are what frametrace.torch wants.
+                warnings.filterwarnings("ignore", message="Warning: Profiler clears events")
+                if final:
+                    self.torch_profiler = None
+                    prof.__exit__(None, None, None)
+                else:
+                    prof.step()
         except BaseException as exc:
             with self._cond:
                 self._torch_failed = exc
@@ -387,6 +392,88 @@ def read_torch_chrome(path: Union[str, "os.PathLike[str]"]) -> tuple[dict, list]
             raise ValueError(f"{name}: traceEvents[{n}]: not a complete event: {exc!r}") from None
     head = {k: v for k, v in doc.items() if k != "traceEvents"}
     return head, out
+
+
+def torch_chrome_as_frametrace(path: Union[str, "os.PathLike[str]"], output: str) -> str:
+    """torch.profiler's Chrome trace at path rewritten at output as a
+    Chrome trace ``frametrace merge`` takes: the same events (times in us
+    from ``baseTimeNanoseconds``, to the ns), and an
+    ``otherData.frametrace`` whose clock anchor puts ts 0 at that wall-clock
+    time (origin 0 on a clock of ns since the base); torch's own top-level
+    members (trace_id, deviceProperties, ...) go to its metadata."""
+    import gzip
+    import json
+
+    from .export import FORMAT, VERSION, _us_text
+
+    name = os.fspath(path)
+    opener = gzip.open if name.endswith(".gz") else open
+    try:
+        with opener(name, "rt", encoding="utf-8") as fh:
+            doc = json.load(fh)
+    except (OSError, ValueError, EOFError) as exc:
+        raise ValueError(f"{name}: not a readable torch.profiler trace: {exc}") from exc
+    base = doc.get("baseTimeNanoseconds") if isinstance(doc, dict) else None
+    if isinstance(base, bool) or not isinstance(base, int) or not isinstance(doc.get("traceEvents"), list):
+        raise ValueError(f"{name}: not a torch.profiler Chrome trace (baseTimeNanoseconds and "
+                         f"traceEvents expected)")
+    events = []
+    left_out: list = []
+    pid = None
+    start, stop = None, 0
+    for n, ev in enumerate(doc["traceEvents"]):
+        if not isinstance(ev, dict):
+            raise ValueError(f"{name}: traceEvents[{n}] is not an object")
+        if any(k in ev and (isinstance(ev[k], bool) or not isinstance(ev[k], int))
+               for k in ("pid", "tid")):
+            # Kineto's pseudo-processes ("Spans", "Traces": the profiling
+            # window, markers): no process of the merged file has them.
+            left_out.append(ev.get("name"))
+            continue
+        ev = dict(ev)
+        times = ""
+        try:
+            for key in ("ts", "dur"):
+                if key in ev:
+                    ns = _us_to_ns(ev.pop(key))
+                    if key == "ts" and ns < 0:
+                        raise ValueError(f"negative ts: before baseTimeNanoseconds")
+                    times += f',"{key}":{_us_text(ns)}'
+                    if key == "ts" and ev.get("ph") == "X":
+                        start = ns if start is None else min(start, ns)
+                        end = ns + max(0, _us_to_ns(ev.get("dur", 0)))
+                        stop = max(stop, end)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"{name}: traceEvents[{n}]: {exc}") from None
+        if pid is None and ev.get("ph") == "X" and ev.get("cat") in ("cpu_op", "user_annotation"):
+            pid = ev.get("pid")
+        text = json.dumps(ev, separators=(",", ":"))
+        events.append(text[:-1] + times + "}" if len(ev) else "{" + times[1:] + "}")
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid < 0:
+        pid = 0
+    meta = {k: v for k, v in doc.items() if k not in ("traceEvents", "baseTimeNanoseconds")}
+    other = {"format": FORMAT, "version": VERSION, "origin_ns": 0, "start_ns": start or 0,
+             "stop_ns": stop, "pid": pid, "dropped": 0, "thread_ids": {},
+             "clock_anchor": {"monotonic_ns": 0, "wall_ns": base},
+             "metadata": {"torch_profiler": meta, "baseTimeNanoseconds": base,
+                          "left_out": {"why": "pid or tid not an integer (kineto's "
+                                              "pseudo-processes)", "names": left_out}},
+             "source": name, "process_name": f"torch.profiler {pid}"}
+    from ._output import open_output
+
+    with open_output(output, "w", encoding="utf-8") as fh:
+        fh.write('{"otherData":' + json.dumps({"frametrace": other}, separators=(",", ":"))
+                 + ',"traceEvents":[\n')
+        fh.write(",\n".join(events))
+        fh.write("]}\n")
+    return output
+
+
+def is_torch_chrome(top: dict) -> bool:
+    """Whether a Chrome document's top-level members are torch.profiler's
+    (baseTimeNanoseconds) rather than frametrace's."""
+    other = top.get("otherData")
+    return "baseTimeNanoseconds" in top and not (isinstance(other, dict) and "frametrace" in other)
 
 
 def _us_to_ns(value: Any) -> int:
