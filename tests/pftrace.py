@@ -152,6 +152,8 @@ def decode(path) -> Decoded:
             for iid in ev.category_iids:
                 seq.used_categories.add(iid)
                 category = seq.categories[iid]
+            for inline in ev.categories:  # named inline (frametrace.torch's ops)
+                category = inline
             location = None
             if ev.HasField("source_location_iid"):
                 seq.used_locations.add(ev.source_location_iid)

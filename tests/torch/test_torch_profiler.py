@@ -8,9 +8,8 @@ open frames at their last record.  Started first, it makes frametrace's
 start() refuse, and a session must say that.
 
 Each case runs in a child interpreter (importing torch takes seconds and
-starts threads of its own).  Skipped where torch is not installed: its
-wheels are large, and the CI's environments do not have it."""
-import importlib.util
+starts threads of its own).  Skipped where torch is not importable
+(torch_support), and on 3.12+."""
 import json
 import subprocess
 import sys
@@ -19,10 +18,9 @@ import textwrap
 import pytest
 
 from support import child_env
+from torch_support import torch  # noqa: F401 - skips the module without torch
 
 pytestmark = [
-    pytest.mark.skipif(importlib.util.find_spec("torch") is None,
-                       reason="torch is not installed in this environment"),
     pytest.mark.skipif(sys.version_info >= (3, 12),
                        reason="torch's tracer on 3.12+ is not what this tests (3.10/3.11's "
                               "PyEval_SetProfile one), and no torch wheel here is for 3.12+"),
