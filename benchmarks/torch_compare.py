@@ -1,0 +1,176 @@
+"""frametrace.torch against torch.profiler(with_stack=True) on the same
+training loop (issue 19): per-step overhead (ratio to the untraced loop),
+window close (the prof.step() that ends the window, on the training
+thread), the file each writes and its size.
+
+    python benchmarks/torch_compare.py            # 5 repetitions, about 2 minutes
+    python benchmarks/torch_compare.py --reps 9 --steps 8
+
+Configurations, each run in a child process of its own (--child), in
+turn, the order rotated each repetition:
+
+- untraced: the loop alone;
+- torch_ops: torch.profiler(with_stack=False) alone (what frametrace.torch
+  adds torch's ops with);
+- frametrace.torch, and frametrace.torch with module_names=model;
+- torch_stack: torch.profiler(with_stack=True) (Python frames from torch's
+  own tracer), its trace exported in on_trace_ready as torch users do.
+
+The loop: an MLP (256-512-512-10, batch 64) fed by a DataLoader, SGD, on
+the CPU; one window: schedule(wait=1, warmup=1, active=STEPS, repeat=1).
+"step" is the median wall time of the window's active steps but its last
+(whose step() closes it); "close" the wall time of that last step() call;
+"write" the handler's time writing the file (frametrace: on its writer
+thread, beside the loop; torch: inside step(), on the training thread);
+"size" the file.  A report, nothing asserted.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+CONFIGS = ["untraced", "torch_ops", "frametrace.torch", "frametrace.torch+modules", "torch_stack"]
+
+
+def child(config: str, steps: int, out_dir: str) -> dict:
+    import torch
+    from torch.utils.data import DataLoader, TensorDataset
+
+    import frametrace
+    import frametrace.torch
+
+    torch.manual_seed(0)
+    torch.set_num_threads(1)
+    model = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.ReLU(),
+                                torch.nn.Linear(512, 512), torch.nn.ReLU(),
+                                torch.nn.Linear(512, 10))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    total = steps + 6
+    data = TensorDataset(torch.randn(total * 64, 256), torch.randint(0, 10, (total * 64,)))
+    loader = DataLoader(data, batch_size=64)
+    # Warm-up, untraced: the first steps allocate.
+    for x, y in list(loader)[:3]:
+        torch.nn.functional.cross_entropy(model(x), y).backward()
+        opt.step()
+        opt.zero_grad()
+    result: dict = {"config": config}
+    written: dict = {}
+
+    def ft_handler(trace):
+        t0 = time.perf_counter_ns()
+        path = os.path.join(out_dir, f"{config}.json")
+        trace.save(path)
+        written["json"] = os.path.getsize(path)
+        trace.save(path[:-5] + ".pftrace")
+        written["pftrace"] = os.path.getsize(path[:-5] + ".pftrace")
+        written["write_ms"] = (time.perf_counter_ns() - t0) / 1e6
+        written["events"] = len(trace.events)
+        written["ops"] = sum(len(v) for v in trace.slices.values()) + sum(
+            len(v) for _n, v in trace.slice_tracks)
+        written["ranges"] = len(trace.ranges)
+
+    def torch_handler(prof):
+        t0 = time.perf_counter_ns()
+        path = os.path.join(out_dir, f"{config}.json")
+        prof.export_chrome_trace(path)
+        written["json"] = os.path.getsize(path)
+        written["write_ms"] = (time.perf_counter_ns() - t0) / 1e6
+
+    sched_args = dict(wait=1, warmup=1, active=steps, repeat=1)
+    if config == "untraced":
+        class _Nothing:
+            def step(self):
+                pass
+        prof_cm = None
+        prof = _Nothing()
+    elif config.startswith("frametrace.torch"):
+        prof_cm = frametrace.torch.profile(
+            schedule=frametrace.schedule(**sched_args), on_trace_ready=ft_handler,
+            module_names=model if config.endswith("+modules") else None)
+    else:
+        from torch.profiler import ProfilerActivity, profile, schedule
+        prof_cm = profile(activities=[ProfilerActivity.CPU], schedule=schedule(**sched_args),
+                          with_stack=config == "torch_stack",
+                          on_trace_ready=torch_handler if config == "torch_stack" else None)
+    times = []
+    step_calls = []
+    t_start = time.perf_counter_ns()
+    if prof_cm is not None:
+        prof = prof_cm.__enter__()
+    last = time.perf_counter_ns()
+    for x, y in loader:
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        before = time.perf_counter_ns()
+        prof.step()
+        now = time.perf_counter_ns()
+        times.append(now - last)
+        step_calls.append(now - before)
+        last = now
+    if prof_cm is not None:
+        prof_cm.__exit__(None, None, None)
+    result["total_ms"] = (time.perf_counter_ns() - t_start) / 1e6
+    # Steps 0 (wait) and 1 (warmup), then the active ones: 2 .. steps+1;
+    # the last active step's step() closes the window.
+    active = times[2:2 + steps - 1]
+    result["step_ms"] = statistics.median(active) / 1e6
+    result["close_ms"] = step_calls[2 + steps - 1] / 1e6
+    result.update(written)
+    return result
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--steps", type=int, default=5, help="active steps in the window")
+    ap.add_argument("--child")
+    ap.add_argument("--out")
+    args = ap.parse_args()
+    if args.child:
+        print(json.dumps(child(args.child, args.steps, args.out)))
+        return
+    runs: dict = {c: [] for c in CONFIGS}
+    with tempfile.TemporaryDirectory() as out:
+        for rep in range(args.reps):
+            order = CONFIGS[rep % len(CONFIGS):] + CONFIGS[:rep % len(CONFIGS)]
+            for config in order:
+                proc = subprocess.run([sys.executable, __file__, "--child", config, "--steps",
+                                       str(args.steps), "--out", out],
+                                      capture_output=True, text=True, timeout=900)
+                if proc.returncode != 0:
+                    sys.exit(f"{config} failed:\n{proc.stderr}")
+                runs[config].append(json.loads(proc.stdout.strip().splitlines()[-1]))
+    base = statistics.median(r["step_ms"] for r in runs["untraced"])
+    print(f"CPython {sys.version.split()[0]}, torch {__import__('torch').__version__}, "
+          f"{args.reps} repetitions, {args.steps} active steps; medians")
+    print(f"{'configuration':26} {'step ms':>8} {'x untraced':>10} {'close ms':>9} "
+          f"{'write ms':>9} {'json KB':>8} {'pftrace KB':>10}")
+    for config in CONFIGS:
+        rs = runs[config]
+
+        def med(key):
+            vals = [r[key] for r in rs if key in r]
+            return statistics.median(vals) if vals else None
+
+        step = med("step_ms")
+        fmt = lambda v, spec: format(v, spec) if v is not None else "-"  # noqa: E731
+        json_kb = med("json") / 1024 if med("json") else None
+        pf_kb = med("pftrace") / 1024 if med("pftrace") else None
+        print(f"{config:26} {step:8.2f} {step / base:10.2f} {fmt(med('close_ms'), '9.1f')} "
+              f"{fmt(med('write_ms'), '9.1f')} {fmt(json_kb, '8.0f')} {fmt(pf_kb, '10.0f')}")
+    for config in ("frametrace.torch", "frametrace.torch+modules"):
+        r = runs[config][-1]
+        print(f"{config}: {r.get('events')} Python/C events, {r.get('ops')} torch ops and "
+              f"annotations, {r.get('ranges')} ranges in the window")
+
+
+if __name__ == "__main__":
+    main()
