@@ -16,10 +16,11 @@ turn, the order rotated each repetition:
 - torch_stack: torch.profiler(with_stack=True) (Python frames from torch's
   own tracer), its trace exported in on_trace_ready as torch users do.
 
-The loop: an MLP (256-512-512-10, batch 64) fed by a DataLoader, SGD, on
-the CPU; one window: schedule(wait=1, warmup=1, active=STEPS, repeat=1).
-"step" is the median wall time of the window's active steps but its last
-(whose step() closes it); "close" the wall time of that last step() call;
+The loop: an MLP (256-W-W-10, batch 64; --width W, default 64) fed by a
+DataLoader, SGD, on the CPU, one intra-op thread; one window: schedule(wait=1, warmup=1, active=STEPS, repeat=1).
+"step" is the median time of the window's active steps but its last
+(whose step() closes it), on the training thread's CPU clock (steady on a
+shared machine) and on the wall clock; "close" that last step() call's;
 "write" the handler's time writing the file (frametrace: on its writer
 thread, beside the loop; torch: inside step(), on the training thread);
 "size" the file.  A report, nothing asserted.
@@ -38,7 +39,7 @@ import time
 CONFIGS = ["untraced", "torch_ops", "frametrace.torch", "frametrace.torch+modules", "torch_stack"]
 
 
-def child(config: str, steps: int, out_dir: str) -> dict:
+def child(config: str, steps: int, out_dir: str, width: int) -> dict:
     import torch
     from torch.utils.data import DataLoader, TensorDataset
 
@@ -47,9 +48,9 @@ def child(config: str, steps: int, out_dir: str) -> dict:
 
     torch.manual_seed(0)
     torch.set_num_threads(1)
-    model = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.ReLU(),
-                                torch.nn.Linear(512, 512), torch.nn.ReLU(),
-                                torch.nn.Linear(512, 10))
+    model = torch.nn.Sequential(torch.nn.Linear(256, width), torch.nn.ReLU(),
+                                torch.nn.Linear(width, width), torch.nn.ReLU(),
+                                torch.nn.Linear(width, 10))
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     total = steps + 6
     data = TensorDataset(torch.randn(total * 64, 256), torch.randint(0, 10, (total * 64,)))
@@ -98,31 +99,33 @@ def child(config: str, steps: int, out_dir: str) -> dict:
         prof_cm = profile(activities=[ProfilerActivity.CPU], schedule=schedule(**sched_args),
                           with_stack=config == "torch_stack",
                           on_trace_ready=torch_handler if config == "torch_stack" else None)
-    times = []
-    step_calls = []
+    times: dict = {"wall": [], "cpu": []}
+    step_calls: dict = {"wall": [], "cpu": []}
+    clocks = {"wall": time.perf_counter_ns, "cpu": time.thread_time_ns}
     t_start = time.perf_counter_ns()
     if prof_cm is not None:
         prof = prof_cm.__enter__()
-    last = time.perf_counter_ns()
+    last = {k: c() for k, c in clocks.items()}
     for x, y in loader:
         loss = torch.nn.functional.cross_entropy(model(x), y)
         loss.backward()
         opt.step()
         opt.zero_grad()
-        before = time.perf_counter_ns()
+        before = {k: c() for k, c in clocks.items()}
         prof.step()
-        now = time.perf_counter_ns()
-        times.append(now - last)
-        step_calls.append(now - before)
+        now = {k: c() for k, c in clocks.items()}
+        for k in clocks:
+            times[k].append(now[k] - last[k])
+            step_calls[k].append(now[k] - before[k])
         last = now
     if prof_cm is not None:
         prof_cm.__exit__(None, None, None)
     result["total_ms"] = (time.perf_counter_ns() - t_start) / 1e6
     # Steps 0 (wait) and 1 (warmup), then the active ones: 2 .. steps+1;
     # the last active step's step() closes the window.
-    active = times[2:2 + steps - 1]
-    result["step_ms"] = statistics.median(active) / 1e6
-    result["close_ms"] = step_calls[2 + steps - 1] / 1e6
+    for k in clocks:
+        result[f"step_{k}_ms"] = statistics.median(times[k][2:2 + steps - 1]) / 1e6
+        result[f"close_{k}_ms"] = step_calls[k][2 + steps - 1] / 1e6
     result.update(written)
     return result
 
@@ -130,12 +133,15 @@ def child(config: str, steps: int, out_dir: str) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--reps", type=int, default=5)
-    ap.add_argument("--steps", type=int, default=5, help="active steps in the window")
+    ap.add_argument("--steps", type=int, default=10, help="active steps in the window")
+    ap.add_argument("--width", type=int, default=64,
+                    help="hidden width of the MLP: 64, the steps are mostly torch's dispatch "
+                         "and Python (where tracing costs show); 512, mostly matmuls")
     ap.add_argument("--child")
     ap.add_argument("--out")
     args = ap.parse_args()
     if args.child:
-        print(json.dumps(child(args.child, args.steps, args.out)))
+        print(json.dumps(child(args.child, args.steps, args.out, args.width)))
         return
     runs: dict = {c: [] for c in CONFIGS}
     with tempfile.TemporaryDirectory() as out:
@@ -143,29 +149,33 @@ def main() -> None:
             order = CONFIGS[rep % len(CONFIGS):] + CONFIGS[:rep % len(CONFIGS)]
             for config in order:
                 proc = subprocess.run([sys.executable, __file__, "--child", config, "--steps",
-                                       str(args.steps), "--out", out],
+                                       str(args.steps), "--out", out, "--width", str(args.width)],
                                       capture_output=True, text=True, timeout=900)
                 if proc.returncode != 0:
                     sys.exit(f"{config} failed:\n{proc.stderr}")
                 runs[config].append(json.loads(proc.stdout.strip().splitlines()[-1]))
-    base = statistics.median(r["step_ms"] for r in runs["untraced"])
     print(f"CPython {sys.version.split()[0]}, torch {__import__('torch').__version__}, "
-          f"{args.reps} repetitions, {args.steps} active steps; medians")
-    print(f"{'configuration':26} {'step ms':>8} {'x untraced':>10} {'close ms':>9} "
-          f"{'write ms':>9} {'json KB':>8} {'pftrace KB':>10}")
-    for config in CONFIGS:
-        rs = runs[config]
+          f"{args.reps} repetitions, {args.steps} active steps, width {args.width}; medians")
+    fmt = lambda v, spec: format(v, spec) if v is not None else "-"  # noqa: E731
+    for clock, what in (("cpu", "the training thread's CPU time (steady on a shared machine)"),
+                        ("wall", "wall time")):
+        base = statistics.median(r[f"step_{clock}_ms"] for r in runs["untraced"])
+        print(f"\n{what}:")
+        print(f"{'configuration':26} {'step ms':>8} {'x untraced':>10} {'close ms':>9} "
+              f"{'write ms':>9} {'json KB':>8} {'pftrace KB':>10}")
+        for config in CONFIGS:
+            rs = runs[config]
 
-        def med(key):
-            vals = [r[key] for r in rs if key in r]
-            return statistics.median(vals) if vals else None
+            def med(key):
+                vals = [r[key] for r in rs if key in r]
+                return statistics.median(vals) if vals else None
 
-        step = med("step_ms")
-        fmt = lambda v, spec: format(v, spec) if v is not None else "-"  # noqa: E731
-        json_kb = med("json") / 1024 if med("json") else None
-        pf_kb = med("pftrace") / 1024 if med("pftrace") else None
-        print(f"{config:26} {step:8.2f} {step / base:10.2f} {fmt(med('close_ms'), '9.1f')} "
-              f"{fmt(med('write_ms'), '9.1f')} {fmt(json_kb, '8.0f')} {fmt(pf_kb, '10.0f')}")
+            step = med(f"step_{clock}_ms")
+            json_kb = med("json") / 1024 if med("json") else None
+            pf_kb = med("pftrace") / 1024 if med("pftrace") else None
+            print(f"{config:26} {step:8.2f} {step / base:10.2f} "
+                  f"{fmt(med(f'close_{clock}_ms'), '9.1f')} {fmt(med('write_ms'), '9.1f')} "
+                  f"{fmt(json_kb, '8.0f')} {fmt(pf_kb, '10.0f')}")
     for config in ("frametrace.torch", "frametrace.torch+modules"):
         r = runs[config][-1]
         print(f"{config}: {r.get('events')} Python/C events, {r.get('ops')} torch ops and "

@@ -526,8 +526,9 @@ def _nest(frames: list, ops: list, tolerance_ns: int) -> tuple[list, list]:
 
 def _crossing_pass(frames: list, work: list, skip: set, tol: int) -> tuple[dict, set]:
     """One sweep: {position in work: the op moved} for ops that cross a
-    frame's edge by at most tol, and the indices (in ops) of ops that
-    cross more."""
+    frame's edge by at most tol, and (only when none moved) the indices (in
+    ops) of ops that cross more.  Passes repeat until none moves: as many
+    as moves cascade (an op's children after it), not one per move."""
     found: set = set()
     moved: dict = {}
     stack: list = []  # (start, end, is_op, index: frame's, or op's position in work)
@@ -570,8 +571,6 @@ def _crossing_pass(frames: list, work: list, skip: set, tol: int) -> tuple[dict,
                     moved[x] = op._replace(start_ns=t_end)  # after it
                 else:
                     found.add(work[x][1])
-        if moved:
-            return moved, set()  # the order may change: sweep again
         if take_op:
             if work[x][1] not in found:
                 stack.append((start, end, True, x))
@@ -579,7 +578,9 @@ def _crossing_pass(frames: list, work: list, skip: set, tol: int) -> tuple[dict,
         else:
             stack.append((start, end, False, i))
             i += 1
-    return moved, found
+    # After a move the order may change: what this sweep found crossing is
+    # decided again by the next one.
+    return moved, (set() if moved else found)
 
 
 def torch_trace_slices(trace: Trace, activities: Iterable[Any], *, offset_ns: int,

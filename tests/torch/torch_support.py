@@ -8,12 +8,16 @@ import pytest
 
 
 def _unavailable():
+    hint = "pip install torch==2.13.0 (the CPU build, for CPython 3.11 here)"
     try:
         import torch
-        torch.nn.Linear  # tests/torch itself is a namespace package "torch"
     except Exception as exc:  # noqa: BLE001 - any failure to import is the reason
+        return f"torch does not import here ({exc!r}): {hint}"
+    if getattr(torch, "__file__", None) is None:
+        # Without torch, this very directory (tests/torch, tests/ being on
+        # sys.path) imports as a namespace package named torch.
         sys.modules.pop("torch", None)
-        return f"torch is not importable here ({exc!r}): pip install torch==2.13.0 (CPU wheel, Python 3.11)"
+        return f"torch is not installed in this environment: {hint}"
     return None
 
 
