@@ -606,7 +606,8 @@ def write_perfetto(
     """
     path, pid, names, ranges, steps = _prepare(path, tracer, pid, thread_names, process_name,
                                                ranges, steps, "write_perfetto")
-    tracks = []
+    # (name, category, spans): spans (name, start, end[, category]).
+    tracks: list[tuple[str, int, list[tuple]]] = []
     if steps:
         tracks.append(("steps", 1, [(s.name, s.start_ns, s.end_ns) for s in steps]))
     by_thread: dict = {}

@@ -31,7 +31,7 @@ from __future__ import annotations
 import os
 import threading
 import warnings
-from typing import Any, Callable, Iterable, Optional, Sequence, Union
+from typing import Any, Callable, Iterable, Literal, Optional, Sequence, Union
 
 from . import _tracer
 from .export import Slice
@@ -147,7 +147,7 @@ class Profile:
             raise TypeError(f"on_trace_ready must be callable, not {type(on_trace_ready).__name__}")
         if not isinstance(record_shapes, bool):
             raise TypeError(f"record_shapes must be a bool, not {type(record_shapes).__name__}")
-        self._options = dict(schedule=schedule, python_steps=python_steps, buffer_size=buffer_size,
+        self._options: dict[str, Any] = dict(schedule=schedule, python_steps=python_steps, buffer_size=buffer_size,
                              c_calls=c_calls, backend=backend, max_memory=max_memory)
         _Session(**self._options)  # checks them now, not at enter
         self.schedule = schedule
@@ -277,7 +277,7 @@ class Profile:
         if self.session is not None:
             self.session.stop()
 
-    def __exit__(self, *exc_info: Any) -> bool:
+    def __exit__(self, *exc_info: Any) -> Literal[False]:
         session = self.session
         try:
             if session is not None:
@@ -539,14 +539,17 @@ def _crossing_pass(frames: list, work: list, skip: set, tol: int) -> tuple[dict,
             x += 1
         f = frames[i] if i < nf else None
         op = work[x][0] if x < nx else None
-        if f is None and op is None:
+        if op is not None and (f is None or op.start_ns < f[0]
+                               or (op.start_ns == f[0] and op.end_ns > f[1])):
+            take_op, start, end = True, op.start_ns, op.end_ns
+        elif f is not None:
+            take_op, start, end = False, f[0], f[1]
+        else:
             break
-        take_op = op is not None and (f is None or op.start_ns < f[0]
-                                      or (op.start_ns == f[0] and op.end_ns > f[1]))
-        start, end = (op.start_ns, op.end_ns) if take_op else (f[0], f[1])
         while stack:
             t_start, t_end, t_op, t_idx = stack[-1]
-            keep = (t_start <= start and end <= t_end) if (t_op or take_op) else t_idx == f[2]
+            keep = ((t_start <= start and end <= t_end) if (t_op or take_op)
+                    else t_idx == f[2])  # type: ignore[index]
             if keep:
                 break
             stack.pop()
@@ -564,7 +567,7 @@ def _crossing_pass(frames: list, work: list, skip: set, tol: int) -> tuple[dict,
                     moved[t_idx] = t._replace(end_ns=start)  # before it
                 else:
                     found.add(work[t_idx][1])
-            elif take_op and x not in moved:  # a frame, then an op
+            elif take_op and op is not None and x not in moved:  # a frame, then an op
                 if end - t_end <= tol and t_start <= start:
                     moved[x] = op._replace(end_ns=t_end)  # into the frame
                 elif t_end - start <= tol:
