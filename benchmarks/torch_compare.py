@@ -18,7 +18,7 @@ turn, the order rotated each repetition:
 
 The loop: an MLP (256-W-W-10, batch 64; --width W, default 64) fed by a
 DataLoader, SGD, on the CPU, one intra-op thread; one window: schedule(wait=1, warmup=1, active=STEPS, repeat=1).
-"step" is the median time of the window's active steps but its last
+"step" is the mean time of the window's active steps but its last
 (whose step() closes it), on the training thread's CPU clock (steady on a
 shared machine) and on the wall clock; "close" that last step() call's;
 "write" the handler's time writing the file (frametrace: on its writer
@@ -124,10 +124,44 @@ def child(config: str, steps: int, out_dir: str, width: int) -> dict:
     # Steps 0 (wait) and 1 (warmup), then the active ones: 2 .. steps+1;
     # the last active step's step() closes the window.
     for k in clocks:
-        result[f"step_{k}_ms"] = statistics.median(times[k][2:2 + steps - 1]) / 1e6
+        result[f"step_{k}_ms"] = statistics.mean(times[k][2:2 + steps - 1]) / 1e6
         result[f"close_{k}_ms"] = step_calls[k][2 + steps - 1] / 1e6
     result.update(written)
     return result
+
+
+def hooks_cost(width: int, calls: int = 3000) -> dict:
+    """module_names' own cost: forward calls of the model (5 modules and
+    the Sequential) with and without frametrace.torch's module hooks, in a
+    session recording ranges only (python_steps=0: no tracer), the two
+    interleaved in rounds; thread CPU time per forward."""
+    import torch
+
+    import frametrace
+    from frametrace.torch import _ModuleNames
+
+    torch.set_num_threads(1)
+    model = torch.nn.Sequential(torch.nn.Linear(256, width), torch.nn.ReLU(),
+                                torch.nn.Linear(width, width), torch.nn.ReLU(),
+                                torch.nn.Linear(width, 10))
+    x = torch.randn(64, 256)
+    per: dict = {"plain": [], "hooks": []}
+    with torch.no_grad(), frametrace.profile(python_steps=0):
+        for _ in range(7):
+            for kind in ("plain", "hooks"):
+                names = _ModuleNames(model) if kind == "hooks" else None
+                if names is not None:
+                    names.install()
+                t0 = time.thread_time_ns()
+                for _ in range(calls):
+                    model(x)
+                per[kind].append((time.thread_time_ns() - t0) / calls)
+                if names is not None:
+                    names.remove()
+                frametrace.step()  # the session folds the ranges of the round
+    plain, hooked = statistics.median(per["plain"]), statistics.median(per["hooks"])
+    return {"plain_us": plain / 1e3, "hooks_us": hooked / 1e3,
+            "per_module_call_us": (hooked - plain) / 6 / 1e3}
 
 
 def main() -> None:
@@ -140,6 +174,9 @@ def main() -> None:
     ap.add_argument("--child")
     ap.add_argument("--out")
     args = ap.parse_args()
+    if args.child == "hooks":
+        print(json.dumps(hooks_cost(args.width)))
+        return
     if args.child:
         print(json.dumps(child(args.child, args.steps, args.out, args.width)))
         return
@@ -180,6 +217,13 @@ def main() -> None:
         r = runs[config][-1]
         print(f"{config}: {r.get('events')} Python/C events, {r.get('ops')} torch ops and "
               f"annotations, {r.get('ranges')} ranges in the window")
+    proc = subprocess.run([sys.executable, __file__, "--child", "hooks", "--width",
+                           str(args.width)], capture_output=True, text=True, timeout=900,
+                          check=True)
+    h = json.loads(proc.stdout.strip().splitlines()[-1])
+    print(f"module_names' hooks (no tracer, ranges recorded; thread CPU, median of 7 rounds): "
+          f"forward {h['plain_us']:.1f} us -> {h['hooks_us']:.1f} us, "
+          f"{h['per_module_call_us']:.2f} us per module call")
 
 
 if __name__ == "__main__":
