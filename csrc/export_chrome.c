@@ -171,24 +171,28 @@ describe_all(ft_tracer *tracer, uint32_t nfuncs, long long pid,
 #define EVENT_FIXED_MAX (2 + FT_US_MAX + 7 + FT_US_MAX + 21 + 20 + 20 + 2)
 
 /* _write_chrome(path, *, pid, origin_ns, head, prelude, compress,
- *               progress, name) -- the document is {head"traceEvents":[
- * prelude, events]}: head (members ending with a comma) first, so that a
- * reader has the metadata before the events.  name: the path errors show
+ *               progress, name, postlude) -- the document is
+ * {head"traceEvents":[prelude, events, postlude]}: head (members ending
+ * with a comma) first, so that a reader has the metadata before the
+ * events; postlude (default none): events after the frames, which a
+ * reader that keeps file order for equal times nests inside them.  name: the path errors show
  * (default path; the caller writes to a temporary and renames it). */
 PyObject *
 ft_write_chrome(ft_tracer *tracer, PyObject *args, PyObject *kwargs)
 {
     static char *kwlist[] = {"path", "pid", "origin_ns", "head", "prelude",
-                             "compress", "progress", "name", NULL};
+                             "compress", "progress", "name", "postlude", NULL};
     PyObject *path_obj, *name_obj = NULL, *prelude = NULL, *head = NULL;
+    PyObject *postlude = NULL;
     PyObject *progress = NULL;
     long long pid = -1, origin_ns = 0;
     int compress = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&|$LLUUpOO&:_write_chrome",
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&|$LLUUpOO&U:_write_chrome",
                                      kwlist, PyUnicode_FSConverter, &path_obj,
                                      &pid, &origin_ns, &head, &prelude,
                                      &compress, &progress,
-                                     PyUnicode_FSConverter, &name_obj)) {
+                                     PyUnicode_FSConverter, &name_obj,
+                                     &postlude)) {
         return NULL;
     }
     if (name_obj == NULL) {
@@ -211,7 +215,8 @@ ft_write_chrome(ft_tracer *tracer, PyObject *args, PyObject *kwargs)
 
     const char *prelude_s = PyUnicode_AsUTF8(prelude);
     const char *head_s = PyUnicode_AsUTF8(head);
-    if (prelude_s == NULL || head_s == NULL) {
+    const char *postlude_s = postlude != NULL ? PyUnicode_AsUTF8(postlude) : "";
+    if (prelude_s == NULL || head_s == NULL || postlude_s == NULL) {
         goto done;
     }
     /* The records pinned, then what needs Python (the names), with the
@@ -303,6 +308,12 @@ ft_write_chrome(ft_tracer *tracer, PyObject *args, PyObject *kwargs)
         }
     }
     if (!interrupted) {
+        if (postlude_s[0] != '\0') {
+            if (!first) {
+                OUT_LIT(&out, ",\n");
+            }
+            out_bytes(&out, postlude_s, strlen(postlude_s));
+        }
         OUT_LIT(&out, "]}\n");
     }
     write_err = out_end(&out, interrupted);

@@ -166,10 +166,14 @@ def _check_slices(thread_slices: Optional[Mapping[int, Sequence[Slice]]],
 
 
 def _chrome_slices(pid: int, origin: int, by_serial: dict, tid_of_serial: Mapping[int, int],
-                   tracks: list) -> list:
-    """The Chrome events of other tools' slices: on their thread's tid, or
-    on tracks of their own (SLICE_TRACKS_TID_BASE + k)."""
-    lines = []
+                   tracks: list) -> tuple[list, list]:
+    """The Chrome events of other tools' slices: (those on tracks of their
+    own, SLICE_TRACKS_TID_BASE + k; those on their thread's tid, to be
+    written after the frames: Perfetto's importer keeps file order for
+    slices of equal times, so that a slice with its frame's very times is
+    nested in it, as in the .pftrace)."""
+    lines: list = []
+    after: list = []
 
     def event(x: Slice, tid: int) -> str:
         fields: dict[str, Any] = {"args": x.args} if x.args else {}
@@ -178,12 +182,12 @@ def _chrome_slices(pid: int, origin: int, by_serial: dict, tid_of_serial: Mappin
 
     for serial, items in by_serial.items():
         tid = tid_of_serial[serial]
-        lines += [event(x, tid) for x in items]
+        after += [event(x, tid) for x in items]
     for k, (name, items) in enumerate(tracks):
         tid = SLICE_TRACKS_TID_BASE + k
         lines.append(_chrome_event("M", "thread_name", "__metadata", pid, tid, args={"name": name}))
         lines += [event(x, tid) for x in items]
-    return lines
+    return lines, after
 
 
 def _us_text(ns: int) -> str:
@@ -436,9 +440,11 @@ def write_chrome(
                             ranges, steps)
     by_serial, extra_tracks = _check_slices(thread_slices, slice_tracks,
                                             [t.serial for t in threads])
-    lines += _chrome_slices(pid, origin, by_serial,
-                            {t.serial: ctid for t, ctid in zip(threads, chrome_tids)},
-                            extra_tracks)
+    own_tracks, after = _chrome_slices(pid, origin, by_serial,
+                                       {t.serial: ctid for t, ctid in zip(threads, chrome_tids)},
+                                       extra_tracks)
+    lines += own_tracks
+    postlude = ",\n".join(after)
     other = {
         "format": FORMAT,
         "version": VERSION,
@@ -460,7 +466,7 @@ def write_chrome(
         try:
             count, depth = tracer._write_chrome(where, pid=pid, origin_ns=origin, head=head,
                                                 prelude=prelude, compress=compress,
-                                                progress=progress, name=path)
+                                                progress=progress, name=path, postlude=postlude)
         except RuntimeError as exc:
             if not compress or "zlib" not in str(exc):
                 raise
@@ -469,7 +475,8 @@ def write_chrome(
                                              prefix=".frametrace.", suffix=".tmp") as plain:
                 count, depth = tracer._write_chrome(plain.name, pid=pid, origin_ns=origin,
                                                     head=head, prelude=prelude, compress=False,
-                                                    progress=progress, name=path)
+                                                    progress=progress, name=path,
+                                                    postlude=postlude)
                 with open(where, "wb") as raw, gzip.GzipFile(os.path.basename(path), "wb",
                                                              fileobj=raw) as dst:
                     shutil.copyfileobj(plain, dst, 1 << 20)
@@ -524,7 +531,8 @@ def _write_chrome_events(path: str, trace: Any, *, process_name: str | None = No
     lines += _chrome_tracks(pid, origin, lambda tid: by_ident.get(tid, tid),
                             lambda tid: label.get(tid, f"thread {tid}"), ranges, steps)
     by_serial, extra_tracks = _check_slices(thread_slices, slice_tracks, list(tid_of))
-    lines += _chrome_slices(pid, origin, by_serial, tid_of, extra_tracks)
+    own_tracks, after = _chrome_slices(pid, origin, by_serial, tid_of, extra_tracks)
+    lines += own_tracks
     traced = trace.tracer_stop_ns is not None
     stop = trace.tracer_stop_ns if traced else trace.session_end_ns
     other = {
@@ -555,7 +563,7 @@ def _write_chrome_events(path: str, trace: Any, *, process_name: str | None = No
             if len(chunk) >= 4096:
                 fh.write("".join(chunk))
                 chunk.clear()
-        fh.write("".join(chunk) + "]}\n")
+        fh.write("".join(chunk) + "".join(",\n" + line for line in after) + "]}\n")
     _warn_depth(path, depth)
     return len(events)
 
