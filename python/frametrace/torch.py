@@ -39,7 +39,8 @@ from .schedule import ProfilerAction
 from .session import Profile as _Session
 from .session import Trace
 
-__all__ = ["profile", "Profile", "torch_trace_slices"]
+__all__ = ["profile", "Profile", "join_torch", "torch_trace_slices", "read_torch_chrome",
+           "torch_chrome_as_frametrace", "is_torch_chrome"]
 
 # How long a window's handler waits for torch's results of the same
 # window (delivered by the step() that closed it, or the exit).
@@ -225,8 +226,12 @@ class Profile:
     # -- the protocol ----------------------------------------------------
 
     def __enter__(self) -> "Profile":
-        import torch
-        import torch.profiler as tp
+        try:
+            import torch
+            import torch.profiler as tp
+        except ImportError as exc:
+            raise ImportError(f"frametrace.torch needs torch, which does not import here "
+                              f"({exc}): pip install torch") from exc
 
         session = _Session(on_trace_ready=self._ready, **self._options,
                                   _ignore=_ignored_code(tp))
