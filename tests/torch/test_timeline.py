@@ -237,3 +237,17 @@ def test_losses_are_those_of_the_untraced_loop():
 
     model, opt, loader = training(4)
     assert traced == train(Nothing(), model, opt, loader)
+
+
+def test_a_window_without_python_keeps_torchs_ops(tmp_path):
+    traces, _, _ = run(3, python_steps=0)
+    trace = traces[0]
+    assert trace.tracer is None and trace.events == [] and trace.slices == {}
+    names = [name for name, _ in trace.slice_tracks]
+    assert names == [f"torch: thread {__import__('threading').get_native_id()}"]
+    trace.save(tmp_path / "t.json")
+    events, _ = chrome(tmp_path / "t.json")
+    assert sum(e.get("cat") == "cpu_op" for e in events) == len(trace.slice_tracks[0][1]) - sum(
+        x.category != "cpu_op" for x in trace.slice_tracks[0][1])
+    with pytest.raises(ValueError, match="traced no Python"):
+        trace.save(tmp_path / "t.pftrace")
