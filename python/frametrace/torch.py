@@ -148,8 +148,9 @@ class Profile:
             raise TypeError(f"on_trace_ready must be callable, not {type(on_trace_ready).__name__}")
         if not isinstance(record_shapes, bool):
             raise TypeError(f"record_shapes must be a bool, not {type(record_shapes).__name__}")
-        self._options: dict[str, Any] = dict(schedule=schedule, python_steps=python_steps, buffer_size=buffer_size,
-                             c_calls=c_calls, backend=backend, max_memory=max_memory)
+        self._options: dict[str, Any] = dict(
+            schedule=schedule, python_steps=python_steps, buffer_size=buffer_size,
+            c_calls=c_calls, backend=backend, max_memory=max_memory)
         _Session(**self._options)  # checks them now, not at enter
         self.schedule = schedule
         self.python_steps = python_steps
@@ -218,7 +219,7 @@ class Profile:
         result = self._wait_torch(trace.cycle)
         kineto = getattr(result, "kineto_results", None)
         if kineto is not None:
-            join_torch(trace, _activities_of(kineto))
+            join_torch(trace, _activities_of(kineto, with_args=self.record_shapes))
         self.last_trace = trace
         if self.on_trace_ready is not None:
             self.on_trace_ready(trace)
@@ -234,7 +235,7 @@ class Profile:
                               f"({exc}): pip install torch") from exc
 
         session = _Session(on_trace_ready=self._ready, **self._options,
-                                  _ignore=_ignored_code(tp))
+                           _ignore=_ignored_code(tp))
         torch_schedule = None
         if self.schedule is not None:
             ft_schedule = self.schedule
@@ -346,15 +347,26 @@ class _Activity:
         self.device, self.resource, self.args = device, resource, args
 
 
-def _activities_of(kineto: Any) -> list:
+def _activities_of(kineto: Any, with_args: bool = False) -> list:
     """A ``_ProfilerResult``'s activities (torch 2.13 has
-    ``trace_activities()``; older ones: through its Chrome export)."""
+    ``trace_activities()``; older ones: through its Chrome export).
+    with_args: each one's metadata (record_shapes' "Input Dims", ...) as
+    its args, parsed from torch's JSON text of it."""
+    import json
+
     if hasattr(kineto, "trace_activities"):
         out = []
         for a in kineto.trace_activities():
             start = a.timestamp()
+            args = None
+            if with_args:
+                text = a.metadata_json()
+                try:
+                    args = json.loads("{" + text + "}") if text else None
+                except ValueError:
+                    args = {"torch_metadata": text}  # kept as torch wrote it
             out.append(_Activity(a.name(), a.type(), start, start + max(a.duration(), 0),
-                                 a.device_id(), abs(a.resource_id())))
+                                 a.device_id(), abs(a.resource_id()), args))
         return out
     import tempfile
 

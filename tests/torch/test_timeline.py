@@ -251,3 +251,10 @@ def test_a_window_without_python_keeps_torchs_ops(tmp_path):
         x.category != "cpu_op" for x in trace.slice_tracks[0][1])
     with pytest.raises(ValueError, match="traced no Python"):
         trace.save(tmp_path / "t.pftrace")
+
+
+def test_record_shapes_puts_the_input_dims_in_the_ops_args():
+    traces, _, _ = run(2, record_shapes=True)
+    ops = [x for xs in traces[0].slices.values() for x in xs if x.name == "aten::addmm"]
+    assert ops and all(x.args and x.args.get("Input Dims") for x in ops)
+    assert [len(d) for d in ops[0].args["Input Dims"]][:3] == [1, 2, 2]  # bias, input, weight.t
