@@ -35,7 +35,7 @@ from typing import Any, Callable, Iterable, Literal, Optional, Sequence, Union
 
 from . import _tracer
 from .export import Slice
-from .schedule import ProfilerAction
+from .schedule import ProfilerAction, Schedule
 from .session import Profile as _Session
 from .session import Trace
 
@@ -238,11 +238,20 @@ class Profile:
                            _ignore=_ignored_code(tp))
         torch_schedule = None
         if self.schedule is not None:
-            ft_schedule = self.schedule
-            actions = {a.name: getattr(tp.ProfilerAction, a.name) for a in ProfilerAction}
+            # Called by torch's step() while Python may be traced: no call
+            # the tracer would record (Schedule._action is ignored code;
+            # an enum's hash and name are Python functions, `is` is not).
+            action = (self.schedule._action if isinstance(self.schedule, Schedule)
+                      else self.schedule)
+            pairs = tuple((a, getattr(tp.ProfilerAction, a.name)) for a in ProfilerAction)
 
             def torch_schedule(step: int) -> Any:
-                return actions[ft_schedule(step).name]
+                act = action(step)
+                for ours, theirs in pairs:
+                    if ours is act:
+                        return theirs
+                raise ValueError(f"schedule({step}) returned {act!r}, not a "
+                                 f"frametrace.ProfilerAction")
         modules = _ModuleNames(self.module_names) if self.module_names is not None else None
         prof = tp.profile(activities=_torch_activities(torch, self.activities),
                           schedule=torch_schedule, on_trace_ready=self._torch_ready,
