@@ -182,5 +182,8 @@ def test_pybind11_module(pybind11_module, backend):
         counter.bump()
 
     names = names_of_calls(backend, program)
-    assert names == ["ftbind.add", "ftbind.nn.linear", "ftbind.make", "ftbind.bump"], names
+    # 3.10's profile layer does not report a C function called as a bound
+    # method (pybind11 methods are instancemethods): bump() is not a call.
+    method = ["ftbind.bump"] if sys.version_info >= (3, 11) else []
+    assert names == ["ftbind.add", "ftbind.nn.linear", "ftbind.make"] + method, names
     assert not any(re.search("pybind11|0x[0-9a-f]", n) for n in names)
