@@ -74,7 +74,10 @@ import traceback
 import types
 from typing import Any, Optional, Sequence
 
+from . import _children
 from ._output import reason
+from ._ranks import distributed_info, numbered, output_name
+from ._ranks import process_name as rank_name
 from .export import TerminalProgress as Progress
 from .export import output_format
 
@@ -95,7 +98,7 @@ def _error(command: str, message: str) -> int:
 
 _RUN_VALUE_OPTIONS = ("-o", "--output", "--buffer-size", "--max-memory", "--steps", "--python-steps",
                       "--backend")
-_RUN_FLAGS = ("--no-c-calls", "--fork-traces", "-h", "--help")
+_RUN_FLAGS = ("--no-c-calls", "--fork-traces", "--follow-children", "-h", "--help")
 
 
 def _split_run(argv: Sequence[str]) -> tuple[list[str], Optional[str], Optional[str], list[str]]:
@@ -226,6 +229,8 @@ def _run(ns: argparse.Namespace, script: Optional[str], module: Optional[str],
         output_format(output)  # the format follows the extension: refused before the run
         if ns.fork_traces and ns.steps is not None:
             raise ValueError("--fork-traces does not go with --steps")
+        if ns.follow_children:
+            ns.fork_traces = False  # what it did, --follow-children does too
         tracer = Tracer(buffer_size=ns.buffer_size, c_calls=not ns.no_c_calls,
                         backend=ns.backend, max_memory=ns.max_memory)
         if ns.python_steps is not None and ns.steps is None:
@@ -239,6 +244,7 @@ def _run(ns: argparse.Namespace, script: Optional[str], module: Optional[str],
         return _error("run", str(exc))
 
     saved_argv, saved_path = sys.argv, list(sys.path)
+    plan = None
     if module is not None:
         sys.argv = ["-m"] + args  # runpy makes argv[0] the module's file, as python -m does
         sys.path[0:1] = [os.getcwd()]
@@ -283,6 +289,13 @@ def _run(ns: argparse.Namespace, script: Optional[str], module: Optional[str],
         skip.add(_ForkTracers.tracer.__code__)
         for func in _runpy_functions():
             skip.add(func.__code__)
+        plan = None
+        if ns.follow_children:
+            skip.update(_children.parent_code())
+            plan = _children.Plan({"buffer_size": ns.buffer_size, "c_calls": not ns.no_c_calls,
+                                   "backend": ns.backend, "max_memory": ns.max_memory},
+                                  _ChildFile(output, metadata))
+            _children.enable(plan)
 
         sys.stdout.flush()
         global _RUNNING, _FORKS
@@ -316,6 +329,8 @@ def _run(ns: argparse.Namespace, script: Optional[str], module: Optional[str],
             session.__exit__(None, None, None)
     finally:
         _RUNNING, _FORKS = False, None
+        if plan is not None:
+            _children.disable(plan)
         sys.argv = saved_argv
         sys.path[:] = saved_path
 
@@ -323,14 +338,17 @@ def _run(ns: argparse.Namespace, script: Optional[str], module: Optional[str],
     if os.getpid() != pid:
         # A forked child of the program, back here through SystemExit:
         # never the parent's file, nor its summary.
+        if ns.follow_children:
+            _children.finish()  # its trace ends here, not after this command's code
         if forks is None:
             return status
         child = os.getpid()
-        return _write_run_trace(tracer, _numbered(output, child),
-                                f"{process_name} (child {child})",
+        return _write_run_trace(tracer, numbered(output_name(output), child),
+                                f"{rank_name(distributed_info(), process_name)} (child {child})",
                                 dict(metadata, exit_code=status, parent_pid=pid), status)
     if session is None:
-        return _write_run_trace(tracer, output, process_name,
+        info = distributed_info()
+        return _write_run_trace(tracer, output_name(output, info), rank_name(info, process_name),
                                 dict(metadata, exit_code=status), status)
     assert writer is not None
     return _report_cycles(writer, session, ns.steps_text, status)
@@ -443,14 +461,23 @@ def _after_fork_in_child() -> None:
         _FORKS.start_child()
 
 
-def _numbered(output: str, number: int) -> str:
-    """output with .number before its extension."""
-    base, ext = output, ""
-    for suffix in (".json.gz", ".pftrace.gz", ".json", ".pftrace", ".gz"):
-        if base.endswith(suffix):
-            base, ext = base[: -len(suffix)], suffix
-            break
-    return f"{base}.{number}{ext}"
+class _ChildFile:
+    """run --follow-children's writer of a child's trace (see
+    frametrace._children), in the child: OUTPUT's name with the child's
+    pid before the extension (unless OUTPUT has {pid}).  A class at module
+    level: it pickles, for children started with spawn or forkserver."""
+
+    def __init__(self, output: str, metadata: dict):
+        self.output = output
+        self.metadata = metadata
+
+    def __call__(self, trace: Any) -> None:
+        path = output_name(self.output, trace.distributed, trace.pid)
+        if "{pid}" not in self.output:
+            path = numbered(path, trace.pid)
+        count = trace._write(path, metadata=self.metadata)
+        print(f"{PROG}: {count:,} events of child process {trace.pid} written to {path}",
+              file=sys.stderr, flush=True)
 
 
 def _compile_script(script: str) -> Any:
@@ -589,13 +616,13 @@ class _CycleWriter:
         self.summary_cycle = -1
         self.pid = os.getpid()
 
-    def path(self, cycle: int) -> str:
-        return _numbered(self.output, cycle)
+    def path(self, cycle: int, distributed: Any = "auto") -> str:
+        return numbered(output_name(self.output, distributed), cycle)
 
     def __call__(self, trace: Any) -> None:
         if os.getpid() != self.pid:
             return  # a forked child's: the parent writes the cycles
-        path = self.path(trace.cycle)
+        path = self.path(trace.cycle, trace.distributed)
         started = time.monotonic()
         if trace.tracer is None and output_format(path) == "perfetto":
             self.fail(path, "no Python was traced in this cycle (--python-steps 0): .pftrace is "
@@ -603,7 +630,7 @@ class _CycleWriter:
             return
         progress = Progress(f"{PROG}: writing {path}")
         try:
-            count = trace._write(path, process_name=self.process_name,
+            count = trace._write(path, process_name=rank_name(trace.distributed, self.process_name),
                                  metadata=self.metadata, progress=progress)
         except (OSError, RuntimeError, ValueError) as exc:
             self.fail(path, reason(exc))
@@ -917,7 +944,7 @@ def _parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     run = sub.add_parser(
         "run", help="run a Python program under the tracer and write its trace",
         usage=f"{PROG} run [-o trace.json|.pftrace] [--buffer-size N] [--max-memory BYTES] [--no-c-calls] "
-              f"[--fork-traces] "
+              f"[--fork-traces] [--follow-children] "
               f"[--steps SPEC [--python-steps N]] (script.py | -m module) [args ...]",
         description="Run a program as python would (same sys.argv, as __main__, its exit "
                     "code), traced from its first line to its last; write the trace "
@@ -944,6 +971,11 @@ def _parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
                      help="each child the program forks (os.fork) that returns (sys.exit) "
                           "traces itself from the fork and writes OUTPUT's name with .PID "
                           "before the extension; without it a child writes nothing")
+    run.add_argument("--follow-children", action="store_true",
+                     help="trace the program's child processes too (os.fork, multiprocessing "
+                          "with fork, spawn or forkserver: DataLoader workers, pools), each for "
+                          "its whole life, written as OUTPUT's name with .PID before the "
+                          "extension")
     run.add_argument("--steps", type=_parse_steps, metavar="SPEC",
                      help="trace only some steps of the program, which marks them with "
                           "frametrace.step(): N (the first N steps) or a schedule, "

@@ -30,6 +30,8 @@ import warnings
 from typing import IO, Any, Callable, Iterable, Mapping, Optional, Sequence
 
 from ._output import open_output, output_path
+from ._ranks import distributed_info
+from ._ranks import process_name as _rank_name
 from ._tracer import Event
 
 FORMAT = "frametrace"
@@ -291,11 +293,30 @@ def _anchor(given: Mapping[str, int] | None) -> dict:
     return {k: _check_int64(f"clock_anchor[{k!r}]", given.get(k)) for k in ("monotonic_ns", "wall_ns")}
 
 
-def _chrome_head(other: Mapping[str, Any]) -> str:
+def _chrome_head(other: Mapping[str, Any], distributed: Mapping[str, Any] | None = None) -> str:
     """The members before traceEvents: otherData first, so that a reader
-    has the metadata before the events."""
+    has the metadata before the events; a rank's distributedInfo (the
+    member torch.profiler writes, which Holistic Trace Analysis reads)."""
+    rank = ('"distributedInfo":' + json.dumps(dict(distributed), separators=(",", ":")) + ","
+            if distributed is not None else "")
     return ('"otherData":' + json.dumps({"frametrace": other}, separators=(",", ":"))
-            + ',"displayTimeUnit":"ns",')
+            + ',"displayTimeUnit":"ns",' + rank)
+
+
+def _distributed(given: Any) -> dict | None:
+    """write_chrome's and write_perfetto's distributed=: "auto" (this
+    process's rank, if any), None, or a mapping with the rank."""
+    if isinstance(given, str) and given == "auto":
+        return distributed_info()
+    if given is None:
+        return None
+    if not isinstance(given, Mapping):
+        raise TypeError(f"distributed must be \"auto\", None or a mapping, not {type(given).__name__}")
+    out = dict(given)
+    rank = out.get("rank")
+    if rank is not None:
+        _check_int64("distributed['rank']", rank, minimum=0)
+    return out
 
 
 def write_chrome(
@@ -311,6 +332,7 @@ def write_chrome(
     metadata: Mapping[str, Any] | None = None,
     progress: Any = None,
     clock_anchor: Mapping[str, int] | None = None,
+    distributed: Any = "auto",
 ) -> int:
     """Writes a stopped tracer's events as Chrome trace event JSON, straight
     from its records in C (``.json.gz``: gzip-compressed); returns how many
@@ -330,7 +352,12 @@ def write_chrome(
     Calls nested deeper than Perfetto's UI shows (512 levels) are written
     all the same, with a ``RuntimeWarning``.  ``clock_anchor``
     ({"monotonic_ns", "wall_ns"}, one moment on both clocks, which
-    ``merge`` aligns processes by): default, read now.
+    ``merge`` aligns processes by): default, read now.  ``distributed``:
+    the process's rank in a distributed job (default "auto": from
+    torch.distributed or the environment, see ``frametrace._ranks``); with
+    one, the process is named "rank N" (unless process_name is given) and
+    the rank goes in ``metadata.distributed`` and the top-level
+    ``distributedInfo``.
     ``progress(done, total)`` is called every 2**20 events (see
     ``terminal_progress``; total is exact for the threads written, an
     estimate for the others).  The file replaces path only once complete:
@@ -343,6 +370,10 @@ def write_chrome(
         _check_int64("origin_ns", origin_ns)
     path, pid, names, ranges, steps = _prepare(path, tracer, pid, thread_names, process_name,
                                                ranges, steps, "write_chrome")
+    rank = _distributed(distributed)
+    process_name = process_name or _rank_name(rank)
+    if rank is not None:
+        metadata = {"distributed": rank, **dict(metadata or {})}
     origin = tracer.start_ns if origin_ns is None else origin_ns
     # Every traced thread, also one whose ident an earlier thread had, with
     # the C writer's tid: the native id where known, unique per thread
@@ -374,7 +405,7 @@ def write_chrome(
         "clock_anchor": _anchor(clock_anchor),
         "metadata": dict(metadata or {}),
     }
-    head = _chrome_head(other)
+    head = _chrome_head(other, rank)
     prelude = ",\n".join(lines)
     compress = path.endswith(".gz")
     with output_path(path) as where:
@@ -410,6 +441,10 @@ def _write_chrome_events(path: str, trace: Any, *, process_name: str | None = No
     _check_int64("pid", pid, minimum=0)
     if process_name is not None and not isinstance(process_name, str):
         raise TypeError(f"process_name must be a str, not {type(process_name).__name__}")
+    rank = _distributed(getattr(trace, "distributed", None))
+    process_name = process_name or _rank_name(rank)
+    if rank is not None:
+        metadata = {"distributed": rank, **dict(metadata or {})}
     ranges = _spans("ranges", trace.ranges, ("name", "thread_id", "start_ns", "end_ns"))
     steps = _spans("steps", trace.steps, ("name", "step", "start_ns", "end_ns"))
     events = trace.events
@@ -457,7 +492,7 @@ def _write_chrome_events(path: str, trace: Any, *, process_name: str | None = No
     depth = 0
     level = 1 if path.endswith(".gz") else None
     with open_output(path, "w", compresslevel=level, encoding="utf-8") as fh:
-        fh.write("{" + _chrome_head(other) + '"traceEvents":[\n' + ",\n".join(lines))
+        fh.write("{" + _chrome_head(other, rank) + '"traceEvents":[\n' + ",\n".join(lines))
         chunk: list[str] = []
         for e in events:
             cat = "c" if e.kind == "c" else "python"
@@ -500,6 +535,7 @@ def write_perfetto(
     ranges: Iterable[Any] = (),
     steps: Iterable[Any] = (),
     progress: Any = None,
+    distributed: Any = "auto",
 ) -> int:
     """Writes a stopped tracer's events as Perfetto's native protobuf trace
     (``.pftrace``; ``.gz`` compressed), straight from its records in C, with
@@ -514,11 +550,14 @@ def write_perfetto(
     CLOCK_MONOTONIC nanoseconds, declared so: the file's first packets are
     clock snapshots relating CLOCK_MONOTONIC to CLOCK_BOOTTIME (read
     together at start and at stop), which Perfetto takes as the trace's
-    clock, as for system traces of the machine.  ``progress`` as for
-    ``write_chrome``; the file replaces path only once complete.
+    clock, as for system traces of the machine.  ``progress`` and
+    ``distributed`` as for ``write_chrome`` (a rank names the process "rank
+    N": a .pftrace has no other place for it); the file replaces path only
+    once complete.
     """
     path, pid, names, ranges, steps = _prepare(path, tracer, pid, thread_names, process_name,
                                                ranges, steps, "write_perfetto")
+    process_name = process_name or _rank_name(_distributed(distributed))
     tracks = []
     if steps:
         tracks.append(("steps", 1, [(s.name, s.start_ns, s.end_ns) for s in steps]))

@@ -27,7 +27,8 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any, Callable, Literal, NamedTuple, Optional, Sequence, Union
 
-from . import _tracer
+from . import _children, _tracer
+from ._ranks import distributed_info, output_name
 from .export import output_format
 from .schedule import ProfilerAction, Schedule
 from .tracer import Tracer
@@ -101,6 +102,18 @@ class Trace:
     """{"monotonic_ns", "wall_ns"}: one moment on both clocks, which places
     the trace's monotonic times on the wall clock (``frametrace merge``):
     read at the window's close, or from the file load() read."""
+    distributed: Optional[dict] = None
+    """The process's rank in a distributed job (``{"backend", "rank",
+    "world_size", "local_rank", "local_world_size"}``), None without one:
+    read at the window's close (from torch.distributed or the environment),
+    or from the file load() read.  With one, the trace's process is named
+    "rank N" and ``save()`` names its file per rank."""
+    process_name: Optional[str] = None
+    """The name the written trace gives its process (None: "rank N" for a
+    rank, else "python PID")."""
+    parent_pid: Optional[int] = None
+    """Set in the trace of a child process traced with
+    ``trace_children=True``: its parent's pid."""
 
     def _get_events(self) -> list:
         events = self.__dict__.get("_events")
@@ -141,6 +154,8 @@ class Trace:
             "dropped_by_thread": {str(k): v for k, v in self.dropped_by_thread.items()},
             "thread_names": {str(k): v for k, v in self.thread_names.items()},
             "threads": [list(t) for t in self.threads],
+            **({"distributed": self.distributed} if self.distributed is not None else {}),
+            **({"parent_pid": self.parent_pid} if self.parent_pid is not None else {}),
         }
 
     def to_chrome(self, path: Union[str, "os.PathLike[str]"], *,
@@ -159,6 +174,9 @@ class Trace:
         from .export import _write_chrome_events, write_chrome
 
         self._check()
+        process_name = process_name or self.process_name
+        if self.parent_pid is not None:
+            metadata = {"parent_pid": self.parent_pid, **(metadata or {})}
         if self.tracer is None:  # load()'s, or a window that traced no Python
             return _write_chrome_events(os.fspath(path), self, process_name=process_name,
                                         metadata={**(metadata or {}), "cycle": self.cycle,
@@ -168,7 +186,8 @@ class Trace:
                             steps=self.steps, origin_ns=self.session_start_ns,
                             metadata={**(metadata or {}), "cycle": self.cycle,
                                       "session_end_ns": self.session_end_ns},
-                            progress=progress, clock_anchor=self.clock_anchor)
+                            progress=progress, clock_anchor=self.clock_anchor,
+                            distributed=self.distributed)
 
     def summary(self, sort: str = "self", limit: Optional[int] = 30, *,
                 per_thread: bool = False, print: bool = True) -> Any:
@@ -214,6 +233,7 @@ class Trace:
         from .export import write_perfetto
 
         self._check()
+        process_name = process_name or self.process_name
         if self.tracer is None:
             what = ("a window that traced no Python (python_steps=0)" if self.tracer_stop_ns is None
                     else "a trace read from a file")
@@ -222,14 +242,19 @@ class Trace:
                              f"(Trace.save('trace.json'))")
         return write_perfetto(path, self.tracer, pid=self.pid, process_name=process_name,
                               thread_names=self.thread_names, ranges=self.ranges,
-                              steps=self.steps, progress=progress)
+                              steps=self.steps, progress=progress, distributed=self.distributed)
 
     def save(self, path: Union[str, "os.PathLike[str]"]) -> str:
         """Writes the trace in the format its extension names: Chrome trace
         JSON (``.json``, ``.json.gz``: ``to_chrome``) or Perfetto's
         protobuf trace (``.pftrace``, ``.pftrace.gz``: ``to_perfetto``);
-        ValueError for any other extension.  Returns the path.  Both open
-        in the Perfetto UI, and ``frametrace.load()`` reads the JSON back."""
+        ValueError for any other extension.  Returns the path written.  Both
+        open in the Perfetto UI, and ``frametrace.load()`` reads the JSON
+        back.  ``{pid}`` and ``{rank}`` in path are replaced by the trace's
+        (``{rank}``: 0 without one); a trace with a rank whose path has no
+        ``{rank}`` is written with ``.rankN`` before the extension
+        (``trace.json`` -> ``trace.rank1.json``): each rank its own file."""
+        path = output_name(os.fspath(path), self.distributed, self.pid)
         for field_name, record in (("ranges", RangeRecord), ("steps", StepRecord)):
             for i, item in enumerate(getattr(self, field_name)):
                 if not isinstance(item, record):
@@ -257,15 +282,29 @@ Trace.events = property(Trace._get_events, Trace._set_events,  # type: ignore[as
 def save(directory: Union[str, "os.PathLike[str]"], *, compress: bool = False) -> Callable[[Trace], str]:
     """An ``on_trace_ready`` handler that writes each trace to directory, as
     Chrome trace JSON ``frametrace.<pid>.<cycle>.json`` (``.json.gz`` with
-    compress=True), which the Perfetto UI opens (``frametrace view``) and
-    ``frametrace.load()`` reads."""
-    directory = os.fspath(directory)
-    suffix = ".json.gz" if compress else ".json"
+    compress=True; ``frametrace.rank<N>.<pid>.<cycle>.json`` for a rank of
+    a distributed job), which the Perfetto UI opens (``frametrace view``)
+    and ``frametrace.load()`` reads."""
+    return _Saver(os.fspath(directory), ".json.gz" if compress else ".json")
 
-    def handler(trace: Trace) -> str:
-        return trace.save(os.path.join(directory, f"frametrace.{trace.pid}.{trace.cycle}{suffix}"))
 
-    return handler
+class _Saver:
+    """frametrace.save()'s handler: a class, not a closure, so that it
+    pickles (a child process started with spawn gets it, see
+    profile(trace_children=True))."""
+
+    def __init__(self, directory: str, suffix: str):
+        self.directory = directory
+        self.suffix = suffix
+
+    def __call__(self, trace: Trace) -> str:
+        # {rank} is the trace's, when it has one (Trace.save()).
+        rank = "" if trace.distributed is None or trace.distributed.get("rank") is None else "rank{rank}."
+        return trace.save(os.path.join(self.directory,
+                                       f"frametrace.{rank}{trace.pid}.{trace.cycle}{self.suffix}"))
+
+    def __repr__(self) -> str:
+        return f"frametrace.save({self.directory!r}, compress={self.suffix == '.json.gz'})"
 
 
 class range(_tracer.Range):  # noqa: A001 - the public name is frametrace.range
@@ -499,6 +538,7 @@ class Profile:
         c_calls: bool = True,
         backend: str = "auto",
         max_memory: int = _tracer.DEFAULT_MAX_MEMORY,
+        trace_children: bool = False,
         _ignore: Sequence[Any] = (),
     ):
         if schedule is not None and not callable(schedule):
@@ -514,6 +554,11 @@ class Profile:
                                  f"active={schedule.active}: Python can only be traced in active steps")
         if on_trace_ready is not None and not callable(on_trace_ready):
             raise TypeError(f"on_trace_ready must be callable, not {type(on_trace_ready).__name__}")
+        if not isinstance(trace_children, bool):
+            raise TypeError(f"trace_children must be True or False, not {type(trace_children).__name__}")
+        if trace_children and on_trace_ready is None:
+            raise ValueError("trace_children=True needs on_trace_ready (frametrace.save(dir), say): "
+                             "each child hands its trace to it")
         Tracer(buffer_size=buffer_size, c_calls=c_calls, backend=backend,
                max_memory=max_memory)  # checks them now
         self.schedule = schedule
@@ -527,6 +572,10 @@ class Profile:
                                                "backend": backend, "max_memory": max_memory}
         # Code kept out of this session's traces besides its own (the CLI's, runpy's).
         self._ignored = _SESSION_CODE + tuple(_ignore)
+        self._children: Optional[_children.Plan] = None
+        if trace_children:
+            self._children = _children.Plan(self._tracer_options, on_trace_ready)
+            self._ignored += _children.parent_code()
         self.step_num = 0
         self.last_trace: Optional[Trace] = None
         self._action = ProfilerAction.NONE
@@ -557,6 +606,8 @@ class Profile:
             _current = self
             self._entered = True
         try:
+            if self._children is not None:
+                _children.enable(self._children)
             _tracer._set_range_sink(self._outside_marks)
             self._begin_step(_now())
         except BaseException:
@@ -727,6 +778,7 @@ class Profile:
             cycle=window.cycle,
             tracer=tracer,
             clock_anchor={"monotonic_ns": _monotonic_ns(), "wall_ns": _time_ns()},
+            distributed=distributed_info(),
         )
         previous, self.last_trace = self.last_trace, trace
         if previous is not None and previous.tracer is None:
@@ -752,6 +804,8 @@ class Profile:
         with _current_lock:
             if _current is self:
                 _current = None
+        if self._children is not None:
+            _children.disable(self._children)
         self._unprepare()
         _tracer._set_range_sink(None)
         if self._window is not None:
@@ -819,6 +873,7 @@ def profile(
     c_calls: bool = True,
     backend: str = "auto",
     max_memory: int = _tracer.DEFAULT_MAX_MEMORY,
+    trace_children: bool = False,
 ) -> Profile:
     """A profiling session (a context manager).
 
@@ -833,10 +888,20 @@ def profile(
     ``prof.step()`` or at exit, which waits for it.  ``prof.stop()`` stops
     Python tracing early.
     buffer_size, c_calls, backend, max_memory: the tracer's (``Tracer``).
+    trace_children: every child process started while the session runs
+    (``os.fork``, multiprocessing with fork, spawn or forkserver:
+    DataLoader workers, pools) traces itself with such a tracer, from its
+    start to its end (also through multiprocessing's ``os._exit`` and a
+    SIGTERM), and hands its trace to ``on_trace_ready`` there, in the
+    child (``frametrace.save(dir)`` writes ``frametrace.<child pid>.0.json``;
+    ``trace.parent_pid`` is set); ``frametrace merge`` puts them on the
+    parent's timeline.  For spawn and forkserver children on_trace_ready
+    must pickle (``frametrace.save`` does; otherwise a RuntimeWarning and
+    those children run untraced).
     """
     return Profile(schedule=schedule, python_steps=python_steps, on_trace_ready=on_trace_ready,
                    buffer_size=buffer_size, c_calls=c_calls, backend=backend,
-                   max_memory=max_memory)
+                   max_memory=max_memory, trace_children=trace_children)
 
 
 def step() -> None:
