@@ -54,9 +54,16 @@ class Plan:
     called with its Trace as it ends.  Pickled to spawn and forkserver
     children: deliver must pickle (frametrace.save() does)."""
 
-    def __init__(self, options: dict, deliver: Callable[[Any], Any]):
+    def __init__(self, options: dict, deliver: Callable[[Any], Any], ignore: tuple = ()):
         self.options = dict(options)
         self.deliver = deliver
+        # Code kept out of a forked child's trace as out of the parent's
+        # (the command's frames on the stack); code objects do not pickle,
+        # and a spawned child's stack has none of them.
+        self.ignore = tuple(ignore)
+
+    def __getstate__(self) -> dict:
+        return {"options": self.options, "deliver": self.deliver, "ignore": ()}
 
 
 class _ChildRun:
@@ -154,7 +161,7 @@ def _start(plan: Plan, method: str, parent_pid: int) -> None:
 
     try:
         tracer = Tracer(**plan.options)
-        for code in _OWN_CODE:
+        for code in _OWN_CODE + plan.ignore:
             tracer._ignore(code)
         tracer.start()
     except (RuntimeError, TypeError, ValueError) as exc:

@@ -294,7 +294,7 @@ def _run(ns: argparse.Namespace, script: Optional[str], module: Optional[str],
             skip.update(_children.parent_code())
             plan = _children.Plan({"buffer_size": ns.buffer_size, "c_calls": not ns.no_c_calls,
                                    "backend": ns.backend, "max_memory": ns.max_memory},
-                                  _ChildFile(output, metadata))
+                                  _ChildFile(output, metadata), tuple(skip))
             _children.enable(plan)
 
         sys.stdout.flush()
@@ -334,12 +334,12 @@ def _run(ns: argparse.Namespace, script: Optional[str], module: Optional[str],
         sys.argv = saved_argv
         sys.path[:] = saved_path
 
+    if os.getpid() != pid and ns.follow_children:
+        _children.finish()  # a forked child's trace ends here, not in this command's code
     status = _report_error(error, skip)
     if os.getpid() != pid:
         # A forked child of the program, back here through SystemExit:
         # never the parent's file, nor its summary.
-        if ns.follow_children:
-            _children.finish()  # its trace ends here, not after this command's code
         if forks is None:
             return status
         child = os.getpid()

@@ -574,8 +574,8 @@ class Profile:
         self._ignored = _SESSION_CODE + tuple(_ignore)
         self._children: Optional[_children.Plan] = None
         if trace_children:
-            self._children = _children.Plan(self._tracer_options, on_trace_ready)
             self._ignored += _children.parent_code()
+            self._children = _children.Plan(self._tracer_options, on_trace_ready, self._ignored)
         self.step_num = 0
         self.last_trace: Optional[Trace] = None
         self._action = ProfilerAction.NONE
