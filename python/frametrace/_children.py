@@ -99,7 +99,7 @@ def disable(plan: Plan) -> None:
     if _plan is not plan:
         return
     _plan = None
-    spawn = sys.modules.get("multiprocessing.spawn")
+    spawn: Any = sys.modules.get("multiprocessing.spawn")
     if spawn is not None and spawn.get_preparation_data is _preparation_data:
         spawn.get_preparation_data = _original_preparation
         _original_preparation = None

@@ -1,7 +1,7 @@
 """The ``frametrace`` command (also ``python -m frametrace``).
 
     frametrace run [-o trace.json] [--buffer-size N] [--no-c-calls] [--fork-traces]
-                   [--steps SPEC [--python-steps N]] script.py [args...]
+                   [--follow-children] [--steps SPEC [--python-steps N]] script.py [args...]
     frametrace run [options] -m package.module [args...]
     frametrace attach PID [--duration SECONDS | --steps N [--step-function module:qualname]]
                       [-o trace.json|.pftrace] [--buffer-size N] [--no-c-calls] [--timeout SECONDS]
@@ -18,7 +18,13 @@ ended, as Python waits for them (daemon threads still running then are cut
 there, flagged open_at_stop; ``atexit`` handlers are not traced).  A child
 the program forks that comes back here (``sys.exit()`` in the child)
 writes nothing; with ``--fork-traces`` it writes its own trace, from the
-fork on, as the output's name with ``.PID`` before the extension.  The command's own frames and runpy's are kept
+fork on, as the output's name with ``.PID`` before the extension.
+With ``--follow-children`` every child process (os.fork, multiprocessing
+with fork, spawn or forkserver) traces its whole life and writes the same
+name (see ``frametrace._children``).  In a rank of a distributed job
+(torchrun's RANK, or torch.distributed initialised) the process is named
+"rank N" and the output gets ``.rankN`` before its extension unless it
+holds ``{rank}``; ``{pid}`` is replaced too.  The command's own frames and runpy's are kept
 out of the trace.  A script file is read and compiled before tracing
 starts and its code called as a function, so the main thread's trace has
 one root, the program's ``<module>``; with ``-m``, a directory or a zip
@@ -348,7 +354,7 @@ def _run(ns: argparse.Namespace, script: Optional[str], module: Optional[str],
                                 dict(metadata, exit_code=status, parent_pid=pid), status)
     if session is None:
         info = distributed_info()
-        return _write_run_trace(tracer, output_name(output, info), rank_name(info, process_name),
+        return _write_run_trace(tracer, output_name(output, info), rank_name(info) or process_name,
                                 dict(metadata, exit_code=status), status)
     assert writer is not None
     return _report_cycles(writer, session, ns.steps_text, status)

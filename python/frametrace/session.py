@@ -574,6 +574,7 @@ class Profile:
         self._ignored = _SESSION_CODE + tuple(_ignore)
         self._children: Optional[_children.Plan] = None
         if trace_children:
+            assert on_trace_ready is not None  # checked above
             self._ignored += _children.parent_code()
             self._children = _children.Plan(self._tracer_options, on_trace_ready, self._ignored)
         self.step_num = 0
