@@ -54,20 +54,25 @@ class Plan:
     called with its Trace as it ends.  Pickled to spawn and forkserver
     children: deliver must pickle (frametrace.save() does)."""
 
-    def __init__(self, options: dict, deliver: Callable[[Any], Any], ignore: tuple = ()):
+    def __init__(self, options: dict, deliver: Callable[[Any], Any], ignore: tuple = (),
+                 schedule: Any = None, python_steps: Optional[int] = None):
         self.options = dict(options)
         self.deliver = deliver
+        # A child that steps (frametrace.step(), or the parent's prof.step()
+        # in a forked child) is profiled on this schedule from then on.
+        self.schedule = schedule
+        self.python_steps = python_steps
         # Code kept out of a forked child's trace as out of the parent's
         # (the command's frames on the stack); code objects do not pickle,
         # and a spawned child's stack has none of them.
         self.ignore = tuple(ignore)
 
     def __getstate__(self) -> dict:
-        return {"options": self.options, "deliver": self.deliver, "ignore": ()}
+        return dict(self.__dict__, ignore=())
 
 
 class _ChildRun:
-    __slots__ = ("plan", "tracer", "method", "pid", "parent_pid")
+    __slots__ = ("plan", "tracer", "method", "pid", "parent_pid", "session")
 
     def __init__(self, plan: Plan, tracer: Any, method: str, parent_pid: int):
         self.plan = plan
@@ -75,6 +80,7 @@ class _ChildRun:
         self.method = method
         self.pid = os.getpid()
         self.parent_pid = parent_pid
+        self.session: Any = None  # its own session, once it steps
 
 
 def enable(plan: Plan) -> None:
@@ -207,6 +213,35 @@ def _on_sigterm(signum: int, frame: Any) -> None:
     os.kill(os.getpid(), signal.SIGTERM)
 
 
+def step() -> bool:
+    """In a traced child, its step() (frametrace.step() with no session, or
+    a forked copy of the parent's session's step()): the first one stops
+    the whole-life tracer, dropping what it recorded, and starts a session
+    of the child's own on the parent's schedule, its steps counted as the
+    child's loop counts them (this first call ended its step 0, which is
+    not recorded); later ones step that session.  False outside a traced
+    child."""
+    run = _child
+    if run is None or run.pid != os.getpid():
+        return False
+    if run.session is not None:
+        run.session.step()
+        return True
+    from .session import Profile
+
+    run.tracer.stop()
+    run.tracer.clear()
+    plan = run.plan
+    session = Profile(schedule=plan.schedule, python_steps=plan.python_steps,
+                      on_trace_ready=plan.deliver, _ignore=_OWN_CODE + plan.ignore,
+                      **plan.options)
+    session._trace_extra = {"parent_pid": run.parent_pid, "process_name": _process_name(run)}
+    session.step_num = 1
+    session.__enter__()
+    run.session = session
+    return True
+
+
 def finish() -> None:
     """In a traced child: stops its tracer and delivers its trace (once)."""
     global _child
@@ -220,10 +255,21 @@ def finish() -> None:
     # normally writes) waits for the write: blocked, then delivered.
     blocked = _block_sigterm()
     try:
-        _deliver(run, tracer)
+        if run.session is not None:
+            _end_session(run)
+        else:
+            _deliver(run, tracer)
     finally:
         if blocked:
             signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+
+
+def _end_session(run: _ChildRun) -> None:
+    try:
+        run.session.__exit__(None, None, None)  # its last window, and waits for the writes
+    except BaseException:  # noqa: B036 - a child's end: told, never raised into it
+        print(f"frametrace: the session of child process {run.pid} failed:", file=sys.stderr)
+        traceback.print_exc()
 
 
 def _block_sigterm() -> bool:
@@ -237,10 +283,7 @@ def _deliver(run: _ChildRun, tracer: Any) -> None:
     from ._ranks import distributed_info
     from .session import Trace
 
-    name = _process_name(run)
     info = distributed_info()
-    if info is not None and info.get("rank") is not None:
-        name = f"rank {info['rank']} {name}"
     trace = Trace(
         session_start_ns=tracer.start_ns, session_end_ns=tracer.stop_ns,
         tracer_start_ns=tracer.start_ns, tracer_stop_ns=tracer.stop_ns,
@@ -248,7 +291,7 @@ def _deliver(run: _ChildRun, tracer: Any) -> None:
         pid=run.pid, thread_names=dict(tracer.thread_names), threads=tracer.threads,
         cycle=0, tracer=tracer,
         clock_anchor={"monotonic_ns": time.monotonic_ns(), "wall_ns": time.time_ns()},
-        distributed=info, process_name=name, parent_pid=run.parent_pid,
+        distributed=info, process_name=_process_name(run), parent_pid=run.parent_pid,
     )
     try:
         run.plan.deliver(trace)
@@ -261,14 +304,18 @@ def _deliver(run: _ChildRun, tracer: Any) -> None:
 
 
 def _process_name(run: _ChildRun) -> str:
-    """"child PID of PARENT", with multiprocessing's name of the process."""
+    """"child PID of PARENT", with multiprocessing's name of the process,
+    after "rank N " in a rank."""
+    from ._ranks import distributed_info, rank_of
+
     what = ""
     process = sys.modules.get("multiprocessing.process")
     if process is not None:
         current = process.current_process()
         if current is not None and current.name != "MainProcess":
             what = f" ({current.name})"
-    return f"child {run.pid}{what} of {run.parent_pid}"
+    rank = rank_of(distributed_info())
+    return f"{'' if rank is None else f'rank {rank} '}child {run.pid}{what} of {run.parent_pid}"
 
 
 atexit.register(finish)
@@ -276,7 +323,8 @@ atexit.register(finish)
 # Never in a child's trace.
 _OWN_CODE = tuple(f.__code__ for f in (
     _bootstrap_child, _after_fork_in_child, _start, _arm_exits, _after_multiprocessing_bootstrap,
-    _on_sigterm, finish, _block_sigterm, _deliver, _process_name, _preparation_data))
+    _on_sigterm, step, finish, _end_session, _block_sigterm, _deliver, _process_name,
+    _preparation_data))
 
 
 def parent_code() -> tuple:

@@ -300,7 +300,8 @@ def _run(ns: argparse.Namespace, script: Optional[str], module: Optional[str],
             skip.update(_children.parent_code())
             plan = _children.Plan({"buffer_size": ns.buffer_size, "c_calls": not ns.no_c_calls,
                                    "backend": ns.backend, "max_memory": ns.max_memory},
-                                  _ChildFile(output, metadata), tuple(skip))
+                                  _ChildFile(output, metadata), tuple(skip),
+                                  ns.steps, ns.python_steps)
             _children.enable(plan)
 
         sys.stdout.flush()
@@ -481,6 +482,8 @@ class _ChildFile:
         path = output_name(self.output, trace.distributed, trace.pid)
         if "{pid}" not in self.output:
             path = numbered(path, trace.pid)
+        if trace.steps:  # a child that steps: a trace per cycle of the schedule
+            path = numbered(path, trace.cycle)
         count = trace._write(path, metadata=self.metadata)
         print(f"{PROG}: {count:,} events of child process {trace.pid} written to {path}",
               file=sys.stderr, flush=True)

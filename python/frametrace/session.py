@@ -576,7 +576,8 @@ class Profile:
         if trace_children:
             assert on_trace_ready is not None  # checked above
             self._ignored += _children.parent_code()
-            self._children = _children.Plan(self._tracer_options, on_trace_ready, self._ignored)
+            self._children = _children.Plan(self._tracer_options, on_trace_ready, self._ignored,
+                                            schedule, python_steps)
         self.step_num = 0
         self.last_trace: Optional[Trace] = None
         self._action = ProfilerAction.NONE
@@ -593,6 +594,7 @@ class Profile:
         # open, so that a window knows those that began before it.
         self._outside_marks: list = []
         self._open_ranges: dict = {}
+        self._trace_extra: dict = {}  # more Trace fields (a traced child's session)
 
     # -- the public protocol ---------------------------------------------
 
@@ -620,6 +622,7 @@ class Profile:
         """Ends the current step of the loop and starts the next (nothing, in
         a process forked from the one running the session)."""
         if self._forked:
+            _children.step()  # a traced child's own session, if any
             return
         if not self._entered or self._finished:
             raise RuntimeError("step() called outside a session: use it inside "
@@ -780,6 +783,7 @@ class Profile:
             tracer=tracer,
             clock_anchor={"monotonic_ns": _monotonic_ns(), "wall_ns": _time_ns()},
             distributed=distributed_info(),
+            **self._trace_extra,
         )
         previous, self.last_trace = self.last_trace, trace
         if previous is not None and previous.tracer is None:
@@ -911,8 +915,11 @@ def step() -> None:
     when no session runs: a program can mark its steps and run untraced,
     under ``frametrace run --steps``, or under its own session."""
     session = _current
-    if session is not None and not _flags.writer:
-        session.step()
+    if session is not None:
+        if not _flags.writer:
+            session.step()
+    elif _children._child is not None:
+        _children.step()  # a traced child that steps: profiled on the parent's schedule
 
 
 def _nested_code(func: Callable, name: str):

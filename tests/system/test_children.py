@@ -185,3 +185,64 @@ def test_spawn_child_with_a_handler_that_does_not_pickle(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("0 [")
     assert "children started with spawn or forkserver are not traced" in proc.stdout
+
+
+STEPPING = '''\
+import json, multiprocessing, os, sys, frametrace
+
+def work(i):
+    return i
+
+def loop():
+    for i in range(6):
+        work(i)
+        frametrace.step()
+
+if __name__ == "__main__":
+    ctx = multiprocessing.get_context(sys.argv[1])
+    sched = frametrace.schedule(wait=1, warmup=0, active=2, repeat=1)
+    with frametrace.profile(schedule=sched, on_trace_ready=frametrace.save("out"),
+                            trace_children=True) as prof:
+        p = ctx.Process(target=loop)
+        p.start()
+        p.join()
+        for i in range(4):
+            work(i)
+            prof.step()
+    print(json.dumps([os.getpid(), p.pid]))
+'''
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_child_that_steps_follows_the_schedule(tmp_path, method):
+    (tmp_path / "prog.py").write_text(STEPPING)
+    proc = python("prog.py", method, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    parent, child = json.loads(proc.stdout)
+    assert sorted(os.listdir(tmp_path / "out")) == sorted(
+        [f"frametrace.{parent}.0.json", f"frametrace.{child}.0.json"])
+    trace = frametrace.load(str(tmp_path / "out" / f"frametrace.{child}.0.json"))
+    # Its own loop's steps 1 and 2 (wait=1: step 0 waits), as the parent's.
+    assert [s.step for s in trace.steps] == [1, 2]
+    assert [e.name for e in trace.events].count("work") == 2
+    assert "loop" in {e.name for e in trace.events}
+    assert raw_other(tmp_path / "out" / f"frametrace.{child}.0.json")["metadata"]["parent_pid"] == parent
+    mine = frametrace.load(str(tmp_path / "out" / f"frametrace.{parent}.0.json"))
+    assert [s.step for s in mine.steps] == [1, 2]
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_run_follow_children_with_steps(tmp_path):
+    (tmp_path / "prog.py").write_text(STEPPING.replace(
+        'with frametrace.profile(schedule=sched, on_trace_ready=frametrace.save("out"),\n'
+        '                            trace_children=True) as prof:', 'if True:').replace(
+        "prof.step()", "frametrace.step()"))
+    proc = python("-m", "frametrace", "run", "--follow-children", "--steps",
+                  "wait=1,active=2,repeat=1", "-o", "t.json", "prog.py", "fork", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    parent, child = json.loads(proc.stdout.splitlines()[-1])
+    assert sorted(f for f in os.listdir(tmp_path) if f.startswith("t.")) == sorted(
+        ["t.0.json", f"t.{child}.0.json"])
+    trace = frametrace.load(str(tmp_path / f"t.{child}.0.json"))
+    assert [s.step for s in trace.steps] == [1, 2]
+    assert [e.name for e in trace.events].count("work") == 2
