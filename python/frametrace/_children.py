@@ -4,7 +4,9 @@ and ``frametrace run --follow-children``.
 While a parent traces its children (``enable(plan)``), every child it
 starts traces itself from its first moment to its end, with a tracer of its
 own (the parent's options), and hands its trace to ``plan.deliver`` (the
-session's on_trace_ready, or the command's writer) as it ends:
+session's on_trace_ready, or the command's writer) as it ends; a child
+that steps is profiled on the parent's schedule from its first step on
+instead (``step()``).  How each kind of child starts tracing:
 
 - fork (``os.fork``, multiprocessing's "fork"): an at-fork hook starts the
   child's tracer (the inherited one was stopped at the fork by the

@@ -900,7 +900,9 @@ def profile(
     SIGTERM), and hands its trace to ``on_trace_ready`` there, in the
     child (``frametrace.save(dir)`` writes ``frametrace.<child pid>.0.json``;
     ``trace.parent_pid`` is set); ``frametrace merge`` puts them on the
-    parent's timeline.  For spawn and forkserver children on_trace_ready
+    parent's timeline.  A child that steps (``frametrace.step()``, or this
+    session's ``step()`` in a forked child) is profiled on this schedule
+    from its first step on instead, a trace per cycle.  For spawn and forkserver children on_trace_ready
     must pickle (``frametrace.save`` does; otherwise a RuntimeWarning and
     those children run untraced).
     """
