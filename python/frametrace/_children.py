@@ -44,6 +44,7 @@ from typing import Any, Callable, Optional
 from . import _tracer
 
 _plan: Optional["Plan"] = None  # this process traces its children
+_enabled: list = []  # the plans enabled, innermost last
 _child: Optional["_ChildRun"] = None  # this process is a traced child
 _original_preparation: Optional[Callable[[str], dict]] = None
 _fork_hook = False
@@ -86,8 +87,10 @@ class _ChildRun:
 
 
 def enable(plan: Plan) -> None:
-    """From now on, the children this process starts trace themselves."""
+    """From now on, the children this process starts trace themselves
+    (by plan, until disable(plan); the latest enabled plan wins)."""
     global _plan, _fork_hook, _original_preparation
+    _enabled.append(plan)
     _plan = plan
     if not _fork_hook and hasattr(os, "register_at_fork"):
         os.register_at_fork(after_in_child=_after_fork_in_child)  # for good: once
@@ -104,9 +107,12 @@ def enable(plan: Plan) -> None:
 def disable(plan: Plan) -> None:
     """Children started from now on are not traced (those running go on)."""
     global _plan, _original_preparation
-    if _plan is not plan:
+    if plan not in _enabled:
         return
-    _plan = None
+    _enabled.remove(plan)
+    _plan = _enabled[-1] if _enabled else None  # an outer one (run's, around a session's)
+    if _plan is not None:
+        return
     spawn: Any = sys.modules.get("multiprocessing.spawn")
     if spawn is not None and spawn.get_preparation_data is _preparation_data:
         spawn.get_preparation_data = _original_preparation
@@ -148,10 +154,7 @@ class _Bootstrap:
 
 
 def _bootstrap_child(plan: Plan, parent_pid: int) -> None:
-    global _plan
-    _plan = plan  # its own children are traced too
-    if _original_preparation is None:
-        enable(plan)
+    enable(plan)  # its own children are traced too
     _start(plan, "spawn", parent_pid)
 
 

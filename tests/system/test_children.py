@@ -246,3 +246,23 @@ def test_run_follow_children_with_steps(tmp_path):
     trace = frametrace.load(str(tmp_path / f"t.{child}.0.json"))
     assert [s.step for s in trace.steps] == [1, 2]
     assert [e.name for e in trace.events].count("work") == 2
+
+
+def test_enable_nests():
+    """A session's plan inside run --follow-children's: the inner one while
+    it runs, the outer one again after."""
+    from frametrace import _children
+    outer = _children.Plan({}, print)
+    inner = _children.Plan({}, print)
+    _children.enable(outer)
+    try:
+        _children.enable(inner)
+        assert _children._plan is inner
+        _children.disable(inner)
+        assert _children._plan is outer
+        import multiprocessing.spawn as spawn
+        assert spawn.get_preparation_data is _children._preparation_data
+    finally:
+        _children.disable(outer)
+    assert _children._plan is None
+    assert spawn.get_preparation_data is not _children._preparation_data
