@@ -930,7 +930,8 @@ def _merge(ns: argparse.Namespace) -> int:
     for d in inputs:
         renamed = f" (was {d['original_pid']})" if d["pid"] != d["original_pid"] else ""
         start = d["start_ns"] + d["shift_ns"] - other["origin_ns"]
-        print(f"  pid {d['pid']}{renamed}: {d['source']}, starts at +{_ms(start)}",
+        name = f" {d['process_name']!r}" if d.get("process_name") else ""
+        print(f"  pid {d['pid']}{renamed}{name}: {d['source']}, starts at +{_ms(start)}",
               file=sys.stderr)
     return 0
 
@@ -962,7 +963,9 @@ def _parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     run.add_argument("-o", "--output", default=DEFAULT_OUTPUT, metavar="trace.json|.pftrace",
                      help=f"where to write the trace (default {DEFAULT_OUTPUT}): .json, "
                           f".json.gz (Chrome trace JSON), .pftrace, .pftrace.gz (Perfetto's "
-                          f"protobuf, smaller)")
+                          f"protobuf, smaller); {{rank}} and {{pid}} are replaced, and a rank "
+                          f"of a distributed job (torchrun) writes NAME.rankN.EXT unless "
+                          f"{{rank}} is given")
     run.add_argument("--buffer-size", type=int, default=DEFAULT_BUFFER_SIZE, metavar="N",
                      help=f"ring capacity in records per thread, a call and a return being two "
                      f"(default {DEFAULT_BUFFER_SIZE:,}); "

@@ -130,7 +130,7 @@ if __name__ == "__main__":
 '''
 
 
-@pytest.mark.parametrize("method", [None, "spawn"], ids=["default", "spawn"])
+@pytest.mark.parametrize("method", [None, "spawn", "forkserver"], ids=["default", "spawn", "forkserver"])
 def test_dataloader_workers_traced(tmp_path, method):
     (tmp_path / "loader.py").write_text(LOADER)
     proc = subprocess.run([sys.executable, "loader.py", "out", *([method] if method else [])],
@@ -163,3 +163,58 @@ def test_dataloader_workers_traced(tmp_path, method):
     for pid, p in by_pid.items():
         if pid != report["parent"]:
             assert main["tracer_start_ns"] < p["tracer_start_ns"] < main["tracer_stop_ns"]
+
+
+DDP_LOADER = '''\
+import torch, torch.distributed as dist, torch.nn as nn
+from torch.utils.data import DataLoader, Dataset
+
+class Pairs(Dataset):
+    def __len__(self):
+        return 8
+
+    def __getitem__(self, i):
+        return torch.full((4,), float(i)), torch.tensor([float(i)])
+
+def main():
+    dist.init_process_group("gloo")
+    model = nn.parallel.DistributedDataParallel(nn.Linear(4, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    for x, y in DataLoader(Pairs(), batch_size=4, num_workers=1):
+        opt.zero_grad()
+        nn.functional.mse_loss(model(x), y).backward()
+        opt.step()
+    dist.destroy_process_group()
+
+if __name__ == "__main__":
+    main()
+'''
+
+
+def test_ddp_with_dataloader_workers_under_run_follow_children(tmp_path):
+    """torchrun, frametrace run --follow-children: each rank's trace and its
+    DataLoader worker's, four files, merged: "rank 0", "rank 1" and their
+    workers named after them."""
+    (tmp_path / "ddp.py").write_text(DDP_LOADER)
+    torchrun(tmp_path, "-m", "frametrace", "run", "--follow-children", "-o", "trace.json", "ddp.py")
+    files = sorted(f for f in os.listdir(tmp_path) if f.startswith("trace"))
+    ranks = [f for f in files if f.count(".") == 2]
+    workers = [f.split(".") for f in files if f.count(".") == 3]
+    assert ranks == ["trace.rank0.json", "trace.rank1.json"], files
+    assert [(w[0], w[1], w[2].isdigit(), w[3]) for w in workers] == [
+        ("trace", "rank0", True, "json"), ("trace", "rank1", True, "json")], files
+    proc = subprocess.run([sys.executable, "-m", "frametrace", "merge", *files, "-o", "all.json"],
+                          cwd=tmp_path, env=env(), capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    trace = frametrace.load(str(tmp_path / "all.json"))
+    names = {p["process_name"] for p in trace.processes}
+    assert {"rank 0", "rank 1"} < names
+    children = sorted(names - {"rank 0", "rank 1"})
+    assert [n.split(" child ")[0] for n in children] == ["rank 0", "rank 1"], names
+    assert all(" (Process-1) of " in n for n in children), names
+    rank_pid = {p["process_name"]: p["pid"] for p in trace.processes}
+    for p in trace.processes:
+        if p["process_name"] in children:  # a worker: its rank's child
+            assert p["metadata"]["parent_pid"] == rank_pid[p["process_name"].split(" child ")[0]]
+    getitems = [e for e in trace.events if e.name == "Pairs.__getitem__"]
+    assert len(getitems) == 16  # 8 items on each rank, all in the workers
