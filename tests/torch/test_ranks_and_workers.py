@@ -218,3 +218,40 @@ def test_ddp_with_dataloader_workers_under_run_follow_children(tmp_path):
             assert p["metadata"]["parent_pid"] == rank_pid[p["process_name"].split(" child ")[0]]
     getitems = [e for e in trace.events if e.name == "Pairs.__getitem__"]
     assert len(getitems) == 16  # 8 items on each rank, all in the workers
+
+
+NO_ENV = '''\
+import os, sys
+import torch, torch.distributed as dist, torch.multiprocessing as mp
+import frametrace
+
+def work(rank, store, out):
+    assert "RANK" not in os.environ
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=2)
+    t = torch.ones(2) * (rank + 1)
+    with frametrace.profile(on_trace_ready=frametrace.save(out)):
+        dist.all_reduce(t)
+    assert t.tolist() == [3.0, 3.0]
+    dist.destroy_process_group()
+
+if __name__ == "__main__":
+    mp.spawn(work, args=(sys.argv[1], sys.argv[2]), nprocs=2)
+'''
+
+
+def test_rank_from_torch_distributed_without_environment(tmp_path):
+    """No RANK in the environment: the rank and backend come from the
+    initialised torch.distributed, read as the window closes."""
+    (tmp_path / "prog.py").write_text(NO_ENV)
+    proc = subprocess.run([sys.executable, "prog.py", str(tmp_path / "store"), "out"],
+                          cwd=tmp_path, env=env(), capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    files = sorted(os.listdir(tmp_path / "out"))
+    assert [f.split(".")[1] for f in files] == ["rank0", "rank1"]
+    for rank, name in enumerate(files):
+        with open(tmp_path / "out" / name) as fh:
+            doc = json.load(fh)
+        assert doc["distributedInfo"] == {"backend": "gloo", "rank": rank, "world_size": 2,
+                                          "local_rank": None, "local_world_size": None,
+                                          "pg_count": 1}
+        assert frametrace.load(str(tmp_path / "out" / name)).distributed == doc["distributedInfo"]
