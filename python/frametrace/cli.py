@@ -24,7 +24,8 @@ with fork, spawn or forkserver) traces its whole life and writes the same
 name (see ``frametrace._children``).  In a rank of a distributed job
 (torchrun's RANK, or torch.distributed initialised) the process is named
 "rank N" and the output gets ``.rankN`` before its extension unless it
-holds ``{rank}``; ``{pid}`` is replaced too.  The command's own frames and runpy's are kept
+holds ``{rank}``; ``{pid}`` is replaced too.
+The command's own frames and runpy's are kept
 out of the trace.  A script file is read and compiled before tracing
 starts and its code called as a function, so the main thread's trace has
 one root, the program's ``<module>``; with ``-m``, a directory or a zip

@@ -902,9 +902,9 @@ def profile(
     ``trace.parent_pid`` is set); ``frametrace merge`` puts them on the
     parent's timeline.  A child that steps (``frametrace.step()``, or this
     session's ``step()`` in a forked child) is profiled on this schedule
-    from its first step on instead, a trace per cycle.  For spawn and forkserver children on_trace_ready
-    must pickle (``frametrace.save`` does; otherwise a RuntimeWarning and
-    those children run untraced).
+    from its first step on instead, a trace per cycle.  For spawn and
+    forkserver children on_trace_ready must pickle (``frametrace.save``
+    does; otherwise a RuntimeWarning and those children run untraced).
     """
     return Profile(schedule=schedule, python_steps=python_steps, on_trace_ready=on_trace_ready,
                    buffer_size=buffer_size, c_calls=c_calls, backend=backend,
