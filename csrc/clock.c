@@ -208,6 +208,21 @@ ft_clock_free(ft_clock *clock)
     memset(clock, 0, sizeof(*clock));
 }
 
+int
+ft_clock_copy(ft_clock *dst, const ft_clock *src)
+{
+    *dst = *src;
+    dst->anchors = malloc((src->nanchors ? src->nanchors : 1)
+                          * sizeof(ft_anchor));
+    if (dst->anchors == NULL) {
+        memset(dst, 0, sizeof(*dst));
+        return -1;
+    }
+    memcpy(dst->anchors, src->anchors, src->nanchors * sizeof(ft_anchor));
+    dst->cap = src->nanchors ? src->nanchors : 1;
+    return 0;
+}
+
 #ifdef __SIZEOF_INT128__
 /* Makes cursor describe the segment lo..hi, for ft_clock_convert(): span
  * and dns below 2**62, so that dt * whole and the sum fit. */

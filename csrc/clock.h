@@ -74,6 +74,9 @@ int ft_clock_cycles_usable(void);
 /* Ready to record (takes the first anchor); -1 when out of memory. */
 int ft_clock_start(ft_clock *clock, int use_cycles);
 void ft_clock_free(ft_clock *clock);
+/* dst becomes a copy of src with its own anchors: 0, or -1 (no memory)
+ * leaving dst empty. */
+int ft_clock_copy(ft_clock *dst, const ft_clock *src);
 /* Reads CLOCK_MONOTONIC and CLOCK_BOOTTIME together into the clock's
  * pair at start (ft_clock_start() does) or at stop.  Pure C; a clock
  * without CLOCK_BOOTTIME keeps no pair. */

@@ -48,21 +48,40 @@ type_defining(PyTypeObject *type, const PyMethodDef *ml)
  * table defines it, whatever it was called on (an inherited method, a
  * classmethod called on a subclass, a metaclass method such as type.mro
  * called on int).  Functions are keyed by their method definition, so the
- * name must not depend on self.  Else type(self), or self for a class. */
+ * name must not depend on self.  Else type(self), or self for a class.
+ * *is_instance: self is an instance of the class found in whose table ml
+ * is (a method bound to its object, not a static or class method). */
 static PyTypeObject *
-defining_type(PyObject *self, const PyMethodDef *ml)
+defining_type(PyObject *self, const PyMethodDef *ml, int *is_instance)
 {
-    PyTypeObject *found = NULL;
-    if (PyType_Check(self)) {
+    PyTypeObject *found = type_defining(Py_TYPE(self), ml);
+    *is_instance = found != NULL;
+    if (found == NULL && PyType_Check(self)) {
         found = type_defining((PyTypeObject *)self, ml);
-    }
-    if (found == NULL) {
-        found = type_defining(Py_TYPE(self), ml);
     }
     if (found == NULL) {
         found = PyType_Check(self) ? (PyTypeObject *)self : Py_TYPE(self);
     }
     return found;
+}
+
+/* A name is never empty: pybind11 makes functions named "" (torch's
+ * operator overloads). */
+static const char *
+method_name(const PyMethodDef *ml)
+{
+    return ml->ml_name[0] != '\0' ? ml->ml_name : "<unnamed>";
+}
+
+/* "module.name", or "name" for builtins. */
+static PyObject *
+module_function_name(PyObject *modname, const char *ml_name)
+{
+    if (modname == NULL
+        || PyUnicode_CompareWithASCIIString(modname, "builtins") == 0) {
+        return PyUnicode_FromString(ml_name);
+    }
+    return PyUnicode_FromFormat("%U.%s", modname, ml_name);
 }
 
 /* Builds the table entry of the C function called through arg.  Sets
@@ -104,26 +123,33 @@ describe_c_function(ft_tracer *tracer, PyObject *arg, ft_func *func,
                 modname = Py_NewRef(cf->m_module);
             }
         }
-        if (modname == NULL
-            || PyUnicode_CompareWithASCIIString(modname, "builtins") == 0) {
-            func->name = PyUnicode_FromString(ml->ml_name);
-        }
-        else {
-            func->name = PyUnicode_FromFormat("%U.%s", modname, ml->ml_name);
-        }
+        func->name = module_function_name(modname, method_name(ml));
         Py_XDECREF(modname);
         return func->name ? 0 : -1;
     }
-    PyTypeObject *type = defining_type(self, ml);
+    int is_instance;
+    PyTypeObject *type = defining_type(self, ml, &is_instance);
     /* Methods of frametrace's own objects are the tracer, not the trace. */
     *ignored = PyObject_TypeCheck(self, tracer->state->tracer_type)
                || PyObject_TypeCheck(self, tracer->state->range_type);
+    if (!is_instance && cf->m_module != NULL
+        && PyUnicode_Check(cf->m_module)) {
+        /* Its self is not what it is a method of: pybind11's function
+         * record, or the class a static method was looked up on when the
+         * function was given a module (torch.relu is a static method of
+         * torch._C._VariableFunctionsClass, __module__ "torch").  type(self)
+         * names the binding machinery, not the function.  self owns the
+         * method definition (the key): keep it, not its type. */
+        func->owner = Py_NewRef(self);
+        func->name = module_function_name(cf->m_module, method_name(ml));
+        return func->name ? 0 : -1;
+    }
     func->owner = Py_NewRef((PyObject *)type);
     PyObject *qualname = type_qualname(type);
     if (qualname == NULL) {
         return -1;
     }
-    func->name = PyUnicode_FromFormat("%U.%s", qualname, ml->ml_name);
+    func->name = PyUnicode_FromFormat("%U.%s", qualname, method_name(ml));
     Py_DECREF(qualname);
     return func->name ? 0 : -1;
 }

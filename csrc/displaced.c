@@ -53,9 +53,34 @@ open_python(const ft_thread *th)
     return ft_replay_open_python(&in);
 }
 
+/* Changes whenever th's ring takes a record, is packed or discarded. */
+static uint64_t
+ring_words(const ft_thread *th)
+{
+    const ft_ring *ring = &th->ring;
+    return ring->wraps * ring->capacity + ring->pos + ring->packed_records
+           + ring->discarded + ring->escapes;
+}
+
+int64_t
+ft_thread_open_python(ft_thread *th)
+{
+    if (th->open_known && th->open_words == ring_words(th)) {
+        return th->open_at_end;
+    }
+    int64_t n = open_python(th);
+    /* An ended thread's records rarely change (C code entering it again
+     * through PyGILState_Ensure() adds some: then counted again), and each
+     * snapshot and the stop ask. */
+    th->open_known = n >= 0;
+    th->open_at_end = n;
+    th->open_words = ring_words(th);
+    return n;
+}
+
 /* Why th's recording ended early (FT_DISPLACED_*), or FT_DISPLACED_NO. */
 static int
-displaced_why(const ft_thread *th, int tool_lost)
+displaced_why(ft_thread *th, int tool_lost)
 {
     /* Events lost to memory leave frames open too: counted as dropped,
      * not taken for a displaced hook. */
@@ -74,7 +99,7 @@ displaced_why(const ft_thread *th, int tool_lost)
          * too many on its records all the same. */
         return th->hook_restored ? FT_DISPLACED_RESTORED : FT_DISPLACED_NO;
     default:  /* FT_AT_STOP_GONE: the thread ended before stop */
-        if (checkable && open_python(th) > 0) {
+        if (checkable && ft_thread_open_python(th) > 0) {
             return tool_lost ? FT_DISPLACED_TOOL_ID : FT_DISPLACED_ENDED;
         }
         return th->hook_restored ? FT_DISPLACED_RESTORED : FT_DISPLACED_NO;

@@ -38,6 +38,33 @@ ft_functable_clear(ft_functable *table)
 }
 
 int
+ft_functable_copy(ft_functable *dst, const ft_functable *src)
+{
+    memset(dst, 0, sizeof(*dst));
+    size_t nslots = src->mask + 1;
+    dst->slots = malloc(nslots * sizeof(ft_slot));
+    dst->funcs = malloc((src->nfuncs ? src->nfuncs : 1) * sizeof(ft_func));
+    if (dst->slots == NULL || dst->funcs == NULL) {
+        free(dst->slots);
+        free(dst->funcs);
+        memset(dst, 0, sizeof(*dst));
+        return -1;
+    }
+    memcpy(dst->slots, src->slots, nslots * sizeof(ft_slot));
+    dst->mask = src->mask;
+    dst->used = src->used;
+    for (uint32_t i = 0; i < src->nfuncs; i++) {
+        dst->funcs[i] = src->funcs[i];
+        Py_XINCREF(dst->funcs[i].owner);
+        Py_XINCREF(dst->funcs[i].name);
+        Py_XINCREF(dst->funcs[i].filename);
+    }
+    dst->nfuncs = dst->funcs_cap = src->nfuncs ? src->nfuncs : 1;
+    dst->nfuncs = src->nfuncs;
+    return 0;
+}
+
+int
 ft_functable_traverse(ft_functable *table, visitproc visit, void *arg)
 {
     for (uint32_t i = 0; i < table->nfuncs; i++) {

@@ -39,6 +39,9 @@ typedef struct {
 int ft_functable_init(ft_functable *table);
 /* Drops every reference; the table is empty and unusable afterwards. */
 void ft_functable_clear(ft_functable *table);
+/* dst (uninitialized) becomes a copy of src, holding its own references:
+ * 0, or -1 (no memory) leaving dst empty (ft_functable_clear() safe). */
+int ft_functable_copy(ft_functable *dst, const ft_functable *src);
 int ft_functable_traverse(ft_functable *table, visitproc visit, void *arg);
 
 static inline size_t

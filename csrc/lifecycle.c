@@ -1437,6 +1437,153 @@ ft_tracer_disarm(ft_tracer *self)
     return 0;
 }
 
+/* ---- snapshot: the records so far, while recording goes on ---------- */
+
+/* A copy of th for a snapshot: its records, base stack and name; its state
+ * at the snapshot is the caller's to fill in.  NULL when out of memory. */
+static ft_thread *
+snapshot_thread(const ft_thread *src)
+{
+    ft_thread *th = malloc(sizeof(ft_thread));
+    if (th == NULL) {
+        return NULL;
+    }
+    *th = *src;
+    th->base_stack = NULL;
+    th->stop_stack = NULL;
+    th->name = NULL;
+    th->at_stop = FT_AT_STOP_GONE;
+    th->displaced = FT_DISPLACED_NO;
+    th->loss_ticks = 0;
+    th->dropped_events = 0;
+    th->dropped_counted = 0;
+    th->queued = 0;
+    if (ft_ring_copy(&th->ring, &src->ring) < 0) {
+        free(th);
+        return NULL;
+    }
+    size_t depth = (size_t)src->base_depth;
+    if (src->base_stack != NULL) {
+        th->base_stack = malloc((depth ? depth : 1) * sizeof(uint32_t));
+        if (th->base_stack == NULL) {
+            thread_free(th);
+            return NULL;
+        }
+        memcpy(th->base_stack, src->base_stack, depth * sizeof(uint32_t));
+    }
+    th->name = Py_XNewRef(src->name);
+    return th;
+}
+
+/* Each thread of snap (a copy of self's, same order) alive now: whether it
+ * records through self, and its stack (frames open at the snapshot, as at
+ * a stop).  Python frames' ids are interned in self's table: snap copies it
+ * after.  Pure C. */
+static void
+snapshot_stacks(ft_tracer *self, ft_tracer *snap)
+{
+    PyThreadState *ts = PyInterpreterState_ThreadHead(PyInterpreterState_Get());
+    for (; ts != NULL; ts = PyThreadState_Next(ts)) {
+        ft_thread *live = ft_find_thread(self, ts);
+        Py_ssize_t i = 0;
+        while (live != NULL && i < snap->nthreads && self->threads[i] != live) {
+            i++;
+        }
+        if (live == NULL || i == snap->nthreads) {
+            continue;
+        }
+        ft_thread *th = snap->threads[i];
+        th->at_stop = self->backend == FT_BACKEND_MONITORING || is_ours(self, ts)
+            ? FT_AT_STOP_OURS : FT_AT_STOP_OTHER;
+        take_stop_stack(self, th, ts);
+    }
+}
+
+PyObject *
+ft_tracer_snapshot(ft_tracer *self)
+{
+    if (self->phase != FT_PHASE_ACTIVE || self->in_call != FT_IN_NONE) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        self->phase == FT_PHASE_STOPPED
+                        ? "snapshot() of a stopped tracer: its records no "
+                          "longer change, use the tracer itself"
+                        : "snapshot() needs a tracer that is recording "
+                          "(started, not inside start() or stop())");
+        return NULL;
+    }
+    ft_tracer *snap = ft_tracer_like(self);
+    if (snap == NULL) {
+        return NULL;
+    }
+    /* From the anchor to the copies nothing runs that could record (no
+     * Python code, no collection): every record copied is before it. */
+    int gc_was_enabled = PyGC_Disable();
+    ft_anchor at = ft_clock_anchor(&self->clock);
+    int failed = 0;
+    snap->threads = malloc((size_t)(self->nthreads ? self->nthreads : 1)
+                           * sizeof(ft_thread *));
+    failed = snap->threads == NULL;
+    if (!failed) {
+        snap->threads_cap = self->nthreads ? self->nthreads : 1;
+        for (Py_ssize_t i = 0; i < self->nthreads && !failed; i++) {
+            ft_thread *th = snapshot_thread(self->threads[i]);
+            if (th == NULL) {
+                failed = 1;
+                break;
+            }
+            snap->threads[snap->nthreads++] = th;
+        }
+    }
+    if (!failed) {
+        snap->max_tstate_id = self->max_tstate_id;
+        snapshot_stacks(self, snap);
+        /* The frames left open by the threads that ended (for
+         * ft_find_displaced()): a replay of each, counted on the live
+         * thread, which keeps it for the next snapshot and the stop. */
+        for (Py_ssize_t i = 0; i < snap->nthreads; i++) {
+            ft_thread *th = snap->threads[i], *live = self->threads[i];
+            if (th->at_stop == FT_AT_STOP_GONE) {
+                ft_thread_open_python(live);
+                th->open_known = live->open_known;
+                th->open_at_end = live->open_at_end;
+                th->open_words = live->open_words;
+            }
+        }
+        failed = ft_functable_copy(&snap->funcs, &self->funcs) < 0
+                 || ft_clock_copy(&snap->clock, &self->clock) < 0;
+    }
+    if (!failed) {
+        ft_clock_note_boottime(&snap->clock, 1);
+        snap->start_ns = self->start_ns;
+        snap->stop_ns = at.ns;
+        snap->intern_failures = self->intern_failures;
+        snap->phase = FT_PHASE_STOPPED;
+        ft_find_displaced(snap, 0);
+    }
+    if (gc_was_enabled) {
+        PyGC_Enable();
+    }
+    if (failed) {
+        Py_DECREF(snap);
+        return PyErr_NoMemory();
+    }
+    /* Threads may have been renamed.  Python code (threading): after the
+     * snapshot time, so that its calls are not in the snapshot. */
+    PyObject *names = thread_names();
+    if (names == NULL) {
+        PyErr_Clear();  /* they keep the names they were registered with */
+    }
+    else {
+        for (Py_ssize_t i = 0; i < snap->nthreads; i++) {
+            if (tstate_id_alive(snap->threads[i]->tstate_id)) {
+                name_thread(snap->threads[i], names);
+            }
+        }
+        Py_DECREF(names);
+    }
+    return (PyObject *)snap;
+}
+
 /* ---- stop: the latch ------------------------------------------------ */
 
 /* Notes which registered threads are alive at stop, and whether this

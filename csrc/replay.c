@@ -229,6 +229,36 @@ depth_at(const ft_thread_events *te, int64_t i)
                             : te->body.items[k - te->head.len].depth;
 }
 
+/* How many of the outermost frames of the stop stack the records lost
+ * (their calls overwritten), open_py Python frames being open on the
+ * records.  A thread caught between a frame's push and its call event
+ * (3.12+: the eval breaker runs before PY_START; a snapshot catches running
+ * threads there) has that frame innermost on its stack and not on its
+ * records: if the stack without it ends as the records' open frames do,
+ * and with it does not, it is not counted. */
+static size_t
+missing_frames(const replay_ctx *ctx, const ft_replay_input *in,
+               size_t open_py)
+{
+    size_t depth = in->stop_depth;
+    if (depth > open_py && open_py > 0) {
+        /* The records' innermost open Python frame. */
+        uint32_t innermost = UINT32_MAX;
+        for (size_t i = ctx->depth; i-- > 0;) {
+            const ft_event *ev = &ctx->recorded.items[ctx->stack[i]];
+            if (!ev->is_c) {
+                innermost = ev->func;
+                break;
+            }
+        }
+        if (in->stop_stack[depth - 1] != innermost
+            && in->stop_stack[depth - 2] == innermost) {
+            depth--;
+        }
+    }
+    return depth > open_py ? depth - open_py : 0;
+}
+
 /* Makes te from the replay: the M frames from the stop stack and F in its
  * head, R (ctx->recorded, moved, fixed in place) as its body. */
 static int
@@ -252,8 +282,8 @@ assemble(replay_ctx *ctx, const ft_replay_input *in, ft_thread_events *te)
         open_py += !ev->is_c;
     }
     size_t nmissing = 0;
-    if (!lost && in->stop_stack != NULL && in->stop_depth > open_py) {
-        nmissing = in->stop_depth - open_py;
+    if (!lost && !ctx->base_known && in->stop_stack != NULL) {
+        nmissing = missing_frames(ctx, in, open_py);
     }
     size_t npre = ctx->prewindow.len;
     size_t nrec = ctx->recorded.len;

@@ -108,6 +108,36 @@ ft_ring_free(ft_ring *ring)
     memset(ring, 0, sizeof(*ring));
 }
 
+int
+ft_ring_copy(ft_ring *dst, const ft_ring *src)
+{
+    *dst = *src;
+    dst->buf = NULL;
+    dst->packed = NULL;
+    dst->mapped = 0;
+    if (src->buf != NULL) {
+        /* Words past pos were never written unless the ring wrapped;
+         * malloc'd and untouched, they take no memory. */
+        size_t used = src->wraps ? src->capacity : src->pos;
+        dst->buf = malloc((size_t)src->capacity * sizeof(uint64_t));
+        if (dst->buf == NULL) {
+            memset(dst, 0, sizeof(*dst));
+            return -1;
+        }
+        memcpy(dst->buf, src->buf, used * sizeof(uint64_t));
+        dst->reserve = dst->capacity;
+    }
+    if (src->packed != NULL) {
+        dst->packed = malloc(src->packed_bytes ? src->packed_bytes : 1);
+        if (dst->packed == NULL) {
+            memset(dst, 0, sizeof(*dst));
+            return -1;
+        }
+        memcpy(dst->packed, src->packed, src->packed_bytes);
+    }
+    return 0;
+}
+
 uint64_t
 ft_ring_next_capacity(const ft_ring *ring)
 {

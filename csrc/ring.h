@@ -114,6 +114,10 @@ void ft_ring_trim(ft_ring *ring);
  * must be allocated: ft_ring_discard() the packed one first).  0, or -1 (no
  * memory) leaving the ring as it was. */
 int ft_ring_pack(ft_ring *ring);
+/* A copy of src's records in dst (on the heap, growing no more), read
+ * back as src's are now: for a snapshot of a ring whose writer goes on.
+ * 0, or -1 (no memory) leaving dst empty. */
+int ft_ring_copy(ft_ring *dst, const ft_ring *src);
 /* Whether the ring holds records (in words or packed). */
 static inline int
 ft_ring_holds(const ft_ring *ring)

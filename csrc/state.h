@@ -101,6 +101,10 @@ typedef struct {
                                  ring was trimmed (budget.c) */
     uint8_t queued;           /* ended, its ring to be packed by new
                                  threads (budget.c's to_pack counts it) */
+    uint8_t open_known;       /* open_at_end counted, for the ring as it
+                                 was at open_words */
+    int64_t open_at_end;      /* Python frames its records leave open */
+    uint64_t open_words;      /* its ring's words and packed records then */
 } ft_thread;
 
 /* Why a thread's recording ended before stop() (ft_thread.displaced). */
@@ -250,6 +254,12 @@ int ft_tracer_disarm(ft_tracer *tracer);
  * call does nothing, as does a call from code that stop() runs.
  * 0, or -1 with a RuntimeError when start() is running. */
 int ft_tracer_stop(ft_tracer *tracer);
+/* Tracer.snapshot(): a new, stopped tracer of self's type holding a copy
+ * of the records so far (as if self had stopped now: its threads' stacks
+ * taken, their frames open now ending now), while self goes on recording.
+ * New reference, or NULL with RuntimeError (not recording) or
+ * MemoryError. */
+PyObject *ft_tracer_snapshot(ft_tracer *tracer);
 /* Whether clear() may free the records now (not inside start() or stop()):
  * 0, or -1 with a RuntimeError. */
 int ft_check_not_in_call(ft_tracer *tracer, const char *what);
@@ -339,6 +349,10 @@ void ft_find_displaced(ft_tracer *tracer, int tool_lost);
 /* After ft_tracer_stop(): one RuntimeWarning per displaced thread, once.
  * 0, or -1 with the exception of a warning turned into an error. */
 int ft_tracer_warn_displaced(ft_tracer *tracer);
+/* The number of Python frames th's records leave open (called, never
+ * returned), or -1 when out of memory: a replay of its ring, kept until
+ * the ring changes. */
+int64_t ft_thread_open_python(ft_thread *th);
 /* Tracer.displaced: [ThreadInfo(serial, thread_id, native_thread_id, name,
  * None)] of the displaced threads (a new list), or NULL with an
  * exception. */
@@ -418,6 +432,10 @@ int ft_monitor_stop(ft_tracer *tracer);
 /* ==== tracer.c ==== */
 
 extern PyType_Spec ft_tracer_spec;
+/* A new tracer of tracer's type and options, never started, with no
+ * function table yet (ft_functable_init() or a copy makes one).  NULL with
+ * an exception. */
+ft_tracer *ft_tracer_like(ft_tracer *tracer);
 
 /* The tid the writers give a thread whose native id (or ident) an earlier
  * thread of the same trace had: this plus its serial.  Above any Linux tid

@@ -142,6 +142,25 @@ tracer_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     return (PyObject *)self;
 }
 
+ft_tracer *
+ft_tracer_like(ft_tracer *tracer)
+{
+    PyTypeObject *type = Py_TYPE(tracer);
+    ft_tracer *self = (ft_tracer *)type->tp_alloc(type, 0);
+    if (self == NULL) {
+        return NULL;
+    }
+    self->state = tracer->state;
+    self->buffer_size = tracer->buffer_size;
+    self->max_memory = tracer->max_memory;
+    self->sweep_every = 64;
+    self->c_calls = tracer->c_calls;
+    self->backend = tracer->backend;
+    self->phase = FT_PHASE_NEW;
+    self->clock.use_cycles = tracer->clock.use_cycles;
+    return self;
+}
+
 /* ---- methods ---------------------------------------------------------- */
 
 static PyObject *
@@ -178,6 +197,12 @@ tracer_stop(ft_tracer *self, PyObject *Py_UNUSED(ignored))
         return NULL;
     }
     Py_RETURN_NONE;
+}
+
+static PyObject *
+tracer_snapshot(ft_tracer *self, PyObject *Py_UNUSED(ignored))
+{
+    return ft_tracer_snapshot(self);
 }
 
 static PyObject *
@@ -661,6 +686,16 @@ static PyMethodDef tracer_methods[] = {
      "stop($self, /)\n--\n\n"
      "Stop recording and latch stop_ns.  Later calls do nothing.  On an "
      "armed tracer: disarm()."},
+    {"snapshot", (PyCFunction)tracer_snapshot, METH_NOARGS,
+     "snapshot($self, /)\n--\n\n"
+     "The records so far, while recording goes on: a new, stopped Tracer "
+     "(same type and options) holding a copy of every thread's retained "
+     "records, as if this one had stopped now.  Its stop_ns is the "
+     "snapshot time: frames running then end there (open_at_stop), no "
+     "event ends after it; getEvents(), the writers and the reports work "
+     "on it as on any stopped tracer, and clear() frees its copy.  Costs "
+     "a copy of the rings with the GIL held (other threads wait).  "
+     "RuntimeError unless recording."},
     {"arm", (PyCFunction)tracer_arm, METH_NOARGS,
      "arm($self, /)\n--\n\n"
      "Do everything costly of start() now, recording off: conflict checks, "

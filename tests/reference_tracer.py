@@ -20,7 +20,7 @@ def py_name(code) -> str:
     return code.co_qualname if QUALNAMES else code.co_name
 
 
-def _defining_type(self, func) -> type:
+def _defining_type(self, func) -> tuple[type, bool]:
     """The class whose own C method table holds func's method definition,
     whatever func was called on: an inherited C method, a classmethod called
     on a subclass, a metaclass method such as type.mro called on int are all
@@ -28,7 +28,8 @@ def _defining_type(self, func) -> type:
     their definition).  Else type(self), or self for a class.  A descriptor
     whose __objclass__ is the class itself came from that class's table;
     binding it to self gives a builtin equal to func (same self, same C
-    function) only if it is func's definition."""
+    function) only if it is func's definition.  Also whether self is an
+    instance of that class (not a static or class method)."""
     def search(cls):
         for base in cls.__mro__:
             d = vars(base).get(func.__name__)
@@ -44,8 +45,11 @@ def _defining_type(self, func) -> type:
                 return base
         return None
 
+    on_instance = search(type(self))
+    if on_instance is not None:
+        return on_instance, True
     found = search(self) if isinstance(self, type) else None
-    return found or search(type(self)) or (self if isinstance(self, type) else type(self))
+    return found or (self if isinstance(self, type) else type(self)), False
 
 
 def c_name(func) -> str:
@@ -55,18 +59,23 @@ def c_name(func) -> str:
     # __self__ is None both for no self and for self None; calls on None
     # are not generated, so None means "no self" here.
     self = func.__self__
+    name = func.__name__ or "<unnamed>"
     if self is None or isinstance(self, types.ModuleType):
         if self is None:
             modname = func.__module__
         else:
             modname = vars(self).get("__name__")
         if not isinstance(modname, str) or modname == "builtins":
-            return func.__name__
-        return f"{modname}.{func.__name__}"
-    owner = _defining_type(self, func)
+            return name
+        return f"{modname}.{name}"
+    owner, is_instance = _defining_type(self, func)
+    if not is_instance and isinstance(func.__module__, str):
+        # A binding's function record, or a static method given a module.
+        modname = func.__module__
+        return name if modname == "builtins" else f"{modname}.{name}"
     # type.__qualname__ is ht_qualname for heap types and tp_name after its
     # last dot for static ones: what frametrace's type_qualname reads.
-    return f"{owner.__qualname__}.{func.__name__}"
+    return f"{owner.__qualname__}.{name}"
 
 
 @dataclass

@@ -42,6 +42,11 @@ static PyMethodDef testing_methods[] = {
      "and arm() allocated, profile functions they set (every thread at "
      "once counts one), sys.monitoring tool ids they took, since it was "
      "loaded."},
+    {"bound_function", ftt_bound_function, METH_VARARGS,
+     "bound_function($module, name, module, /)\n--\n\n"
+     "A C function made as binding generators make them: its self a "
+     "capsule owning its method definition, module (a str or None) its "
+     "__module__.  Calling it returns its arguments."},
     {"ticks_to_ns", ftt_ticks_to_ns, METH_VARARGS,
      "ticks_to_ns($module, anchors, ticks, /)\n--\n\n"
      "Convert ticks to ns through (ticks, ns) anchors."},

@@ -35,6 +35,9 @@ PyObject *ftt_set_noop_monitoring(PyObject *module, PyObject *args,
                                   PyObject *kwargs);
 #endif
 
+/* bindings.c: bound_function(name, module). */
+PyObject *ftt_bound_function(PyObject *module, PyObject *args);
+
 /* lifecycle.c: lifecycle_counts(tracer). */
 PyObject *ftt_lifecycle_counts(PyObject *module, PyObject *tracer);
 

@@ -1,7 +1,7 @@
 """The ``frametrace`` command (also ``python -m frametrace``).
 
     frametrace run [-o trace.json] [--buffer-size N] [--no-c-calls] [--fork-traces]
-                   [--steps SPEC [--python-steps N]] script.py [args...]
+                   [--follow-children] [--steps SPEC [--python-steps N]] script.py [args...]
     frametrace run [options] -m package.module [args...]
     frametrace attach PID [--duration SECONDS | --steps N [--step-function module:qualname]]
                       [-o trace.json|.pftrace] [--buffer-size N] [--no-c-calls] [--timeout SECONDS]
@@ -18,7 +18,14 @@ ended, as Python waits for them (daemon threads still running then are cut
 there, flagged open_at_stop; ``atexit`` handlers are not traced).  A child
 the program forks that comes back here (``sys.exit()`` in the child)
 writes nothing; with ``--fork-traces`` it writes its own trace, from the
-fork on, as the output's name with ``.PID`` before the extension.  The command's own frames and runpy's are kept
+fork on, as the output's name with ``.PID`` before the extension.
+With ``--follow-children`` every child process (os.fork, multiprocessing
+with fork, spawn or forkserver) traces its whole life and writes the same
+name (see ``frametrace._children``).  In a rank of a distributed job
+(torchrun's RANK, or torch.distributed initialised) the process is named
+"rank N" and the output gets ``.rankN`` before its extension unless it
+holds ``{rank}``; ``{pid}`` is replaced too.
+The command's own frames and runpy's are kept
 out of the trace.  A script file is read and compiled before tracing
 starts and its code called as a function, so the main thread's trace has
 one root, the program's ``<module>``; with ``-m``, a directory or a zip
@@ -74,7 +81,10 @@ import traceback
 import types
 from typing import Any, Optional, Sequence
 
+from . import _children
 from ._output import reason
+from ._ranks import distributed_info, numbered, output_name
+from ._ranks import process_name as rank_name
 from .export import TerminalProgress as Progress
 from .export import output_format
 
@@ -95,7 +105,7 @@ def _error(command: str, message: str) -> int:
 
 _RUN_VALUE_OPTIONS = ("-o", "--output", "--buffer-size", "--max-memory", "--steps", "--python-steps",
                       "--backend")
-_RUN_FLAGS = ("--no-c-calls", "--fork-traces", "-h", "--help")
+_RUN_FLAGS = ("--no-c-calls", "--fork-traces", "--follow-children", "-h", "--help")
 
 
 def _split_run(argv: Sequence[str]) -> tuple[list[str], Optional[str], Optional[str], list[str]]:
@@ -226,6 +236,8 @@ def _run(ns: argparse.Namespace, script: Optional[str], module: Optional[str],
         output_format(output)  # the format follows the extension: refused before the run
         if ns.fork_traces and ns.steps is not None:
             raise ValueError("--fork-traces does not go with --steps")
+        if ns.follow_children:
+            ns.fork_traces = False  # what it did, --follow-children does too
         tracer = Tracer(buffer_size=ns.buffer_size, c_calls=not ns.no_c_calls,
                         backend=ns.backend, max_memory=ns.max_memory)
         if ns.python_steps is not None and ns.steps is None:
@@ -239,6 +251,7 @@ def _run(ns: argparse.Namespace, script: Optional[str], module: Optional[str],
         return _error("run", str(exc))
 
     saved_argv, saved_path = sys.argv, list(sys.path)
+    plan = None
     if module is not None:
         sys.argv = ["-m"] + args  # runpy makes argv[0] the module's file, as python -m does
         sys.path[0:1] = [os.getcwd()]
@@ -283,6 +296,14 @@ def _run(ns: argparse.Namespace, script: Optional[str], module: Optional[str],
         skip.add(_ForkTracers.tracer.__code__)
         for func in _runpy_functions():
             skip.add(func.__code__)
+        plan = None
+        if ns.follow_children:
+            skip.update(_children.parent_code())
+            plan = _children.Plan({"buffer_size": ns.buffer_size, "c_calls": not ns.no_c_calls,
+                                   "backend": ns.backend, "max_memory": ns.max_memory},
+                                  _ChildFile(output, metadata), tuple(skip),
+                                  ns.steps, ns.python_steps)
+            _children.enable(plan)
 
         sys.stdout.flush()
         global _RUNNING, _FORKS
@@ -316,9 +337,13 @@ def _run(ns: argparse.Namespace, script: Optional[str], module: Optional[str],
             session.__exit__(None, None, None)
     finally:
         _RUNNING, _FORKS = False, None
+        if plan is not None:
+            _children.disable(plan)
         sys.argv = saved_argv
         sys.path[:] = saved_path
 
+    if os.getpid() != pid and ns.follow_children:
+        _children.finish()  # a forked child's trace ends here, not in this command's code
     status = _report_error(error, skip)
     if os.getpid() != pid:
         # A forked child of the program, back here through SystemExit:
@@ -326,11 +351,12 @@ def _run(ns: argparse.Namespace, script: Optional[str], module: Optional[str],
         if forks is None:
             return status
         child = os.getpid()
-        return _write_run_trace(tracer, _numbered(output, child),
-                                f"{process_name} (child {child})",
+        return _write_run_trace(tracer, numbered(output_name(output), child),
+                                f"{rank_name(distributed_info(), process_name)} (child {child})",
                                 dict(metadata, exit_code=status, parent_pid=pid), status)
     if session is None:
-        return _write_run_trace(tracer, output, process_name,
+        info = distributed_info()
+        return _write_run_trace(tracer, output_name(output, info), rank_name(info) or process_name,
                                 dict(metadata, exit_code=status), status)
     assert writer is not None
     return _report_cycles(writer, session, ns.steps_text, status)
@@ -443,14 +469,25 @@ def _after_fork_in_child() -> None:
         _FORKS.start_child()
 
 
-def _numbered(output: str, number: int) -> str:
-    """output with .number before its extension."""
-    base, ext = output, ""
-    for suffix in (".json.gz", ".pftrace.gz", ".json", ".pftrace", ".gz"):
-        if base.endswith(suffix):
-            base, ext = base[: -len(suffix)], suffix
-            break
-    return f"{base}.{number}{ext}"
+class _ChildFile:
+    """run --follow-children's writer of a child's trace (see
+    frametrace._children), in the child: OUTPUT's name with the child's
+    pid before the extension (unless OUTPUT has {pid}).  A class at module
+    level: it pickles, for children started with spawn or forkserver."""
+
+    def __init__(self, output: str, metadata: dict):
+        self.output = output
+        self.metadata = metadata
+
+    def __call__(self, trace: Any) -> None:
+        path = output_name(self.output, trace.distributed, trace.pid)
+        if "{pid}" not in self.output:
+            path = numbered(path, trace.pid)
+        if trace.steps:  # a child that steps: a trace per cycle of the schedule
+            path = numbered(path, trace.cycle)
+        count = trace._write(path, metadata=self.metadata)
+        print(f"{PROG}: {count:,} events of child process {trace.pid} written to {path}",
+              file=sys.stderr, flush=True)
 
 
 def _compile_script(script: str) -> Any:
@@ -589,13 +626,13 @@ class _CycleWriter:
         self.summary_cycle = -1
         self.pid = os.getpid()
 
-    def path(self, cycle: int) -> str:
-        return _numbered(self.output, cycle)
+    def path(self, cycle: int, distributed: Any = "auto") -> str:
+        return numbered(output_name(self.output, distributed), cycle)
 
     def __call__(self, trace: Any) -> None:
         if os.getpid() != self.pid:
             return  # a forked child's: the parent writes the cycles
-        path = self.path(trace.cycle)
+        path = self.path(trace.cycle, trace.distributed)
         started = time.monotonic()
         if trace.tracer is None and output_format(path) == "perfetto":
             self.fail(path, "no Python was traced in this cycle (--python-steps 0): .pftrace is "
@@ -603,7 +640,7 @@ class _CycleWriter:
             return
         progress = Progress(f"{PROG}: writing {path}")
         try:
-            count = trace._write(path, process_name=self.process_name,
+            count = trace._write(path, process_name=rank_name(trace.distributed, self.process_name),
                                  metadata=self.metadata, progress=progress)
         except (OSError, RuntimeError, ValueError) as exc:
             self.fail(path, reason(exc))
@@ -894,7 +931,8 @@ def _merge(ns: argparse.Namespace) -> int:
     for d in inputs:
         renamed = f" (was {d['original_pid']})" if d["pid"] != d["original_pid"] else ""
         start = d["start_ns"] + d["shift_ns"] - other["origin_ns"]
-        print(f"  pid {d['pid']}{renamed}: {d['source']}, starts at +{_ms(start)}",
+        name = f" {d['process_name']!r}" if d.get("process_name") else ""
+        print(f"  pid {d['pid']}{renamed}{name}: {d['source']}, starts at +{_ms(start)}",
               file=sys.stderr)
     return 0
 
@@ -917,7 +955,7 @@ def _parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     run = sub.add_parser(
         "run", help="run a Python program under the tracer and write its trace",
         usage=f"{PROG} run [-o trace.json|.pftrace] [--buffer-size N] [--max-memory BYTES] [--no-c-calls] "
-              f"[--fork-traces] "
+              f"[--fork-traces] [--follow-children] "
               f"[--steps SPEC [--python-steps N]] (script.py | -m module) [args ...]",
         description="Run a program as python would (same sys.argv, as __main__, its exit "
                     "code), traced from its first line to its last; write the trace "
@@ -926,7 +964,9 @@ def _parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     run.add_argument("-o", "--output", default=DEFAULT_OUTPUT, metavar="trace.json|.pftrace",
                      help=f"where to write the trace (default {DEFAULT_OUTPUT}): .json, "
                           f".json.gz (Chrome trace JSON), .pftrace, .pftrace.gz (Perfetto's "
-                          f"protobuf, smaller)")
+                          f"protobuf, smaller); {{rank}} and {{pid}} are replaced, and a rank "
+                          f"of a distributed job (torchrun) writes NAME.rankN.EXT unless "
+                          f"{{rank}} is given")
     run.add_argument("--buffer-size", type=int, default=DEFAULT_BUFFER_SIZE, metavar="N",
                      help=f"ring capacity in records per thread, a call and a return being two "
                      f"(default {DEFAULT_BUFFER_SIZE:,}); "
@@ -944,6 +984,11 @@ def _parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
                      help="each child the program forks (os.fork) that returns (sys.exit) "
                           "traces itself from the fork and writes OUTPUT's name with .PID "
                           "before the extension; without it a child writes nothing")
+    run.add_argument("--follow-children", action="store_true",
+                     help="trace the program's child processes too (os.fork, multiprocessing "
+                          "with fork, spawn or forkserver: DataLoader workers, pools), each for "
+                          "its whole life, written as OUTPUT's name with .PID before the "
+                          "extension")
     run.add_argument("--steps", type=_parse_steps, metavar="SPEC",
                      help="trace only some steps of the program, which marks them with "
                           "frametrace.step(): N (the first N steps) or a schedule, "

@@ -31,6 +31,8 @@ from typing import IO, Any, Callable, Iterable, Mapping, NamedTuple, Optional, S
 
 from ._output import open_output, output_path
 from . import _tracer
+from ._ranks import distributed_info
+from ._ranks import process_name as _rank_name
 from ._tracer import Event
 
 FORMAT = "frametrace"
@@ -364,11 +366,30 @@ def _anchor(given: Mapping[str, int] | None) -> dict:
     return out
 
 
-def _chrome_head(other: Mapping[str, Any]) -> str:
+def _chrome_head(other: Mapping[str, Any], distributed: Mapping[str, Any] | None = None) -> str:
     """The members before traceEvents: otherData first, so that a reader
-    has the metadata before the events."""
+    has the metadata before the events; a rank's distributedInfo (the
+    member torch.profiler writes, which Holistic Trace Analysis reads)."""
+    rank = ('"distributedInfo":' + json.dumps(dict(distributed), separators=(",", ":")) + ","
+            if distributed is not None else "")
     return ('"otherData":' + json.dumps({"frametrace": other}, separators=(",", ":"))
-            + ',"displayTimeUnit":"ns",')
+            + ',"displayTimeUnit":"ns",' + rank)
+
+
+def _distributed(given: Any) -> dict | None:
+    """write_chrome's and write_perfetto's distributed=: "auto" (this
+    process's rank, if any), None, or a mapping with the rank."""
+    if isinstance(given, str) and given == "auto":
+        return distributed_info()
+    if given is None:
+        return None
+    if not isinstance(given, Mapping):
+        raise TypeError(f"distributed must be \"auto\", None or a mapping, not {type(given).__name__}")
+    out = dict(given)
+    rank = out.get("rank")
+    if rank is not None:
+        _check_int64("distributed['rank']", rank, minimum=0)
+    return out
 
 
 def write_chrome(
@@ -384,6 +405,7 @@ def write_chrome(
     metadata: Mapping[str, Any] | None = None,
     progress: Any = None,
     clock_anchor: Mapping[str, int] | None = None,
+    distributed: Any = "auto",
     thread_slices: Mapping[int, Sequence[Slice]] | None = None,
     slice_tracks: Sequence[tuple] = (),
 ) -> int:
@@ -405,10 +427,15 @@ def write_chrome(
     Calls nested deeper than Perfetto's UI shows (512 levels) are written
     all the same, with a ``RuntimeWarning``.  ``clock_anchor``
     ({"monotonic_ns", "wall_ns"}, one moment on both clocks, which
-    ``merge`` aligns processes by): default, read now.  ``thread_slices``
-    ({thread serial: [Slice]}, slices that nest with that thread's frames)
-    and ``slice_tracks`` ([(track name, [Slice])]): other tools' slices
-    (``frametrace.torch``), cat their ``category``.
+    ``merge`` aligns processes by): default, read now.  ``distributed``:
+    the process's rank in a distributed job (default "auto": from
+    torch.distributed or the environment, see ``frametrace._ranks``); with
+    one, the process is named "rank N" (unless process_name is given) and
+    the rank goes in ``metadata.distributed`` and the top-level
+    ``distributedInfo``.
+    ``thread_slices`` ({thread serial: [Slice]}, slices that nest with that
+    thread's frames) and ``slice_tracks`` ([(track name, [Slice])]): other
+    tools' slices (``frametrace.torch``), cat their ``category``.
     ``progress(done, total)`` is called every 2**20 events (see
     ``terminal_progress``; total is exact for the threads written, an
     estimate for the others).  The file replaces path only once complete:
@@ -421,6 +448,10 @@ def write_chrome(
         _check_int64("origin_ns", origin_ns)
     path, pid, names, ranges, steps = _prepare(path, tracer, pid, thread_names, process_name,
                                                ranges, steps, "write_chrome")
+    rank = _distributed(distributed)
+    process_name = process_name or _rank_name(rank)
+    if rank is not None:
+        metadata = {"distributed": rank, **dict(metadata or {})}
     origin = tracer.start_ns if origin_ns is None else origin_ns
     # Every traced thread, also one whose ident an earlier thread had, with
     # the C writer's tid: the native id where known, unique per thread
@@ -459,7 +490,7 @@ def write_chrome(
         "clock_anchor": _anchor(clock_anchor),
         "metadata": dict(metadata or {}),
     }
-    head = _chrome_head(other)
+    head = _chrome_head(other, rank)
     prelude = ",\n".join(lines)
     compress = path.endswith(".gz")
     with output_path(path) as where:
@@ -498,6 +529,10 @@ def _write_chrome_events(path: str, trace: Any, *, process_name: str | None = No
     _check_int64("pid", pid, minimum=0)
     if process_name is not None and not isinstance(process_name, str):
         raise TypeError(f"process_name must be a str, not {type(process_name).__name__}")
+    rank = _distributed(getattr(trace, "distributed", None))
+    process_name = process_name or _rank_name(rank)
+    if rank is not None:
+        metadata = {"distributed": rank, **dict(metadata or {})}
     ranges = _spans("ranges", trace.ranges, ("name", "thread_id", "start_ns", "end_ns"))
     steps = _spans("steps", trace.steps, ("name", "step", "start_ns", "end_ns"))
     events = trace.events
@@ -548,7 +583,7 @@ def _write_chrome_events(path: str, trace: Any, *, process_name: str | None = No
     depth = 0
     level = 1 if path.endswith(".gz") else None
     with open_output(path, "w", compresslevel=level, encoding="utf-8") as fh:
-        fh.write("{" + _chrome_head(other) + '"traceEvents":[\n' + ",\n".join(lines))
+        fh.write("{" + _chrome_head(other, rank) + '"traceEvents":[\n' + ",\n".join(lines))
         chunk: list[str] = []
         for e in events:
             cat = "c" if e.kind == "c" else "python"
@@ -591,6 +626,7 @@ def write_perfetto(
     ranges: Iterable[Any] = (),
     steps: Iterable[Any] = (),
     progress: Any = None,
+    distributed: Any = "auto",
     thread_slices: Mapping[int, Sequence[Slice]] | None = None,
     slice_tracks: Sequence[tuple] = (),
 ) -> int:
@@ -608,12 +644,14 @@ def write_perfetto(
     clock snapshots relating CLOCK_MONOTONIC to CLOCK_BOOTTIME (read
     together at start and at stop), which Perfetto takes as the trace's
     clock, as for system traces of the machine.  ``progress``,
-    ``thread_slices`` and ``slice_tracks`` as for ``write_chrome``: a
-    thread's slices are merged into its sequence, nested with its frames;
-    the file replaces path only once complete.
+    ``distributed``, ``thread_slices`` and ``slice_tracks`` as for
+    ``write_chrome`` (a rank names the process "rank N": a .pftrace has no
+    other place for it; a thread's slices are merged into its sequence,
+    nested with its frames); the file replaces path only once complete.
     """
     path, pid, names, ranges, steps = _prepare(path, tracer, pid, thread_names, process_name,
                                                ranges, steps, "write_perfetto")
+    process_name = process_name or _rank_name(_distributed(distributed))
     # (name, category, spans): spans (name, start, end[, category]).
     tracks: list[tuple[str, int, list[tuple]]] = []
     if steps:

@@ -948,6 +948,7 @@ def _chrome_trace(col: _ChromeEvents, ft: dict) -> Trace:
             dropped=p.dropped, dropped_by_thread=dropped_by_thread, pid=p.pid,
             thread_names=names, cycle=_int(p.metadata.get("cycle", 0), "otherData.frametrace.metadata.cycle"),
             threads=threads,
+            distributed=_rank_info(p.metadata.get("distributed")),
         )
     processes: list[dict[str, Any]] = []
     ends = []
@@ -979,6 +980,26 @@ def _chrome_trace(col: _ChromeEvents, ft: dict) -> Trace:
 
 
 # ---- portable JSON -> Trace -------------------------------------------------------------
+
+
+def _rank_info(value: Any) -> Optional[dict]:
+    """otherData.frametrace.metadata.distributed: the process's rank."""
+    if value is None:
+        return None
+    info = _dict(value, "otherData.frametrace.metadata.distributed")
+    if info.get("rank") is not None:
+        _int(info["rank"], "otherData.frametrace.metadata.distributed.rank")
+    return _plain_numbers(info)
+
+
+def _plain_numbers(value: Any) -> Any:
+    if isinstance(value, decimal.Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    if isinstance(value, dict):
+        return {k: _plain_numbers(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain_numbers(v) for v in value]
+    return value
 
 
 def _portable_trace(doc: dict) -> Trace:

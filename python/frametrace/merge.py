@@ -127,15 +127,29 @@ def _spool_dir(output: str) -> Optional[str]:
     return directory if os.access(directory, os.W_OK) else None
 
 
-def _anchor_wall(ft: dict, origin: int, what: str) -> int:
-    """The wall-clock time of a file's ts 0."""
+def _anchor_offset(ft: dict, what: str) -> Optional[int]:
+    """wall - monotonic of a file's clock anchor (None: it has none)."""
     anchor = ft.get("clock_anchor")
+    if anchor is None:
+        return None
     if not isinstance(anchor, dict):
-        raise _Bad(f"{what}: no otherData.frametrace.clock_anchor: the trace cannot be "
-                   f"placed on a common timeline")
+        raise _Bad(f"{what}: otherData.frametrace.clock_anchor must be an object")
     mono = _int(anchor.get("monotonic_ns"), f"{what}: otherData.frametrace.clock_anchor.monotonic_ns")
     wall = _int(anchor.get("wall_ns"), f"{what}: otherData.frametrace.clock_anchor.wall_ns")
-    return wall - mono + origin
+    return wall - mono
+
+
+def _portable_as_chrome(path: str, directory: str) -> str:
+    """A file of frametrace's portable format (what ``frametrace.save()``
+    wrote before it wrote Chrome JSON) rewritten as Chrome JSON in
+    directory, from its events (load()): the path of that file."""
+    from .export import _write_chrome_events
+    from .loader import load
+
+    trace = load(path)
+    out = os.path.join(directory, f"{len(os.listdir(directory))}.json")
+    _write_chrome_events(out, trace, metadata={"converted_from": path})
+    return out
 
 
 def merge(inputs: list, output: PathLike, *, progress: Progress = None) -> dict:
@@ -150,7 +164,11 @@ def merge(inputs: list, output: PathLike, *, progress: Progress = None) -> dict:
     process its source file, pid and original_pid, origin, tracer start and
     stop, dropped count, thread ids, clock anchor, metadata, and
     ``shift_ns`` (added to its own monotonic times to give the merged
-    trace's).
+    trace's).  Files of frametrace's older portable format (what
+    ``frametrace.save()`` wrote before it wrote Chrome JSON, which merge
+    used to refuse) are rewritten as Chrome JSON first; having no clock
+    anchor, such a file is placed by its CLOCK_MONOTONIC times, as of the
+    same machine as the anchored inputs (``inputs[].aligned_by`` says so).
 
     Works on the JSON, streaming each input once more after reading the
     metadata at its end: memory stays small whatever the sizes.  Returns
@@ -169,33 +187,43 @@ def merge(inputs: list, output: PathLike, *, progress: Progress = None) -> dict:
         raise ValueError(f"{output}: merge writes Chrome trace JSON: name the output .json or "
                          f".json.gz")
 
-    with tempfile.TemporaryDirectory(prefix="frametrace-merge.", dir=_spool_dir(output)) as tmp:
-        return _merge(paths, output, progress, tmp)
+    with tempfile.TemporaryDirectory(prefix="frametrace-merge.") as converted:
+        return _merge(paths, output, progress, converted)
 
 
-def _merge(paths: list, output: str, progress: Progress, tmp: str) -> dict:
-    # Pass 1: what each file says of itself.  A torch.profiler trace is
-    # rewritten first as a trace merge takes (frametrace.torch).
-    originals = list(paths)
+def _merge(paths: list, output: str, progress: Progress, converted: str) -> dict:
+    # Pass 1: what each file says of itself.  A portable file or a
+    # torch.profiler trace is converted first to a Chrome trace merge takes.
     files = []
-    for k, path in enumerate(originals):
+    sources = {}  # the file read -> the file named (a portable one, converted)
+    for k, path in enumerate(paths):
         with _named_errors(path):
             ft = _tail_other(path)
             if ft is None:
                 top, saw = _read(path, None, skip_events=True)
                 if not saw and top.get("format") == FORMAT:
-                    raise _Bad("frametrace's portable JSON format: merge takes Chrome traces "
-                               "(write_chrome, Trace.to_chrome, frametrace run)")
-                if is_torch_chrome(top):
-                    path = paths[k] = torch_chrome_as_frametrace(
-                        path, os.path.join(tmp, f"torch.{k}.json"))
+                    read = _portable_as_chrome(path, converted)
+                    sources[read] = path
+                    path = read
                     ft = _tail_other(path)
-                ft = _frametrace_other(top, saw) if ft is None else ft
+                elif is_torch_chrome(top):
+                    read = torch_chrome_as_frametrace(path, os.path.join(converted, f"torch.{k}.json"))
+                    sources[read] = path
+                    path = read
+                    ft = _tail_other(path)
+                else:
+                    ft = _frametrace_other(top, saw)
             ft = _frametrace_other({"otherData": {"frametrace": ft}}, True)
             procs, merged = _processes(ft)
             origin = _int(ft.get("origin_ns"), "otherData.frametrace.origin_ns")
-            wall = _anchor_wall(ft, origin, "the trace")
-        files.append((path, ft, procs, merged, origin, wall))
+            offset = _anchor_offset(ft, "the trace")
+        files.append([path, ft, procs, merged, origin, offset])
+    # A file without a clock anchor (the portable format had none) is on
+    # the machine's CLOCK_MONOTONIC: placed by an anchored file's offset.
+    known = next((f[5] for f in files if f[5] is not None), 0)
+    unanchored = {f[0] for f in files if f[5] is None}
+    for f in files:
+        f[5] = f[4] + (known if f[5] is None else f[5])  # the wall-clock time of its ts 0
 
     common_wall = min(f[5] for f in files)
     reference = min(range(len(files)), key=lambda i: files[i][5])
@@ -221,9 +249,10 @@ def _merge(paths: list, output: str, progress: Progress, tmp: str) -> dict:
             pids[p.pid] = new
             original = p.original_pid if p.original_pid is not None else p.pid
             if new != p.pid:
-                renames[new] = f" (pid {original} of {os.path.basename(p.source or path)})"
+                renames[new] = (f" (pid {original} of "
+                                f"{os.path.basename(p.source or sources.get(path, path))})")
             described.append({
-                "source": p.source or path,
+                "source": p.source or sources.get(path, path),
                 "pid": new,
                 "original_pid": original,
                 "process_name": p.process_name,
@@ -236,9 +265,12 @@ def _merge(paths: list, output: str, progress: Progress, tmp: str) -> dict:
                 "clock_anchor": p.clock_anchor,
                 "metadata": p.metadata,
                 "shift_ns": p.shift_ns + file_shift,
+                **({"aligned_by": "CLOCK_MONOTONIC (the file has no clock anchor: the same "
+                                  "machine's clock is assumed)"} if path in unanchored else {}),
             })
         plans.append((path, ft, pids, None if merged else pids[procs[0].pid], offset, renames))
 
+    paths = [f[0] for f in files]
     total = sum(os.path.getsize(p) for p in paths)
     done_before = 0
     count = 0
@@ -275,7 +307,7 @@ def _merge(paths: list, output: str, progress: Progress, tmp: str) -> dict:
 
                 def step(done: int, _total: int, base: int = base) -> None:
                     progress(base + done, total)  # type: ignore[misc]
-            with _named_errors(path):
+            with _named_errors(sources.get(path, path)):
                 top, saw = _read(path, sink, step)
                 again = _frametrace_other(top, saw)
             if again != ft:
@@ -300,7 +332,7 @@ def _merge(paths: list, output: str, progress: Progress, tmp: str) -> dict:
             "dropped": sum(d["dropped"] for d in described),
             "thread_ids": {},
             "clock_anchor": {"monotonic_ns": ref_origin, "wall_ns": common_wall},
-            "metadata": {"merged_from": originals, "events": count},
+            "metadata": {"merged_from": [sources.get(p, p) for p in paths], "events": count},
             "inputs": described,
         }
         fh.seek(0)

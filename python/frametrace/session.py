@@ -26,7 +26,8 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any, Callable, Literal, NamedTuple, Optional, Sequence, Union
 
-from . import _tracer
+from . import _children, _tracer
+from ._ranks import distributed_info, output_name
 from .export import output_format, read_clock_anchor
 from .schedule import ProfilerAction, Schedule
 from .tracer import Tracer
@@ -108,6 +109,18 @@ class Trace:
     slice_tracks: list = field(default_factory=list)
     """[(track name, [Slice])]: other tools' slices on tracks of their own
     (GPU streams, ops of threads not traced)."""
+    distributed: Optional[dict] = None
+    """The process's rank in a distributed job (``{"backend", "rank",
+    "world_size", "local_rank", "local_world_size"}``), None without one:
+    read at the window's close (from torch.distributed or the environment),
+    or from the file load() read.  With one, the trace's process is named
+    "rank N" and ``save()`` names its file per rank."""
+    process_name: Optional[str] = None
+    """The name the written trace gives its process (None: "rank N" for a
+    rank, else "python PID")."""
+    parent_pid: Optional[int] = None
+    """Set in the trace of a child process traced with
+    ``trace_children=True``: its parent's pid."""
 
     def _get_events(self) -> list:
         events = self.__dict__.get("_events")
@@ -148,6 +161,8 @@ class Trace:
             "dropped_by_thread": {str(k): v for k, v in self.dropped_by_thread.items()},
             "thread_names": {str(k): v for k, v in self.thread_names.items()},
             "threads": [list(t) for t in self.threads],
+            **({"distributed": self.distributed} if self.distributed is not None else {}),
+            **({"parent_pid": self.parent_pid} if self.parent_pid is not None else {}),
         }
 
     def to_chrome(self, path: Union[str, "os.PathLike[str]"], *,
@@ -166,6 +181,9 @@ class Trace:
         from .export import _write_chrome_events, write_chrome
 
         self._check()
+        process_name = process_name or self.process_name
+        if self.parent_pid is not None:
+            metadata = {"parent_pid": self.parent_pid, **(metadata or {})}
         if self.tracer is None:  # load()'s, or a window that traced no Python
             return _write_chrome_events(os.fspath(path), self, process_name=process_name,
                                         metadata={**(metadata or {}), "cycle": self.cycle,
@@ -177,7 +195,8 @@ class Trace:
                             metadata={**(metadata or {}), "cycle": self.cycle,
                                       "session_end_ns": self.session_end_ns},
                             progress=progress, clock_anchor=self.clock_anchor,
-                            thread_slices=self.slices, slice_tracks=self.slice_tracks)
+                            thread_slices=self.slices, slice_tracks=self.slice_tracks,
+                            distributed=self.distributed)
 
     def summary(self, sort: str = "self", limit: Optional[int] = 30, *,
                 per_thread: bool = False, print: bool = True) -> Any:
@@ -223,6 +242,7 @@ class Trace:
         from .export import write_perfetto
 
         self._check()
+        process_name = process_name or self.process_name
         if self.tracer is None:
             what = ("a window that traced no Python (python_steps=0)" if self.tracer_stop_ns is None
                     else "a trace read from a file")
@@ -231,15 +251,20 @@ class Trace:
                              f"(Trace.save('trace.json'))")
         return write_perfetto(path, self.tracer, pid=self.pid, process_name=process_name,
                               thread_names=self.thread_names, ranges=self.ranges,
-                              steps=self.steps, progress=progress,
+                              steps=self.steps, progress=progress, distributed=self.distributed,
                               thread_slices=self.slices, slice_tracks=self.slice_tracks)
 
     def save(self, path: Union[str, "os.PathLike[str]"]) -> str:
         """Writes the trace in the format its extension names: Chrome trace
         JSON (``.json``, ``.json.gz``: ``to_chrome``) or Perfetto's
         protobuf trace (``.pftrace``, ``.pftrace.gz``: ``to_perfetto``);
-        ValueError for any other extension.  Returns the path.  Both open
-        in the Perfetto UI, and ``frametrace.load()`` reads the JSON back."""
+        ValueError for any other extension.  Returns the path written.  Both
+        open in the Perfetto UI, and ``frametrace.load()`` reads the JSON
+        back.  ``{pid}`` and ``{rank}`` in path are replaced by the trace's
+        (``{rank}``: 0 without one); a trace with a rank whose path has no
+        ``{rank}`` is written with ``.rankN`` before the extension
+        (``trace.json`` -> ``trace.rank1.json``): each rank its own file."""
+        path = output_name(os.fspath(path), self.distributed, self.pid)
         for field_name, record in (("ranges", RangeRecord), ("steps", StepRecord)):
             for i, item in enumerate(getattr(self, field_name)):
                 if not isinstance(item, record):
@@ -267,15 +292,29 @@ Trace.events = property(Trace._get_events, Trace._set_events,  # type: ignore[as
 def save(directory: Union[str, "os.PathLike[str]"], *, compress: bool = False) -> Callable[[Trace], str]:
     """An ``on_trace_ready`` handler that writes each trace to directory, as
     Chrome trace JSON ``frametrace.<pid>.<cycle>.json`` (``.json.gz`` with
-    compress=True), which the Perfetto UI opens (``frametrace view``) and
-    ``frametrace.load()`` reads."""
-    directory = os.fspath(directory)
-    suffix = ".json.gz" if compress else ".json"
+    compress=True; ``frametrace.rank<N>.<pid>.<cycle>.json`` for a rank of
+    a distributed job), which the Perfetto UI opens (``frametrace view``)
+    and ``frametrace.load()`` reads."""
+    return _Saver(os.fspath(directory), ".json.gz" if compress else ".json")
 
-    def handler(trace: Trace) -> str:
-        return trace.save(os.path.join(directory, f"frametrace.{trace.pid}.{trace.cycle}{suffix}"))
 
-    return handler
+class _Saver:
+    """frametrace.save()'s handler: a class, not a closure, so that it
+    pickles (a child process started with spawn gets it, see
+    profile(trace_children=True))."""
+
+    def __init__(self, directory: str, suffix: str):
+        self.directory = directory
+        self.suffix = suffix
+
+    def __call__(self, trace: Trace) -> str:
+        # {rank} is the trace's, when it has one (Trace.save()).
+        rank = "" if trace.distributed is None or trace.distributed.get("rank") is None else "rank{rank}."
+        return trace.save(os.path.join(self.directory,
+                                       f"frametrace.{rank}{trace.pid}.{trace.cycle}{self.suffix}"))
+
+    def __repr__(self) -> str:
+        return f"frametrace.save({self.directory!r}, compress={self.suffix == '.json.gz'})"
 
 
 class range(_tracer.Range):  # noqa: A001 - the public name is frametrace.range
@@ -509,6 +548,7 @@ class Profile:
         c_calls: bool = True,
         backend: str = "auto",
         max_memory: int = _tracer.DEFAULT_MAX_MEMORY,
+        trace_children: bool = False,
         _ignore: Sequence[Any] = (),
     ):
         if schedule is not None and not callable(schedule):
@@ -524,6 +564,11 @@ class Profile:
                                  f"active={schedule.active}: Python can only be traced in active steps")
         if on_trace_ready is not None and not callable(on_trace_ready):
             raise TypeError(f"on_trace_ready must be callable, not {type(on_trace_ready).__name__}")
+        if not isinstance(trace_children, bool):
+            raise TypeError(f"trace_children must be True or False, not {type(trace_children).__name__}")
+        if trace_children and on_trace_ready is None:
+            raise ValueError("trace_children=True needs on_trace_ready (frametrace.save(dir), say): "
+                             "each child hands its trace to it")
         Tracer(buffer_size=buffer_size, c_calls=c_calls, backend=backend,
                max_memory=max_memory)  # checks them now
         self.schedule = schedule
@@ -537,6 +582,12 @@ class Profile:
                                                "backend": backend, "max_memory": max_memory}
         # Code kept out of this session's traces besides its own (the CLI's, runpy's).
         self._ignored = _SESSION_CODE + tuple(_ignore)
+        self._children: Optional[_children.Plan] = None
+        if trace_children:
+            assert on_trace_ready is not None  # checked above
+            self._ignored += _children.parent_code()
+            self._children = _children.Plan(self._tracer_options, on_trace_ready, self._ignored,
+                                            schedule, python_steps)
         self.step_num = 0
         self.last_trace: Optional[Trace] = None
         self._action = ProfilerAction.NONE
@@ -559,6 +610,7 @@ class Profile:
         # exit, before the handlers are waited for.  The tracer records
         # it only between two steps of one window.
         self._step_hook: Optional[Callable[[bool], None]] = None
+        self._trace_extra: dict = {}  # more Trace fields (a traced child's session)
 
     # -- the public protocol ---------------------------------------------
 
@@ -573,6 +625,8 @@ class Profile:
             _current = self
             self._entered = True
         try:
+            if self._children is not None:
+                _children.enable(self._children)
             _tracer._set_range_sink(self._outside_marks)
             self._begin_step(_now())
         except BaseException:
@@ -584,6 +638,7 @@ class Profile:
         """Ends the current step of the loop and starts the next (nothing, in
         a process forked from the one running the session)."""
         if self._forked:
+            _children.step()  # a traced child's own session, if any
             return
         if not self._entered or self._finished:
             raise RuntimeError("step() called outside a session: use it inside "
@@ -753,6 +808,8 @@ class Profile:
             cycle=window.cycle,
             tracer=tracer,
             clock_anchor=read_clock_anchor(),
+            distributed=distributed_info(),
+            **self._trace_extra,
         )
         previous, self.last_trace = self.last_trace, trace
         if previous is not None and previous.tracer is None:
@@ -778,6 +835,8 @@ class Profile:
         with _current_lock:
             if _current is self:
                 _current = None
+        if self._children is not None:
+            _children.disable(self._children)
         self._unprepare()
         _tracer._set_range_sink(None)
         if self._window is not None:
@@ -845,6 +904,7 @@ def profile(
     c_calls: bool = True,
     backend: str = "auto",
     max_memory: int = _tracer.DEFAULT_MAX_MEMORY,
+    trace_children: bool = False,
 ) -> Profile:
     """A profiling session (a context manager).
 
@@ -859,10 +919,22 @@ def profile(
     ``prof.step()`` or at exit, which waits for it.  ``prof.stop()`` stops
     Python tracing early.
     buffer_size, c_calls, backend, max_memory: the tracer's (``Tracer``).
+    trace_children: every child process started while the session runs
+    (``os.fork``, multiprocessing with fork, spawn or forkserver:
+    DataLoader workers, pools) traces itself with such a tracer, from its
+    start to its end (also through multiprocessing's ``os._exit`` and a
+    SIGTERM), and hands its trace to ``on_trace_ready`` there, in the
+    child (``frametrace.save(dir)`` writes ``frametrace.<child pid>.0.json``;
+    ``trace.parent_pid`` is set); ``frametrace merge`` puts them on the
+    parent's timeline.  A child that steps (``frametrace.step()``, or this
+    session's ``step()`` in a forked child) is profiled on this schedule
+    from its first step on instead, a trace per cycle.  For spawn and
+    forkserver children on_trace_ready must pickle (``frametrace.save``
+    does; otherwise a RuntimeWarning and those children run untraced).
     """
     return Profile(schedule=schedule, python_steps=python_steps, on_trace_ready=on_trace_ready,
                    buffer_size=buffer_size, c_calls=c_calls, backend=backend,
-                   max_memory=max_memory)
+                   max_memory=max_memory, trace_children=trace_children)
 
 
 def step() -> None:
@@ -871,8 +943,11 @@ def step() -> None:
     when no session runs: a program can mark its steps and run untraced,
     under ``frametrace run --steps``, or under its own session."""
     session = _current
-    if session is not None and not _flags.writer:
-        session.step()
+    if session is not None:
+        if not _flags.writer:
+            session.step()
+    elif _children._child is not None:
+        _children.step()  # a traced child that steps: profiled on the parent's schedule
 
 
 def _nested_code(func: Callable, name: str):

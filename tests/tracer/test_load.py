@@ -429,23 +429,42 @@ def test_merge_rejects_what_it_cannot_align(tmp_path, good_file):
     with pytest.raises(ValueError, match="bad.json: .*truncated"):
         merge([tmp_path / "good.json", tmp_path / "bad.json"], tmp_path / "out.json")
     assert not os.path.exists(tmp_path / "out.json")
+    assert not any(name.startswith("out.json") for name in os.listdir(tmp_path))
+
+
+def test_merge_takes_every_file_frametrace_writes(tmp_path, good_file):
+    """Trace.save()'s Chrome JSON; the portable format frametrace.save()
+    wrote before (which merge refused: the issue's 'merge refuses the files
+    frametrace.save() writes'), rewritten as Chrome JSON; a file without a
+    clock anchor, placed by its CLOCK_MONOTONIC times as if of the anchored
+    file's machine (said in inputs[].aligned_by)."""
+    (tmp_path / "good.json").write_bytes(good_file)
     (tmp_path / "noanchor.json").write_bytes(
         edit(good_file, lambda d: d["otherData"]["frametrace"].pop("clock_anchor")))
-    with pytest.raises(ValueError, match="noanchor.json: .*clock_anchor"):
-        merge([tmp_path / "good.json", tmp_path / "noanchor.json"], tmp_path / "out.json")
     with frametrace.profile() as prof:
         calls.leaf(1)
-    # Trace.save writes Chrome JSON, which merge takes; files of the
-    # portable format earlier versions wrote, it refuses.
     prof.last_trace.save(tmp_path / "saved.json")
     merge([tmp_path / "saved.json"], tmp_path / "saved-merged.json")
     assert frametrace.load(tmp_path / "saved-merged.json").events == prof.last_trace.events
     from frametrace.export import trace_document, write_json
-    write_json(tmp_path / "portable.json", trace_document(prof.last_trace.events))
-    with pytest.raises(ValueError, match="portable.json: .*portable"):
-        merge([tmp_path / "portable.json"], tmp_path / "out.json")
-    assert not os.listdir(tmp_path) == []
-    assert not any(name.startswith("out.json") for name in os.listdir(tmp_path))
+    trace = prof.last_trace
+    write_json(tmp_path / "portable.json", trace_document(
+        trace.events, metadata={"pid": trace.pid, "tracer_start_ns": trace.tracer_start_ns,
+                                "tracer_stop_ns": trace.tracer_stop_ns}))
+    other = merge([tmp_path / "saved.json", tmp_path / "portable.json", tmp_path / "noanchor.json"],
+                  tmp_path / "all.json")
+    assert [d["source"] for d in other["inputs"]] == [
+        str(tmp_path / n) for n in ("saved.json", "portable.json", "noanchor.json")]
+    assert ["aligned_by" in d for d in other["inputs"]] == [False, True, True]
+    merged = frametrace.load(tmp_path / "all.json")
+    first, second = merged.processes[:2]
+    # The portable file's events are the saved one's, at the same times:
+    # both on this machine's CLOCK_MONOTONIC.
+    assert first["shift_ns"] == second["shift_ns"]
+    leaves = [e.start_ns for e in merged.events if e.name == "leaf"]
+    good = [e.name for e in frametrace.load(tmp_path / "good.json").events].count("leaf")
+    assert len(leaves) == 2 * [e.name for e in trace.events].count("leaf") + good
+    assert leaves[0] == leaves[1]  # the saved file's and the portable one's, at one time
 
 
 def test_thread_ident_reused_by_a_later_thread(tmp_path):

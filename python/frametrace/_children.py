@@ -1,0 +1,341 @@
+"""Tracing a program's child processes: ``profile(..., trace_children=True)``
+and ``frametrace run --follow-children``.
+
+While a parent traces its children (``enable(plan)``), every child it
+starts traces itself from its first moment to its end, with a tracer of its
+own (the parent's options), and hands its trace to ``plan.deliver`` (the
+session's on_trace_ready, or the command's writer) as it ends; a child
+that steps is profiled on the parent's schedule from its first step on
+instead (``step()``).  How each kind of child starts tracing:
+
+- fork (``os.fork``, multiprocessing's "fork"): an at-fork hook starts the
+  child's tracer (the inherited one was stopped at the fork by the
+  extension's own hook, registered first);
+- spawn and forkserver: the child is a fresh interpreter, which unpickles
+  the preparation data its parent sends before anything else
+  (``multiprocessing.spawn._main``).  While enabled, the parent's
+  ``multiprocessing.spawn.get_preparation_data`` adds one entry to it whose
+  unpickling starts the child's tracer (``prepare()`` reads only the keys it
+  knows).  The forkserver process itself is not traced, the children it
+  forks are.
+
+A child ends one of three ways, and each writes its trace first: through
+``sys.exit`` or the end of its code (``atexit``); through ``os._exit`` at
+the end of multiprocessing's bootstrap (a ``multiprocessing.util.Finalize``
+of lowest priority, run by ``util._exit_function`` just before it); or
+killed by SIGTERM (``Process.terminate()``, a Pool's exit), where a handler
+is installed if SIGTERM had none: it writes, then dies of SIGTERM as before
+(a child busy in a long C call is killed once that call returns).  A child
+killed by SIGKILL writes nothing.
+"""
+from __future__ import annotations
+
+import atexit
+import os
+import pickle
+import signal
+import sys
+import threading
+import time
+import traceback
+import warnings
+from typing import Any, Callable, Optional
+
+from . import _tracer
+
+_plan: Optional["Plan"] = None  # this process traces its children
+_enabled: list = []  # the plans enabled, innermost last
+_child: Optional["_ChildRun"] = None  # this process is a traced child
+_original_preparation: Optional[Callable[[str], dict]] = None
+_fork_hook = False
+_warned_pickle = False
+_KEY = "frametrace_trace_child"  # the preparation data's entry
+
+
+class Plan:
+    """What a traced child does: its tracer's options, and deliver(trace),
+    called with its Trace as it ends.  Pickled to spawn and forkserver
+    children: deliver must pickle (frametrace.save() does)."""
+
+    def __init__(self, options: dict, deliver: Callable[[Any], Any], ignore: tuple = (),
+                 schedule: Any = None, python_steps: Optional[int] = None):
+        self.options = dict(options)
+        self.deliver = deliver
+        # A child that steps (frametrace.step(), or the parent's prof.step()
+        # in a forked child) is profiled on this schedule from then on.
+        self.schedule = schedule
+        self.python_steps = python_steps
+        # Code kept out of a forked child's trace as out of the parent's
+        # (the command's frames on the stack); code objects do not pickle,
+        # and a spawned child's stack has none of them.
+        self.ignore = tuple(ignore)
+
+    def __getstate__(self) -> dict:
+        return dict(self.__dict__, ignore=())
+
+
+class _ChildRun:
+    __slots__ = ("plan", "tracer", "method", "pid", "parent_pid", "session")
+
+    def __init__(self, plan: Plan, tracer: Any, method: str, parent_pid: int):
+        self.plan = plan
+        self.tracer = tracer
+        self.method = method
+        self.pid = os.getpid()
+        self.parent_pid = parent_pid
+        self.session: Any = None  # its own session, once it steps
+
+
+def enable(plan: Plan) -> None:
+    """From now on, the children this process starts trace themselves
+    (by plan, until disable(plan); the latest enabled plan wins)."""
+    global _plan, _fork_hook, _original_preparation
+    _enabled.append(plan)
+    _plan = plan
+    if not _fork_hook and hasattr(os, "register_at_fork"):
+        os.register_at_fork(after_in_child=_after_fork_in_child)  # for good: once
+        _fork_hook = True
+    try:
+        from multiprocessing import spawn
+    except ImportError:  # no multiprocessing on this platform
+        return
+    if _original_preparation is None:
+        _original_preparation = spawn.get_preparation_data
+        spawn.get_preparation_data = _preparation_data
+
+
+def disable(plan: Plan) -> None:
+    """Children started from now on are not traced (those running go on)."""
+    global _plan, _original_preparation
+    if plan not in _enabled:
+        return
+    _enabled.remove(plan)
+    _plan = _enabled[-1] if _enabled else None  # an outer one (run's, around a session's)
+    if _plan is not None:
+        return
+    spawn: Any = sys.modules.get("multiprocessing.spawn")
+    if spawn is not None and spawn.get_preparation_data is _preparation_data:
+        spawn.get_preparation_data = _original_preparation
+        _original_preparation = None
+
+
+def _preparation_data(name: str) -> dict:
+    """multiprocessing.spawn.get_preparation_data while enabled: the data
+    a spawn or forkserver child unpickles first, with the entry that starts
+    its tracer."""
+    global _warned_pickle
+    assert _original_preparation is not None
+    data = _original_preparation(name)
+    plan = _plan
+    if plan is not None:
+        try:
+            pickle.dumps(plan)  # an error here, not inside Process.start()
+        except Exception as exc:  # noqa: BLE001 - any reason it does not pickle
+            if not _warned_pickle:
+                _warned_pickle = True
+                warnings.warn(f"frametrace: children started with spawn or forkserver are not "
+                              f"traced: what receives their traces does not pickle ({exc}); "
+                              f"frametrace.save(dir) does", RuntimeWarning, stacklevel=2)
+        else:
+            data[_KEY] = _Bootstrap(plan, os.getpid())
+    return data
+
+
+class _Bootstrap:
+    """Unpickled in a spawn or forkserver child, before prepare() and the
+    process object: starts the child's tracer."""
+
+    def __init__(self, plan: Plan, parent_pid: int):
+        self.plan = plan
+        self.parent_pid = parent_pid  # a forkserver's child: not its OS parent
+
+    def __reduce__(self) -> tuple:
+        return (_bootstrap_child, (self.plan, self.parent_pid))
+
+
+def _bootstrap_child(plan: Plan, parent_pid: int) -> None:
+    enable(plan)  # its own children are traced too
+    _start(plan, "spawn", parent_pid)
+
+
+def _after_fork_in_child() -> None:
+    global _child
+    _child = None  # a traced child's child: its own trace
+    plan = _plan
+    if plan is not None:
+        _start(plan, "fork", os.getppid())
+
+
+def _start(plan: Plan, method: str, parent_pid: int) -> None:
+    global _child
+    from .tracer import Tracer
+
+    try:
+        tracer = Tracer(**plan.options)
+        for code in _OWN_CODE + plan.ignore:
+            tracer._ignore(code)
+        tracer.start()
+    except (RuntimeError, TypeError, ValueError) as exc:
+        # Another profiler in the child: said, not silently untraced.
+        print(f"frametrace: child process {os.getpid()} is not traced: {exc}", file=sys.stderr)
+        return
+    _child = _ChildRun(plan, tracer, method, parent_pid)
+    _arm_exits()
+
+
+def _arm_exits() -> None:
+    """The ways a child ends, each made to write its trace first (atexit
+    is registered once, at import)."""
+    util = sys.modules.get("multiprocessing.util")
+    if util is not None:
+        # Run after the process object's bootstrap clears the finalizers.
+        util.register_after_fork(_KEEP, _after_multiprocessing_bootstrap)
+    if threading.current_thread() is threading.main_thread():
+        try:
+            if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+                signal.signal(signal.SIGTERM, _on_sigterm)
+        except (ValueError, OSError):  # not allowed here: SIGTERM kills untraced
+            pass
+
+
+class _Keep:
+    """What multiprocessing.util.register_after_fork holds weakly."""
+
+
+_KEEP = _Keep()
+
+
+def _after_multiprocessing_bootstrap(_: Any) -> None:
+    util = sys.modules["multiprocessing.util"]
+    # Lowest priority: after the pool's and the queues' finalizers, just
+    # before the bootstrap's os._exit.
+    util.Finalize(None, finish, exitpriority=-(1 << 30))
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    finish()
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    os.kill(os.getpid(), signal.SIGTERM)
+
+
+def step() -> bool:
+    """In a traced child, its step() (frametrace.step() with no session, or
+    a forked copy of the parent's session's step()): the first one stops
+    the whole-life tracer, dropping what it recorded, and starts a session
+    of the child's own on the parent's schedule, its steps counted as the
+    child's loop counts them (this first call ended its step 0, which is
+    not recorded); later ones step that session.  False outside a traced
+    child."""
+    run = _child
+    if run is None or run.pid != os.getpid():
+        return False
+    if run.session is not None:
+        run.session.step()
+        return True
+    from .session import Profile
+
+    run.tracer.stop()
+    run.tracer.clear()
+    plan = run.plan
+    session = Profile(schedule=plan.schedule, python_steps=plan.python_steps,
+                      on_trace_ready=plan.deliver, _ignore=_OWN_CODE + plan.ignore,
+                      **plan.options)
+    session._trace_extra = {"parent_pid": run.parent_pid, "process_name": _process_name(run)}
+    session.step_num = 1
+    session.__enter__()
+    run.session = session
+    return True
+
+
+def finish() -> None:
+    """In a traced child: stops its tracer and delivers its trace (once)."""
+    global _child
+    run = _child
+    if run is None or run.pid != os.getpid():
+        return
+    _child = None
+    tracer = run.tracer
+    tracer.stop()
+    # A SIGTERM now (a Pool's terminate() while a worker that ended
+    # normally writes) waits for the write: blocked, then delivered.
+    blocked = _block_sigterm()
+    try:
+        if run.session is not None:
+            _end_session(run)
+        else:
+            _deliver(run, tracer)
+    finally:
+        if blocked:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+
+
+def _end_session(run: _ChildRun) -> None:
+    try:
+        run.session.__exit__(None, None, None)  # its last window, and waits for the writes
+    except BaseException:  # noqa: B036 - a child's end: told, never raised into it
+        print(f"frametrace: the session of child process {run.pid} failed:", file=sys.stderr)
+        traceback.print_exc()
+
+
+def _block_sigterm() -> bool:
+    try:
+        return signal.SIGTERM not in signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+    except (AttributeError, OSError, ValueError):
+        return False
+
+
+def _deliver(run: _ChildRun, tracer: Any) -> None:
+    from ._ranks import distributed_info
+    from .export import read_clock_anchor
+    from .session import Trace
+
+    info = distributed_info()
+    trace = Trace(
+        session_start_ns=tracer.start_ns, session_end_ns=tracer.stop_ns,
+        tracer_start_ns=tracer.start_ns, tracer_stop_ns=tracer.stop_ns,
+        dropped=tracer.dropped or 0, dropped_by_thread=tracer.dropped_by_thread or {},
+        pid=run.pid, thread_names=dict(tracer.thread_names), threads=tracer.threads,
+        cycle=0, tracer=tracer,
+        clock_anchor=read_clock_anchor(),
+        distributed=info, process_name=_process_name(run), parent_pid=run.parent_pid,
+    )
+    try:
+        run.plan.deliver(trace)
+    except BaseException:  # noqa: B036 - a child's end: told, never raised into it
+        print(f"frametrace: the trace of child process {run.pid} could not be written:",
+              file=sys.stderr)
+        traceback.print_exc()
+    finally:
+        tracer.clear()
+
+
+def _process_name(run: _ChildRun) -> str:
+    """"child PID of PARENT", with multiprocessing's name of the process,
+    after "rank N " in a rank."""
+    from ._ranks import distributed_info, rank_of
+
+    what = ""
+    process = sys.modules.get("multiprocessing.process")
+    if process is not None:
+        current = process.current_process()
+        if current is not None and current.name != "MainProcess":
+            what = f" ({current.name})"
+    rank = rank_of(distributed_info())
+    return f"{'' if rank is None else f'rank {rank} '}child {run.pid}{what} of {run.parent_pid}"
+
+
+atexit.register(finish)
+
+# Never in a child's trace.
+_OWN_CODE = tuple(f.__code__ for f in (
+    _bootstrap_child, _after_fork_in_child, _start, _arm_exits, _after_multiprocessing_bootstrap,
+    _on_sigterm, step, finish, _end_session, _block_sigterm, _deliver, _process_name,
+    _preparation_data))
+
+
+def parent_code() -> tuple:
+    """What runs in a parent that traces its children, kept out of its trace."""
+    return (_preparation_data.__code__, _Bootstrap.__init__.__code__, Plan.__init__.__code__)
+
+
+del _tracer  # imported for the extension's at-fork hooks to be registered first

@@ -1,0 +1,266 @@
+"""Tracer.snapshot() (issue 20, part 1): the records so far, as a stopped
+tracer, while the tracer goes on recording.  A snapshot reads like a tracer
+stopped at the snapshot time: the frames running then end exactly there
+(open_at_stop), no event ends after it, and every event that had ended is
+the one the live tracer gives at its own stop."""
+import threading
+import time
+
+import pytest
+
+import frametrace
+from frametrace.testing import assert_valid_trace
+
+
+def key(ev):
+    return (ev.thread_id, ev.name, ev.depth, ev.start_ns)
+
+
+def check_against_live(snap, live):
+    """Every event of the snapshot is the live tracer's, cut at the
+    snapshot time; every live event that began before it is there."""
+    assert live.start_ns == snap.start_ns < snap.stop_ns < live.stop_ns
+    snap_events = snap.getEvents()
+    assert_valid_trace(snap_events, snap.start_ns, snap.stop_ns)
+    live_events = {key(ev): ev for ev in live.getEvents()}
+    for ev in snap_events:
+        assert ev.end_ns <= snap.stop_ns
+        whole = live_events[key(ev)]
+        assert ev.open_at_start == whole.open_at_start
+        if whole.end_ns <= snap.stop_ns:
+            assert (ev.end_ns, ev.open_at_stop) == (whole.end_ns, whole.open_at_stop), ev
+        else:
+            assert ev.open_at_stop and ev.end_ns == snap.stop_ns, ev
+    started = {k for k, ev in live_events.items() if ev.start_ns <= snap.stop_ns}
+    assert started == {key(ev) for ev in snap_events}
+    return snap_events
+
+
+def leaf(n):
+    return sum(range(n))
+
+
+def work(i, take):
+    leaf(i)
+    if i == 3:
+        take()
+    leaf(i + 1)
+
+
+def loop(take):
+    for i in range(6):
+        work(i, take)
+
+
+def test_snapshot_mid_loop_is_the_live_trace_cut_there():
+    snaps = []
+    tracer = frametrace.Tracer()
+    with tracer:
+        loop(lambda: snaps.append(tracer.snapshot()))
+    (snap,) = snaps
+    events = check_against_live(snap, tracer)
+    assert type(snap) is type(tracer)
+    assert (snap.buffer_size, snap.c_calls, snap.backend) == (
+        tracer.buffer_size, tracer.c_calls, tracer.backend)
+    # The frames running at the snapshot, outermost first, cut there.
+    # (snapshot() itself, a method of the tracer, is never recorded.)
+    open_now = [ev.name.split(".")[-1] for ev in events if ev.open_at_stop]
+    assert open_now[-4:] == ["test_snapshot_mid_loop_is_the_live_trace_cut_there", "loop",
+                             "work", "<lambda>"]
+    works = [ev for ev in events if ev.name == "work"]
+    assert len(works) == 4 and works[-1].open_at_stop
+    assert [ev.name for ev in events if ev.name == "leaf"] == ["leaf"] * 7
+
+
+def test_tracing_goes_on_after_a_snapshot():
+    tracer = frametrace.Tracer()
+    snaps = []
+    with tracer:
+        loop(lambda: snaps.append(tracer.snapshot()))
+    events = tracer.getEvents()
+    assert_valid_trace(events, tracer.start_ns, tracer.stop_ns)
+    assert [ev.name for ev in events if ev.name in ("work", "leaf")] == \
+        ["work", "leaf", "leaf"] * 6
+    assert not any(ev.open_at_stop for ev in events if ev.name in ("work", "leaf"))
+
+
+def test_many_snapshots_each_cut_at_its_own_time():
+    tracer = frametrace.Tracer()
+    snaps = []
+    with tracer:
+        for i in range(20):
+            leaf(i)
+            snaps.append(tracer.snapshot())
+    times = [s.stop_ns for s in snaps]
+    assert times == sorted(times) and len(set(times)) == len(times)
+    for i, snap in enumerate(snaps):
+        events = check_against_live(snap, tracer)
+        assert sum(ev.name == "leaf" for ev in events) == i + 1
+
+
+def test_snapshot_while_other_threads_run():
+    stop = threading.Event()
+    started = threading.Event()
+
+    def spin():
+        started.set()
+        while not stop.is_set():
+            leaf(50)
+
+    tracer = frametrace.Tracer()
+    with tracer:
+        workers = [threading.Thread(target=spin, name=f"spinner-{i}") for i in range(3)]
+        for w in workers:
+            w.start()
+        started.wait()
+        for _ in range(50):
+            leaf(100)  # let the spinners run
+        snap = tracer.snapshot()
+        stop.set()
+        for w in workers:
+            w.join()
+    events = check_against_live(snap, tracer)
+    names = {t.thread_id: t.name for t in snap.threads}
+    spinning = {ev.thread_id for ev in events if ev.name.endswith("spin")}
+    assert {names[t] for t in spinning} == {f"spinner-{i}" for i in range(3)}
+    # Every spinner that had begun is open at the snapshot, its loop cut there.
+    for ev in events:
+        if ev.name.endswith("spin"):
+            assert ev.open_at_stop and ev.end_ns == snap.stop_ns
+
+
+def test_snapshot_of_a_wrapped_ring_keeps_the_frames_running():
+    """Calls overwritten by the ring: the frames still running come from
+    the threads' stacks at the snapshot (as at a stop), open at start."""
+    tracer = frametrace.Tracer(buffer_size=64)
+    snaps = []
+
+    def deep(n):
+        if n:
+            return deep(n - 1)
+        for i in range(200):
+            leaf(i % 5)
+        snaps.append(tracer.snapshot())
+
+    with tracer:
+        deep(5)
+    (snap,) = snaps
+    events = snap.getEvents()
+    assert_valid_trace(events, snap.start_ns, snap.stop_ns)
+    deeps = [ev for ev in events if ev.name.endswith("deep")]
+    assert len(deeps) == 6
+    assert all(ev.open_at_start and ev.open_at_stop for ev in deeps)
+    assert snap.dropped > 0 and snap.dropped <= tracer.dropped
+
+
+def test_snapshot_inside_generator_and_exception_handler():
+    tracer = frametrace.Tracer()
+    snaps = []
+
+    def gen():
+        yield 1
+        try:
+            raise ValueError("x")
+        except ValueError:
+            snaps.append(tracer.snapshot())
+        yield 2
+
+    with tracer:
+        assert list(gen()) == [1, 2]
+    (snap,) = snaps
+    events = check_against_live(snap, tracer)
+    gens = [ev for ev in events if ev.name.endswith("gen")]
+    assert [ev.open_at_stop for ev in gens] == [False, True]
+
+
+def test_writers_and_clear_on_a_snapshot(tmp_path):
+    tracer = frametrace.Tracer()
+    with tracer:
+        loop(lambda: None)
+        snap = tracer.snapshot()
+        loop(lambda: None)
+    trace = frametrace.Trace(tracer=snap, tracer_start_ns=snap.start_ns,
+                             tracer_stop_ns=snap.stop_ns,
+                             session_start_ns=snap.start_ns, session_end_ns=snap.stop_ns)
+    for name in ("snap.json", "snap.pftrace"):
+        trace.save(str(tmp_path / name))
+    loaded = frametrace.load(str(tmp_path / "snap.json"))
+    assert len(loaded.events) == len(snap.getEvents())
+    assert max(ev.end_ns for ev in loaded.events) <= snap.stop_ns
+    snap.clear()
+    with pytest.raises(RuntimeError):
+        snap.getEvents()
+    # The live tracer's records are its own.
+    assert sum(ev.name == "work" for ev in tracer.getEvents()) == 12
+
+
+def test_snapshot_needs_a_recording_tracer():
+    tracer = frametrace.Tracer()
+    with pytest.raises(RuntimeError, match="needs a tracer that is recording"):
+        tracer.snapshot()
+    with tracer:
+        pass
+    with pytest.raises(RuntimeError, match="of a stopped tracer"):
+        tracer.snapshot()
+
+
+def test_snapshot_of_a_snapshot_is_refused():
+    tracer = frametrace.Tracer()
+    with tracer:
+        snap = tracer.snapshot()
+    with pytest.raises(RuntimeError, match="of a stopped tracer"):
+        snap.snapshot()
+    with pytest.raises(RuntimeError):
+        snap.start()
+
+
+def test_ended_threads_packed_rings_in_a_snapshot():
+    tracer = frametrace.Tracer()
+    with tracer:
+        for i in range(100):  # ended threads: swept, their rings packed
+            t = threading.Thread(target=leaf, args=(i,))
+            t.start()
+            t.join()
+        snap = tracer.snapshot()
+    events = check_against_live(snap, tracer)
+    assert sum(ev.name == "leaf" for ev in events) == 100
+
+
+@pytest.mark.parametrize("buffer_size", [1 << 16, 256])
+def test_running_threads_frames_at_snapshots_and_stop(buffer_size):
+    """Threads caught anywhere, between a frame's push and its call event
+    too (3.12+), with and without their rings overwritten: each spinner's
+    frames open at a snapshot, and at the stop, are exactly its stack."""
+    stop = threading.Event()
+
+    def nop():
+        pass
+
+    def spin():
+        while not stop.is_set():
+            nop()
+            nop()
+            nop()
+
+    tracer = frametrace.Tracer(buffer_size=buffer_size)
+    snaps = []
+    with tracer:
+        workers = [threading.Thread(target=spin) for _ in range(2)]
+        for w in workers:
+            w.start()
+        for _ in range(30):
+            time.sleep(0.001)  # the spinners run, and are stopped anywhere
+            snaps.append(tracer.snapshot())
+        stop.set()
+        for w in workers:
+            w.join()
+    tracer_spinners = {w.ident for w in workers}
+    for snap in snaps:
+        events = snap.getEvents()
+        assert_valid_trace(events, snap.start_ns, snap.stop_ns)
+        for ident in tracer_spinners:
+            chain = [ev.name.split(".")[-1] for ev in events
+                     if ev.thread_id == ident and ev.open_at_stop and not ev.name.startswith("<")]
+            if chain:  # a spinner that had begun
+                assert chain[:4] == ["_bootstrap", "_bootstrap_inner", "run", "spin"], chain
+                assert chain[4:] in ([], ["nop"], ["is_set"]), chain
