@@ -36,7 +36,6 @@ import pickle
 import signal
 import sys
 import threading
-import time
 import traceback
 import warnings
 from typing import Any, Callable, Optional
