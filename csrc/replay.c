@@ -415,7 +415,7 @@ ft_replay_thread_events(const ft_replay_input *in, ft_thread_events *te,
         if (rec->ts > in->stop_ns) {
             break;  /* raced the stop: not part of the trace */
         }
-        if (rec->ts < in->window_ns) {
+        if (windowed && rec->ts < in->window_ns) {
             continue;  /* before the snapshot's window */
         }
         int err;
