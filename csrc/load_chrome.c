@@ -233,9 +233,8 @@ lookup_key(key_slot *slots, PyObject *dict, int kind, PyObject *buf,
     return value;
 }
 
-/* The span and open flags of calls[index], an Event or the loader's
- * 14-tuple of one (the plan unknown); 0, or -1 (no exception) when it is
- * neither. */
+/* The span and open flags of calls[index]; 0, or -1 (no exception) when it
+ * is no Event. */
 static int
 event_at(ft_state *state, PyObject *calls, PyObject *index, ft_event *out)
 {
@@ -244,15 +243,11 @@ event_at(ft_state *state, PyObject *calls, PyObject *index, ft_event *out)
         PyErr_Clear();
         return -1;
     }
-    PyObject *item = PyList_GET_ITEM(calls, i);
-    if (!PyTuple_CheckExact(item)) {
-        return ft_event_span(state, item, out);
-    }
-    return ft_event_values_span(item, out);
+    return ft_event_span(state, PyList_GET_ITEM(calls, i), out);
 }
 
 /* Depth and parent of the next event of a thread whose open events'
- * indices are stack, as the loader's _ChromeEvents._place() finds them;
+ * indices are stack, as the loader's _ChromeEvents.on_event() finds them;
  * pushes it.  0, 1 when an event on the stack is not one this can read
  * (the Python path goes on), -1 with an exception set. */
 static int
