@@ -485,6 +485,9 @@ def _processes(ft: dict) -> tuple[list[_Process], bool]:
     return procs, True
 
 
+# ---- Chrome events ---------------------------------------------------------------------
+
+
 def _span(ev: dict, what: str) -> tuple[int, int, int, int]:
     """(pid, tid, ts, end) of a complete event, ns from the origin."""
     pid, tid = _get(ev, "pid", int, what), _get(ev, "tid", int, what)

@@ -81,7 +81,6 @@ class _Plan:
     the origin of its times and the thread id of each (pid, Chrome tid)."""
 
     def __init__(self, ft: dict):
-        self.ft = ft
         self.procs, self.merged = _processes(ft)
         self.by_pid = {p.pid: p for p in self.procs}
         self.origin = (_get(ft, "origin_ns", int, "otherData.frametrace") if self.merged
@@ -416,5 +415,6 @@ def _half(progress: Progress, k: int) -> Progress:
     """progress of the k-th of two passes over the file."""
     if progress is None:
         return None
-    return lambda done, total: progress((k * total + done) // 2, total)  # type: ignore[misc]
+    whole = progress
+    return lambda done, total: whole((k * total + done) // 2, total)
 
