@@ -212,7 +212,11 @@ class _Reader:
 
 class _Sink:
     """Where the elements of traceEvents go: on_event() for each, but those
-    its C path (c_fast()) takes."""
+    its C path (c_fast()) takes.  This one only checks them."""
+
+    def __init__(self) -> None:
+        self.n = 0
+        self.strings = _Strings()
 
     def c_fast(self) -> Optional[Callable[[str, int, int], tuple[int, int, int]]]:
         """c(buf, pos, stop): takes in C the events it can from pos (those
@@ -221,20 +225,9 @@ class _Sink:
         pid was new to it, else -1, -1); or None."""
         return None
 
-    def on_event(self, ev: Any, key: Optional[str]) -> Any:
-        """ev: the next element of traceEvents; key: its key text (see
-        c_fast), which the C path takes from now on once ev is checked."""
-        raise NotImplementedError
-
-
-class _Checked(_Sink):
-    """Checks each event as load() does (before its plan is known)."""
-
-    def __init__(self) -> None:
-        self.n = 0
-        self.strings = _Strings()
-
     def on_event(self, ev: Any, key: Optional[str] = None) -> Any:
+        """ev: traceEvents[self.n]; key: its key text (see c_fast), which
+        the C path takes from now on once ev is checked."""
         self.n += 1
         return _parse_event(ev, self.n - 1, self.strings)
 

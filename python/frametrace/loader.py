@@ -40,8 +40,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
-from ._reader import (PathLike, Progress, _Bad, _by_thread, _check, _Checked, _frametrace_other,
-                      _get, _int, _named_errors, _processes, _read, _show, _tail_other)
+from ._reader import (PathLike, Progress, _Bad, _by_thread, _check, _frametrace_other, _get,
+                      _int, _named_errors, _processes, _read, _show, _Sink, _tail_other)
 from ._tracer import Event, ThreadInfo, _load_chrome_calls
 from .export import EVENT_FIELDS, FORMAT, VERSION
 from .merge import merge
@@ -122,7 +122,7 @@ class _Plan:
         return self.tid_map.get((self.pid(pid), ctid), ctid)
 
 
-class _ChromeEvents(_Checked):
+class _ChromeEvents(_Sink):
     """Collects a Chrome document's events while it streams past: Events,
     nested per thread."""
 
@@ -397,7 +397,7 @@ def load(path: PathLike, *, progress: Progress = None) -> Trace:
             if ft is None:
                 # otherData.frametrace neither before the events nor at the end:
                 # a first pass finds it (the events only checked), a second reads them.
-                top, saw_events = _read(path, _Checked(), _half(progress, 0))
+                top, saw_events = _read(path, _Sink(), _half(progress, 0))
                 if not saw_events and top.get("format") == FORMAT:
                     return _portable_trace(top)
                 ft = _frametrace_other(top, saw_events)
