@@ -9,7 +9,7 @@ empty.  frametrace._testing.bound_function() makes such a function as
 pybind11 does (PyCFunction_NewEx with a capsule self that owns the method
 definition); a real pybind11 module is built in test_pybind11_module when
 pybind11 and a C++ compiler are there, and torch's bindings are checked in
-tests/torch/test_names_torch.py."""
+tests/pytorch/test_names_torch.py."""
 import gc
 import os
 import re
@@ -166,9 +166,13 @@ def pybind11_module(tmp_path_factory):
     build = tmp_path_factory.mktemp("pybind11")
     (build / "ftbind.cpp").write_text(PYBIND11_SOURCE)
     target = build / ("ftbind" + sysconfig.get_config_var("EXT_SUFFIX"))
+    # The compiler is no sanitized program: the sanitizer runtime that a
+    # sanitized interpreter's environment preloads is not for it.
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("LD_PRELOAD", "ASAN_", "UBSAN_", "LSAN_"))}
     subprocess.run([cxx, "-O0", "-shared", "-fPIC", "-std=c++17",
                     f"-I{pybind11.get_include()}", f"-I{sysconfig.get_paths()['include']}",
-                    str(build / "ftbind.cpp"), "-o", str(target)], check=True)
+                    str(build / "ftbind.cpp"), "-o", str(target)], check=True, env=env)
     sys.path.insert(0, str(build))
     try:
         import ftbind
