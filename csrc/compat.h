@@ -6,6 +6,15 @@
 #include <Python.h>
 #include <frameobject.h>
 #include <structmember.h>
+/* 3.13+: RESUME checks the eval breaker before it fires PY_START or
+ * PY_RESUME (3.12 after), so another thread's stack can hold a frame whose
+ * call event has not fired (lifecycle.c frame_not_started()).  RESUME's
+ * opcode comes from opcode.h, installed with the headers, its number
+ * per version. */
+#define FT_RESUME_WAITS_BEFORE_EVENT (PY_VERSION_HEX >= 0x030D0000)
+#if FT_RESUME_WAITS_BEFORE_EVENT
+#  include <opcode.h>
+#endif
 
 #if PY_VERSION_HEX < 0x030A0000
 #  error "frametrace needs CPython 3.10 or newer"

@@ -72,10 +72,16 @@ ft_thread_open_python(ft_thread *th)
     /* An ended thread's records rarely change (C code entering it again
      * through PyGILState_Ensure() adds some: then counted again), and each
      * snapshot and the stop ask. */
+    ft_thread_note_open(th, n);
+    return n;
+}
+
+void
+ft_thread_note_open(ft_thread *th, int64_t n)
+{
     th->open_known = n >= 0;
     th->open_at_end = n;
     th->open_words = ring_words(th);
-    return n;
 }
 
 /* Why th's recording ended early (FT_DISPLACED_*), or FT_DISPLACED_NO. */

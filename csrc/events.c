@@ -43,6 +43,11 @@ thread_input(const ft_thread *th, const ft_clock *clock, int64_t stop_ns,
         .stop_depth = (size_t)th->stop_depth,
         .stop_ns = stop_ns,
     };
+    if (th->window_ticks != 0) {
+        ft_clock_cursor cursor = {0};
+        int64_t window_ns = ft_clock_convert(clock, th->window_ticks, &cursor);
+        in->window_ns = window_ns != 0 ? window_ns : 1;
+    }
     if (th->loss_ticks != 0) {
         ft_clock_cursor cursor = {0};
         int64_t loss_ns = ft_clock_convert(clock, th->loss_ticks, &cursor);

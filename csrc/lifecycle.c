@@ -708,6 +708,38 @@ is_ours(ft_tracer *self, PyThreadState *ts)
 #endif
 }
 
+#if FT_RESUME_WAITS_BEFORE_EVENT
+/* Whether frame, the innermost of another thread, was pushed and has not
+ * started: 3.13+ checks the eval breaker in RESUME before PY_START (and
+ * PY_RESUME after a yield; 3.12 after them), so a thread can wait for the
+ * GIL there, its frame on its stack and no call recorded.  Its RESUME is
+ * then where the frame is. */
+static int
+frame_not_started(PyFrameObject *frame)
+{
+    int lasti = PyFrame_GetLasti(frame);
+    if (lasti < 0) {
+        return 1;  /* not even at its first instruction */
+    }
+    PyCodeObject *code = PyFrame_GetCode(frame);
+    PyObject *bytes = PyCode_GetCode(code);  /* cached by the code object */
+    Py_DECREF(code);
+    if (bytes == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    int pending = 0;
+    if (PyBytes_Check(bytes) && lasti + 1 < PyBytes_GET_SIZE(bytes)) {
+        const unsigned char *at = (const unsigned char *)PyBytes_AS_STRING(bytes) + lasti;
+        /* oparg 0: the function's start; 1: after a yield.  (After
+         * `yield from` or `await` RESUME does not wait.) */
+        pending = at[0] == RESUME && (at[1] & 3) <= 1;
+    }
+    Py_DECREF(bytes);
+    return pending;
+}
+#endif
+
 /* Takes the stack of thread th (running as ts) at stop. */
 static void
 take_stop_stack(ft_tracer *self, ft_thread *th, PyThreadState *ts)
@@ -716,6 +748,14 @@ take_stop_stack(ft_tracer *self, ft_thread *th, PyThreadState *ts)
         return;
     }
     PyFrameObject *top = PyThreadState_GetFrame(ts);
+#if FT_RESUME_WAITS_BEFORE_EVENT
+    if (top != NULL && ts != PyThreadState_Get() && frame_not_started(top)) {
+        PyFrameObject *back = PyFrame_GetBack(top);
+        Py_DECREF(top);
+        top = back;
+        PyErr_Clear();  /* the caller's frame could not be made: none */
+    }
+#endif
     if (capture_stack(self, top, &th->stop_stack, &th->stop_depth) < 0) {
         /* Replay then goes without it: only frames lost to overflow are
          * affected. */
@@ -1439,10 +1479,101 @@ ft_tracer_disarm(ft_tracer *self)
 
 /* ---- snapshot: the records so far, while recording goes on ---------- */
 
+/* A mark (bytes): a header, then where each thread's ring was. */
+typedef struct {
+    uint64_t generation;  /* the tracer's: a mark of another is refused */
+    int64_t ticks;
+    uint64_t nthreads;
+} mark_head;
+
+typedef struct {
+    uint64_t written;     /* ft_ring_written() */
+    uint64_t discarded;   /* ring.discarded: changes if the ring was */
+    uint64_t packed;      /* whether it was packed */
+} mark_thread;
+
+PyObject *
+ft_tracer_mark(ft_tracer *self)
+{
+    if (self->phase != FT_PHASE_ACTIVE) {
+        PyErr_SetString(PyExc_RuntimeError, "mark() needs a tracer that is "
+                        "recording");
+        return NULL;
+    }
+    Py_ssize_t n = self->nthreads;
+    PyObject *mark = PyBytes_FromStringAndSize(
+        NULL, (Py_ssize_t)sizeof(mark_head) + n * (Py_ssize_t)sizeof(mark_thread));
+    if (mark == NULL) {
+        return NULL;
+    }
+    char *buf = PyBytes_AS_STRING(mark);
+    mark_head head = {self->generation, ft_clock_ticks(&self->clock),
+                      (uint64_t)n};
+    memcpy(buf, &head, sizeof(head));
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const ft_ring *ring = &self->threads[i]->ring;
+        mark_thread at = {ft_ring_written(ring), ring->discarded,
+                          ring->packed != NULL};
+        memcpy(buf + sizeof(head) + (size_t)i * sizeof(at), &at, sizeof(at));
+    }
+    return mark;
+}
+
+/* since: a mark of self's, checked; *head and *threads (into since's
+ * bytes) set.  0, or -1 with ValueError or TypeError. */
+static int
+read_mark(ft_tracer *self, PyObject *since, mark_head *head,
+          const char **threads)
+{
+    if (!PyBytes_Check(since)) {
+        PyErr_Format(PyExc_TypeError, "snapshot() since must be a mark "
+                     "(what Tracer.mark() returns), not %.100s",
+                     Py_TYPE(since)->tp_name);
+        return -1;
+    }
+    Py_ssize_t size = PyBytes_GET_SIZE(since);
+    const char *buf = PyBytes_AS_STRING(since);
+    if ((size_t)size >= sizeof(*head)) {
+        memcpy(head, buf, sizeof(*head));
+    }
+    if ((size_t)size < sizeof(*head)
+        || (size_t)size != sizeof(*head) + head->nthreads * sizeof(mark_thread)
+        || head->generation != self->generation
+        || head->nthreads > (uint64_t)self->nthreads) {
+        PyErr_SetString(PyExc_ValueError, "snapshot() since is not a mark of "
+                        "this tracer (what its mark() returned while it "
+                        "recorded)");
+        return -1;
+    }
+    *threads = buf + sizeof(*head);
+    return 0;
+}
+
+/* Copies the live thread's ring into th: all of it, or (since: a mark's
+ * entry for it) only what it recorded since the mark when that is all
+ * there: the copy then costs what the window holds, not the ring.  0, or
+ * -1 (no memory). */
+static int
+copy_ring(ft_thread *th, const ft_thread *live, const mark_thread *since)
+{
+    if (since != NULL && !since->packed && live->ring.packed == NULL) {
+        int rc = ft_ring_copy_since(&th->ring, &live->ring, since->written,
+                                    since->discarded);
+        if (rc <= 0) {
+            return rc;
+        }
+    }
+    /* The replay leaves out what came before the window. */
+    return ft_ring_copy(&th->ring, &live->ring);
+}
+
 /* A copy of th for a snapshot: its records, base stack and name; its state
- * at the snapshot is the caller's to fill in.  NULL when out of memory. */
+ * at the snapshot is the caller's to fill in.  since: NULL, or the entry
+ * of a mark taken at mark_ticks (the window's start) for a thread
+ * registered then.  NULL when out of memory. */
 static ft_thread *
-snapshot_thread(const ft_thread *src)
+snapshot_thread(const ft_thread *src, const mark_thread *since,
+                int64_t mark_ticks)
 {
     ft_thread *th = malloc(sizeof(ft_thread));
     if (th == NULL) {
@@ -1458,7 +1589,11 @@ snapshot_thread(const ft_thread *src)
     th->dropped_events = 0;
     th->dropped_counted = 0;
     th->queued = 0;
-    if (ft_ring_copy(&th->ring, &src->ring) < 0) {
+    th->window_ticks = 0;
+    if (mark_ticks != 0 && src->base_ticks < mark_ticks) {
+        th->window_ticks = mark_ticks;
+    }
+    if (copy_ring(th, src, since) < 0) {
         free(th);
         return NULL;
     }
@@ -1500,7 +1635,7 @@ snapshot_stacks(ft_tracer *self, ft_tracer *snap)
 }
 
 PyObject *
-ft_tracer_snapshot(ft_tracer *self)
+ft_tracer_snapshot(ft_tracer *self, PyObject *since)
 {
     if (self->phase != FT_PHASE_ACTIVE || self->in_call != FT_IN_NONE) {
         PyErr_SetString(PyExc_RuntimeError,
@@ -1509,6 +1644,12 @@ ft_tracer_snapshot(ft_tracer *self)
                           "longer change, use the tracer itself"
                         : "snapshot() needs a tracer that is recording "
                           "(started, not inside start() or stop())");
+        return NULL;
+    }
+    mark_head head = {0, 0, 0};
+    const char *marks = NULL;
+    if (since != NULL && since != Py_None
+        && read_mark(self, since, &head, &marks) < 0) {
         return NULL;
     }
     ft_tracer *snap = ft_tracer_like(self);
@@ -1526,12 +1667,21 @@ ft_tracer_snapshot(ft_tracer *self)
     if (!failed) {
         snap->threads_cap = self->nthreads ? self->nthreads : 1;
         for (Py_ssize_t i = 0; i < self->nthreads && !failed; i++) {
-            ft_thread *th = snapshot_thread(self->threads[i]);
+            mark_thread entry;
+            const mark_thread *at_mark = NULL;
+            if (marks != NULL && (uint64_t)i < head.nthreads) {
+                memcpy(&entry, marks + (size_t)i * sizeof(entry),
+                       sizeof(entry));
+                at_mark = &entry;
+            }
+            ft_thread *th = snapshot_thread(self->threads[i], at_mark,
+                                            head.ticks);
             if (th == NULL) {
                 failed = 1;
                 break;
             }
             snap->threads[snap->nthreads++] = th;
+            snap->ring_bytes += ft_ring_bytes(&th->ring);
         }
     }
     if (!failed) {
@@ -1543,10 +1693,7 @@ ft_tracer_snapshot(ft_tracer *self)
         for (Py_ssize_t i = 0; i < snap->nthreads; i++) {
             ft_thread *th = snap->threads[i], *live = self->threads[i];
             if (th->at_stop == FT_AT_STOP_GONE) {
-                ft_thread_open_python(live);
-                th->open_known = live->open_known;
-                th->open_at_end = live->open_at_end;
-                th->open_words = live->open_words;
+                ft_thread_note_open(th, ft_thread_open_python(live));
             }
         }
         failed = ft_functable_copy(&snap->funcs, &self->funcs) < 0
@@ -1555,6 +1702,13 @@ ft_tracer_snapshot(ft_tracer *self)
     if (!failed) {
         ft_clock_note_boottime(&snap->clock, 1);
         snap->start_ns = self->start_ns;
+        if (head.ticks != 0) {
+            ft_clock_cursor cursor = {0};
+            int64_t mark_ns = ft_clock_convert(&snap->clock, head.ticks,
+                                               &cursor);
+            snap->start_ns = mark_ns > snap->start_ns ? mark_ns
+                                                      : snap->start_ns;
+        }
         snap->stop_ns = at.ns;
         snap->intern_failures = self->intern_failures;
         snap->phase = FT_PHASE_STOPPED;

@@ -1,7 +1,7 @@
 /* The loader's fast path, _load_chrome_calls(): the complete events of a
  * Chrome trace laid out as export_chrome.c writes them (one per line, keys
  * in a fixed order, followed by ",\n"), parsed straight into Events nested
- * per thread.  frametrace/loader.py keeps every check and every error:
+ * per thread.  frametrace/_reader.py keeps every check and every error:
  * this takes only the lines whose function (name and "path:line") and
  * thread the loader has already met and checked, and stops at the first
  * line it does not take (another layout, a function or thread not seen
@@ -45,8 +45,7 @@ take(cursor *c, const char *lit, Py_ssize_t len)
 
 #define TAKE(c, lit) take((c), (lit), (Py_ssize_t)sizeof(lit) - 1)
 
-/* (0|[1-9][0-9]{0,17}): the loader's _JSON_UINT (longer numbers take the
- * Python path's checks). */
+/* (0|[1-9][0-9]{0,17}): longer numbers take the Python path's checks. */
 static inline int
 take_uint(cursor *c, int64_t *out)
 {
@@ -97,8 +96,7 @@ take_us(cursor *c, int64_t *ns)
     return 1;
 }
 
-/* A JSON string as the loader's _JSON_STR matches it: no raw control
- * characters, a backslash followed by anything but a newline (the escapes
+/* A JSON string with no raw control characters, a backslash followed by anything but a newline (the escapes
  * themselves are checked by the Python path, the first time it meets the
  * text).  The cursor is left after the closing quote. */
 static inline int
@@ -233,9 +231,8 @@ lookup_key(key_slot *slots, PyObject *dict, int kind, PyObject *buf,
     return value;
 }
 
-/* The span and open flags of calls[index], an Event or the loader's
- * 14-tuple of one (the plan unknown); 0, or -1 (no exception) when it is
- * neither. */
+/* The span and open flags of calls[index]; 0, or -1 (no exception) when it
+ * is no Event. */
 static int
 event_at(ft_state *state, PyObject *calls, PyObject *index, ft_event *out)
 {
@@ -244,15 +241,11 @@ event_at(ft_state *state, PyObject *calls, PyObject *index, ft_event *out)
         PyErr_Clear();
         return -1;
     }
-    PyObject *item = PyList_GET_ITEM(calls, i);
-    if (!PyTuple_CheckExact(item)) {
-        return ft_event_span(state, item, out);
-    }
-    return ft_event_values_span(item, out);
+    return ft_event_span(state, PyList_GET_ITEM(calls, i), out);
 }
 
 /* Depth and parent of the next event of a thread whose open events'
- * indices are stack, as the loader's _ChromeEvents._place() finds them;
+ * indices are stack, as the loader's _ChromeEvents.on_event() finds them;
  * pushes it.  0, 1 when an event on the stack is not one this can read
  * (the Python path goes on), -1 with an exception set. */
 static int

@@ -364,24 +364,39 @@ ft_replay_thread_events(const ft_replay_input *in, ft_thread_events *te,
     memset(&te->body, 0, sizeof(te->body));
     te->head.len = 0;
     const ft_ring *ring = in->ring;
-    int overflowed = ft_ring_overflowed(ring);
     int rc = -1;
-    ctx.base_known = !overflowed && in->base_known;
-
     ft_ring_reader reader;
     ft_ring_reader_init(&reader, ring);
     ft_clock_cursor cursor = {0};
     int64_t base_ns = ft_clock_convert(in->clock, in->base_ticks, &cursor);
+    /* A window that starts after the thread's hook went on leaves out what
+     * came before, as an overflow would. */
+    int windowed = in->window_ns != 0 && in->window_ns > base_ns;
+    int overflowed = ft_ring_overflowed(ring) || windowed;
+    ctx.base_known = !overflowed && in->base_known;
     ctx.window_start = base_ns;
     if (overflowed) {
         /* The base stack is stale: the records that left it are gone. */
         ft_ring_reader peek = reader;
         ft_record oldest;
         int64_t first = in->stop_ns;
-        if (ft_ring_read(&peek, &oldest)) {
-            first = ft_clock_convert(in->clock, oldest.ts, &cursor);
+        /* Whether every record since the window's start is there: some
+         * before it were left out, or nothing was overwritten. */
+        int whole = ring->skipped || !ft_ring_overflowed(ring);
+        while (ft_ring_read(&peek, &oldest)) {
+            int64_t ts = ft_clock_convert(in->clock, oldest.ts, &cursor);
+            if (windowed && ts < in->window_ns) {
+                whole = 1;
+                continue;
+            }
+            first = ts;
+            break;
+        }
+        if (windowed && whole) {
+            first = in->window_ns;
         }
         ctx.window_start = first < in->stop_ns ? first : in->stop_ns;
+        cursor = (ft_clock_cursor){0};
     }
     else {
         for (size_t i = 0; i < in->base_depth; i++) {
@@ -399,6 +414,9 @@ ft_replay_thread_events(const ft_replay_input *in, ft_thread_events *te,
         converted.ts = ft_clock_convert(in->clock, converted.ts, &cursor);
         if (rec->ts > in->stop_ns) {
             break;  /* raced the stop: not part of the trace */
+        }
+        if (windowed && rec->ts < in->window_ns) {
+            continue;  /* before the snapshot's window */
         }
         int err;
         switch (rec->kind) {

@@ -41,6 +41,9 @@ typedef struct {
     const uint32_t *stop_stack;   /* Python frames open at stop, or NULL */
     size_t stop_depth;
     int64_t stop_ns;
+    int64_t window_ns;            /* 0, or where a snapshot's window starts:
+                                     records before are left out, as if
+                                     overwritten (not counted lost) */
     int64_t loss_ns;              /* 0, or when the thread's recording ended
                                      early (its hook displaced): frames open
                                      then end there, and stop_stack is not

@@ -138,6 +138,35 @@ ft_ring_copy(ft_ring *dst, const ft_ring *src)
     return 0;
 }
 
+int
+ft_ring_copy_since(ft_ring *dst, const ft_ring *src, uint64_t since,
+                   uint64_t discarded_then)
+{
+    uint64_t written = ft_ring_written(src);
+    if (src->buf == NULL || src->discarded != discarded_then
+        || since > written || written - since > src->capacity) {
+        return 1;
+    }
+    uint64_t n = written - since;
+    memset(dst, 0, sizeof(*dst));
+    dst->buf = malloc((size_t)(n + 1) * sizeof(uint64_t));
+    if (dst->buf == NULL) {
+        return -1;
+    }
+    /* Before its first wrap a ring's words are at their absolute
+     * positions, and the capacity is fixed from then on: word w is at
+     * w % capacity either way. */
+    uint64_t from = since % src->capacity;
+    uint64_t first = n < src->capacity - from ? n : src->capacity - from;
+    memcpy(dst->buf, src->buf + from, (size_t)first * sizeof(uint64_t));
+    memcpy(dst->buf + first, src->buf, (size_t)(n - first) * sizeof(uint64_t));
+    dst->capacity = dst->reserve = n + 1;
+    dst->pos = n;
+    dst->last = src->last;
+    dst->skipped = since != 0;
+    return 0;
+}
+
 uint64_t
 ft_ring_next_capacity(const ft_ring *ring)
 {

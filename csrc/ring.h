@@ -71,6 +71,10 @@ typedef struct {
     uint64_t packed_records;
     uint64_t packed_lost;  /* records overwritten before packing */
     int64_t packed_first;  /* ticks of the first packed record */
+    /* A copy of the records since a window's start (ft_ring_copy_since()):
+     * whether the ring left out records before them, which then are
+     * neither retained nor lost. */
+    uint8_t skipped;
 } ft_ring;
 
 /* Returns 0, or -1 (no memory) leaving the ring empty.  reserve: the most
@@ -118,6 +122,14 @@ int ft_ring_pack(ft_ring *ring);
  * back as src's are now: for a snapshot of a ring whose writer goes on.
  * 0, or -1 (no memory) leaving dst empty. */
 int ft_ring_copy(ft_ring *dst, const ft_ring *src);
+/* The same of the records src took since it had written `since` words
+ * (ft_ring_written() then), when all of them are still there: dst holds
+ * them alone, and the records before count as skipped (outside the copy's
+ * window), not lost.  0; 1 when some were overwritten, or src was packed
+ * or discarded since (dst untouched: copy it all); -1 (no memory) leaving
+ * dst empty. */
+int ft_ring_copy_since(ft_ring *dst, const ft_ring *src, uint64_t since,
+                       uint64_t discarded_then);
 /* Whether the ring holds records (in words or packed). */
 static inline int
 ft_ring_holds(const ft_ring *ring)
@@ -230,7 +242,7 @@ static inline int
 ft_ring_overflowed(const ft_ring *ring)
 {
     return ft_ring_written(ring) > ring->capacity || ring->discarded != 0
-           || ring->packed_lost != 0;
+           || ring->packed_lost != 0 || ring->skipped;
 }
 
 /* Words retained, or a packed ring's records: an upper bound on the

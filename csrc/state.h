@@ -104,6 +104,9 @@ typedef struct {
     uint8_t open_known;       /* open_at_end counted, for the ring as it
                                  was at open_words */
     int64_t open_at_end;      /* Python frames its records leave open */
+    int64_t window_ticks;     /* a snapshot's copy: where its window
+                                 starts (records before are left out), or
+                                 0 */
     uint64_t open_words;      /* its ring's words and packed records then */
 } ft_thread;
 
@@ -259,7 +262,10 @@ int ft_tracer_stop(ft_tracer *tracer);
  * taken, their frames open now ending now), while self goes on recording.
  * New reference, or NULL with RuntimeError (not recording) or
  * MemoryError. */
-PyObject *ft_tracer_snapshot(ft_tracer *tracer);
+PyObject *ft_tracer_snapshot(ft_tracer *tracer, PyObject *since);
+/* Tracer.mark(): where every thread's records are now, for
+ * snapshot(since=mark): bytes, or NULL with an exception. */
+PyObject *ft_tracer_mark(ft_tracer *tracer);
 /* Whether clear() may free the records now (not inside start() or stop()):
  * 0, or -1 with a RuntimeError. */
 int ft_check_not_in_call(ft_tracer *tracer, const char *what);
@@ -353,6 +359,8 @@ int ft_tracer_warn_displaced(ft_tracer *tracer);
  * returned), or -1 when out of memory: a replay of its ring, kept until
  * the ring changes. */
 int64_t ft_thread_open_python(ft_thread *th);
+/* Notes n as what ft_thread_open_python() gives for th's ring as it is. */
+void ft_thread_note_open(ft_thread *th, int64_t n);
 /* Tracer.displaced: [ThreadInfo(serial, thread_id, native_thread_id, name,
  * None)] of the displaced threads (a new list), or NULL with an
  * exception. */

@@ -200,9 +200,21 @@ tracer_stop(ft_tracer *self, PyObject *Py_UNUSED(ignored))
 }
 
 static PyObject *
-tracer_snapshot(ft_tracer *self, PyObject *Py_UNUSED(ignored))
+tracer_snapshot(ft_tracer *self, PyObject *args, PyObject *kwargs)
 {
-    return ft_tracer_snapshot(self);
+    static char *kwlist[] = {"since", NULL};
+    PyObject *since = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|$O:snapshot", kwlist,
+                                     &since)) {
+        return NULL;
+    }
+    return ft_tracer_snapshot(self, since);
+}
+
+static PyObject *
+tracer_mark(ft_tracer *self, PyObject *Py_UNUSED(ignored))
+{
+    return ft_tracer_mark(self);
 }
 
 static PyObject *
@@ -686,16 +698,25 @@ static PyMethodDef tracer_methods[] = {
      "stop($self, /)\n--\n\n"
      "Stop recording and latch stop_ns.  Later calls do nothing.  On an "
      "armed tracer: disarm()."},
-    {"snapshot", (PyCFunction)tracer_snapshot, METH_NOARGS,
-     "snapshot($self, /)\n--\n\n"
+    {"snapshot", (PyCFunction)(void (*)(void))tracer_snapshot,
+     METH_VARARGS | METH_KEYWORDS,
+     "snapshot($self, /, *, since=None)\n--\n\n"
      "The records so far, while recording goes on: a new, stopped Tracer "
      "(same type and options) holding a copy of every thread's retained "
      "records, as if this one had stopped now.  Its stop_ns is the "
      "snapshot time: frames running then end there (open_at_stop), no "
      "event ends after it; getEvents(), the writers and the reports work "
-     "on it as on any stopped tracer, and clear() frees its copy.  Costs "
-     "a copy of the rings with the GIL held (other threads wait).  "
-     "RuntimeError unless recording."},
+     "on it as on any stopped tracer, and clear() frees its copy.  "
+     "since: a mark() of this tracer: the snapshot is the window from the "
+     "mark on (its start_ns), copying only the records since (frames "
+     "running at the mark start there, open_at_start).  Costs a copy of "
+     "the records with the GIL held (other threads wait).  RuntimeError "
+     "unless recording."},
+    {"mark", (PyCFunction)tracer_mark, METH_NOARGS,
+     "mark($self, /)\n--\n\n"
+     "Where every thread's records are now (bytes, opaque), for "
+     "snapshot(since=mark): a step's start, say.  Cheap: a few words per "
+     "thread.  RuntimeError unless recording."},
     {"arm", (PyCFunction)tracer_arm, METH_NOARGS,
      "arm($self, /)\n--\n\n"
      "Do everything costly of start() now, recording off: conflict checks, "

@@ -16,9 +16,9 @@ from typing import Any, Callable, Optional
 from ._output import _write_error, open_output
 from ._tracer import _merge_chrome_lines
 from .export import FORMAT, VERSION, _us_text
+from ._reader import (PathLike, Progress, _Bad, _frametrace_other, _int, _named_errors,
+                      _ns, _parse_event, _processes, _read, _Sink, _Strings, _tail_other)
 from .torch import is_torch_chrome, torch_chrome_as_frametrace
-from .loader import (PathLike, Progress, _Bad, _frametrace_other, _int, _named_errors,
-                     _ns, _parse_event, _processes, _read, _Sink, _Strings, _tail_other)
 
 __all__ = ["merge"]
 

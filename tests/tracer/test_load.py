@@ -343,6 +343,15 @@ def _early_stop(good):
     return good.replace(b'"stop_ns":' + stop, b'"stop_ns":' + str(ft["start_ns"] + 1).encode())
 
 
+def _other_in_the_middle(good):
+    """The file with otherData after the events and more than a MiB before
+    the end: found by neither end, load() reads the file twice."""
+    doc = json.loads(good)
+    events = doc.pop("traceEvents")
+    return json.dumps({"traceEvents": events, "otherData": doc.pop("otherData"), **doc,
+                       "padding": "x" * (2 << 20)}).encode()
+
+
 BAD = {
     "not-json": (lambda g: b"hello, world", "not JSON"),
     "empty": (lambda g: b"", "empty file"),
@@ -398,6 +407,10 @@ BAD = {
         dur=(d["otherData"]["frametrace"]["stop_ns"] - d["otherData"]["frametrace"]["origin_ns"])
         / 1000 + 1)), "after the tracer's stop"),
     "ends-after-stop-compact": (lambda g: _early_stop(g), "after the tracer's stop"),
+    "ends-after-stop-other-in-the-middle": (lambda g: _other_in_the_middle(_early_stop(g)),
+                                            "after the tracer's stop"),
+    "bad-event-other-in-the-middle": (lambda g: _other_in_the_middle(
+        edit(g, lambda d: first_x(d).update(tid="1"))), ".tid: an integer expected"),
     "portable-events-wrong-shape": (lambda g: b'{"format": "frametrace", "version": 1, "events": '
                                               b'[[1, 2], []]}', "events[0]: a list of 12 or 14"),
     "huge-value": (lambda g: b'{"otherData": "' + b"a" * (9 << 20) + b'"}',
@@ -575,3 +588,21 @@ def test_the_metadata_is_read_from_the_end_of_the_file(tmp_path, good_file, suff
     path = tmp_path / f"t{suffix}"
     path.write_bytes(gzip.compress(good_file) if suffix.endswith(".gz") else good_file)
     assert loader._tail_other(str(path)) == json.loads(good_file)["otherData"]["frametrace"]
+
+
+@pytest.mark.one_setup
+@pytest.mark.parametrize("suffix", [".json", ".json.gz"])
+def test_the_metadata_neither_first_nor_last(tmp_path, good_file, suffix):
+    # A first pass finds otherData.frametrace (and checks the events), a
+    # second reads the events: the same trace, progress through the file once.
+    from frametrace import loader
+    (tmp_path / "good.json").write_bytes(good_file)
+    path = tmp_path / f"middle{suffix}"
+    text = _other_in_the_middle(good_file)
+    path.write_bytes(gzip.compress(text) if suffix.endswith(".gz") else text)
+    assert loader._tail_other(str(path)) is None
+    seen = []
+    loaded = load(path, progress=lambda done, total: seen.append((done, total)))
+    assert loaded == load(tmp_path / "good.json")
+    assert seen == sorted(seen) and seen[-1] == (os.path.getsize(path),) * 2
+    assert read_other_data(path) == read_other_data(tmp_path / "good.json")

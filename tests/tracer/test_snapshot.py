@@ -264,3 +264,114 @@ def test_running_threads_frames_at_snapshots_and_stop(buffer_size):
             if chain:  # a spinner that had begun
                 assert chain[:4] == ["_bootstrap", "_bootstrap_inner", "run", "spin"], chain
                 assert chain[4:] in ([], ["nop"], ["is_set"]), chain
+
+
+def check_window(snap, live):
+    """A snapshot since a mark: the live trace between the mark (the
+    snapshot's start_ns) and the snapshot time, every frame running at
+    either end cut there."""
+    lo, hi = snap.start_ns, snap.stop_ns
+    assert live.start_ns < lo < hi < live.stop_ns
+    events = snap.getEvents()
+    assert_valid_trace(events, lo, hi)
+    got = sorted((ev.thread_id, ev.name, ev.depth, ev.start_ns, ev.end_ns, ev.open_at_start,
+                  ev.open_at_stop) for ev in events)
+    want = sorted((ev.thread_id, ev.name, ev.depth, max(ev.start_ns, lo), min(ev.end_ns, hi),
+                   ev.open_at_start or ev.start_ns < lo, ev.open_at_stop or ev.end_ns > hi)
+                  for ev in live.getEvents() if ev.end_ns >= lo and ev.start_ns <= hi)
+    assert got == want
+    return events
+
+
+@pytest.mark.parametrize("buffer_size", [1 << 16, 4096])
+def test_snapshot_since_a_mark_is_the_window(buffer_size):
+    tracer = frametrace.Tracer(buffer_size=buffer_size)
+    marks, snaps = [], []
+
+    def step(i):
+        marks.append(tracer.mark())
+        for j in range(30):
+            leaf(j)
+        if i >= 3:
+            snaps.append(tracer.snapshot(since=marks[i - 2]))
+
+    with tracer:
+        for i in range(8):
+            step(i)
+    assert len(snaps) == 5
+    for snap in snaps:
+        events = check_window(snap, tracer)
+        steps = [ev for ev in events if ev.name.endswith("step")]
+        # Two whole steps, and the one running, cut at the snapshot.
+        assert [(ev.open_at_start, ev.open_at_stop) for ev in steps] == [
+            (True, False), (False, False), (False, True)]
+        assert sum(ev.name == "leaf" for ev in events) == 90
+
+
+def test_window_copies_only_the_records_since_the_mark():
+    """The snapshot's rings hold the window, not the whole ring: measured
+    through the snapshot's memory (its threads' retained records)."""
+    tracer = frametrace.Tracer(buffer_size=1 << 20)
+    with tracer:
+        for j in range(20000):
+            leaf(1)
+        mark = tracer.mark()
+        leaf(2)
+        whole = tracer.snapshot()
+        window = tracer.snapshot(since=mark)
+    assert len(whole.getEvents()) > 40000
+    events = check_window(window, tracer)
+    assert [ev.name for ev in events if ev.name in ("leaf", "sum")] == ["leaf", "sum"]
+    assert window.ring_bytes < 4096 < (1 << 18) < whole.ring_bytes
+
+
+def test_window_with_threads_started_and_ended_around_the_mark():
+    tracer = frametrace.Tracer()
+    with tracer:
+        before = threading.Thread(target=leaf, args=(5,))
+        before.start()
+        before.join()
+        stop = threading.Event()
+
+        def spin():
+            while not stop.is_set():
+                leaf(3)
+
+        spinner = threading.Thread(target=spin)
+        spinner.start()
+        time.sleep(0.01)
+        mark = tracer.mark()
+        after = threading.Thread(target=leaf, args=(7,))
+        after.start()
+        after.join()
+        time.sleep(0.01)
+        snap = tracer.snapshot(since=mark)
+        stop.set()
+        spinner.join()
+    events = check_window(snap, tracer)
+    # Serials in registration order (idents are reused): the thread that
+    # ended before the mark has no event in the window, the one started
+    # after has its one leaf().
+    spinner_serial = next(ev.thread_serial for ev in events if ev.name.endswith("spin"))
+    leaves = [ev.thread_serial for ev in events
+              if ev.name == "leaf" and ev.thread_serial != spinner_serial]
+    assert leaves == [max(t.serial for t in snap.threads)]
+
+
+def test_mark_and_since_errors():
+    tracer = frametrace.Tracer()
+    other = frametrace.Tracer()
+    with pytest.raises(RuntimeError, match="mark\\(\\) needs a tracer that is recording"):
+        tracer.mark()
+    with tracer:
+        mark = tracer.mark()
+        with pytest.raises(TypeError, match="since must be a mark"):
+            tracer.snapshot(since="x")
+        with pytest.raises(ValueError, match="not a mark of this tracer"):
+            tracer.snapshot(since=b"12345")
+        with pytest.raises(ValueError, match="not a mark of this tracer"):
+            tracer.snapshot(since=mark[:-1])
+    with other:
+        with pytest.raises(ValueError, match="not a mark of this tracer"):
+            other.snapshot(since=mark)
+        assert other.snapshot(since=None).stop_ns is not None

@@ -1,4 +1,4 @@
-"""torch for the tests of tests/torch, or the module skipped (failed under
+"""torch for the tests of tests/pytorch, or the module skipped (failed under
 FRAMETRACE_TORCH_REQUIRED=1) with the reason; and a small real training
 loop (an MLP, a DataLoader, an optimizer) the tests share."""
 import os
@@ -14,8 +14,8 @@ def _unavailable():
     except Exception as exc:  # noqa: BLE001 - any failure to import is the reason
         return f"torch does not import here ({exc!r}): {hint}"
     if getattr(torch, "__file__", None) is None:
-        # Without torch, this very directory (tests/torch, tests/ being on
-        # sys.path) imports as a namespace package named torch.
+        # A directory named torch on sys.path, not torch (a namespace
+        # package: why this layer is tests/pytorch).
         sys.modules.pop("torch", None)
         return f"torch is not installed in this environment: {hint}"
     return None
