@@ -522,6 +522,8 @@ _writers: set = set()  # writers whose thread runs
 
 
 _current: Optional["Profile"] = None
+# The running flight recorder's step() (frametrace.flight), or None.
+_flight_step: Optional[Callable[[], None]] = None
 _current_lock = threading.Lock()
 
 
@@ -920,6 +922,8 @@ def step() -> None:
     if session is not None:
         if not _flags.writer:
             session.step()
+    elif _flight_step is not None:
+        _flight_step()
     elif _children._child is not None:
         _children.step()  # a traced child that steps: profiled on the parent's schedule
 
