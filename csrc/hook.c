@@ -99,7 +99,7 @@ record(ft_hookobject *hook, ft_thread *th, int64_t ts, PyFrameObject *frame,
         key = ft_frame_code(frame);
         id = ft_functable_find(&tracer->funcs, key);
         if (FT_UNLIKELY(id == FT_NO_ID)) {
-            id = ft_functable_intern_code(&tracer->funcs, (PyCodeObject *)key);
+            id = ft_intern_code(tracer, (PyCodeObject *)key, frame);
         }
     }
     else {
@@ -214,6 +214,11 @@ ft_hook(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg)
     }
     int64_t ts = ft_cycles();
     uint32_t id = ft_functable_find(&tracer->funcs, key);
+    /* Ignored (filters, the tracer's own): nothing to record, no thread
+     * to find. */
+    if (FT_UNLIKELY(id >= FT_ID_IGNORED) && id != FT_NO_ID) {
+        return 0;
+    }
 #if FT_SHARED_HOOK
     /* A miss: the thread's first event under this tracer, which record()
      * finds. */
