@@ -25,7 +25,7 @@ import threading
 import time
 import traceback
 from dataclasses import dataclass, field
-from typing import Any, Callable, Literal, NamedTuple, Optional, Sequence, Union
+from typing import Any, Callable, Iterable, Literal, NamedTuple, Optional, Sequence, Union
 
 from . import _tracer
 from .export import output_format
@@ -499,6 +499,8 @@ class Profile:
         c_calls: bool = True,
         backend: str = "auto",
         max_memory: int = _tracer.DEFAULT_MAX_MEMORY,
+        ignore: Optional[Iterable[str]] = None,
+        include: Optional[Iterable[str]] = None,
         _ignore: Sequence[Any] = (),
     ):
         if schedule is not None and not callable(schedule):
@@ -514,8 +516,10 @@ class Profile:
                                  f"active={schedule.active}: Python can only be traced in active steps")
         if on_trace_ready is not None and not callable(on_trace_ready):
             raise TypeError(f"on_trace_ready must be callable, not {type(on_trace_ready).__name__}")
-        Tracer(buffer_size=buffer_size, c_calls=c_calls, backend=backend,
-               max_memory=max_memory)  # checks them now
+        # Checks them now; the patterns are kept as the tracer's tuples (an
+        # iterator would be used up by the first window's tracer).
+        checked = Tracer(buffer_size=buffer_size, c_calls=c_calls, backend=backend,
+                         max_memory=max_memory, ignore=ignore, include=include)
         self.schedule = schedule
         # Decided once, not with isinstance() at each step: a C call the
         # tracer would record.  Schedule._action is ignored code, with no calls.
@@ -524,7 +528,9 @@ class Profile:
         self.python_steps = python_steps
         self.on_trace_ready = on_trace_ready
         self._tracer_options: dict[str, Any] = {"buffer_size": buffer_size, "c_calls": c_calls,
-                                               "backend": backend, "max_memory": max_memory}
+                                               "backend": backend, "max_memory": max_memory,
+                                               "ignore": checked.ignore,
+                                               "include": checked.include}
         # Code kept out of this session's traces besides its own (the CLI's, runpy's).
         self._ignored = _SESSION_CODE + tuple(_ignore)
         self.step_num = 0
@@ -819,6 +825,8 @@ def profile(
     c_calls: bool = True,
     backend: str = "auto",
     max_memory: int = _tracer.DEFAULT_MAX_MEMORY,
+    ignore: Optional[Iterable[str]] = None,
+    include: Optional[Iterable[str]] = None,
 ) -> Profile:
     """A profiling session (a context manager).
 
@@ -832,11 +840,12 @@ def profile(
     writes them to files); what it raises is raised by the next
     ``prof.step()`` or at exit, which waits for it.  ``prof.stop()`` stops
     Python tracing early.
-    buffer_size, c_calls, backend, max_memory: the tracer's (``Tracer``).
+    buffer_size, c_calls, backend, max_memory, ignore, include: the tracer's
+    (``Tracer``; ``frametrace.filters`` describes the patterns).
     """
     return Profile(schedule=schedule, python_steps=python_steps, on_trace_ready=on_trace_ready,
                    buffer_size=buffer_size, c_calls=c_calls, backend=backend,
-                   max_memory=max_memory)
+                   max_memory=max_memory, ignore=ignore, include=include)
 
 
 def step() -> None:
