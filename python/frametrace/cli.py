@@ -95,7 +95,7 @@ def _error(command: str, message: str) -> int:
 # ---- run ------------------------------------------------------------------------------
 
 _RUN_VALUE_OPTIONS = ("-o", "--output", "--buffer-size", "--max-memory", "--steps", "--python-steps",
-                      "--backend")
+                      "--backend", "--ignore", "--include")
 _RUN_FLAGS = ("--no-c-calls", "--fork-traces", "-h", "--help")
 
 
