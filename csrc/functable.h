@@ -90,6 +90,14 @@ uint32_t ft_functable_intern_code(ft_functable *table, PyCodeObject *code);
 uint32_t ft_functable_add_code(ft_functable *table, PyCodeObject *code,
                                int filtered);
 
+/* Whether id, from ft_functable_find(), is a function the hook must not
+ * record (FT_NO_ID is not: it is not in the table yet). */
+static inline int
+ft_id_ignored(uint32_t id)
+{
+    return (id & FT_ID_IGNORED) && id != FT_NO_ID;
+}
+
 static inline const ft_func *
 ft_functable_get(const ft_functable *table, uint32_t id)
 {

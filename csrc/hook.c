@@ -214,21 +214,21 @@ ft_hook(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg)
     }
     int64_t ts = ft_cycles();
     uint32_t id = ft_functable_find(&tracer->funcs, key);
-    /* Ignored (filters, the tracer's own): nothing to record, no thread
-     * to find. */
-    if (FT_UNLIKELY(id >= FT_ID_IGNORED) && id != FT_NO_ID) {
-        return 0;
-    }
 #if FT_SHARED_HOOK
     /* A miss: the thread's first event under this tracer, which record()
      * finds. */
     if (FT_UNLIKELY(!ft_cache_hit(tracer))) {
-        return record(hook, NULL, ts, frame, what, arg);
+        return ft_id_ignored(id) ? 0 : record(hook, NULL, ts, frame, what, arg);
     }
     th = ft_tls_cache.thread;
 #endif
     if (FT_LIKELY(ft_ring_try_push(&th->ring, ts, id,
                                    (uint32_t)record_kind[what]))) {
+        return 0;
+    }
+    /* Ignored (filters, the tracer's own: an id no push takes): nothing to
+     * record.  Checked only here, off the recorded events' path. */
+    if (ft_id_ignored(id)) {
         return 0;
     }
     return record(hook, th, ts, frame, what, arg);

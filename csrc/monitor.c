@@ -71,7 +71,7 @@ record_code_general(ft_tracer *tracer, PyObject *code, uint32_t kind,
     if (id == FT_NO_ID) {
         id = ft_intern_code(tracer, (PyCodeObject *)code, NULL);
     }
-    if (id >= FT_ID_IGNORED && id != FT_NO_ID) {
+    if (ft_id_ignored(id)) {
         return ignored_result(tracer, id, may_disable);
     }
     ft_thread *th = current_thread(tracer, kind == FT_REC_CALL);
@@ -113,6 +113,7 @@ record_code(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
                                       kind))) {
         return NONE;
     }
+    /* Ignored code included: its DISABLE is returned once per place. */
     return record_code_general(tracer, code, kind, ts, may_disable);
 }
 
@@ -168,7 +169,7 @@ record_c_general(ft_tracer *tracer, PyObject *const *args, uint32_t kind,
     /* Ignored C functions are skipped here, never disabled: a CALL
      * disabled at a call site would hide every callee of that site, and
      * C_RETURN/C_RAISE cannot be disabled. */
-    if (id >= FT_ID_IGNORED && id != FT_NO_ID) {
+    if (ft_id_ignored(id)) {
         return NONE;
     }
     ft_thread *th = current_thread(tracer, 0);
@@ -255,10 +256,13 @@ record_c(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
     }
     int64_t ts = ft_cycles();
     ft_thread *th = ft_cached_thread(tracer);
-    if (FT_LIKELY(th != NULL
-                  && ft_ring_try_push(&th->ring, ts,
-                                      ft_functable_find(&tracer->funcs, key),
-                                      kind))) {
+    uint32_t id = ft_functable_find(&tracer->funcs, key);
+    if (FT_LIKELY(th != NULL && ft_ring_try_push(&th->ring, ts, id, kind))) {
+        return NONE;
+    }
+    /* An ignored C function: every call's CALL and C_RETURN come here (see
+     * record_c_general()); off the recorded events' path. */
+    if (ft_id_ignored(id)) {
         return NONE;
     }
     return record_c_general(tracer, args, kind, ts, callable, key);
