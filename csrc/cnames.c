@@ -169,11 +169,13 @@ type_module(ft_tracer *tracer, PyTypeObject *type)
     return module;
 }
 
-/* The module and qualified name the filters match a C function by
- * ("builtins" and "len", "collections" and "OrderedDict.move_to_end"; a
- * function whose self is neither a module nor an instance of the class
- * defining it, as pybind11's, by its __module__ and name); strong, module
- * maybe NULL.  0, or -1 with an exception. */
+/* The module and qualified name the filters match a C function by, as
+ * describe_c_function() names it but with the module always there:
+ * ("builtins", "len"), ("builtins", "list.append"), ("collections",
+ * "OrderedDict.move_to_end"); a function whose self is not an instance of
+ * the class defining it and that has a __module__ (pybind11's, torch.relu)
+ * by that: ("torch._C._nn", "linear").  Strong, module maybe NULL.  0, or
+ * -1 with an exception. */
 static int
 c_function_parts(ft_tracer *tracer, PyObject *arg, PyObject **module,
                  PyObject **qualname)
@@ -187,23 +189,21 @@ c_function_parts(ft_tracer *tracer, PyObject *arg, PyObject **module,
     }
     PyCFunctionObject *cf = (PyCFunctionObject *)arg;
     PyObject *self = cf->m_self;
-    PyTypeObject *type = NULL;
+    int has_module = cf->m_module != NULL && PyUnicode_Check(cf->m_module);
     if (self != NULL && !PyModule_Check(self)) {
-        type = PyType_Check(self)
-            ? type_defining((PyTypeObject *)self, cf->m_ml) : NULL;
-        if (type == NULL) {
-            type = type_defining(Py_TYPE(self), cf->m_ml);
+        int is_instance;
+        PyTypeObject *type = defining_type(self, cf->m_ml, &is_instance);
+        if (is_instance || !has_module) {
+            *module = type_module(tracer, type);
+            PyObject *tq = type_qualname(type);
+            if (tq == NULL) {
+                return -1;
+            }
+            *qualname = PyUnicode_FromFormat("%U.%s", tq,
+                                             method_name(cf->m_ml));
+            Py_DECREF(tq);
+            return *qualname ? 0 : -1;
         }
-    }
-    if (type != NULL) {
-        *module = type_module(tracer, type);
-        PyObject *tq = type_qualname(type);
-        if (tq == NULL) {
-            return -1;
-        }
-        *qualname = PyUnicode_FromFormat("%U.%s", tq, cf->m_ml->ml_name);
-        Py_DECREF(tq);
-        return *qualname ? 0 : -1;
     }
     if (self != NULL && PyModule_Check(self)) {
         *module = PyModule_GetNameObject(self);
@@ -211,14 +211,10 @@ c_function_parts(ft_tracer *tracer, PyObject *arg, PyObject **module,
             PyErr_Clear();
         }
     }
-    else if (cf->m_module != NULL && PyUnicode_Check(cf->m_module)) {
+    else if (has_module) {
         *module = Py_NewRef(cf->m_module);
     }
-    else if (self != NULL && !PyType_Check(self)) {
-        /* A method no class in its self's MRO defines: by that class. */
-        *module = type_module(tracer, Py_TYPE(self));
-    }
-    *qualname = PyUnicode_FromString(cf->m_ml->ml_name);
+    *qualname = PyUnicode_FromString(method_name(cf->m_ml));
     return *qualname ? 0 : -1;
 }
 

@@ -62,9 +62,7 @@ def traced_step(step, **filters):
 
 
 def is_plumbing(name):
-    # pybind11 functions are named by their capsule type until issue 19's
-    # naming lands: match those by their last part.
-    return name in PLUMBING_NAMES or name.endswith("._get_tracing_state")
+    return name in PLUMBING_NAMES or name == "torch._C._get_tracing_state"
 
 
 def test_torch_plumbing_ignored():

@@ -90,6 +90,30 @@ def test_c_functions_ignored():
     assert program_tree(ignore=["builtins.*"]) == program_tree(ignore=["builtins"])
 
 
+def test_binding_functions_matched_by_module_and_name():
+    # Made as pybind11 makes its functions (self: a capsule, __module__ set):
+    # matched by the name the trace shows, as every C function is.
+    from frametrace import _testing
+
+    linear = _testing.bound_function("linear", "torch._C._nn")
+    relu = _testing.bound_function("relu", "torch")
+    top = _testing.bound_function("abs_like", "builtins")
+
+    def program():
+        linear()
+        relu()
+        top()
+
+    def c_names(**filters):
+        _, events = traced(program, **filters)
+        return [ev.name for ev in events if ev.kind == C]
+
+    assert c_names() == ["torch._C._nn.linear", "torch.relu", "abs_like"]
+    assert c_names(ignore=["torch._C"]) == ["torch.relu", "abs_like"]
+    assert c_names(ignore=["torch.relu", "builtins.abs_like"]) == ["torch._C._nn.linear"]
+    assert c_names(include=["torch.*"]) == ["torch._C._nn.linear", "torch.relu"]
+
+
 def test_include_only():
     # Only the module's Python functions: no C function is in it.
     assert program_tree(include=[MOD]) == program_tree(c_calls=False)
