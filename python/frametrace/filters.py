@@ -87,6 +87,12 @@ TORCH_PLUMBING: tuple[str, ...] = (
     "torch._C._has_torch_function_variadic",
     "torch.overrides.is_tensor_like",
     "torch._VF.VFModule.__getattr__",
+    "torch._C.DisableTorchFunctionSubclass",
+    "torch._C._are_functorch_transforms_active",
+    "torch._C._get_privateuse1_backend_name",
+    # backward()'s bookkeeping around the engine call
+    "torch._C._stash_obj_in_tls",
+    "torch._C._remove_obj_from_tls",
     # the optimizer's step wrappers and the profiler annotation they open
     "torch.optim.optimizer.Optimizer.profile_hook_step.<locals>.wrapper",
     "torch.optim.optimizer._use_grad_for_differentiable.<locals>._use_grad",

@@ -28,7 +28,10 @@ PLUMBING_NAMES = {
     "torch._C._has_torch_function", "torch._C._has_torch_function_unary",
     "torch._C._has_torch_function_variadic", "torch._C._dynamo.eval_frame.set_eval_frame",
     "OpOverloadPacket.__call__", "set_grad_enabled.__init__", "torch._C._set_grad_enabled",
-    "torch._C.is_grad_enabled", "VFModule.__getattr__",
+    "torch._C.is_grad_enabled", "VFModule.__getattr__", "torch._C._get_tracing_state",
+    "DisableTorchFunctionSubclass.__exit__", "torch._C._are_functorch_transforms_active",
+    "torch._C._get_privateuse1_backend_name", "torch._C._stash_obj_in_tls",
+    "torch._C._remove_obj_from_tls",
 }
 
 
@@ -62,7 +65,7 @@ def traced_step(step, **filters):
 
 
 def is_plumbing(name):
-    return name in PLUMBING_NAMES or name == "torch._C._get_tracing_state"
+    return name in PLUMBING_NAMES
 
 
 def test_torch_plumbing_ignored():
