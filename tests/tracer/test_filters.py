@@ -292,6 +292,10 @@ def test_bad_patterns(kwargs, error, message):
     assert str(info.value).startswith(message), str(info.value)
     with pytest.raises(error):
         frametrace.profile(**kwargs)
+    # attach() checks them before it looks for the process.
+    with pytest.raises(error) as info:
+        frametrace.attach(1, **kwargs)
+    assert str(info.value).startswith(message), str(info.value)
 
 
 def test_globs_may_hold_dots_anywhere():
