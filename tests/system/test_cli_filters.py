@@ -6,6 +6,7 @@ import sys
 import pytest
 
 import frametrace
+from support import child_env
 
 pytestmark = pytest.mark.usefixtures("clock")
 
@@ -41,8 +42,10 @@ def h():
 def run(tmp_path, *args, check=0):
     (tmp_path / "p.py").write_text(SCRIPT)
     (tmp_path / "helper.py").write_text(HELPER)
+    package_root = os.path.dirname(os.path.dirname(frametrace.__file__))
     proc = subprocess.run([sys.executable, "-m", "frametrace", "run", *map(str, args)],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=60)
+                          cwd=tmp_path, env=child_env(PYTHONPATH=package_root),
+                          capture_output=True, text=True, timeout=60)
     assert proc.returncode == check, proc.stderr
     return proc
 

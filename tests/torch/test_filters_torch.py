@@ -8,8 +8,13 @@ import sys
 
 import pytest
 
-torch = pytest.importorskip("torch", reason="torch is not installed in this environment "
-                                            "(pip install torch==2.13.0: the CPU wheel)")
+from support import torch_installed
+
+if not torch_installed():  # not importorskip: see torch_installed()
+    pytest.skip("torch is not installed in this environment (pip install torch==2.13.0: "
+                "the CPU wheel)", allow_module_level=True)
+
+import torch  # noqa: E402
 
 import frametrace  # noqa: E402
 from frametrace.filters import TORCH_PLUMBING  # noqa: E402
