@@ -37,8 +37,8 @@ current_thread(ft_tracer *tracer, int starting)
 /* What a callback returns for code that is ignored: DISABLE if the
  * filters ignore it and the event may be disabled (may_disable: PY_START,
  * PY_RESUME, PY_RETURN, PY_YIELD), which spares every later event at that
- * place of the code, under this tracer and the next ones (lifecycle.c
- * restarts the events when the filters change).  Else None: PY_THROW and
+ * place of the code, under this tracer and the next ones
+ * (restart_if_filters_changed() undoes it when the filters change).  Else None: PY_THROW and
  * PY_UNWIND must not return DISABLE (CPython raises ValueError in the
  * traced code), nor code that only _ignore() ignores (its DISABLE would
  * outlive the tracer unnoticed). */
