@@ -69,7 +69,8 @@ class FlightRecorder:
                  warmup: int = 5, format: str = "json", signal: Any = _DEFAULT_SIGNAL,
                  max_dumps: int = 10, min_interval: float = 60.0, watchdog: bool = True,
                  buffer_size: int = _tracer.DEFAULT_BUFFER_SIZE, c_calls: bool = True,
-                 backend: str = "auto", max_memory: int = _tracer.DEFAULT_MAX_MEMORY):
+                 backend: str = "auto", max_memory: int = _tracer.DEFAULT_MAX_MEMORY,
+                 ignore: Any = None, include: Any = None):
         self.dump_dir = os.fspath(dump_dir)
         for name, value in (("steps", steps), ("warmup", warmup), ("max_dumps", max_dumps)):
             if isinstance(value, bool) or not isinstance(value, int):
@@ -95,7 +96,7 @@ class FlightRecorder:
         self.warmup, self.format, self.signal = warmup, format, signal
         self.max_dumps, self.min_interval, self.watchdog = max_dumps, float(min_interval), watchdog
         self.tracer = Tracer(buffer_size=buffer_size, c_calls=c_calls, backend=backend,
-                             max_memory=max_memory)
+                             max_memory=max_memory, ignore=ignore, include=include)
         self.dumps: list[str] = []  # the files written, in order
         self.errors: list[BaseException] = []  # raised while writing a dump
         self.step_number = 0
@@ -324,7 +325,7 @@ def flight_recorder(dump_dir: Union[str, "os.PathLike[str]"], **options: Any) ->
     steps=3, slow_factor=3.0, slow_ms=None, warmup=5, format="json"
     ("json.gz", "pftrace"), signal=SIGUSR2 (None: no signal), max_dumps=10,
     min_interval=60.0, watchdog=True, and the Tracer's buffer_size, c_calls,
-    backend, max_memory."""
+    backend, max_memory, ignore, include."""
     return FlightRecorder(dump_dir, **options)
 
 

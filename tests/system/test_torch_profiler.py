@@ -10,7 +10,6 @@ start() refuse, and a session must say that.
 Each case runs in a child interpreter (importing torch takes seconds and
 starts threads of its own).  Skipped where torch is not installed: its
 wheels are large, and the CI's environments do not have it."""
-import importlib.util
 import json
 import subprocess
 import sys
@@ -18,10 +17,10 @@ import textwrap
 
 import pytest
 
-from support import child_env
+from support import child_env, torch_installed
 
 pytestmark = [
-    pytest.mark.skipif(importlib.util.find_spec("torch") is None,
+    pytest.mark.skipif(not torch_installed(),
                        reason="torch is not installed in this environment"),
     pytest.mark.skipif(sys.version_info >= (3, 12),
                        reason="torch's tracer on 3.12+ is not what this tests (3.10/3.11's "
