@@ -154,41 +154,118 @@ describe_c_function(ft_tracer *tracer, PyObject *arg, ft_func *func,
     return func->name ? 0 : -1;
 }
 
+/* Strong reference to a type's __module__ if it is a str, else NULL (no
+ * exception). */
+static PyObject *
+type_module(ft_tracer *tracer, PyTypeObject *type)
+{
+    PyObject *module = PyObject_GetAttr((PyObject *)type,
+                                        tracer->state->str_module);
+    if (module == NULL || !PyUnicode_Check(module)) {
+        PyErr_Clear();
+        Py_XDECREF(module);
+        return NULL;
+    }
+    return module;
+}
+
+/* The module and qualified name the filters match a C function by, as
+ * describe_c_function() names it but with the module always there:
+ * ("builtins", "len"), ("builtins", "list.append"), ("collections",
+ * "OrderedDict.move_to_end"); a function whose self is not an instance of
+ * the class defining it and that has a __module__ (pybind11's, torch.relu)
+ * by that: ("torch._C._nn", "linear").  Strong, module maybe NULL.  0, or
+ * -1 with an exception. */
+static int
+c_function_parts(ft_tracer *tracer, PyObject *arg, PyObject **module,
+                 PyObject **qualname)
+{
+    *module = NULL;
+    *qualname = NULL;
+    if (!PyCFunction_Check(arg)) {
+        *module = type_module(tracer, Py_TYPE(arg));
+        *qualname = type_qualname(Py_TYPE(arg));
+        return *qualname ? 0 : -1;
+    }
+    PyCFunctionObject *cf = (PyCFunctionObject *)arg;
+    PyObject *self = cf->m_self;
+    int has_module = cf->m_module != NULL && PyUnicode_Check(cf->m_module);
+    if (self != NULL && !PyModule_Check(self)) {
+        int is_instance;
+        PyTypeObject *type = defining_type(self, cf->m_ml, &is_instance);
+        if (is_instance || !has_module) {
+            *module = type_module(tracer, type);
+            PyObject *tq = type_qualname(type);
+            if (tq == NULL) {
+                return -1;
+            }
+            *qualname = PyUnicode_FromFormat("%U.%s", tq,
+                                             method_name(cf->m_ml));
+            Py_DECREF(tq);
+            return *qualname ? 0 : -1;
+        }
+    }
+    if (self != NULL && PyModule_Check(self)) {
+        *module = PyModule_GetNameObject(self);
+        if (*module == NULL) {
+            PyErr_Clear();
+        }
+    }
+    else if (has_module) {
+        *module = Py_NewRef(cf->m_module);
+    }
+    *qualname = PyUnicode_FromString(method_name(cf->m_ml));
+    return *qualname ? 0 : -1;
+}
+
+/* Whether the tracer's filters leave out the C function called through
+ * arg.  Runs Python code (names); never raises. */
+static int
+c_function_filtered(ft_tracer *tracer, PyObject *arg)
+{
+    PyObject *module, *qualname;
+    int filtered = 0;
+    if (c_function_parts(tracer, arg, &module, &qualname) == 0) {
+        filtered = ft_filters_exclude(&tracer->filters, module, qualname);
+    }
+    else {
+        PyErr_Clear();  /* unnamed: recorded, as without filters */
+    }
+    Py_XDECREF(module);
+    Py_XDECREF(qualname);
+    return filtered;
+}
+
 uint32_t
 ft_intern_c_function(ft_tracer *tracer, PyObject *arg, const void *key)
 {
     ft_saved_exc saved;
     ft_func func;
     int ignored;
-    uint32_t id;
+    uint32_t id = FT_NO_ID;
 
     FT_SAVE_EXC(saved);
-    if (describe_c_function(tracer, arg, &func, &ignored) < 0) {
+    int named = describe_c_function(tracer, arg, &func, &ignored) == 0;
+    if (!named) {
         /* Never raise from the hook: count it, report it at getEvents(). */
         PyErr_Clear();
-        Py_CLEAR(func.owner);
-        Py_CLEAR(func.name);
-        Py_CLEAR(func.filename);
         tracer->intern_failures++;
-        id = FT_NO_ID;
     }
-    else if (tracer->phase != FT_PHASE_ACTIVE) {
-        Py_CLEAR(func.owner);
-        Py_CLEAR(func.name);
-        Py_CLEAR(func.filename);
-        id = FT_NO_ID;
+    else if (!ignored && ft_filters_active(&tracer->filters)) {
+        func.filtered = c_function_filtered(tracer, arg);
     }
-    else {
+    /* Both above may run Python code: the tracer may have stopped. */
+    if (named && tracer->phase == FT_PHASE_ACTIVE) {
         id = ft_functable_find(&tracer->funcs, key);
         if (id == FT_NO_ID) {
-            id = ft_functable_add(&tracer->funcs, key, func, ignored);
-        }
-        else {
-            Py_CLEAR(func.owner);
-            Py_CLEAR(func.name);
-            Py_CLEAR(func.filename);
+            id = ft_functable_add(&tracer->funcs, key, func,
+                                  ignored || func.filtered);
+            func.owner = func.name = func.filename = NULL;  /* stolen */
         }
     }
+    Py_CLEAR(func.owner);
+    Py_CLEAR(func.name);
+    Py_CLEAR(func.filename);
     FT_RESTORE_EXC(saved);
     return id;
 }

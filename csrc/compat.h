@@ -139,6 +139,18 @@ ft_frame_code(PyFrameObject *frame)
 #endif
 }
 
+/* Strong reference to a frame's globals, or NULL. */
+static inline PyObject *
+ft_frame_globals(PyFrameObject *frame)
+{
+#if PY_VERSION_HEX >= 0x030B0000
+    return PyFrame_GetGlobals(frame);
+#else
+    Py_XINCREF(frame->f_globals);
+    return frame->f_globals;
+#endif
+}
+
 /* Strong reference to the name shown for a code object. */
 static inline PyObject *
 ft_code_name(PyCodeObject *code)

@@ -138,20 +138,27 @@ error:
 }
 
 uint32_t
-ft_functable_intern_code(ft_functable *table, PyCodeObject *code)
+ft_functable_add_code(ft_functable *table, PyCodeObject *code, int filtered)
 {
-    uint32_t id = ft_functable_find(table, code);
-    if (id != FT_NO_ID) {
-        return id;
-    }
     ft_func func = {
         .owner = Py_NewRef((PyObject *)code),
         .name = ft_code_name(code),
         .filename = Py_NewRef(code->co_filename),
         .lineno = code->co_firstlineno,
         .is_c = 0,
+        .filtered = filtered,
     };
-    return ft_functable_add(table, code, func, 0);
+    return ft_functable_add(table, code, func, filtered);
+}
+
+uint32_t
+ft_functable_intern_code(ft_functable *table, PyCodeObject *code)
+{
+    uint32_t id = ft_functable_find(table, code);
+    if (id != FT_NO_ID) {
+        return id;
+    }
+    return ft_functable_add_code(table, code, 0);
 }
 
 int

@@ -20,6 +20,9 @@ typedef struct {
     PyObject *filename;  /* strong: str */
     int lineno;          /* first line; 0 for C functions */
     int is_c;
+    int filtered;        /* ignored by the tracer's include=/ignore= (not
+                            by _ignore()): the monitoring backend may
+                            return DISABLE for its events */
 } ft_func;
 
 typedef struct {
@@ -81,8 +84,22 @@ uint32_t ft_functable_add(ft_functable *table, const void *key, ft_func func,
  * memory).  Records already written keep the plain id. */
 int ft_functable_ignore_code(ft_functable *table, PyCodeObject *code);
 
-/* Id of a Python code object, adding it if new.  Runs no Python code. */
+/* Id of a Python code object, adding it if new (unfiltered: the tracer's
+ * filters are applied by ft_intern_code(), filters.c).  Runs no Python
+ * code. */
 uint32_t ft_functable_intern_code(ft_functable *table, PyCodeObject *code);
+/* Adds code, not in the table yet; filtered: ignored by the filters.  The
+ * id (with FT_ID_IGNORED if filtered), or FT_NO_ID (no memory). */
+uint32_t ft_functable_add_code(ft_functable *table, PyCodeObject *code,
+                               int filtered);
+
+/* Whether id, from ft_functable_find(), is a function the hook must not
+ * record (FT_NO_ID is not: it is not in the table yet). */
+static inline int
+ft_id_ignored(uint32_t id)
+{
+    return (id & FT_ID_IGNORED) && id != FT_NO_ID;
+}
 
 static inline const ft_func *
 ft_functable_get(const ft_functable *table, uint32_t id)

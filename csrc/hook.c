@@ -99,7 +99,7 @@ record(ft_hookobject *hook, ft_thread *th, int64_t ts, PyFrameObject *frame,
         key = ft_frame_code(frame);
         id = ft_functable_find(&tracer->funcs, key);
         if (FT_UNLIKELY(id == FT_NO_ID)) {
-            id = ft_functable_intern_code(&tracer->funcs, (PyCodeObject *)key);
+            id = ft_intern_code(tracer, (PyCodeObject *)key, frame);
         }
     }
     else {
@@ -218,12 +218,17 @@ ft_hook(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg)
     /* A miss: the thread's first event under this tracer, which record()
      * finds. */
     if (FT_UNLIKELY(!ft_cache_hit(tracer))) {
-        return record(hook, NULL, ts, frame, what, arg);
+        return ft_id_ignored(id) ? 0 : record(hook, NULL, ts, frame, what, arg);
     }
     th = ft_tls_cache.thread;
 #endif
     if (FT_LIKELY(ft_ring_try_push(&th->ring, ts, id,
                                    (uint32_t)record_kind[what]))) {
+        return 0;
+    }
+    /* Ignored (filters, the tracer's own: an id no push takes): nothing to
+     * record.  Checked only here, off the recorded events' path. */
+    if (ft_id_ignored(id)) {
         return 0;
     }
     return record(hook, th, ts, frame, what, arg);

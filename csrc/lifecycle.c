@@ -68,8 +68,7 @@ capture_stack(ft_tracer *tracer, PyFrameObject *top, uint32_t **stack,
             }
             ids = grown;
         }
-        uint32_t id = ft_functable_intern_code(&tracer->funcs,
-                                               ft_frame_code(frame));
+        uint32_t id = ft_intern_code(tracer, ft_frame_code(frame), frame);
         if (id == FT_NO_ID) {
             Py_DECREF(frame);
             free(ids);

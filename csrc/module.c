@@ -174,7 +174,10 @@ module_exec(PyObject *module)
     state->str_py = PyUnicode_InternFromString("py");
     state->str_c = PyUnicode_InternFromString("c");
     state->str_builtin = PyUnicode_InternFromString("<built-in>");
-    if (!state->str_py || !state->str_c || !state->str_builtin) {
+    state->str_name = PyUnicode_InternFromString("__name__");
+    state->str_module = PyUnicode_InternFromString("__module__");
+    if (!state->str_py || !state->str_c || !state->str_builtin
+        || !state->str_name || !state->str_module) {
         return -1;
     }
     if (PyModule_AddIntConstant(module, "DEFAULT_BUFFER_SIZE",
@@ -218,6 +221,10 @@ module_clear(PyObject *module)
     Py_CLEAR(state->str_py);
     Py_CLEAR(state->str_c);
     Py_CLEAR(state->str_builtin);
+    Py_CLEAR(state->str_name);
+    Py_CLEAR(state->str_module);
+    Py_CLEAR(state->monitoring_disable);
+    Py_CLEAR(state->disabled_spec);
     return 0;
 }
 

@@ -34,33 +34,65 @@ current_thread(ft_tracer *tracer, int starting)
  * common case needs no stack frame. */
 #define NONE Py_None
 
-/* record_code() for what its common case leaves. */
+/* What a callback returns for code that is ignored: DISABLE if the
+ * filters ignore it and the event may be disabled (may_disable: PY_START,
+ * PY_RESUME, PY_RETURN, PY_YIELD), which spares every later event at that
+ * place of the code, under this tracer and the next ones
+ * (restart_if_filters_changed() undoes it when the filters change).  Else None: PY_THROW and
+ * PY_UNWIND must not return DISABLE (CPython raises ValueError in the
+ * traced code), nor code that only _ignore() ignores (its DISABLE would
+ * outlive the tracer unnoticed). */
+static FT_NOINLINE PyObject *
+ignored_result(ft_tracer *tracer, uint32_t id, int may_disable)
+{
+    if (!may_disable || id == FT_NO_ID
+        || !ft_functable_get(&tracer->funcs, id)->filtered
+        || tracer->state->monitoring_disable == NULL) {
+        return NONE;
+    }
+    /* Noted before it is returned (pure C: the spec it may replace is a
+     * tuple of str, whose release runs no Python code). */
+    ft_state *state = tracer->state;
+    if (state->disabled_spec != tracer->filters.spec) {
+        Py_XSETREF(state->disabled_spec, Py_NewRef(tracer->filters.spec));
+    }
+    return Py_NewRef(state->monitoring_disable);
+}
+
+/* record_code() for what its common case leaves: ignored code too. */
 static FT_NOINLINE PyObject *
 record_code_general(ft_tracer *tracer, PyObject *code, uint32_t kind,
-                    int64_t ts)
+                    int64_t ts, int may_disable)
 {
-    ft_thread *th = current_thread(tracer, kind == FT_REC_CALL);
-    if (th == NULL || !PyCode_Check(code)) {
+    if (!PyCode_Check(code)) {
         return NONE;
     }
     uint32_t id = ft_functable_find(&tracer->funcs, code);
     if (id == FT_NO_ID) {
-        id = ft_functable_intern_code(&tracer->funcs, (PyCodeObject *)code);
+        id = ft_intern_code(tracer, (PyCodeObject *)code, NULL);
+    }
+    if (ft_id_ignored(id)) {
+        return ignored_result(tracer, id, may_disable);
+    }
+    ft_thread *th = current_thread(tracer, kind == FT_REC_CALL);
+    if (th == NULL) {
+        return NONE;
     }
     ft_record_id(tracer, th, NULL, ts, id, kind);
     return NONE;
 }
 
 static FT_NOINLINE PyObject *
-record_code_now(ft_tracer *tracer, PyObject *code, uint32_t kind)
+record_code_now(ft_tracer *tracer, PyObject *code, uint32_t kind,
+                int may_disable)
 {
     return record_code_general(tracer, code, kind,
-                               ft_clock_ticks(&tracer->clock));
+                               ft_clock_ticks(&tracer->clock), may_disable);
 }
 
 static inline PyObject *
 record_code(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
-            uint32_t kind)
+            uint32_t kind, int may_disable)
 {
     ft_tracer *tracer = active_tracer(self);
     if (FT_UNLIKELY(tracer == NULL || nargs < 1)) {
@@ -71,7 +103,7 @@ record_code(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
      * before, a one-word record, a ring with room. */
     PyObject *code = args[0];
     if (FT_UNLIKELY(!tracer->clock.use_cycles)) {
-        return record_code_now(tracer, code, kind);
+        return record_code_now(tracer, code, kind, may_disable);
     }
     int64_t ts = ft_cycles();
     ft_thread *th = ft_cached_thread(tracer);
@@ -81,7 +113,8 @@ record_code(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
                                       kind))) {
         return NONE;
     }
-    return record_code_general(tracer, code, kind, ts);
+    /* Ignored code included: its DISABLE is returned once per place. */
+    return record_code_general(tracer, code, kind, ts, may_disable);
 }
 
 /* What CPython's own profile layer (on sys.monitoring) reports as a C call:
@@ -132,11 +165,17 @@ static FT_NOINLINE PyObject *
 record_c_general(ft_tracer *tracer, PyObject *const *args, uint32_t kind,
                  int64_t ts, PyObject *callable, const void *key)
 {
+    uint32_t id = ft_functable_find(&tracer->funcs, key);
+    /* Ignored C functions are skipped here, never disabled: a CALL
+     * disabled at a call site would hide every callee of that site, and
+     * C_RETURN/C_RAISE cannot be disabled. */
+    if (ft_id_ignored(id)) {
+        return NONE;
+    }
     ft_thread *th = current_thread(tracer, 0);
     if (th == NULL) {
         return NONE;
     }
-    uint32_t id = ft_functable_find(&tracer->funcs, key);
     if (id == FT_NO_ID) {
         PyObject *func = callable;
         PyObject *bound = NULL;
@@ -217,10 +256,13 @@ record_c(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
     }
     int64_t ts = ft_cycles();
     ft_thread *th = ft_cached_thread(tracer);
-    if (FT_LIKELY(th != NULL
-                  && ft_ring_try_push(&th->ring, ts,
-                                      ft_functable_find(&tracer->funcs, key),
-                                      kind))) {
+    uint32_t id = ft_functable_find(&tracer->funcs, key);
+    if (FT_LIKELY(th != NULL && ft_ring_try_push(&th->ring, ts, id, kind))) {
+        return NONE;
+    }
+    /* An ignored C function: every call's CALL and C_RETURN come here (see
+     * record_c_general()); off the recorded events' path. */
+    if (ft_id_ignored(id)) {
         return NONE;
     }
     return record_c_general(tracer, args, kind, ts, callable, key);
@@ -229,13 +271,13 @@ record_c(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
 /* The callbacks: objects of their own type, called through their
  * vectorcall slot straight from sys.monitoring, with none of a builtin
  * function's argument handling in between. */
-#define CODE_CALLBACK(name, kind)                                          \
+#define CODE_CALLBACK(name, kind, may_disable)                             \
     static PyObject *                                                      \
     name(PyObject *callable, PyObject *const *args, size_t nargsf,         \
          PyObject *Py_UNUSED(kwnames))                                     \
     {                                                                      \
         return record_code(((ft_callback *)callable)->owner, args,         \
-                           PyVectorcall_NARGS(nargsf), kind);              \
+                           PyVectorcall_NARGS(nargsf), kind, may_disable); \
     }
 #define C_CALLBACK(name, kind)                                             \
     static PyObject *                                                      \
@@ -246,8 +288,10 @@ record_c(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
                         PyVectorcall_NARGS(nargsf), kind);                 \
     }
 
-CODE_CALLBACK(on_start, FT_REC_CALL)
-CODE_CALLBACK(on_return, FT_REC_RETURN)
+CODE_CALLBACK(on_start, FT_REC_CALL, 1)
+CODE_CALLBACK(on_throw, FT_REC_CALL, 0)
+CODE_CALLBACK(on_return, FT_REC_RETURN, 1)
+CODE_CALLBACK(on_unwind, FT_REC_RETURN, 0)
 C_CALLBACK(on_call, FT_REC_C_CALL)
 C_CALLBACK(on_c_return, FT_REC_C_RETURN)
 C_CALLBACK(on_c_raise, FT_REC_C_EXCEPTION)
@@ -255,10 +299,10 @@ C_CALLBACK(on_c_raise, FT_REC_C_EXCEPTION)
 static const vectorcallfunc callback_funcs[FT_MON_NEVENTS] = {
     [FT_MON_PY_START] = on_start,
     [FT_MON_PY_RESUME] = on_start,
-    [FT_MON_PY_THROW] = on_start,
+    [FT_MON_PY_THROW] = on_throw,
     [FT_MON_PY_RETURN] = on_return,
     [FT_MON_PY_YIELD] = on_return,
-    [FT_MON_PY_UNWIND] = on_return,
+    [FT_MON_PY_UNWIND] = on_unwind,
     [FT_MON_CALL] = on_call,
     [FT_MON_C_RETURN] = on_c_return,
     [FT_MON_C_RAISE] = on_c_raise,
@@ -273,9 +317,61 @@ static const vectorcallfunc callback_funcs[FT_MON_NEVENTS] = {
     "it first, or trace with backend='setprofile', which leaves this id " \
     "free)"
 
+/* sys.monitoring.restart_events() when the filters of tracer differ from
+ * those under which a callback last returned DISABLE: events a tracer
+ * disabled stay disabled for the tool id (and for code that has not run
+ * since, even after the tool id was freed) until that call, which
+ * re-enables every tool's.  Same filters: what they disabled is what this
+ * tracer would ignore anyway.  0, or -1 with an exception. */
+static int
+restart_if_filters_changed(ft_tracer *tracer)
+{
+    ft_state *state = tracer->state;
+    if (state->monitoring_disable == NULL) {
+        PyObject *monitoring = PySys_GetObject("monitoring");  /* borrowed */
+        if (monitoring == NULL) {
+            PyErr_SetString(PyExc_RuntimeError, "sys.monitoring is missing");
+            return -1;
+        }
+        state->monitoring_disable = PyObject_GetAttrString(monitoring,
+                                                           "DISABLE");
+        if (state->monitoring_disable == NULL) {
+            return -1;
+        }
+    }
+    if (state->disabled_spec == NULL) {
+        return 0;
+    }
+    PyObject *spec = tracer->filters.spec;
+    int same = spec != NULL
+               && PyObject_RichCompareBool(spec, state->disabled_spec, Py_EQ);
+    if (same < 0) {
+        return -1;
+    }
+    if (same) {
+        return 0;
+    }
+    PyObject *monitoring = PySys_GetObject("monitoring");  /* borrowed */
+    PyObject *res = monitoring == NULL ? NULL
+        : PyObject_CallMethod(monitoring, "restart_events", NULL);
+    if (res == NULL) {
+        if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_RuntimeError, "sys.monitoring is missing");
+        }
+        return -1;
+    }
+    Py_DECREF(res);
+    state->count_restarts++;
+    Py_CLEAR(state->disabled_spec);
+    return 0;
+}
+
 int
 ft_monitor_start(ft_tracer *tracer)
 {
+    if (restart_if_filters_changed(tracer) < 0) {
+        return -1;
+    }
     ft_hookobject *owner = PyObject_New(ft_hookobject,
                                         tracer->state->hook_type);
     if (owner == NULL) {

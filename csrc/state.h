@@ -9,6 +9,7 @@
 #include "compat.h"
 #include "clock.h"
 #include "replay.h"
+#include "filters.h"
 #include "functable.h"
 #include "ring.h"
 #include "monitor_tool.h"
@@ -40,6 +41,14 @@ typedef struct {
     PyObject *str_py;            /* strong: "py" */
     PyObject *str_c;             /* strong: "c" */
     PyObject *str_builtin;       /* strong: "<built-in>" */
+    PyObject *str_name;          /* strong: "__name__" */
+    PyObject *str_module;        /* strong: "__module__" */
+    /* sys.monitoring.DISABLE (strong, 3.12+, taken at the first monitoring
+     * start), and the filters (a tracer's ft_filters.spec, strong) in force
+     * when a callback last returned it, or NULL: DISABLE outlives the
+     * tracer, and a tracer with other filters must restart the events. */
+    PyObject *monitoring_disable;
+    PyObject *disabled_spec;
     /* The tracer that is active in this interpreter, or NULL.  Borrowed: a
      * tracer clears it when it stops, and stops before it is freed. */
     struct ft_tracer *active;
@@ -61,6 +70,7 @@ typedef struct {
     uint64_t count_rings;
     uint64_t count_hook_installs;
     uint64_t count_tool_takes;
+    uint64_t count_restarts;     /* sys.monitoring.restart_events() calls */
 } ft_state;
 
 static inline ft_state *
@@ -224,6 +234,7 @@ typedef struct ft_tracer {
     Py_ssize_t to_pack;       /* threads queued to have their rings packed */
     Py_ssize_t pack_from;     /* none queued before this index in threads */
     PyObject *weakreflist;
+    ft_filters filters;       /* include= and ignore= */
 } ft_tracer;
 
 /* ==== module.c ==== */
@@ -410,6 +421,15 @@ ft_record_id(ft_tracer *tracer, ft_thread *th, ft_hookobject *hook,
         ft_record_id_slow(tracer, th, hook, ts, id, kind);
     }
 }
+
+/* ==== filters.c: include= and ignore= ==== */
+
+/* Id of code, adding it if new, ignored if the tracer's filters say so
+ * (decided once, here).  frame: one running code (borrowed), which gives
+ * its module; NULL: the current frame.  Runs no Python code, never raises.
+ * FT_NO_ID when out of memory. */
+uint32_t ft_intern_code(ft_tracer *tracer, PyCodeObject *code,
+                        PyFrameObject *frame);
 
 /* ==== cnames.c: naming C functions (slow path) ==== */
 

@@ -59,7 +59,9 @@ static PyObject *
 tracer_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
     static char *kwlist[] = {"buffer_size", "c_calls", "backend",
-                             "max_memory", NULL};
+                             "max_memory", "ignore", "include", NULL};
+    PyObject *ignore_obj = NULL;
+    PyObject *include_obj = NULL;
     PyObject *size_obj = NULL;
     PyObject *c_calls_obj = Py_True;
     PyObject *backend_obj = NULL;
@@ -67,9 +69,9 @@ tracer_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     long long buffer_size = FT_DEFAULT_BUFFER_SIZE;
     long long max_memory = FT_DEFAULT_MAX_MEMORY;
 
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|O$OOO:Tracer", kwlist,
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|O$OOOOO:Tracer", kwlist,
                                      &size_obj, &c_calls_obj, &backend_obj,
-                                     &max_obj)) {
+                                     &max_obj, &ignore_obj, &include_obj)) {
         return NULL;
     }
     int backend = parse_backend(backend_obj);
@@ -123,10 +125,16 @@ tracer_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     if (state == NULL) {
         return NULL;
     }
-    ft_tracer *self = (ft_tracer *)type->tp_alloc(type, 0);
-    if (self == NULL) {
+    ft_filters filters;
+    if (ft_filters_init(&filters, include_obj, ignore_obj) < 0) {
         return NULL;
     }
+    ft_tracer *self = (ft_tracer *)type->tp_alloc(type, 0);
+    if (self == NULL) {
+        ft_filters_clear(&filters);
+        return NULL;
+    }
+    self->filters = filters;
     self->state = state;
     self->buffer_size = (uint64_t)buffer_size;
     self->max_memory = (uint64_t)max_memory;
@@ -158,6 +166,11 @@ ft_tracer_like(ft_tracer *tracer)
     self->backend = tracer->backend;
     self->phase = FT_PHASE_NEW;
     self->clock.use_cycles = tracer->clock.use_cycles;
+    if (ft_filters_init(&self->filters, tracer->filters.include_obj,
+                        tracer->filters.ignore_obj) < 0) {
+        Py_DECREF(self);
+        return NULL;
+    }
     return self;
 }
 
@@ -621,6 +634,18 @@ tracer_get_clock(ft_tracer *self, void *Py_UNUSED(closure))
 }
 
 static PyObject *
+tracer_get_ignore(ft_tracer *self, void *Py_UNUSED(closure))
+{
+    return Py_NewRef(self->filters.ignore_obj);
+}
+
+static PyObject *
+tracer_get_include(ft_tracer *self, void *Py_UNUSED(closure))
+{
+    return Py_NewRef(self->filters.include_obj);
+}
+
+static PyObject *
 tracer_get_c_calls(ft_tracer *self, void *Py_UNUSED(closure))
 {
     return PyBool_FromLong(self->c_calls);
@@ -685,6 +710,7 @@ tracer_dealloc(ft_tracer *self)
     }
     tracer_clear(self);
     tracer_release(self);
+    ft_filters_clear(&self->filters);
     type->tp_free((PyObject *)self);
     Py_DECREF(type);
 }
@@ -828,6 +854,10 @@ static PyGetSetDef tracer_getset[] = {
      "(sys.monitoring, CPython 3.12+).", NULL},
     {"c_calls", (getter)tracer_get_c_calls, NULL,
      "whether C function calls are recorded", NULL},
+    {"ignore", (getter)tracer_get_ignore, NULL,
+     "the ignore= patterns, a tuple (empty: none)", NULL},
+    {"include", (getter)tracer_get_include, NULL,
+     "the include= patterns, a tuple, or None (every function)", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -840,10 +870,11 @@ static PyMemberDef tracer_members[] = {
 static PyType_Slot tracer_slots[] = {
     {Py_tp_doc,
      "Tracer(buffer_size=1048576, *, c_calls=True, backend='auto', "
-     "max_memory=1073741824)\n--\n\n"
+     "max_memory=1073741824, ignore=None, include=None)\n--\n\n"
      "Records every Python and C function entry and exit of every thread\n"
      "into per-thread ring buffers of up to buffer_size records, all of\n"
-     "them within max_memory bytes."},
+     "them within max_memory bytes.  include= and ignore= (sequences of\n"
+     "patterns, see frametrace.filters) leave functions out of the trace."},
     {Py_tp_new, tracer_new},
     {Py_tp_dealloc, tracer_dealloc},
     {Py_tp_finalize, tracer_finalize},

@@ -33,6 +33,18 @@ def child_env(**extra):
     return env
 
 
+def torch_installed() -> bool:
+    """Whether the real torch is importable.  tests/ is on sys.path and
+    tests/torch/ (the torch tests, no __init__.py) is then a namespace
+    package named torch: ``import torch`` succeeds without torch, and
+    pytest.importorskip("torch") does not skip.  Installed, torch (a regular
+    package) comes first."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("torch")
+    return spec is not None and spec.origin is not None
+
+
 def qual(qualname: str) -> str:
     """The name frametrace reports for a function with this __qualname__."""
     return qualname if QUALNAMES else qualname.rsplit(".", 1)[-1]

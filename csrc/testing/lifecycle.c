@@ -26,10 +26,12 @@ ftt_lifecycle_counts(PyObject *Py_UNUSED(module), PyObject *tracer)
         return NULL;
     }
     const ft_state *state = ((ft_tracer *)tracer)->state;
-    return Py_BuildValue("{sKsKsK}",
+    return Py_BuildValue("{sKsKsKsK}",
                          "rings", (unsigned long long)state->count_rings,
                          "hook_installs",
                          (unsigned long long)state->count_hook_installs,
                          "tool_takes",
-                         (unsigned long long)state->count_tool_takes);
+                         (unsigned long long)state->count_tool_takes,
+                         "restarts",
+                         (unsigned long long)state->count_restarts);
 }

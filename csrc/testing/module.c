@@ -37,16 +37,20 @@ static PyMethodDef testing_methods[] = {
      "earlier ring that the memory bound discarded."},
     {"lifecycle_counts", ftt_lifecycle_counts, METH_O,
      "lifecycle_counts($module, tracer, /)\n--\n\n"
-     "{'rings', 'hook_installs', 'tool_takes'} of frametrace._tracer's "
+     "{'rings', 'hook_installs', 'tool_takes', 'restarts'} of frametrace._tracer's "
      "module state (tracer: any Tracer, to reach it): rings its start() "
      "and arm() allocated, profile functions they set (every thread at "
      "once counts one), sys.monitoring tool ids they took, since it was "
-     "loaded."},
+     "loaded; restarts: sys.monitoring.restart_events() calls."},
     {"bound_function", ftt_bound_function, METH_VARARGS,
      "bound_function($module, name, module, /)\n--\n\n"
      "A C function made as binding generators make them: its self a "
      "capsule owning its method definition, module (a str or None) its "
      "__module__.  Calling it returns its arguments."},
+    {"pattern_match", ftt_pattern_match, METH_VARARGS,
+     "pattern_match($module, pattern, name, /)\n--\n\n"
+     "Whether the filters' pattern matches the name module.qualname "
+     "(csrc/glob.c): for checking it against fnmatch."},
     {"ticks_to_ns", ftt_ticks_to_ns, METH_VARARGS,
      "ticks_to_ns($module, anchors, ticks, /)\n--\n\n"
      "Convert ticks to ns through (ticks, ns) anchors."},

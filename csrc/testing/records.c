@@ -1,6 +1,8 @@
 /* Test-only entry points: the replay driven by hand-written records, so its
- * rules can be tested on streams CPython rarely produces. */
+ * rules can be tested on streams CPython rarely produces; the filters'
+ * pattern matcher (glob.c), to check it against fnmatch. */
 #include "testing.h"
+#include "../glob.h"
 
 #include <limits.h>
 #include <string.h>
@@ -397,4 +399,25 @@ ftt_add_profile_toggles(PyObject *module)
         }
     }
     return 0;
+}
+
+PyObject *
+ftt_pattern_match(PyObject *Py_UNUSED(module), PyObject *args)
+{
+    PyObject *pattern, *name;
+    if (!PyArg_ParseTuple(args, "UU:pattern_match", &pattern, &name)) {
+        return NULL;
+    }
+    Py_UCS4 *pat = PyUnicode_AsUCS4Copy(pattern);
+    Py_UCS4 *str = pat ? PyUnicode_AsUCS4Copy(name) : NULL;
+    if (str == NULL) {
+        PyMem_Free(pat);
+        return NULL;
+    }
+    size_t plen = (size_t)PyUnicode_GetLength(pattern);
+    int match = ft_pattern_match(pat, plen, ft_glob_is_glob(pat, plen), str,
+                                 (size_t)PyUnicode_GetLength(name));
+    PyMem_Free(pat);
+    PyMem_Free(str);
+    return PyBool_FromLong(match);
 }

@@ -38,6 +38,9 @@ PyObject *ftt_set_noop_monitoring(PyObject *module, PyObject *args,
 /* bindings.c: bound_function(name, module). */
 PyObject *ftt_bound_function(PyObject *module, PyObject *args);
 
+/* records.c: pattern_match(pattern, name), csrc/glob.c's rule. */
+PyObject *ftt_pattern_match(PyObject *module, PyObject *args);
+
 /* lifecycle.c: lifecycle_counts(tracer). */
 PyObject *ftt_lifecycle_counts(PyObject *module, PyObject *tracer);
 

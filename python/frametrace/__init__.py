@@ -10,6 +10,7 @@ pytest would warn.  It holds no asserts.)
 """
 from ._version import __version__
 from ._tracer import DEFAULT_BUFFER_SIZE, DEFAULT_MAX_MEMORY, MAX_BUFFER_SIZE, Event, ThreadInfo
+from .flight import FlightRecorder, flight_recorder
 from .loader import MergedTrace, load
 from .remote import AttachError, AttachResult, attach
 from .schedule import ProfilerAction, Schedule, schedule
@@ -25,6 +26,7 @@ __all__ = [
     "DEFAULT_MAX_MEMORY",
     "MAX_BUFFER_SIZE",
     "Event",
+    "FlightRecorder",
     "MergedTrace",
     "Profile",
     "ProfilerAction",
@@ -36,6 +38,7 @@ __all__ = [
     "Tracer",
     "__version__",
     "attach",
+    "flight_recorder",
     "load",
     "profile",
     "save",

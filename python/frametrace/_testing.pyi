@@ -19,7 +19,8 @@ def replay(
     packed: bool = False,
     discarded: int = 0,
 ) -> Any: ...  # the events, or (events, records lost, events lost) with with_dropped
-def lifecycle_counts(tracer: Any, /) -> dict[str, int]: ...  # rings, hook_installs, tool_takes
+def lifecycle_counts(tracer: Any, /) -> dict[str, int]: ...  # rings, hook_installs, tool_takes, restarts
+def pattern_match(pattern: str, name: str, /) -> bool: ...
 def ticks_to_ns(anchors: list[tuple[int, int]], ticks: list[int], /) -> list[int]: ...
 def profile_off() -> Any: ...  # the saved profile function, for profile_on()
 def profile_on(saved: Any, /) -> None: ...

@@ -1,7 +1,8 @@
 """The ``frametrace`` command (also ``python -m frametrace``).
 
     frametrace run [-o trace.json] [--buffer-size N] [--no-c-calls] [--fork-traces]
-                   [--follow-children] [--steps SPEC [--python-steps N]] script.py [args...]
+                   [--follow-children] [--ignore PATTERN]... [--include PATTERN]...
+                   [--steps SPEC [--python-steps N]] script.py [args...]
     frametrace run [options] -m package.module [args...]
     frametrace attach PID [--duration SECONDS | --steps N [--step-function module:qualname]]
                       [-o trace.json|.pftrace] [--buffer-size N] [--no-c-calls] [--timeout SECONDS]
@@ -104,7 +105,7 @@ def _error(command: str, message: str) -> int:
 # ---- run ------------------------------------------------------------------------------
 
 _RUN_VALUE_OPTIONS = ("-o", "--output", "--buffer-size", "--max-memory", "--steps", "--python-steps",
-                      "--backend")
+                      "--backend", "--ignore", "--include")
 _RUN_FLAGS = ("--no-c-calls", "--fork-traces", "--follow-children", "-h", "--help")
 
 
@@ -239,14 +240,15 @@ def _run(ns: argparse.Namespace, script: Optional[str], module: Optional[str],
         if ns.follow_children:
             ns.fork_traces = False  # what it did, --follow-children does too
         tracer = Tracer(buffer_size=ns.buffer_size, c_calls=not ns.no_c_calls,
-                        backend=ns.backend, max_memory=ns.max_memory)
+                        backend=ns.backend, max_memory=ns.max_memory, ignore=ns.ignore,
+                        include=ns.include)
         if ns.python_steps is not None and ns.steps is None:
             raise ValueError("--python-steps needs --steps")
         writer = _CycleWriter(output) if ns.steps is not None else None
         session = None if ns.steps is None else Profile(
             schedule=ns.steps, python_steps=ns.python_steps, on_trace_ready=writer,
             buffer_size=ns.buffer_size, c_calls=not ns.no_c_calls, backend=ns.backend,
-            max_memory=ns.max_memory)
+            max_memory=ns.max_memory, ignore=ns.ignore, include=ns.include)
     except (TypeError, ValueError) as exc:
         return _error("run", str(exc))
 
@@ -430,7 +432,8 @@ class _ForkTracers:
     def __init__(self, parent: Any, skip: set):
         global _FORK_HOOK
         self.options = {"buffer_size": parent.buffer_size, "c_calls": parent.c_calls,
-                        "backend": parent.backend, "max_memory": parent.max_memory}
+                        "backend": parent.backend, "max_memory": parent.max_memory,
+                        "ignore": parent.ignore, "include": parent.include}
         self.skip = skip
         self.parent = parent
         self.child: Any = None
@@ -692,6 +695,17 @@ def _report_cycles(writer: _CycleWriter, session: Any, steps_text: str, status: 
     return status or (2 if writer.failed else 0)
 
 
+def _filter_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--ignore", action="append", metavar="PATTERN",
+                        help="do not record the functions PATTERN matches (repeatable): a "
+                             "module and its submodules or a module.qualname and what is "
+                             "nested in it (torch.nn, mymod.Class), or a glob over "
+                             "module.qualname (*.helper_*); their calls are still recorded")
+    parser.add_argument("--include", action="append", metavar="PATTERN",
+                        help="record only the functions PATTERN matches (repeatable; "
+                             "--ignore removes from them)")
+
+
 def _parse_steps(text: str) -> Any:
     """--steps: ``N`` (the first N steps) or ``key=value,...`` with the keys
     of frametrace.schedule()."""
@@ -750,6 +764,7 @@ def _attach(ns: argparse.Namespace) -> int:
         session = _Attach(ns.pid, duration=ns.duration, output=ns.output, steps=ns.steps,
                           step_function=ns.step_function, buffer_size=ns.buffer_size,
                           c_calls=not ns.no_c_calls, backend=ns.backend, timeout=ns.timeout,
+                          ignore=ns.ignore, include=ns.include,
                           report=lambda message: print(f"{PROG}: {message}", file=err))
     except (TypeError, ValueError) as exc:
         return _error("attach", str(exc))
@@ -955,7 +970,7 @@ def _parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     run = sub.add_parser(
         "run", help="run a Python program under the tracer and write its trace",
         usage=f"{PROG} run [-o trace.json|.pftrace] [--buffer-size N] [--max-memory BYTES] [--no-c-calls] "
-              f"[--fork-traces] [--follow-children] "
+              f"[--ignore PATTERN ...] [--include PATTERN ...] [--fork-traces] [--follow-children] "
               f"[--steps SPEC [--python-steps N]] (script.py | -m module) [args ...]",
         description="Run a program as python would (same sys.argv, as __main__, its exit "
                     "code), traced from its first line to its last; write the trace "
@@ -980,6 +995,7 @@ def _parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     run.add_argument("--backend", choices=("auto", "setprofile", "monitoring"), default="auto",
                      help="how calls are seen: PyEval_SetProfile, or sys.monitoring "
                           "(CPython 3.12+); auto (default): sys.monitoring where there is one")
+    _filter_arguments(run)
     run.add_argument("--fork-traces", action="store_true",
                      help="each child the program forks (os.fork) that returns (sys.exit) "
                           "traces itself from the fork and writes OUTPUT's name with .PID "
@@ -1007,7 +1023,7 @@ def _parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
         "attach", help="trace a running CPython 3.14+ process for a while",
         usage=f"{PROG} attach PID [--duration SECONDS | --steps N [--step-function "
               f"module:qualname]] [-o trace.json|.pftrace] [--buffer-size N] [--no-c-calls] "
-              f"[--timeout SECONDS]",
+              f"[--ignore PATTERN ...] [--include PATTERN ...] [--timeout SECONDS]",
         description="Trace a running CPython 3.14+ process without restarting it "
                     "(sys.remote_exec, PEP 768): the target starts a tracer on all its "
                     "threads, stops it after the duration or the steps, writes the trace, and "
@@ -1033,6 +1049,7 @@ def _parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
                      help="do not record calls of C functions")
     att.add_argument("--backend", choices=("auto", "setprofile", "monitoring"), default="auto",
                      help="how calls are seen in the target (default auto)")
+    _filter_arguments(att)
     att.add_argument("--timeout", type=_positive_float, default=10.0, metavar="SECONDS",
                      help="give up when the target's main thread has not run Python code "
                           "within this long (default 10)")

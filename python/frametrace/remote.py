@@ -51,7 +51,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Any, Callable, NamedTuple, Optional
+from typing import Any, Callable, Iterable, NamedTuple, Optional
 
 __all__ = ["AttachError", "AttachResult", "attach"]
 
@@ -107,6 +107,8 @@ def attach(
     c_calls: bool = True,
     backend: str = "auto",
     timeout: float = DEFAULT_TIMEOUT,
+    ignore: Optional[Iterable[str]] = None,
+    include: Optional[Iterable[str]] = None,
 ) -> AttachResult:
     """Traces the running CPython 3.14+ process pid for ``duration`` seconds
     (default 5) or until its N-th ``frametrace.step()`` (``steps=N``) or the
@@ -116,7 +118,8 @@ def attach(
     compressed; ``.pftrace`` Perfetto's protobuf) from inside the target.
     With ``steps``, it waits as long as the steps take: steps that never
     come end only with the target, or with KeyboardInterrupt in the
-    caller (the target then writes what was recorded).
+    caller (the target then writes what was recorded).  ignore, include:
+    the tracer's filters (``Tracer``, ``frametrace.filters``).
 
     Raises ValueError for bad arguments and AttachError, naming the cause,
     when the target cannot be traced (no such process, not CPython, older
@@ -127,7 +130,7 @@ def attach(
     ``target_exited`` is then true."""
     session = _Attach(pid, duration=duration, output=output, steps=steps,
                       step_function=step_function, buffer_size=buffer_size, c_calls=c_calls,
-                      backend=backend, timeout=timeout)
+                      backend=backend, timeout=timeout, ignore=ignore, include=include)
     return session.run()
 
 
@@ -146,7 +149,9 @@ class _Attach:
     def __init__(self, pid: int, *, duration: Optional[float], output: Optional[str],
                  steps: Optional[int], step_function: Optional[str],
                  buffer_size: Optional[int], c_calls: bool, backend: str, timeout: float,
-                 report: Optional[Callable[[str], None]] = None):
+                 report: Optional[Callable[[str], None]] = None,
+                 ignore: Optional[Iterable[str]] = None,
+                 include: Optional[Iterable[str]] = None):
         if isinstance(pid, bool) or not isinstance(pid, int):
             raise TypeError(f"pid must be an int, not {type(pid).__name__}")
         if pid <= 0:
@@ -177,6 +182,12 @@ class _Attach:
             raise ValueError(f"backend must be 'auto', 'setprofile' or 'monitoring', "
                              f"got {backend!r}")
         _check_number("timeout", timeout)
+        from ._tracer import Tracer
+
+        # Checked here as the target's Tracer will; sent as lists of str.
+        checked = Tracer(ignore=ignore, include=include, backend="setprofile")
+        filters = {"ignore": list(checked.ignore),
+                   "include": None if checked.include is None else list(checked.include)}
         if output is None:
             output = f"frametrace-{pid}.json"
         output = os.path.abspath(os.fspath(output))
@@ -186,7 +197,7 @@ class _Attach:
         self.config: dict[str, Any] = {
             "output": output, "duration": duration, "steps": steps,
             "step_function": step_function, "buffer_size": buffer_size, "c_calls": c_calls,
-            "backend": backend,
+            "backend": backend, **filters,
         }
         self.timeout = float(timeout)
         self.report = report or (lambda message: None)
@@ -619,7 +630,8 @@ class _Agent:
         self.sock = sock
         self.config = config
         self.pid = os.getpid()
-        options: dict[str, Any] = {"c_calls": config["c_calls"], "backend": config["backend"]}
+        options: dict[str, Any] = {"c_calls": config["c_calls"], "backend": config["backend"],
+                                   "ignore": config["ignore"], "include": config["include"]}
         if config["buffer_size"] is not None:
             options["buffer_size"] = config["buffer_size"]
         self.tracer = Tracer(**options)

@@ -24,7 +24,7 @@ import sys
 import threading
 import traceback
 from dataclasses import dataclass, field
-from typing import Any, Callable, Literal, NamedTuple, Optional, Sequence, Union
+from typing import Any, Callable, Iterable, Literal, NamedTuple, Optional, Sequence, Union
 
 from . import _children, _tracer
 from ._ranks import distributed_info, output_name
@@ -532,6 +532,8 @@ _writers: set = set()  # writers whose thread runs
 
 
 _current: Optional["Profile"] = None
+# The running flight recorder's step() (frametrace.flight), or None.
+_flight_step: Optional[Callable[[], None]] = None
 _current_lock = threading.Lock()
 
 
@@ -549,6 +551,8 @@ class Profile:
         backend: str = "auto",
         max_memory: int = _tracer.DEFAULT_MAX_MEMORY,
         trace_children: bool = False,
+        ignore: Optional[Iterable[str]] = None,
+        include: Optional[Iterable[str]] = None,
         _ignore: Sequence[Any] = (),
     ):
         if schedule is not None and not callable(schedule):
@@ -564,13 +568,15 @@ class Profile:
                                  f"active={schedule.active}: Python can only be traced in active steps")
         if on_trace_ready is not None and not callable(on_trace_ready):
             raise TypeError(f"on_trace_ready must be callable, not {type(on_trace_ready).__name__}")
+        # Checks them now; the patterns are kept as the tracer's tuples (an
+        # iterator would be used up by the first window's tracer).
+        checked = Tracer(buffer_size=buffer_size, c_calls=c_calls, backend=backend,
+                         max_memory=max_memory, ignore=ignore, include=include)
         if not isinstance(trace_children, bool):
             raise TypeError(f"trace_children must be True or False, not {type(trace_children).__name__}")
         if trace_children and on_trace_ready is None:
             raise ValueError("trace_children=True needs on_trace_ready (frametrace.save(dir), say): "
                              "each child hands its trace to it")
-        Tracer(buffer_size=buffer_size, c_calls=c_calls, backend=backend,
-               max_memory=max_memory)  # checks them now
         self.schedule = schedule
         # Decided once, not with isinstance() at each step: a C call the
         # tracer would record.  Schedule._action is ignored code, with no calls.
@@ -579,7 +585,9 @@ class Profile:
         self.python_steps = python_steps
         self.on_trace_ready = on_trace_ready
         self._tracer_options: dict[str, Any] = {"buffer_size": buffer_size, "c_calls": c_calls,
-                                               "backend": backend, "max_memory": max_memory}
+                                               "backend": backend, "max_memory": max_memory,
+                                               "ignore": checked.ignore,
+                                               "include": checked.include}
         # Code kept out of this session's traces besides its own (the CLI's, runpy's).
         self._ignored = _SESSION_CODE + tuple(_ignore)
         self._children: Optional[_children.Plan] = None
@@ -905,6 +913,8 @@ def profile(
     backend: str = "auto",
     max_memory: int = _tracer.DEFAULT_MAX_MEMORY,
     trace_children: bool = False,
+    ignore: Optional[Iterable[str]] = None,
+    include: Optional[Iterable[str]] = None,
 ) -> Profile:
     """A profiling session (a context manager).
 
@@ -918,7 +928,8 @@ def profile(
     writes them to files); what it raises is raised by the next
     ``prof.step()`` or at exit, which waits for it.  ``prof.stop()`` stops
     Python tracing early.
-    buffer_size, c_calls, backend, max_memory: the tracer's (``Tracer``).
+    buffer_size, c_calls, backend, max_memory, ignore, include: the tracer's
+    (``Tracer``; ``frametrace.filters`` describes the patterns).
     trace_children: every child process started while the session runs
     (``os.fork``, multiprocessing with fork, spawn or forkserver:
     DataLoader workers, pools) traces itself with such a tracer, from its
@@ -934,7 +945,8 @@ def profile(
     """
     return Profile(schedule=schedule, python_steps=python_steps, on_trace_ready=on_trace_ready,
                    buffer_size=buffer_size, c_calls=c_calls, backend=backend,
-                   max_memory=max_memory, trace_children=trace_children)
+                   max_memory=max_memory, trace_children=trace_children, ignore=ignore,
+                   include=include)
 
 
 def step() -> None:
@@ -946,6 +958,8 @@ def step() -> None:
     if session is not None:
         if not _flags.writer:
             session.step()
+    elif _flight_step is not None:
+        _flight_step()
     elif _children._child is not None:
         _children.step()  # a traced child that steps: profiled on the parent's schedule
 

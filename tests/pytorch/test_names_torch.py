@@ -10,7 +10,12 @@ import pytest
 import frametrace
 from frametrace.testing import assert_valid_trace
 
-torch = pytest.importorskip("torch", reason="torch is not installed in this environment")
+from support import torch_installed
+
+if not torch_installed():  # not importorskip: see torch_installed()
+    pytest.skip("torch is not installed in this environment", allow_module_level=True)
+
+import torch  # noqa: E402
 
 
 def training_step_names():

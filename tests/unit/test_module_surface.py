@@ -15,7 +15,7 @@ PRODUCT = {"Tracer", "Event", "Range", "ThreadInfo", "DEFAULT_BUFFER_SIZE", "DEF
            "_merge_chrome_lines", "_report_pass", "_set_range_sink",
            "_thread_bootstrap"}
 TESTING = {"replay", "ticks_to_ns", "set_noop_profile", "set_noop_monitoring", "lifecycle_counts",
-           "profile_off", "profile_on", "bound_function"}
+           "profile_off", "profile_on", "bound_function", "pattern_match"}
 
 
 def public_names(module):

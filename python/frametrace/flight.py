@@ -1,0 +1,333 @@
+"""The flight recorder: a tracer that runs for the whole job and writes the
+trace of the steps that went wrong (``frametrace.flight_recorder``).
+
+    with frametrace.flight_recorder("dumps") as recorder:
+        for batch in loader:
+            train_step(batch)
+            frametrace.step()
+
+Every ``frametrace.step()`` (or ``recorder.step()``) notes where each
+thread's records are (``Tracer.mark()``: a few words a thread).  A dump is a
+snapshot of the records since the mark of the step ``steps`` steps back
+(``Tracer.snapshot(since=...)``, a copy with the GIL held: well under a
+millisecond for megabytes of records), written by a writer thread as
+``frametrace-dump-<pid>-<n>-<reason>.json`` (or ``.pftrace``) in dump_dir,
+with ``otherData.frametrace.metadata.dump``: its reason, the steps it
+covers and the snapshot time.  Like any stopped tracer's, nothing in it
+ends after the snapshot time: frames running then end there, flagged
+``open_at_stop``.  A dump is taken when:
+
+- a step took longer than ``slow_factor`` times the median of the recent
+  steps (the first ``warmup`` steps only count), or than ``slow_ms``;
+- the running step passes that bound before it ends (a hang: it never
+  reaches ``step()``): the watchdog thread dumps it, once per step;
+- an exception leaves the recorder's block, or a thread (through
+  ``threading.excepthook``, chained);
+- the signal ``signal`` arrives (default SIGUSR2; SIGUSR1 is SLURM's
+  requeue signal under PyTorch Lightning): CPython's C-level handler
+  writes it to a wakeup file descriptor that the watchdog thread reads, so
+  the dump is taken while the main thread waits in C; the Python-level
+  handler already installed (if any) still runs, chained;
+- ``recorder.dump(reason)`` is called.
+
+Dumps are rate-limited (``max_dumps`` in all, ``min_interval`` seconds
+apart; ``recorder.dump()`` is not limited by min_interval).  The tracer's
+memory is bounded by ``max_memory`` (see ``Tracer``).  Not yet: function
+table entries of code made at run time are kept until the recorder ends;
+``frametrace attach --dump``.
+"""
+from __future__ import annotations
+
+import collections
+import os
+import re
+import signal as signal_module
+import socket
+import statistics
+import sys
+import threading
+import time
+from typing import Any, Optional, Union
+
+from . import _tracer, session
+from ._ranks import distributed_info
+from .export import output_format
+from .session import StepRecord, Trace
+from .tracer import Tracer
+
+__all__ = ["FlightRecorder", "flight_recorder"]
+
+_DEFAULT_SIGNAL = getattr(signal_module, "SIGUSR2", None)
+_active: Optional["FlightRecorder"] = None  # frametrace.step() reaches it
+
+
+class FlightRecorder:
+    """See ``frametrace.flight_recorder``."""
+
+    def __init__(self, dump_dir: Union[str, "os.PathLike[str]"], *, steps: int = 3,
+                 slow_factor: Optional[float] = 3.0, slow_ms: Optional[float] = None,
+                 warmup: int = 5, format: str = "json", signal: Any = _DEFAULT_SIGNAL,
+                 max_dumps: int = 10, min_interval: float = 60.0, watchdog: bool = True,
+                 buffer_size: int = _tracer.DEFAULT_BUFFER_SIZE, c_calls: bool = True,
+                 backend: str = "auto", max_memory: int = _tracer.DEFAULT_MAX_MEMORY,
+                 ignore: Any = None, include: Any = None):
+        self.dump_dir = os.fspath(dump_dir)
+        for name, value in (("steps", steps), ("warmup", warmup), ("max_dumps", max_dumps)):
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise TypeError(f"{name} must be an int, not {type(value).__name__}")
+            if value < (1 if name == "steps" else 0):
+                raise ValueError(f"{name} must be >= {1 if name == 'steps' else 0}, got {value}")
+        for name, value in (("slow_factor", slow_factor), ("slow_ms", slow_ms),
+                            ("min_interval", min_interval)):
+            if value is None and name != "min_interval":
+                continue
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise TypeError(f"{name} must be a number, not {type(value).__name__}")
+            if value < 0 or (name == "slow_factor" and value <= 1):
+                raise ValueError(f"{name} must be {'> 1' if name == 'slow_factor' else '>= 0'}, "
+                                 f"got {value}")
+        if slow_factor is None and slow_ms is None:
+            raise ValueError("slow_factor and slow_ms are both None: no step would be slow")
+        if format not in ("json", "json.gz", "pftrace"):
+            raise ValueError(f"format must be 'json', 'json.gz' or 'pftrace', got {format!r}")
+        if signal is not None and not isinstance(signal, int):
+            raise TypeError(f"signal must be a signal number or None, not {type(signal).__name__}")
+        self.steps, self.slow_factor, self.slow_ms = steps, slow_factor, slow_ms
+        self.warmup, self.format, self.signal = warmup, format, signal
+        self.max_dumps, self.min_interval, self.watchdog = max_dumps, float(min_interval), watchdog
+        self.tracer = Tracer(buffer_size=buffer_size, c_calls=c_calls, backend=backend,
+                             max_memory=max_memory, ignore=ignore, include=include)
+        self.dumps: list[str] = []  # the files written, in order
+        self.errors: list[BaseException] = []  # raised while writing a dump
+        self.step_number = 0
+        self._lock = threading.RLock()
+        self._marks: collections.deque = collections.deque(maxlen=steps)  # (step, mark, ns)
+        self._durations: collections.deque = collections.deque(maxlen=50)
+        self._step_start = 0
+        self._bound: Optional[float] = self._bound_ns()  # a slow step's, in ns
+        self._hang_dumped = -1  # the step the watchdog dumped
+        self._last_dump = float("-inf")
+        self._taken = 0
+        self._queue: collections.deque = collections.deque()
+        self._wake = threading.Condition(self._lock)
+        self._closing = False
+        self._threads: list[threading.Thread] = []
+        self._old_excepthook: Any = None
+        self._old_handler: Any = None
+        self._old_wakeup = -1
+        self._sockets: Optional[tuple] = None
+
+    # ---- the job's side ---------------------------------------------------
+
+    def __enter__(self) -> "FlightRecorder":
+        global _active
+        if _active is not None:
+            raise RuntimeError("a flight recorder is running already")
+        os.makedirs(self.dump_dir, exist_ok=True)
+        writer = threading.Thread(target=self._write_loop, name="frametrace-dump-writer",
+                                  daemon=True)
+        self._threads = [writer]
+        if self.watchdog or self.signal is not None:
+            self._threads.append(threading.Thread(target=self._watch, daemon=True,
+                                                  name="frametrace-watchdog"))
+        if self.signal is not None:
+            self._install_signal()
+        for thread in self._threads:
+            # The recorder's own threads are not the job: started before the
+            # tracer, their work between dumps is a wait in C.
+            thread.start()
+        self._old_excepthook = threading.excepthook
+        threading.excepthook = self._thread_exception
+        self.tracer.start()
+        _active = self
+        session._flight_step = self.step
+        self._begin_step()
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        global _active
+        try:
+            if exc is not None:
+                self._dump(f"exception {exc_type.__name__}", limited=False)
+        finally:
+            _active = None
+            session._flight_step = None
+            self.tracer.stop()
+            threading.excepthook = self._old_excepthook
+            self._restore_signal()
+            with self._lock:
+                self._closing = True
+                self._wake.notify_all()
+            if self._sockets is not None:
+                self._sockets[1].send(b"\0")  # the watchdog's select returns
+            for thread in self._threads:
+                thread.join()
+            if self._sockets is not None:
+                for sock in self._sockets:
+                    sock.close()
+            self.tracer.clear()
+
+    def step(self) -> None:
+        """Ends the current step (``frametrace.step()`` calls it): a dump
+        if it was slow."""
+        now = time.monotonic_ns()
+        with self._lock:
+            duration = now - self._step_start
+            bound = self._bound
+            self._durations.append(duration)
+            self._bound = self._bound_ns()
+            slow = bound is not None and duration > bound and self._hang_dumped != self.step_number
+            if slow:
+                self._dump(f"slow step {self.step_number}", limited=True)
+            self.step_number += 1
+            self._begin_step()
+
+    def dump(self, reason: str = "requested") -> Optional[str]:
+        """Dumps the last steps now (the one running cut at this moment);
+        the path the writer thread will write, or None past max_dumps."""
+        return self._dump(reason, limited=False)
+
+    # ---- inside -------------------------------------------------------------
+
+    def _begin_step(self) -> None:
+        self._step_start = time.monotonic_ns()
+        self._marks.append((self.step_number, self.tracer.mark(), self._step_start))
+
+    def _bound_ns(self) -> Optional[float]:
+        bounds = []
+        if self.slow_ms is not None:
+            bounds.append(self.slow_ms * 1e6)
+        if self.slow_factor is not None and len(self._durations) >= max(self.warmup, 1):
+            bounds.append(self.slow_factor * statistics.median(self._durations))
+        return min(bounds) if bounds else None
+
+    def _dump(self, reason: str, *, limited: bool) -> Optional[str]:
+        with self._lock:
+            now = time.monotonic()
+            if self._taken >= self.max_dumps or not self.tracer.active:
+                return None
+            if limited and now - self._last_dump < self.min_interval:
+                return None
+            first_step, mark, _ = self._marks[0]
+            snap = self.tracer.snapshot(since=mark)
+            self._taken += 1
+            self._last_dump = now
+            slug = re.sub(r"[^A-Za-z0-9]+", "-", reason).strip("-")[:40]
+            path = os.path.join(self.dump_dir, f"frametrace-dump-{os.getpid()}-{self._taken}-"
+                                               f"{slug}.{self.format}")
+            # Each step from its mark to the next (the first from the
+            # window's start: its clock read came just before its mark).
+            bounds = [max(start, snap.start_ns) for _, _, start in self._marks] + [snap.stop_ns]
+            steps = [StepRecord(f"step#{n}", n, bounds[i], max(bounds[i], bounds[i + 1]))
+                     for i, (n, _, _) in enumerate(self._marks)]
+            info = {"reason": reason, "steps": [first_step, self.step_number],
+                    "snapshot_ns": snap.stop_ns, "window_start_ns": snap.start_ns}
+            self._queue.append((path, snap, steps, info))
+            self._wake.notify_all()
+            return path
+
+    def _write_loop(self) -> None:
+        while True:
+            with self._lock:
+                while not self._queue and not self._closing:
+                    self._wake.wait()
+                if not self._queue:
+                    return
+                path, snap, steps, info = self._queue.popleft()
+            try:
+                trace = Trace(tracer=snap, steps=steps, session_start_ns=snap.start_ns,
+                              session_end_ns=snap.stop_ns, tracer_start_ns=snap.start_ns,
+                              tracer_stop_ns=snap.stop_ns, dropped=snap.dropped or 0,
+                              dropped_by_thread=snap.dropped_by_thread or {}, pid=os.getpid(),
+                              thread_names=session._thread_names(snap), threads=snap.threads,
+                              clock_anchor={"monotonic_ns": time.monotonic_ns(),
+                                            "wall_ns": time.time_ns()},
+                              distributed=distributed_info(),
+                              process_name=f"python {os.getpid()} (dump: {info['reason']})")
+                if output_format(path) == "chrome":
+                    trace._write(path, metadata={"dump": info})
+                else:
+                    trace._write(path)
+            except BaseException as exc:  # noqa: B036 - kept, the job goes on
+                self.errors.append(exc)
+            else:
+                self.dumps.append(path)
+            finally:
+                snap.clear()
+
+    def _watch(self) -> None:
+        """The watchdog: dumps a step running past its bound, and the
+        signal's dumps (read from the wakeup socket)."""
+        import select
+        period = 0.05
+        while True:
+            with self._lock:
+                if self._closing:
+                    return
+                bound = self._bound if self.watchdog else None
+                running = time.monotonic_ns() - self._step_start
+                if (bound is not None and running > bound
+                        and self._hang_dumped != self.step_number and _active is self):
+                    self._hang_dumped = self.step_number
+                    self._dump(f"hung step {self.step_number}", limited=True)
+            if self._sockets is None:
+                time.sleep(period)
+                continue
+            ready, _, _ = select.select([self._sockets[0]], [], [], period)
+            if ready:
+                data = self._sockets[0].recv(256)
+                if self.signal is not None and self.signal in data and _active is self:
+                    self._dump(f"signal {signal_module.Signals(self.signal).name}",
+                               limited=True)
+
+    def _thread_exception(self, args: Any) -> None:
+        self._dump(f"exception {args.exc_type.__name__} in {getattr(args.thread, 'name', '?')}",
+                   limited=True)
+        self._old_excepthook(args)
+
+    def _install_signal(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            raise ValueError("a flight recorder with a signal starts in the main thread "
+                             "(signal=None: no signal)")
+        self._sockets = socket.socketpair()
+        for sock in self._sockets:
+            sock.setblocking(False)
+        old = signal_module.set_wakeup_fd(self._sockets[1].fileno(), warn_on_full_buffer=False)
+        if old != -1:
+            # Someone (asyncio's loop) reads the wakeup fd: theirs stays, and
+            # the signal is caught by its Python-level handler only.
+            signal_module.set_wakeup_fd(old)
+            self._old_wakeup = None
+        else:
+            self._old_wakeup = -1
+        self._old_handler = signal_module.signal(self.signal, self._on_signal)
+
+    def _on_signal(self, signum: int, frame: Any) -> None:
+        if self._old_wakeup is None:  # no wakeup fd of ours: dump from here
+            threading.Thread(target=self._dump, args=(f"signal {signum}",),
+                             kwargs={"limited": True}, daemon=True).start()
+        old = self._old_handler
+        if callable(old):
+            old(signum, frame)
+
+    def _restore_signal(self) -> None:
+        if self.signal is None or self._sockets is None:
+            return
+        signal_module.signal(self.signal, self._old_handler
+                             if self._old_handler is not None else signal_module.SIG_DFL)
+        if self._old_wakeup == -1:
+            signal_module.set_wakeup_fd(-1)
+
+
+def flight_recorder(dump_dir: Union[str, "os.PathLike[str]"], **options: Any) -> FlightRecorder:
+    """A flight recorder writing its dumps to dump_dir (a context manager);
+    see ``frametrace.flight.__doc__`` for what it does and its options:
+    steps=3, slow_factor=3.0, slow_ms=None, warmup=5, format="json"
+    ("json.gz", "pftrace"), signal=SIGUSR2 (None: no signal), max_dumps=10,
+    min_interval=60.0, watchdog=True, and the Tracer's buffer_size, c_calls,
+    backend, max_memory, ignore, include."""
+    return FlightRecorder(dump_dir, **options)
+
+
+if sys.platform == "win32":  # pragma: no cover - no SIGUSR2
+    _DEFAULT_SIGNAL = None

@@ -1,0 +1,174 @@
+"""frametrace.flight_recorder (issue 20, part 2): a tracer for the whole
+job, and a dump of the last steps when a step is slow, hangs, an exception
+leaves the block or a thread, the signal comes, or the program asks.
+Every dump is loaded back and checked: the steps it covers, its reason,
+nothing ending after its snapshot time."""
+import json
+import os
+import signal
+import threading
+import time
+
+import pytest
+
+import frametrace
+from frametrace.testing import assert_valid_trace
+
+pytestmark = pytest.mark.usefixtures("clock")
+
+
+def work(i, slow_at, slow_s):
+    time.sleep(slow_s if i == slow_at else 0.005)
+    return sum(range(50))
+
+
+def loaded(path):
+    trace = frametrace.load(path)
+    with open(path) as f:
+        info = json.load(f)["otherData"]["frametrace"]["metadata"]["dump"]
+    assert_valid_trace(trace.events, trace.tracer_start_ns, trace.tracer_stop_ns)
+    assert trace.tracer_stop_ns == info["snapshot_ns"]
+    assert trace.tracer_start_ns == info["window_start_ns"]
+    assert max(ev.end_ns for ev in trace.events) <= info["snapshot_ns"]
+    return trace, info
+
+
+def works(trace):
+    return [ev for ev in trace.events if ev.name.split(".")[-1] == "work"]
+
+
+def test_one_slow_step_gives_one_dump_holding_it(tmp_path):
+    with frametrace.flight_recorder(tmp_path, watchdog=False, min_interval=0, steps=3) as rec:
+        for i in range(20):
+            work(i, 12, 0.2)
+            frametrace.step()
+    assert rec.errors == []
+    (path,) = rec.dumps
+    assert os.path.basename(path).startswith(f"frametrace-dump-{os.getpid()}-1-slow-step-12")
+    trace, info = loaded(path)
+    assert info["reason"] == "slow step 12" and info["steps"] == [10, 12]
+    assert [s.step for s in trace.steps] == [10, 11, 12]
+    # Steps 10-12 whole: the slow one is the last, the dump cut after it.
+    assert [(ev.open_at_start, ev.open_at_stop) for ev in works(trace)] == [(False, False)] * 3
+    assert works(trace)[-1].end_ns - works(trace)[-1].start_ns >= 200_000_000
+
+
+def test_a_hung_step_is_dumped_by_the_watchdog_while_it_runs(tmp_path):
+    with frametrace.flight_recorder(tmp_path, slow_ms=100, min_interval=0) as rec:
+        for i in range(8):
+            work(i, 6, 1.0)
+            if i == 6:
+                woke = time.monotonic_ns()
+            frametrace.step()
+    (path,) = rec.dumps  # one: the step that ended slow was dumped already
+    trace, info = loaded(path)
+    assert info["reason"] == "hung step 6"
+    assert info["snapshot_ns"] < woke  # taken during the sleep
+    hung = works(trace)[-1]
+    assert hung.open_at_stop and hung.end_ns == info["snapshot_ns"]
+    sleeping = [ev for ev in trace.events if ev.name == "time.sleep" and ev.parent is not None
+                and trace.events[ev.parent] is hung]
+    assert len(sleeping) == 1 and sleeping[0].open_at_stop
+
+
+def test_exception_out_of_the_block_is_dumped(tmp_path):
+    rec = frametrace.flight_recorder(tmp_path, watchdog=False, signal=None)
+    with pytest.raises(ZeroDivisionError):
+        with rec:
+            for i in range(5):
+                work(i, -1, 0)
+                frametrace.step()
+            1 / 0
+    (path,) = rec.dumps
+    trace, info = loaded(path)
+    assert info["reason"] == "exception ZeroDivisionError"
+    assert info["steps"] == [3, 5]
+
+
+# The hook chains to pytest's, which reports the thread's exception.
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
+def test_exception_in_a_thread_is_dumped(tmp_path):
+    def failing():
+        work(0, -1, 0)
+        raise RuntimeError("in a worker")
+
+    with frametrace.flight_recorder(tmp_path, watchdog=False, signal=None) as rec:
+        frametrace.step()
+        worker = threading.Thread(target=failing, name="worker")
+        worker.start()
+        worker.join()
+        frametrace.step()
+    (path,) = rec.dumps
+    trace, info = loaded(path)
+    assert info["reason"] == "exception RuntimeError in worker"
+    assert [ev.thread_id for ev in works(trace)] == [worker.ident]
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGUSR2"), reason="no SIGUSR2 here")
+def test_signal_dumps_while_the_main_thread_waits_in_c(tmp_path):
+    with frametrace.flight_recorder(tmp_path, watchdog=False) as rec:
+        frametrace.step()
+        threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGUSR2)).start()
+        time.sleep(1.0)  # in C, the GIL released: no Python handler runs meanwhile
+        woke = time.monotonic_ns()
+        frametrace.step()
+    (path,) = rec.dumps
+    trace, info = loaded(path)
+    assert info["reason"] == "signal SIGUSR2"
+    assert info["snapshot_ns"] < woke - 500_000_000  # well before the sleep ended
+    sleeps = [ev for ev in trace.events if ev.name == "time.sleep"]
+    assert sleeps[-1].open_at_stop
+
+
+def test_signal_handler_already_there_still_runs(tmp_path):
+    seen = []
+    old = signal.signal(signal.SIGUSR2, lambda signum, frame: seen.append(signum))
+    try:
+        with frametrace.flight_recorder(tmp_path, watchdog=False) as rec:
+            os.kill(os.getpid(), signal.SIGUSR2)
+            time.sleep(0.3)
+        assert seen == [signal.SIGUSR2]
+        assert len(rec.dumps) == 1
+        assert signal.getsignal(signal.SIGUSR2) is not rec._on_signal
+    finally:
+        signal.signal(signal.SIGUSR2, old)
+
+
+def test_requested_dumps_and_the_limit(tmp_path):
+    with frametrace.flight_recorder(tmp_path, max_dumps=2, watchdog=False, signal=None) as rec:
+        first = rec.dump("first look")
+        frametrace.step()
+        second = rec.dump()
+        assert rec.dump("third") is None
+    assert rec.dumps == [first, second]
+    assert [loaded(p)[1]["reason"] for p in rec.dumps] == ["first look", "requested"]
+
+
+def test_pftrace_dump(tmp_path):
+    from pftrace import decode
+
+    with frametrace.flight_recorder(tmp_path, format="pftrace", watchdog=False,
+                                    signal=None) as rec:
+        work(0, -1, 0)
+        rec.dump("look")
+    (path,) = rec.dumps
+    assert path.endswith(".pftrace")
+    slices = [s.name for ss in decode(path).slices.values() for s in ss]
+    assert [n for n in slices if n.split(".")[-1] == "work"] == ["work"]
+
+
+def test_bad_options(tmp_path):
+    with pytest.raises(TypeError, match="steps must be an int"):
+        frametrace.flight_recorder(tmp_path, steps=1.5)
+    with pytest.raises(ValueError, match="slow_factor must be > 1"):
+        frametrace.flight_recorder(tmp_path, slow_factor=0.5)
+    with pytest.raises(ValueError, match="no step would be slow"):
+        frametrace.flight_recorder(tmp_path, slow_factor=None)
+    with pytest.raises(ValueError, match="format must be"):
+        frametrace.flight_recorder(tmp_path, format="csv")
+    with pytest.raises(TypeError, match="signal must be a signal number"):
+        frametrace.flight_recorder(tmp_path, signal="USR2")
+    with frametrace.flight_recorder(tmp_path, watchdog=False, signal=None):
+        with pytest.raises(RuntimeError, match="running already"):
+            with frametrace.flight_recorder(tmp_path, watchdog=False, signal=None):
+                pass
