@@ -77,15 +77,16 @@ class FlightRecorder:
                 raise TypeError(f"{name} must be an int, not {type(value).__name__}")
             if value < (1 if name == "steps" else 0):
                 raise ValueError(f"{name} must be >= {1 if name == 'steps' else 0}, got {value}")
-        for name, value in (("slow_factor", slow_factor), ("slow_ms", slow_ms),
-                            ("min_interval", min_interval)):
-            if value is None and name != "min_interval":
+        numbers: tuple[tuple[str, Any], ...] = (("slow_factor", slow_factor), ("slow_ms", slow_ms),
+                                                ("min_interval", min_interval))
+        for name, number in numbers:
+            if number is None and name != "min_interval":
                 continue
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise TypeError(f"{name} must be a number, not {type(value).__name__}")
-            if value < 0 or (name == "slow_factor" and value <= 1):
+            if isinstance(number, bool) or not isinstance(number, (int, float)):
+                raise TypeError(f"{name} must be a number, not {type(number).__name__}")
+            if number < 0 or (name == "slow_factor" and number <= 1):
                 raise ValueError(f"{name} must be {'> 1' if name == 'slow_factor' else '>= 0'}, "
-                                 f"got {value}")
+                                 f"got {number}")
         if slow_factor is None and slow_ms is None:
             raise ValueError("slow_factor and slow_ms are both None: no step would be slow")
         if format not in ("json", "json.gz", "pftrace"):
@@ -114,7 +115,7 @@ class FlightRecorder:
         self._threads: list[threading.Thread] = []
         self._old_excepthook: Any = None
         self._old_handler: Any = None
-        self._old_wakeup = -1
+        self._old_wakeup: Optional[int] = -1  # None: another's wakeup fd stays
         self._sockets: Optional[tuple] = None
 
     # ---- the job's side ---------------------------------------------------
@@ -286,6 +287,7 @@ class FlightRecorder:
         self._old_excepthook(args)
 
     def _install_signal(self) -> None:
+        assert self.signal is not None
         if threading.current_thread() is not threading.main_thread():
             raise ValueError("a flight recorder with a signal starts in the main thread "
                              "(signal=None: no signal)")

@@ -35,11 +35,12 @@ from typing import Any, Callable, Iterable, Literal, Optional, Sequence, Union
 
 from . import _tracer
 from .export import Slice
+from .filters import TORCH_PLUMBING as PLUMBING
 from .schedule import ProfilerAction, Schedule
 from .session import Profile as _Session
 from .session import Trace
 
-__all__ = ["profile", "Profile", "join_torch", "torch_trace_slices", "read_torch_chrome",
+__all__ = ["PLUMBING", "profile", "Profile", "join_torch", "torch_trace_slices", "read_torch_chrome",
            "torch_chrome_as_frametrace", "is_torch_chrome"]
 
 # How long a window's handler waits for torch's results of the same
@@ -143,7 +144,9 @@ class Profile:
                  module_names: Any = None, activities: Optional[Sequence[Any]] = None,
                  record_shapes: bool = False, buffer_size: int = _tracer.DEFAULT_BUFFER_SIZE,
                  c_calls: bool = True, backend: str = "auto",
-                 max_memory: int = _tracer.DEFAULT_MAX_MEMORY):
+                 max_memory: int = _tracer.DEFAULT_MAX_MEMORY,
+                 ignore: Optional[Iterable[str]] = None,
+                 include: Optional[Iterable[str]] = None):
         if on_trace_ready is not None and not callable(on_trace_ready):
             raise TypeError(f"on_trace_ready must be callable, not {type(on_trace_ready).__name__}")
         if not isinstance(record_shapes, bool):
@@ -151,7 +154,10 @@ class Profile:
         self._options: dict[str, Any] = dict(
             schedule=schedule, python_steps=python_steps, buffer_size=buffer_size,
             c_calls=c_calls, backend=backend, max_memory=max_memory)
-        _Session(**self._options)  # checks them now, not at enter
+        # Checked now, not at enter; kept as the checked tuples.
+        checked = _Session(**self._options, ignore=ignore, include=include)
+        self._options.update(ignore=checked._tracer_options["ignore"],
+                             include=checked._tracer_options["include"])
         self.schedule = schedule
         self.python_steps = python_steps
         self.on_trace_ready = on_trace_ready
@@ -310,13 +316,16 @@ def profile(*, schedule: Optional[Callable[[int], ProfilerAction]] = None,
             module_names: Any = None, activities: Optional[Sequence[Any]] = None,
             record_shapes: bool = False, buffer_size: int = _tracer.DEFAULT_BUFFER_SIZE,
             c_calls: bool = True, backend: str = "auto",
-            max_memory: int = _tracer.DEFAULT_MAX_MEMORY) -> Profile:
+            max_memory: int = _tracer.DEFAULT_MAX_MEMORY,
+            ignore: Optional[Iterable[str]] = None,
+            include: Optional[Iterable[str]] = None) -> Profile:
     """Profiles a torch training loop: Python with frametrace, torch's ops
     with torch.profiler, on one schedule and one timeline (a context
     manager; ``prof.step()`` ends each step of both).
 
-    schedule, python_steps, buffer_size, c_calls, backend, max_memory: as
-    for ``frametrace.profile`` (torch.profiler follows the same schedule;
+    schedule, python_steps, buffer_size, c_calls, backend, max_memory,
+    ignore, include: as for ``frametrace.profile`` (``ignore=PLUMBING``,
+    ``frametrace.torch.PLUMBING``, leaves nn.Module's call machinery out) (torch.profiler follows the same schedule;
     Python tracing may stop after python_steps active steps of a window
     while torch's ops are recorded to its end).  on_trace_ready(trace) is
     called for each active window on the session's writer thread, with a
@@ -330,7 +339,7 @@ def profile(*, schedule: Optional[Callable[[int], ProfilerAction]] = None,
     return Profile(schedule=schedule, python_steps=python_steps, on_trace_ready=on_trace_ready,
                    module_names=module_names, activities=activities, record_shapes=record_shapes,
                    buffer_size=buffer_size, c_calls=c_calls, backend=backend,
-                   max_memory=max_memory)
+                   max_memory=max_memory, ignore=ignore, include=include)
 
 
 def _ignored_code(tp: Any) -> tuple:

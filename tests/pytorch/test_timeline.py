@@ -258,3 +258,22 @@ def test_record_shapes_puts_the_input_dims_in_the_ops_args():
     ops = [x for xs in traces[0].slices.values() for x in xs if x.name == "aten::addmm"]
     assert ops and all(x.args and x.args.get("Input Dims") for x in ops)
     assert [len(d) for d in ops[0].args["Input Dims"]][:3] == [1, 2, 2]  # bias, input, weight.t
+
+
+def test_plumbing_ignored_with_the_ops_still_joined(tmp_path):
+    """ignore=frametrace.torch.PLUMBING: nn.Module's call machinery is not
+    recorded, the layers' forward calls are, and torch's ops still nest in
+    the Python frames left (the file is checked as Perfetto needs it)."""
+    traces, _, _ = run(6, schedule=frametrace.schedule(wait=1, warmup=1, active=2, repeat=1),
+                       ignore=frametrace.torch.PLUMBING)
+    (trace,) = traces
+    names = {ev.name for ev in trace.events}
+    assert not [n for n in names if n.endswith(("._call_impl", "._wrapped_call_impl"))]
+    assert [n for n in names if n.endswith("Linear.forward")]
+    assert_valid_trace(trace.events, trace.tracer_start_ns, trace.tracer_stop_ns)
+    trace.save(tmp_path / "t.json")
+    events, _ = chrome(tmp_path / "t.json")
+    ops = [e for e in events if e.get("ph") == "X" and e.get("cat") not in ("python", "c")]
+    assert ops
+    for spans in spans_by_tid(events, {"python", "c", "cpu_op"}).values():
+        assert_nested(spans)
