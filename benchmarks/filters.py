@@ -35,6 +35,7 @@ import time
 
 import frametrace
 from frametrace import _testing
+import overhead
 from overhead import measure, quartiles, run_reference, run_untraced
 from workloads import markdown_table as table
 
@@ -78,17 +79,7 @@ IGNORE = [f"{__name__}.ignored_py", f"{__name__}.wrapper", "builtins.len"]
 
 
 def run_frametrace(backend, ignore, c_calls=True):
-    def run(fn, arg):
-        tracer = frametrace.Tracer(backend=backend, ignore=ignore, c_calls=c_calls)
-        tracer.start()
-        len(())  # this thread's first event: its ring is allocated here
-        t0 = clock_ns()
-        fn(arg)
-        t1 = clock_ns()
-        tracer.stop()
-        tracer.clear()
-        return t1 - t0
-    return run
+    return overhead.run_frametrace(backend, ignore=ignore, c_calls=c_calls)
 
 
 def mon_floor(enable):

@@ -82,9 +82,9 @@ def run_cprofile(fn, arg):
     return t1 - t0
 
 
-def run_frametrace(backend):
+def run_frametrace(backend, **options):
     def run(fn, arg):
-        tracer = frametrace.Tracer(backend=backend)
+        tracer = frametrace.Tracer(backend=backend, **options)
         tracer.start()
         len(())  # this thread's first event: its ring is allocated here
         t0 = clock_ns()

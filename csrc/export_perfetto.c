@@ -779,6 +779,34 @@ typedef struct {
     int category_c;
 } seq_interning;
 
+/* The iid of function id func on si's sequence, and whether it is a C
+ * function; at its first use there its names go into data (*interned =
+ * data, else NULL).  0, or -1 when out of memory. */
+static int
+func_iid(seq_interning *si, uint32_t func, uint32_t nfuncs,
+         const func_names_t *funcs, const pb_t *strings, pb_t *data,
+         pb_t *tmp, uint32_t *iid, int *is_c, const pb_t **interned)
+{
+    uint32_t f = func & ~FT_ID_IGNORED;
+    if (f > nfuncs) {
+        f = nfuncs;  /* beyond the table: its "?" entry */
+    }
+    *interned = NULL;
+    if (si->iid[f] == 0) {
+        si->used[si->nused++] = f;
+        si->iid[f] = si->nused;
+        intern_func(data, tmp, &funcs[f], strings, si->iid[f],
+                    &si->category_c);
+        if (data->failed) {
+            return -1;
+        }
+        *interned = data;
+    }
+    *iid = si->iid[f];
+    *is_c = funcs[f].is_c;
+    return 0;
+}
+
 static void
 seq_interning_reset(seq_interning *si)
 {
@@ -1047,24 +1075,14 @@ ft_write_perfetto(ft_tracer *tracer, PyObject *args, PyObject *kwargs)
                 if (ev->depth > max_depth) {
                     max_depth = ev->depth;
                 }
-                uint32_t f = ev->func & ~FT_ID_IGNORED;
-                if (f > nfuncs) {
-                    f = nfuncs;
+                uint32_t iid;
+                int is_c;
+                const pb_t *interned;
+                if (func_iid(&si, ev->func, nfuncs, funcs, &strings, &data,
+                             &tmp, &iid, &is_c, &interned) < 0) {
+                    interrupted = nomem = 1;
+                    break;
                 }
-                const pb_t *interned = NULL;
-                if (si.iid[f] == 0) {
-                    si.used[si.nused++] = f;
-                    si.iid[f] = si.nused;
-                    intern_func(&data, &tmp, &funcs[f], &strings, si.iid[f],
-                                &si.category_c);
-                    if (data.failed) {
-                        interrupted = nomem = 1;
-                        break;
-                    }
-                    interned = &data;
-                }
-                uint32_t iid = si.iid[f];
-                int is_c = funcs[f].is_c;
                 emit_slice(&out, SLICE_BEGIN, (uint64_t)start - (uint64_t)clock,
                            seq, 0, iid, is_c ? CATEGORY_C : 0, is_c ? 0 : iid,
                            interned);
@@ -1096,24 +1114,14 @@ ft_write_perfetto(ft_tracer *tracer, PyObject *args, PyObject *kwargs)
                            seq, 0, 0, 0, 0, NULL);
                 clock = end;
             }
-            uint32_t f = ev->func & ~FT_ID_IGNORED;
-            if (f > nfuncs) {
-                f = nfuncs;  /* beyond the table: its "?" entry */
+            uint32_t iid;
+            int is_c;
+            const pb_t *interned;
+            if (func_iid(&si, ev->func, nfuncs, funcs, &strings, &data, &tmp,
+                         &iid, &is_c, &interned) < 0) {
+                interrupted = nomem = 1;
+                break;
             }
-            const pb_t *interned = NULL;
-            if (si.iid[f] == 0) {
-                si.used[si.nused++] = f;
-                si.iid[f] = si.nused;
-                intern_func(&data, &tmp, &funcs[f], &strings, si.iid[f],
-                            &si.category_c);
-                if (data.failed) {
-                    interrupted = nomem = 1;
-                    break;
-                }
-                interned = &data;
-            }
-            uint32_t iid = si.iid[f];
-            int is_c = funcs[f].is_c;
             emit_slice(&out, SLICE_BEGIN,
                        (uint64_t)ev->start_ns - (uint64_t)clock, seq, 0, iid,
                        is_c ? CATEGORY_C : 0, is_c ? 0 : iid, interned);

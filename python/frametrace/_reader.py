@@ -560,3 +560,14 @@ def _parse_event(ev: Any, n: int, strings: _Strings) -> Optional[tuple[str, tupl
     if not isinstance(ph, str):
         raise _Bad(f"{what}: no \"ph\" (event phase)")
     return None  # other phases and categories: not frametrace's
+
+
+def _plain(value: Any) -> Any:
+    """value with its decimals made JSON numbers again (for json.dumps)."""
+    if isinstance(value, decimal.Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value

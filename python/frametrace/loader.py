@@ -35,14 +35,13 @@ file ``OSError``.
 """
 from __future__ import annotations
 
-import decimal
 import gc
 import os
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 from ._reader import (PathLike, Progress, _Bad, _by_thread, _check, _frametrace_other, _get,
-                      _int, _named_errors, _processes, _read, _show, _Sink, _tail_other)
+                      _int, _named_errors, _plain, _processes, _read, _show, _Sink, _tail_other)
 from ._tracer import Event, ThreadInfo, _load_chrome_calls
 from .export import EVENT_FIELDS, FORMAT, VERSION
 from .merge import merge
@@ -298,17 +297,7 @@ def _rank_info(value: Any) -> Optional[dict]:
     info = _check(value, dict, "otherData.frametrace.metadata.distributed")
     if info.get("rank") is not None:
         _int(info["rank"], "otherData.frametrace.metadata.distributed.rank")
-    return _plain_numbers(info)
-
-
-def _plain_numbers(value: Any) -> Any:
-    if isinstance(value, decimal.Decimal):
-        return int(value) if value == value.to_integral_value() else float(value)
-    if isinstance(value, dict):
-        return {k: _plain_numbers(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_plain_numbers(v) for v in value]
-    return value
+    return _plain(info)
 
 
 def _portable_trace(doc: dict) -> Trace:

@@ -5,7 +5,6 @@ the loader's reader and event checks, so merge writes nothing ``load()``
 rejects; ``load()`` reads the result back as a ``MergedTrace``."""
 from __future__ import annotations
 
-import decimal
 import json
 import os
 import shutil
@@ -16,22 +15,11 @@ from typing import Any, Callable, Optional
 from ._output import _write_error, open_output
 from ._tracer import _merge_chrome_lines
 from .export import FORMAT, VERSION, _us_text
-from ._reader import (PathLike, Progress, _Bad, _frametrace_other, _int, _named_errors,
+from ._reader import (PathLike, Progress, _Bad, _frametrace_other, _int, _named_errors, _plain,
                       _ns, _parse_event, _processes, _read, _Sink, _Strings, _tail_other)
 from .torch import is_torch_chrome, torch_chrome_as_frametrace
 
 __all__ = ["merge"]
-
-
-def _plain(value: Any) -> Any:
-    """value with its decimals made JSON numbers again (for json.dumps)."""
-    if isinstance(value, decimal.Decimal):
-        return int(value) if value == value.to_integral_value() else float(value)
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_plain(v) for v in value]
-    return value
 
 
 class _MergeSink(_Sink):
