@@ -35,7 +35,7 @@ def child_env(**extra):
 
 def torch_installed() -> bool:
     """Whether the real torch is importable.  tests/ is on sys.path and
-    tests/torch/ (the torch tests, no __init__.py) is then a namespace
+    tests/pytorch/ (the torch tests, no __init__.py) is then a namespace
     package named torch: ``import torch`` succeeds without torch, and
     pytest.importorskip("torch") does not skip.  Installed, torch (a regular
     package) comes first."""

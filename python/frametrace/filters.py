@@ -63,7 +63,7 @@ __all__ = ["TORCH_PLUMBING"]
 
 # What an nn.Module training step runs that is torch's machinery, not the
 # model's or the loop's code: picked from what a torch 2.13 step of an
-# nn.Sequential MLP with SGD records (tests/torch/test_filters_torch.py).
+# nn.Sequential MLP with SGD records (tests/pytorch/test_filters_torch.py).
 # The model's forward() methods, torch.nn.functional, the loss, backward()
 # and the optimizer's step() stay; so do the C calls the ignored functions
 # make (the ops), under the nearest recorded caller.
