@@ -63,9 +63,13 @@ class Viewer:
     """frametrace view running in a subprocess; its output read as it comes."""
 
     def __init__(self, *args, env=None):
+        # As from a terminal: Ctrl-C (SIGINT) interrupts it.  A job started
+        # in the background by a non-interactive shell (CI's background
+        # lane) inherits SIGINT ignored, and Python then keeps it ignored.
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "frametrace", "view", *map(str, args)],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(env))
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(env),
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         _STARTED.append(self.proc)
         self.lines = queue.Queue()
         self.out, self.err = [], []
