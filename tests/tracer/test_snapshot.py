@@ -342,19 +342,29 @@ def test_window_with_threads_started_and_ended_around_the_mark():
         before = threading.Thread(target=leaf, args=(5,))
         before.start()
         before.join()
-        stop = threading.Event()
+        go, parked, stop = threading.Event(), threading.Event(), threading.Event()
 
         def spin():
-            while not stop.is_set():
+            # Calls on both sides of the mark, then parked in C for the
+            # snapshot (a thread caught runnable between a frame's push and
+            # its call event is test_running_threads_... 's case).
+            for _ in range(50):
                 leaf(3)
+            go.wait()
+            for _ in range(50):
+                leaf(3)
+            parked.set()
+            stop.wait()
 
         spinner = threading.Thread(target=spin)
         spinner.start()
         time.sleep(0.01)
         mark = tracer.mark()
+        go.set()
         after = threading.Thread(target=leaf, args=(7,))
         after.start()
         after.join()
+        parked.wait()
         time.sleep(0.01)
         snap = tracer.snapshot(since=mark)
         stop.set()
