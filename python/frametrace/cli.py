@@ -3,6 +3,7 @@
     frametrace run [-o trace.json] [--buffer-size N] [--no-c-calls] [--fork-traces]
                    [--follow-children] [--ignore PATTERN]... [--include PATTERN]...
                    [--steps SPEC [--python-steps N]] script.py [args...]
+    frametrace run --flight-recorder DIR [tracer options] script.py [args...]
     frametrace run [options] -m package.module [args...]
     frametrace attach PID [--duration SECONDS | --steps N [--step-function module:qualname]]
                       [-o trace.json|.pftrace] [--buffer-size N] [--no-c-calls] [--timeout SECONDS]
@@ -105,6 +106,7 @@ def _error(command: str, message: str) -> int:
 # ---- run ------------------------------------------------------------------------------
 
 _RUN_VALUE_OPTIONS = ("-o", "--output", "--buffer-size", "--max-memory", "--steps", "--python-steps",
+                      "--flight-recorder",
                       "--backend", "--ignore", "--include")
 _RUN_FLAGS = ("--no-c-calls", "--fork-traces", "--follow-children", "-h", "--help")
 
@@ -228,6 +230,7 @@ def _check_program(script: Optional[str], module: Optional[str]) -> Optional[str
 
 def _run(ns: argparse.Namespace, script: Optional[str], module: Optional[str],
          args: list[str]) -> int:
+    from .flight import FlightRecorder
     from .session import Profile
     from .tracer import Tracer
 
@@ -239,6 +242,18 @@ def _run(ns: argparse.Namespace, script: Optional[str], module: Optional[str],
             raise ValueError("--fork-traces does not go with --steps")
         if ns.follow_children:
             ns.fork_traces = False  # what it did, --follow-children does too
+        recorder = None
+        if ns.flight_recorder is not None:
+            for given, name in ((ns.steps is not None, "--steps"),
+                                (ns.fork_traces, "--fork-traces"),
+                                (ns.follow_children, "--follow-children"),
+                                (ns.output != DEFAULT_OUTPUT, "-o")):
+                if given:
+                    raise ValueError(f"--flight-recorder does not go with {name}")
+            recorder = FlightRecorder(ns.flight_recorder, buffer_size=ns.buffer_size,
+                                      c_calls=not ns.no_c_calls, backend=ns.backend,
+                                      max_memory=ns.max_memory, ignore=ns.ignore,
+                                      include=ns.include)
         tracer = Tracer(buffer_size=ns.buffer_size, c_calls=not ns.no_c_calls,
                         backend=ns.backend, max_memory=ns.max_memory, ignore=ns.ignore,
                         include=ns.include)
@@ -312,7 +327,20 @@ def _run(ns: argparse.Namespace, script: Optional[str], module: Optional[str],
         _RUNNING = True
         forks = _FORKS = _ForkTracers(tracer, skip) if ns.fork_traces else None
         shutdown = _thread_shutdown(ns.own_process)
-        if session is None:
+        if recorder is not None:
+            for skipped in skip:
+                recorder.tracer._ignore(skipped)
+            try:
+                recorder.__enter__()
+            except (RuntimeError, ValueError) as exc:
+                return _error("run", str(exc))
+            error = _execute(script, module, prepared)
+            error = _wait_for_threads(shutdown, error)
+            if error is not None and not (isinstance(error, SystemExit)
+                                          and _exit_code(error) == 0):
+                recorder.dump(f"exception {type(error).__name__}")
+            recorder.__exit__(None, None, None)
+        elif session is None:
             for skipped in skip:
                 tracer._ignore(skipped)
             try:
@@ -356,6 +384,14 @@ def _run(ns: argparse.Namespace, script: Optional[str], module: Optional[str],
         return _write_run_trace(tracer, numbered(output_name(output), child),
                                 f"{rank_name(distributed_info(), process_name)} (child {child})",
                                 dict(metadata, exit_code=status, parent_pid=pid), status)
+    if recorder is not None:
+        for path in recorder.dumps:
+            print(f"{PROG} run: flight recorder dump: {path}", file=sys.stderr)
+        for failure in recorder.errors:
+            print(f"{PROG} run: a flight recorder dump failed: {failure}", file=sys.stderr)
+        if not recorder.dumps and not recorder.errors:
+            print(f"{PROG} run: flight recorder: nothing dumped", file=sys.stderr)
+        return status
     if session is None:
         info = distributed_info()
         return _write_run_trace(tracer, output_name(output, info), rank_name(info) or process_name,
@@ -1005,6 +1041,11 @@ def _parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
                           "with fork, spawn or forkserver: DataLoader workers, pools), each for "
                           "its whole life, written as OUTPUT's name with .PID before the "
                           "extension")
+    run.add_argument("--flight-recorder", metavar="DIR",
+                     help="trace the whole run with a flight recorder "
+                          "(frametrace.flight_recorder): the program marks its steps with "
+                          "frametrace.step(), and the last 3 steps are written to DIR when a "
+                          "step is slow or hangs, on an exception, or on SIGUSR2; no -o trace")
     run.add_argument("--steps", type=_parse_steps, metavar="SPEC",
                      help="trace only some steps of the program, which marks them with "
                           "frametrace.step(): N (the first N steps) or a schedule, "

@@ -34,7 +34,8 @@ Dumps are rate-limited (``max_dumps`` in all, ``min_interval`` seconds
 apart; ``recorder.dump()`` is not limited by min_interval).  The tracer's
 memory is bounded by ``max_memory`` (see ``Tracer``).  Not yet: function
 table entries of code made at run time are kept until the recorder ends;
-``frametrace attach --dump``.
+``frametrace attach --dump``.  ``frametrace run --flight-recorder DIR``
+runs a program under one.
 """
 from __future__ import annotations
 
