@@ -70,17 +70,23 @@ def write_json(path: str | os.PathLike[str], document: Mapping[str, Any]) -> str
     return path
 
 
-def read_json(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Reads a document written by write_json, checking that it is one."""
-    path = os.fspath(path)
+def _json_document(path: str, what: str) -> Any:
+    """The JSON document in path (gzip-compressed if it ends in .gz);
+    ValueError naming path and what it should have been if it is none."""
     opener = gzip.open if path.endswith(".gz") else open
     try:
         with opener(path, "rt", encoding="utf-8") as fh:
-            doc = json.load(fh)
+            return json.load(fh)
     except (OSError, ValueError, EOFError) as exc:
-        raise ValueError(f"{path}: not a readable frametrace trace: {exc}") from exc
+        raise ValueError(f"{path}: not a readable {what}: {exc}") from exc
     except RecursionError:
-        raise ValueError(f"{path}: JSON nested too deeply to be a frametrace trace") from None
+        raise ValueError(f"{path}: JSON nested too deeply to be a {what}") from None
+
+
+def read_json(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Reads a document written by write_json, checking that it is one."""
+    path = os.fspath(path)
+    doc = _json_document(path, "frametrace trace")
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise ValueError(f"{path}: not a frametrace trace (no \"format\": \"{FORMAT}\")")
     if doc.get("version") != VERSION:

@@ -34,7 +34,7 @@ import warnings
 from typing import Any, Callable, Iterable, Literal, Optional, Sequence, Union
 
 from . import _tracer
-from .export import Slice
+from .export import Slice, _json_document
 from .filters import TORCH_PLUMBING as PLUMBING
 from .schedule import ProfilerAction, Schedule
 from .session import Profile as _Session
@@ -398,16 +398,8 @@ def read_torch_chrome(path: Union[str, "os.PathLike[str]"]) -> tuple[dict, list]
     """torch.profiler's Chrome trace (``export_chrome_trace``): (its
     top-level members but traceEvents, [_Activity] with wall-clock ns:
     ``baseTimeNanoseconds`` + ts).  ValueError if it is not one."""
-    import gzip
-    import json
-
     name = os.fspath(path)
-    opener = gzip.open if name.endswith(".gz") else open
-    try:
-        with opener(name, "rt", encoding="utf-8") as fh:
-            doc = json.load(fh)
-    except (OSError, ValueError, EOFError) as exc:
-        raise ValueError(f"{name}: not a readable torch.profiler trace: {exc}") from exc
+    doc = _json_document(name, "torch.profiler trace")
     if not isinstance(doc, dict) or not isinstance(doc.get("traceEvents"), list):
         raise ValueError(f"{name}: not a Chrome trace (no traceEvents list)")
     base = doc.get("baseTimeNanoseconds")
@@ -436,18 +428,12 @@ def torch_chrome_as_frametrace(path: Union[str, "os.PathLike[str]"], output: str
     ``otherData.frametrace`` whose clock anchor puts ts 0 at that wall-clock
     time (origin 0 on a clock of ns since the base); torch's own top-level
     members (trace_id, deviceProperties, ...) go to its metadata."""
-    import gzip
     import json
 
     from .export import FORMAT, VERSION, _us_text
 
     name = os.fspath(path)
-    opener = gzip.open if name.endswith(".gz") else open
-    try:
-        with opener(name, "rt", encoding="utf-8") as fh:
-            doc = json.load(fh)
-    except (OSError, ValueError, EOFError) as exc:
-        raise ValueError(f"{name}: not a readable torch.profiler trace: {exc}") from exc
+    doc = _json_document(name, "torch.profiler trace")
     base = doc.get("baseTimeNanoseconds") if isinstance(doc, dict) else None
     if isinstance(base, bool) or not isinstance(base, int) or not isinstance(doc.get("traceEvents"), list):
         raise ValueError(f"{name}: not a torch.profiler Chrome trace (baseTimeNanoseconds and "
