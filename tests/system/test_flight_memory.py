@@ -71,10 +71,11 @@ def test_ten_thousand_steps_making_functions_stay_flat(tmp_path):
     untraced = run(tmp_path, "untraced")
     assert result["errors"] == []
     # Two code objects a step (the exec'd module's and f_<i>'s): all but
-    # what the sweeps keep are gone; the table never held more than the
-    # size a sweep waits for (2,048 live) and what it keeps, twice over.
+    # what the sweeps keep are gone.  The ring (32K records) names some
+    # 2,600 of them: a sweep waits for twice that, and frees what the one
+    # before released, so the table holds a few thousand, not 20,000.
     assert result["freed"] > 2 * STEPS - 4 * 2048
-    assert result["held"] < 3 * 2048
+    assert result["held"] < 4 * 2048
     assert result["alive"] < 2 * 2048
     # Over the second half of the run the RSS grows as the untraced
     # program's does (CPython keeps the new names), give or take what the
