@@ -66,6 +66,8 @@ _GRACE = 1.0
 # How long the target's main thread waits for the attacher's "go".
 _HANDSHAKE_TIMEOUT = 5.0
 _PROBE_TIMEOUT = 30.0
+# The least time attach --dump waits for the dump a signal asked for.
+_SIGNAL_WAIT = 10.0
 
 
 class AttachError(RuntimeError):
@@ -467,7 +469,8 @@ def dump(pid: int, reason: str = "attach", *, timeout: float = DEFAULT_TIMEOUT,
     ``use_signal`` is false: the recorder's C-level handler has its
     watchdog thread take the dump whatever the main thread does, with the
     reason "signal SIGUSR2", subject to its ``min_interval``; the dump file
-    is waited for, ``timeout`` seconds again.  A process that does not
+    is waited for, ``timeout`` seconds again (at least 10, and while it is
+    being written).  A process that does not
     catch the signal is never sent it (its default action could end it).
 
     Raises AttachError, naming the cause: no flight recorder running there,
@@ -609,7 +612,7 @@ class _Dump(_Attach):
         being written extends the wait)."""
         directory, base = os.path.split(pattern)
         writing = os.path.join(directory, f".{base}.tmp")
-        deadline = time.monotonic() + self.timeout
+        deadline = time.monotonic() + max(self.timeout, _SIGNAL_WAIT)
         while True:
             new = sorted(set(glob.glob(pattern)) - before)
             if new:
@@ -621,9 +624,9 @@ class _Dump(_Attach):
             time.sleep(0.05)
         raise self._fail(
             f"sent {name}, but no dump appeared in {about['dump_dir']} within "
-            f"{self.timeout:g} s: the flight recorder takes a signal's dump at most once every "
-            f"min_interval ({about['min_interval']:g} s), max_dumps ({about['max_dumps']}) in "
-            f"all")
+            f"{max(self.timeout, _SIGNAL_WAIT):g} s: the flight recorder takes a signal's "
+            f"dump at most once every min_interval ({about['min_interval']:g} s), "
+            f"max_dumps ({about['max_dumps']}) in all")
 
 
 def _advertised(pid: int) -> list:
@@ -880,7 +883,9 @@ def _serve_dump(sock: Any, config: dict) -> None:
 
         def done(path: Optional[str], error: Optional[str]) -> None:
             with lock:
-                _send(sock, {"dump": {"path": path, "error": error}})
+                # As seen from anywhere: dump_dir may be relative to this cwd.
+                _send(sock, {"dump": {"path": path and os.path.abspath(path),
+                                      "error": error}})
                 left[0] -= 1
                 if not left[0]:
                     sock.close()
