@@ -800,6 +800,7 @@ def _is_zip(path: str) -> bool:
 
 def _attach(ns: argparse.Namespace) -> int:
     from . import reports
+    from ._tracer import DEFAULT_BUFFER_SIZE
     from .remote import AttachError, _Attach
 
     import signal
