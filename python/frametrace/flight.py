@@ -377,6 +377,9 @@ class FlightRecorder:
             except ValueError:
                 name = f"signal {self.signal}"
         about = {"pid": os.getpid(), "signal": self.signal, "signal_name": name,
+                 # False: another's wakeup fd (asyncio's) stays, and the signal
+                 # is served only when the main thread runs Python.
+                 "caught_in_c": self.signal is not None and self._old_wakeup == -1,
                  "dump_dir": os.path.abspath(self.dump_dir), "format": self.format,
                  "max_dumps": self.max_dumps, "min_interval": self.min_interval}
         try:

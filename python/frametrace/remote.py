@@ -377,7 +377,7 @@ class _Attach:
                              f"attached to", _Unreachable)
         raise self._fail(f"sys.remote_exec failed: {kind}: {message}")
 
-    def _converse(self) -> AttachResult:
+    def _converse(self) -> Any:  # AttachResult here, DumpResult in _Dump
         assert self.sock is not None
         reader = _Lines(self.sock)
         self.sock.settimeout(_HANDSHAKE_TIMEOUT)
@@ -622,11 +622,14 @@ class _Dump(_Attach):
             if not os.path.exists(f"/proc/{self.pid}"):
                 raise self._fail(f"it exited after {name} was sent, before a dump was written")
             time.sleep(0.05)
+        in_python = ("" if about.get("caught_in_c", True) else
+                     "; and it catches the signal in Python only (another wakeup fd, "
+                     "asyncio's, was set before it), served once the main thread runs Python")
         raise self._fail(
             f"sent {name}, but no dump appeared in {about['dump_dir']} within "
             f"{max(self.timeout, _SIGNAL_WAIT):g} s: the flight recorder takes a signal's "
             f"dump at most once every min_interval ({about['min_interval']:g} s), "
-            f"max_dumps ({about['max_dumps']}) in all")
+            f"max_dumps ({about['max_dumps']}) in all{in_python}")
 
 
 def _advertised(pid: int) -> list:

@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+import warnings
 
 import pytest
 
@@ -219,6 +220,24 @@ def test_the_advert_lives_as_long_as_the_recorder(tmp_path):
         assert about["pid"] == os.getpid() and about["signal"] == signal.SIGUSR2
         assert about["signal_name"] == "SIGUSR2" and about["dump_dir"] == str(tmp_path / "d")
         assert (about["min_interval"], about["max_dumps"]) == (5, rec.max_dumps)
+        assert about["caught_in_c"] is True
+        # A forked child inherits the memfd, which names its parent: not its.
+        read, write = os.pipe()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)  # a fork beside threads
+            child = os.fork()
+        if child == 0:
+            try:
+                os.read(read, 1)
+            finally:
+                os._exit(0)
+        try:
+            assert remote._advertised(child) == []
+        finally:
+            os.write(write, b"x")
+            os.waitpid(child, 0)
+            os.close(read)
+            os.close(write)
     assert remote._advertised(os.getpid()) == []
 
 
