@@ -33,6 +33,13 @@ script starts (Ctrl-C at that instant) raises into the script, and CPython
 reports that as the script's error instead of raising it in the target's
 code.
 
+``dump(pid)`` (``frametrace attach PID --dump``) asks the flight recorders
+running in the target to dump: its script (no import; it hands the request
+over through ``_serve_dump``) returns at once, each recorder's writer
+thread takes its dump and reports it over the socket.  When the script
+cannot run, the recorder's advertised signal is sent instead (see
+``dump``).
+
 Steps: with ``steps=N`` the tracer stops at the N-th call of
 ``frametrace.step()`` (in any thread) after the attach, so the trace holds
 the rest of the step under way and N-1 whole steps; with

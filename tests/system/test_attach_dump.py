@@ -39,7 +39,8 @@ class Target:
         self.proc = subprocess.Popen(
             # dump_dir relative to the target's cwd: attach prints absolute paths.
             [sys.executable, TARGET, mode, self.dump_dir.name, str(self.stop_file)],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            cwd=tmp_path,
             env=child_env(**(env or {})))
         self.pid = self.proc.pid
         first = self.proc.stdout.readline()
@@ -49,7 +50,7 @@ class Target:
 
     def finish(self, timeout=60):
         self.stop_file.touch()
-        out, err = self.proc.communicate(timeout=timeout)
+        out, err = self.proc.communicate("x", timeout=timeout)  # wakes "sleep"
         return (self.proc.returncode,
                 [os.path.join(self.dump_dir.parent, line) for line in out.splitlines()], err)
 
@@ -152,7 +153,8 @@ def test_main_thread_blocked_in_c_gets_the_signal_instead(tmp_path, targets):
     assert "sending SIGUSR2, its flight recorder's signal, instead" in proc.stderr
     (path,) = proc.stdout.splitlines()
     check_dump(path, "signal SIGUSR2")
-    # The request, run when the sleep ended, found itself late: no second dump.
+    # The request, run when the signal's handler did, found itself late:
+    # no second dump.
     time.sleep(0.5)
     assert target.finish() == (0, [path], "")
 

@@ -6,15 +6,15 @@ tests/system/test_attach_dump.py to ask for dumps from outside.
 It prints "ready" once its loop runs, goes on until the file STOPFILE
 exists, then prints the dumps its recorder wrote, one a line, and exits
 with status 0.  MODE: "busy" (the main thread loops, a step an iteration),
-"sleep" (the main thread sleeps in time.sleep, looking for STOPFILE every
-3 s: blocked in C), "nosignal" (sleep, the recorder with signal=None),
+"sleep" (the main thread blocked in C: it reads its stdin, and looks for
+STOPFILE when a byte comes), "nosignal" (sleep, the recorder with
+signal=None),
 "full" (busy, max_dumps=0), "none" (busy, frametrace imported but no
 recorder).  The recorder's steps are never slow to it (slow_ms: an
 hour): the only dumps are the ones asked for."""
 import contextlib
 import os
 import sys
-import time
 
 import frametrace
 
@@ -46,7 +46,7 @@ def main(mode, dump_dir, stop_file):
         print("ready", flush=True)
         while not os.path.exists(stop_file):
             if mode in ("sleep", "nosignal"):
-                time.sleep(3.0)
+                os.read(0, 1)  # a signal's handler runs, and the read goes on
             else:
                 train_step()
                 frametrace.step()
