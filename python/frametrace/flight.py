@@ -271,12 +271,18 @@ class FlightRecorder:
                 while not self._queue and not self._requests and not self._closing:
                     self._wake.wait()
                 requests, self._requests = self._requests, collections.deque()
-                refused = [done for reason, done in requests
-                           if self._dump(reason, limited=False, done=done) is None]
-                why = (f"max_dumps ({self.max_dumps}) reached" if self._taken >= self.max_dumps
-                       else "the flight recorder has ended")
+                refused = []
+                for reason, done in requests:
+                    try:
+                        if self._dump(reason, limited=False, done=done) is None:
+                            refused.append((done, f"max_dumps ({self.max_dumps}) reached"
+                                            if self._taken >= self.max_dumps
+                                            else "the flight recorder has ended"))
+                    except Exception as exc:  # noqa: BLE001 - kept, the writer goes on
+                        self.errors.append(exc)
+                        refused.append((done, f"{type(exc).__name__}: {exc}"))
                 job = self._queue.popleft() if self._queue else None
-            for done in refused:
+            for done, why in refused:
                 if done is not None:
                     _call(done, None, why)
             if job is None:

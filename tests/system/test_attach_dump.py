@@ -301,3 +301,19 @@ def test_process_gone(capsys):
     gone.wait()
     assert cli.main(["attach", str(gone.pid), "--dump"]) == 2
     assert f"no process with PID {gone.pid}" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("kwargs, error, message", [
+    ({"pid": 0}, ValueError, "pid must be positive"),
+    ({"pid": "1"}, TypeError, "pid must be an int"),
+    ({"pid": True}, TypeError, "pid must be an int"),
+    ({"reason": 3}, TypeError, "reason must be a str"),
+    ({"reason": " "}, ValueError, "reason must not be empty"),
+    ({"timeout": 0}, ValueError, "timeout must be positive"),
+    ({"use_signal": 1}, TypeError, "use_signal must be a bool"),
+])
+def test_bad_arguments(kwargs, error, message):
+    with pytest.raises(error, match=message):
+        remote.dump(**dict({"pid": 1}, **kwargs))
+    with pytest.raises(ValueError, match="itself: call recorder.dump()"):
+        remote.dump(os.getpid())
