@@ -35,9 +35,10 @@ ends after the snapshot time: frames running then end there, flagged
 
 Dumps are rate-limited (``max_dumps`` in all, ``min_interval`` seconds
 apart; ``recorder.dump()`` is not limited by min_interval).  The tracer's
-memory is bounded by ``max_memory`` (see ``Tracer``).  Not yet: function
-table entries of code made at run time are kept until the recorder ends.
-``frametrace run --flight-recorder DIR`` runs a program under one.
+memory is bounded by ``max_memory`` (see ``Tracer``), its function table
+by sweeps (``Tracer.release_functions``): code made at run time (exec,
+dataclasses, torch.compile) is let go once no retained record names it;
+a pending dump holds its own copy of the names.  ``frametrace run --flight-recorder DIR`` runs a program under one.
 
 A running recorder is listed in ``_running`` (``frametrace attach --dump``
 asks those), and, on Linux, names its signal and dump_dir to other
