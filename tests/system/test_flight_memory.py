@@ -52,6 +52,13 @@ with frametrace.flight_recorder(sys.argv[1], steps=3, slow_factor=None, slow_ms=
             gc.collect()
             rss_at[i] = rss()
     freed = rec.tracer.functions_freed
+    # The last dump written (its snapshot holds its names), and no
+    # collection under way in the writer (gc.collect() returns at once then).
+    import time
+    while len(rec.dumps) + len(rec.errors) < 10:
+        time.sleep(0.01)
+    for _ in range(3):
+        gc.collect()
     alive = len(codes)
 print(json.dumps({"dumps": rec.dumps, "errors": [repr(e) for e in rec.errors],
                   "rss": [rss_at[steps // 2], rss_at[steps - 1]], "held": held, "freed": freed,
