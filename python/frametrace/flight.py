@@ -35,7 +35,8 @@ apart; ``recorder.dump()`` is not limited by min_interval).  The tracer's
 memory is bounded by ``max_memory`` (see ``Tracer``).  Not yet: function
 table entries of code made at run time are kept until the recorder ends;
 ``frametrace attach --dump``.  ``frametrace run --flight-recorder DIR``
-runs a program under one.
+runs a program under one.  Python only: ``frametrace.torch.flight_recorder``
+is one whose dumps hold torch's ops too (``frametrace._torch_flight``).
 """
 from __future__ import annotations
 

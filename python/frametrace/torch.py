@@ -24,7 +24,12 @@ nested under the Python frame (the C call) that ran it, and GPU kernels on
 tracks of their own; ``trace.save()`` (or ``frametrace.save(dir)``) then
 writes one Chrome JSON or ``.pftrace`` file.
 
-torch is imported when a profile is entered, never by ``import frametrace``.
+``frametrace.torch.flight_recorder(dump_dir, ...)`` is a flight recorder
+(``frametrace.flight_recorder``) whose dumps hold torch's ops, joined the
+same way (``frametrace._torch_flight``).
+
+torch is imported when a profile or a flight recorder is entered, never by
+``import frametrace``.
 """
 from __future__ import annotations
 
