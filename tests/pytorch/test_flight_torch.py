@@ -161,6 +161,53 @@ def test_hung_step_dump_is_python_only_from_its_cycle_on(tmp_path):
         "time.sleep"]
 
 
+def test_a_hang_lets_a_waiting_dump_go_python_only(tmp_path):
+    model, opt, loader = training(8)
+    seen = []
+    with frametrace.torch.flight_recorder(tmp_path, steps=2, cycle_steps=5, slow_ms=300,
+                                          slow_factor=None, signal=None,
+                                          min_interval=0) as rec:
+        def check(i):
+            if i == 6:  # the hang is over: both dumps were written during it
+                seen.append([loaded for loaded in rec.dumps])
+        # A dump in step 5 (it waits for cycle 5-9), then step 6 hangs.
+        for i, (x, y) in enumerate(loader):
+            torch.nn.functional.cross_entropy(model(x), y).backward()
+            if i == 5:
+                rec.dump("look")
+            if i == 6:
+                time.sleep(2.5)
+            check(i)
+            rec.step()
+    assert rec.errors == []
+    (written,) = seen
+    infos = {read(p)[1]["reason"]: read(p)[1] for p in written}
+    assert sorted(infos) == ["hung step 6", "look"]
+    assert infos["look"]["torch"] == ("python only from step 5 on: its torch.profiler "
+                                      "cycle was still recording when a step hung")
+    assert infos["hung step 6"]["torch"].startswith("python only from step 5 on: its "
+                                                    "torch.profiler cycle was still recording")
+    # Steps 4-5: step 4's ops (cycle 0-4), step 5 Python only; steps 5-6:
+    # Python only, the whole window.
+    look, hung = infos["look"], infos["hung step 6"]
+    assert look["steps"] == [4, 5] and hung["steps"] == [5, 6]
+    assert look["torch_ops"] > 0 and look["torch_until_ns"] > look["window_start_ns"]
+    assert hung["torch_ops"] == 0 and hung["torch_until_ns"] == hung["window_start_ns"]
+
+
+def test_record_shapes_gives_ops_their_input_dims(tmp_path):
+    model, opt, loader = training(4)
+    with frametrace.torch.flight_recorder(tmp_path, steps=2, cycle_steps=2, watchdog=False,
+                                          signal=None, record_shapes=True) as rec:
+        loop(rec, model, opt, loader, check=lambda i: rec.dump() if i == 3 else None)
+    (path,) = rec.dumps
+    with open(path) as f:
+        events = json.load(f)["traceEvents"]
+    addmm = [e for e in events if e.get("name") == "aten::addmm"]
+    assert len(addmm) == 2 * LINEARS
+    assert all(e["args"]["Input Dims"][1] in ([16, 32], [16, 64]) for e in addmm)
+
+
 def test_python_only_recorder_has_no_torch_ops(tmp_path):
     model, opt, loader = training(12)
     with frametrace.flight_recorder(tmp_path, steps=3, watchdog=False, signal=None,
