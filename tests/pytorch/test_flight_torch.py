@@ -7,6 +7,7 @@ import gc
 import json
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -76,6 +77,17 @@ def main_spans(trace, spans):
     return spans[main]
 
 
+def assert_nested(spans):
+    """Every two slices of a track nest or are disjoint: what Perfetto needs
+    (it drops a slice that partly overlaps another of its track)."""
+    stack = []
+    for s in sorted(spans, key=lambda s: (s[0], -s[1])):
+        while stack and stack[-1][1] <= s[0] and not (stack[-1][1] == s[0] == s[1]):
+            stack.pop()
+        assert not stack or s[1] <= stack[-1][1], f"{s} crosses {stack[-1]}"
+        stack.append(s)
+
+
 def in_frames(ops, frames):
     """Each op lies inside some frame (a Python or C call) of its thread."""
     return all(any(f[0] <= o[0] and o[1] <= f[1] for f in frames) for o in ops)
@@ -116,6 +128,24 @@ def test_slow_step_gives_one_dump_with_its_torch_ops(tmp_path):
     c_linear = [s for s in frames if s[2] == "c" and s[3].endswith("linear")]
     assert len(c_linear) == 3 * LINEARS and in_frames(linears, c_linear)
     assert info["torch_ops"] == sum(len(v) for v in spans.values()) - len(trace.events) - 3
+    for track in spans.values():
+        assert_nested(track)
+
+
+def test_pftrace_dump_holds_the_ops_in_the_thread_track(tmp_path):
+    pftrace = pytest.importorskip("pftrace")
+    model, opt, loader = training(6)
+    with frametrace.torch.flight_recorder(tmp_path, steps=2, cycle_steps=2, watchdog=False,
+                                          signal=None, format="pftrace") as rec:
+        loop(rec, model, opt, loader, check=lambda i: rec.dump() if i == 4 else None)
+    (path,) = rec.dumps
+    assert path.endswith(".pftrace") and rec.errors == []
+    decoded = pftrace.decode(path)
+    uuid, _ = pftrace.thread_tracks(decoded)[threading.get_native_id()]
+    slices = decoded.slices[uuid]
+    # Steps 3 and 4 (the dump cut before step 4's step()): two forwards.
+    assert sum(s.name == "aten::linear" for s in slices) == 2 * LINEARS
+    assert any(s.category == "cpu_op" and s.depth > 0 for s in slices)
 
 
 def test_exception_dump_has_the_failing_steps_ops(tmp_path):
