@@ -164,21 +164,26 @@ class FlightRecorder:
             _active = None
             session._flight_step = None
             self.tracer.stop()
-            if self._on_stop is not None:
-                self._on_stop()
-            threading.excepthook = self._old_excepthook
-            self._restore_signal()
-            with self._lock:
-                self._closing = True
-                self._wake.notify_all()
-            if self._sockets is not None:
-                self._sockets[1].send(b"\0")  # the watchdog's select returns
-            for thread in self._threads:
-                thread.join()
-            if self._sockets is not None:
-                for sock in self._sockets:
-                    sock.close()
-            self.tracer.clear()
+            try:
+                if self._on_stop is not None:
+                    self._on_stop()
+            finally:
+                self._close()
+
+    def _close(self) -> None:
+        threading.excepthook = self._old_excepthook
+        self._restore_signal()
+        with self._lock:
+            self._closing = True
+            self._wake.notify_all()
+        if self._sockets is not None:
+            self._sockets[1].send(b"\0")  # the watchdog's select returns
+        for thread in self._threads:
+            thread.join()
+        if self._sockets is not None:
+            for sock in self._sockets:
+                sock.close()
+        self.tracer.clear()
 
     def step(self) -> None:
         """Ends the current step (``frametrace.step()`` calls it): a dump
