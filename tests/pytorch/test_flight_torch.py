@@ -23,6 +23,8 @@ pytestmark = pytest.mark.usefixtures("clock")
 
 # MLP: two Linear in its encoder, one head: three aten::linear a forward.
 LINEARS = 3
+# Where no step is to be slow (a busy machine's can be 3x the median).
+NEVER_SLOW = dict(slow_factor=None, slow_ms=600_000)
 
 
 def loop(rec, model, opt, loader, slow_at=-1, slow_s=0.0, raise_at=-1, check=None):
@@ -39,6 +41,17 @@ def loop(rec, model, opt, loader, slow_at=-1, slow_s=0.0, raise_at=-1, check=Non
         if check is not None:
             check(i)
         rec.step()
+
+
+def warmed(steps):
+    """training(steps), its first forward and backward run once untraced:
+    the first step's lazy set-up would pass a slow step's bound on a busy
+    machine."""
+    model, opt, loader = training(steps)
+    torch.nn.functional.cross_entropy(model(torch.randn(16, 32)),
+                                      torch.randint(0, 4, (16,))).backward()
+    opt.zero_grad()
+    return model, opt, loader
 
 
 def ns(us):
@@ -94,16 +107,16 @@ def in_frames(ops, frames):
 
 
 def test_slow_step_gives_one_dump_with_its_torch_ops(tmp_path):
-    model, opt, loader = training(20)
+    model, opt, loader = warmed(20)
     # slow_ms, not slow_factor: a cycle's first step is several times
     # slower (kineto's new session); min_interval: the writer's join takes
     # the GIL beside the loop and may slow a later step.
     with frametrace.torch.flight_recorder(tmp_path, steps=3, cycle_steps=5, watchdog=False,
                                           signal=None, min_interval=60, slow_factor=None,
-                                          slow_ms=250) as rec:
+                                          slow_ms=500) as rec:
         written = []
         # Step 11's cycle (10-14) ends in step 14's step(): the dump waits.
-        loop(rec, model, opt, loader, slow_at=11, slow_s=0.6,
+        loop(rec, model, opt, loader, slow_at=11, slow_s=0.9,
              check=lambda i: written.append(len(rec.dumps)) if i == 14 else None)
     assert written == [0]
     assert rec.errors == []
@@ -136,7 +149,7 @@ def test_pftrace_dump_holds_the_ops_in_the_thread_track(tmp_path):
     pftrace = pytest.importorskip("pftrace")
     model, opt, loader = training(6)
     with frametrace.torch.flight_recorder(tmp_path, steps=2, cycle_steps=2, watchdog=False,
-                                          signal=None, format="pftrace") as rec:
+                                          signal=None, format="pftrace", **NEVER_SLOW) as rec:
         loop(rec, model, opt, loader, check=lambda i: rec.dump() if i == 4 else None)
     (path,) = rec.dumps
     assert path.endswith(".pftrace") and rec.errors == []
@@ -151,7 +164,7 @@ def test_pftrace_dump_holds_the_ops_in_the_thread_track(tmp_path):
 def test_exception_dump_has_the_failing_steps_ops(tmp_path):
     model, opt, loader = training(12)
     rec = frametrace.torch.flight_recorder(tmp_path, steps=3, cycle_steps=4, watchdog=False,
-                                           signal=None)
+                                           signal=None, **NEVER_SLOW)
     with pytest.raises(KeyError):
         with rec:
             loop(rec, model, opt, loader, raise_at=6)
@@ -169,8 +182,8 @@ def test_exception_dump_has_the_failing_steps_ops(tmp_path):
 
 
 def test_hung_step_dump_is_python_only_from_its_cycle_on(tmp_path):
-    model, opt, loader = training(9)
-    with frametrace.torch.flight_recorder(tmp_path, steps=3, cycle_steps=3, slow_ms=400,
+    model, opt, loader = warmed(9)
+    with frametrace.torch.flight_recorder(tmp_path, steps=3, cycle_steps=3, slow_ms=500,
                                           slow_factor=None, signal=None,
                                           min_interval=0) as rec:
         loop(rec, model, opt, loader, slow_at=6, slow_s=1.5)
@@ -192,9 +205,9 @@ def test_hung_step_dump_is_python_only_from_its_cycle_on(tmp_path):
 
 
 def test_a_hang_lets_a_waiting_dump_go_python_only(tmp_path):
-    model, opt, loader = training(8)
+    model, opt, loader = warmed(8)
     seen = []
-    with frametrace.torch.flight_recorder(tmp_path, steps=2, cycle_steps=5, slow_ms=300,
+    with frametrace.torch.flight_recorder(tmp_path, steps=2, cycle_steps=5, slow_ms=500,
                                           slow_factor=None, signal=None,
                                           min_interval=0) as rec:
         def check(i):
@@ -228,7 +241,7 @@ def test_a_hang_lets_a_waiting_dump_go_python_only(tmp_path):
 def test_record_shapes_gives_ops_their_input_dims(tmp_path):
     model, opt, loader = training(4)
     with frametrace.torch.flight_recorder(tmp_path, steps=2, cycle_steps=2, watchdog=False,
-                                          signal=None, record_shapes=True) as rec:
+                                          signal=None, record_shapes=True, **NEVER_SLOW) as rec:
         loop(rec, model, opt, loader, check=lambda i: rec.dump() if i == 3 else None)
     (path,) = rec.dumps
     with open(path) as f:
@@ -239,10 +252,10 @@ def test_record_shapes_gives_ops_their_input_dims(tmp_path):
 
 
 def test_python_only_recorder_has_no_torch_ops(tmp_path):
-    model, opt, loader = training(12)
+    model, opt, loader = warmed(12)
     with frametrace.flight_recorder(tmp_path, steps=3, watchdog=False, signal=None,
-                                    min_interval=60, slow_factor=None, slow_ms=250) as rec:
-        loop(rec, model, opt, loader, slow_at=8, slow_s=0.6)
+                                    min_interval=60, slow_factor=None, slow_ms=500) as rec:
+        loop(rec, model, opt, loader, slow_at=8, slow_s=0.9)
     (path,) = rec.dumps
     trace, info, spans = read(path)
     assert info["reason"] == "slow step 8" and "torch" not in info
@@ -275,7 +288,7 @@ def test_kept_cycles_are_bounded(tmp_path):
     before = live_torch_profiles()
     counts = []
     with frametrace.torch.flight_recorder(tmp_path, steps=2, cycle_steps=3, watchdog=False,
-                                          signal=None) as rec:
+                                          signal=None, **NEVER_SLOW) as rec:
         for i, (x, y) in enumerate(loader):
             torch.nn.functional.cross_entropy(model(x), y).backward()
             opt.step()
