@@ -258,6 +258,7 @@ ft_intern_c_function(ft_tracer *tracer, PyObject *arg, const void *key)
     if (named && tracer->phase == FT_PHASE_ACTIVE) {
         id = ft_functable_find(&tracer->funcs, key);
         if (id == FT_NO_ID) {
+            ft_release_check(tracer);
             id = ft_functable_add(&tracer->funcs, key, func,
                                   ignored || func.filtered);
             func.owner = func.name = func.filename = NULL;  /* stolen */

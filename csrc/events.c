@@ -15,6 +15,15 @@ event_info(ft_tracer *tracer, const ft_event *ev, PyObject **infos)
     PyObject **slot = &infos[2 * (size_t)idx + (ev->is_c ? 1 : 0)];
     if (*slot == NULL) {
         const ft_func *func = ft_functable_get(&tracer->funcs, ev->func);
+        if (func->state == FT_FUNC_FREE) {
+            /* No record refers to a freed entry: named "?" all the same. */
+            PyObject *unknown = PyUnicode_FromString("?");
+            *slot = unknown == NULL ? NULL
+                    : ft_event_info(tracer->state, unknown, unknown, 0,
+                                    ev->is_c);
+            Py_XDECREF(unknown);
+            return *slot;
+        }
         *slot = ft_event_info(tracer->state, func->name, func->filename,
                               func->lineno, ev->is_c);
     }

@@ -81,6 +81,18 @@ typedef struct {
 static int
 describe_func(const ft_func *func, func_json *fj)
 {
+    if (func->state == FT_FUNC_FREE) {
+        /* No record refers to a freed entry: named "?" all the same. */
+        static const char unknown[] = ",\"name\":\"?\",\"args\":{\"file\":\"?\"";
+        fj->tail_len = sizeof(unknown) - 1;
+        fj->tail = malloc(sizeof(unknown));
+        if (fj->tail == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        memcpy(fj->tail, unknown, sizeof(unknown));
+        return 0;
+    }
     size_t name_len, file_len;
     char *name = json_string(func->name, &name_len);
     PyObject *where = PyUnicode_FromFormat("%U:%d", func->filename,

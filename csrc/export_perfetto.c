@@ -306,6 +306,9 @@ take_func_names(ft_tracer *tracer, uint32_t nfuncs, func_names_t *names,
     for (uint32_t i = 0; i <= nfuncs && !strings->failed; i++) {
         func_names_t *f = &names[i];
         const ft_func *func = i < nfuncs ? &tracer->funcs.funcs[i] : NULL;
+        if (func != NULL && func->state == FT_FUNC_FREE) {
+            func = NULL;  /* no record refers to it: "?" all the same */
+        }
         f->is_c = func == NULL || func->is_c;
         f->lineno = func != NULL ? func->lineno : 0;
         add_string(strings, func != NULL ? func->name : unknown, &f->name,

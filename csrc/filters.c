@@ -248,6 +248,7 @@ ft_intern_code(ft_tracer *tracer, PyCodeObject *code, PyFrameObject *frame)
     if (id != FT_NO_ID) {
         return id;
     }
+    ft_release_check(tracer);
     if (!ft_filters_active(&tracer->filters)) {
         return ft_functable_add_code(&tracer->funcs, code, 0);
     }

@@ -15,6 +15,7 @@ ft_functable_init(ft_functable *table)
         return -1;
     }
     table->mask = FT_INITIAL_SLOTS - 1;
+    table->free_head = FT_NO_ID;
     return 0;
 }
 
@@ -35,6 +36,7 @@ ft_functable_clear(ft_functable *table)
     free(table->funcs);
     free(table->slots);
     memset(table, 0, sizeof(*table));
+    table->free_head = FT_NO_ID;
 }
 
 int
@@ -59,8 +61,11 @@ ft_functable_copy(ft_functable *dst, const ft_functable *src)
         Py_XINCREF(dst->funcs[i].name);
         Py_XINCREF(dst->funcs[i].filename);
     }
-    dst->nfuncs = dst->funcs_cap = src->nfuncs ? src->nfuncs : 1;
+    dst->funcs_cap = src->nfuncs ? src->nfuncs : 1;
     dst->nfuncs = src->nfuncs;
+    dst->free_head = src->free_head;
+    dst->nreleased = src->nreleased;
+    dst->freed = src->freed;
     return 0;
 }
 
@@ -73,6 +78,32 @@ ft_functable_traverse(ft_functable *table, visitproc visit, void *arg)
     return 0;
 }
 
+/* The map's slots moved into slots, a new zeroed array of nslots (a power
+ * of two, more than twice the live entries), the entries that are not live
+ * left out. */
+static void
+move_slots(ft_functable *table, ft_slot *slots, size_t nslots)
+{
+    size_t used = 0;
+    for (size_t i = 0; i <= table->mask; i++) {
+        const ft_slot *old = &table->slots[i];
+        if (old->key == NULL
+            || table->funcs[old->id & ~FT_ID_IGNORED].state != FT_FUNC_LIVE) {
+            continue;
+        }
+        size_t j = ft_hash_ptr(old->key) & (nslots - 1);
+        while (slots[j].key != NULL) {
+            j = (j + 1) & (nslots - 1);
+        }
+        slots[j] = *old;
+        used++;
+    }
+    free(table->slots);
+    table->slots = slots;
+    table->mask = nslots - 1;
+    table->used = used;
+}
+
 static int
 grow_slots(ft_functable *table)
 {
@@ -81,20 +112,67 @@ grow_slots(ft_functable *table)
     if (slots == NULL) {
         return -1;
     }
-    for (size_t i = 0; i <= table->mask; i++) {
-        const ft_slot *old = &table->slots[i];
-        if (old->key == NULL) {
-            continue;
+    move_slots(table, slots, nslots);
+    return 0;
+}
+
+int
+ft_functable_sweep(ft_functable *table, const uint8_t *referenced,
+                   PyObject ***garbage, size_t *ngarbage)
+{
+    *garbage = NULL;
+    *ngarbage = 0;
+    size_t to_free = 0, live = 0;
+    for (uint32_t id = 0; id < table->nfuncs; id++) {
+        const ft_func *f = &table->funcs[id];
+        if (f->state == FT_FUNC_RELEASED && !referenced[id]) {
+            to_free++;
         }
-        size_t j = ft_hash_ptr(old->key) & (nslots - 1);
-        while (slots[j].key != NULL) {
-            j = (j + 1) & (nslots - 1);
+        else if (f->state == FT_FUNC_LIVE
+                 && (referenced[id] || f->pinned)) {
+            live++;
         }
-        slots[j] = *old;
     }
-    free(table->slots);
-    table->slots = slots;
-    table->mask = nslots - 1;
+    /* Allocations first: failing, nothing has changed. */
+    size_t nslots = FT_INITIAL_SLOTS;
+    while (nslots < 2 * (live + 1)) {
+        nslots *= 2;
+    }
+    PyObject **refs = NULL;
+    if (to_free != 0) {
+        refs = malloc(3 * to_free * sizeof(PyObject *));
+        if (refs == NULL) {
+            return -1;
+        }
+    }
+    ft_slot *slots = calloc(nslots, sizeof(ft_slot));
+    if (slots == NULL) {
+        free(refs);
+        return -1;
+    }
+    size_t n = 0;
+    for (uint32_t id = 0; id < table->nfuncs; id++) {
+        ft_func *f = &table->funcs[id];
+        if (f->state == FT_FUNC_RELEASED && !referenced[id]) {
+            PyObject *held[3] = {f->owner, f->name, f->filename};
+            for (int k = 0; k < 3; k++) {
+                if (held[k] != NULL) {
+                    refs[n++] = held[k];
+                }
+            }
+            *f = (ft_func){.state = FT_FUNC_FREE, .next_free = table->free_head};
+            table->free_head = id;
+            table->nreleased--;
+            table->freed++;
+        }
+        else if (f->state == FT_FUNC_LIVE && !referenced[id] && !f->pinned) {
+            f->state = FT_FUNC_RELEASED;
+            table->nreleased++;
+        }
+    }
+    move_slots(table, slots, nslots);
+    *garbage = refs;
+    *ngarbage = n;
     return 0;
 }
 
@@ -102,14 +180,19 @@ uint32_t
 ft_functable_add(ft_functable *table, const void *key, ft_func func,
                  int ignored)
 {
-    if (table->nfuncs >= FT_ID_IGNORED - 1) {
+    if (table->free_head == FT_NO_ID && table->nfuncs >= FT_ID_IGNORED - 1) {
         goto error;
     }
     /* Keep the load factor at or below one half. */
     if ((table->used + 1) * 2 > table->mask + 1 && grow_slots(table) < 0) {
         goto error;
     }
-    if (table->nfuncs == table->funcs_cap) {
+    uint32_t id;
+    if (table->free_head != FT_NO_ID) {
+        id = table->free_head;
+        table->free_head = table->funcs[id].next_free;
+    }
+    else if (table->nfuncs == table->funcs_cap) {
         uint32_t cap = table->funcs_cap ? table->funcs_cap * 2 : 256;
         ft_func *funcs = realloc(table->funcs, cap * sizeof(ft_func));
         if (funcs == NULL) {
@@ -117,8 +200,14 @@ ft_functable_add(ft_functable *table, const void *key, ft_func func,
         }
         table->funcs = funcs;
         table->funcs_cap = cap;
+        id = table->nfuncs++;
     }
-    uint32_t id = table->nfuncs++;
+    else {
+        id = table->nfuncs++;
+    }
+    func.state = FT_FUNC_LIVE;
+    func.pinned = 0;
+    func.next_free = FT_NO_ID;
     table->funcs[id] = func;
     if (ignored) {
         id |= FT_ID_IGNORED;
@@ -172,5 +261,6 @@ ft_functable_ignore_code(ft_functable *table, PyCodeObject *code)
         i = (i + 1) & table->mask;
     }
     table->slots[i].id |= FT_ID_IGNORED;
+    table->funcs[table->slots[i].id & ~FT_ID_IGNORED].pinned = 1;
     return 0;
 }

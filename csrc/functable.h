@@ -1,6 +1,13 @@
 /* The tracer's function table: every Python code object and C function seen
  * while tracing gets a small integer id the first time it is seen.  Records
- * carry the id; the table keeps what is needed to name it later. */
+ * carry the id; the table keeps what is needed to name it later.
+ *
+ * Code made at run time (exec, dataclasses, torch.compile) would grow the
+ * table for as long as the tracer records, so a sweep (budget.c) releases
+ * the entries that no retained record references: released, an entry
+ * leaves the map (its function gets a new id when it runs again) but keeps
+ * its names, for a record that a thread was writing meanwhile; released
+ * and still unreferenced at the next sweep, it is freed and its id reused. */
 #ifndef FT_FUNCTABLE_H
 #define FT_FUNCTABLE_H
 
@@ -23,7 +30,17 @@ typedef struct {
     int filtered;        /* ignored by the tracer's include=/ignore= (not
                             by _ignore()): the monitoring backend may
                             return DISABLE for its events */
+    uint8_t state;       /* FT_FUNC_* */
+    uint8_t pinned;      /* ignored by _ignore(): never released (nothing
+                            could tell again that it is ignored) */
+    uint32_t next_free;  /* free: the next free id, or FT_NO_ID */
 } ft_func;
+
+enum {
+    FT_FUNC_LIVE = 0,    /* in the map */
+    FT_FUNC_RELEASED,    /* out of the map, names kept */
+    FT_FUNC_FREE,        /* no references; its id is reused first */
+};
 
 typedef struct {
     const void *key;     /* PyCodeObject* or PyMethodDef*; NULL: empty */
@@ -35,8 +52,11 @@ typedef struct {
     size_t mask;
     size_t used;
     ft_func *funcs;      /* indexed by id without the ignored bit */
-    uint32_t nfuncs;
+    uint32_t nfuncs;     /* ids ever handed out (entries in funcs) */
     uint32_t funcs_cap;
+    uint32_t free_head;  /* the first free id, or FT_NO_ID */
+    uint32_t nreleased;  /* entries released and not freed yet */
+    uint64_t freed;      /* entries freed by sweeps, ever */
 } ft_functable;
 
 int ft_functable_init(ft_functable *table);
@@ -46,6 +66,24 @@ void ft_functable_clear(ft_functable *table);
  * 0, or -1 (no memory) leaving dst empty (ft_functable_clear() safe). */
 int ft_functable_copy(ft_functable *dst, const ft_functable *src);
 int ft_functable_traverse(ft_functable *table, visitproc visit, void *arg);
+
+/* Entries holding references: live ones (table->used) and released ones. */
+static inline uint32_t
+ft_functable_held(const ft_functable *table)
+{
+    return (uint32_t)table->used + table->nreleased;
+}
+
+/* One sweep, given which ids some retained record (or stack) references
+ * (referenced[id] != 0, for every id < nfuncs): a released entry no longer
+ * referenced is freed; a live one unreferenced and not pinned is released;
+ * the map is rebuilt for the live ones.  The freed entries' references go
+ * to *garbage (malloc'd, *ngarbage of them, possibly 0 and NULL): the
+ * caller releases them once the table is consistent, since that may run
+ * Python code.  Runs no Python code itself.  0, or -1 (no memory) leaving
+ * the table as it was. */
+int ft_functable_sweep(ft_functable *table, const uint8_t *referenced,
+                       PyObject ***garbage, size_t *ngarbage);
 
 static inline size_t
 ft_hash_ptr(const void *p)

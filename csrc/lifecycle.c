@@ -1515,6 +1515,12 @@ ft_tracer_mark(ft_tracer *self)
                           ring->packed != NULL};
         memcpy(buf + sizeof(head) + (size_t)i * sizeof(at), &at, sizeof(at));
     }
+    /* A step: the safe point where the function table is swept when it
+     * has grown enough (release.c). */
+    if (self->funcs.used >= self->release_at && ft_release_functions(self) < 0) {
+        Py_DECREF(mark);
+        return NULL;
+    }
     return mark;
 }
 

@@ -554,6 +554,40 @@ ft_ring_read(ft_ring_reader *reader, ft_record *rec)
     return 0;
 }
 
+void
+ft_ring_mark_ids(const ft_ring *ring, uint8_t *marks, uint32_t nmarks)
+{
+    if (ring->packed != NULL) {
+        ft_ring_reader reader;
+        ft_record rec;
+        ft_ring_reader_init(&reader, ring);
+        while (ft_ring_read(&reader, &rec)) {
+            if (rec.func < nmarks) {
+                marks[rec.func] = 1;
+            }
+        }
+        return;
+    }
+    /* Order does not matter here: every retained word where it lies. */
+    uint64_t words = retained_words(ring);
+    for (uint64_t i = 0; i < words; i++) {
+        uint64_t word = ring->buf[i];
+        uint32_t id;
+        if (!is_escape(word)) {
+            id = (uint32_t)(word >> 3) & ((1u << FT_WORD_ID_BITS) - 1);
+        }
+        else if (word & DELTA_WORD_BIT) {
+            continue;
+        }
+        else {
+            id = (uint32_t)(word >> 32);
+        }
+        if (id < nmarks) {
+            marks[id] = 1;
+        }
+    }
+}
+
 uint64_t
 ft_ring_overwritten(const ft_ring *ring)
 {

@@ -255,6 +255,10 @@ ft_ring_retained(const ft_ring *ring)
            + ring->packed_records;
 }
 
+/* Sets marks[id] for the function id of every retained record (ids below
+ * nmarks; a header whose record lost its delta word counts too). */
+void ft_ring_mark_ids(const ft_ring *ring, uint8_t *marks, uint32_t nmarks);
+
 /* Records overwritten by newer ones or discarded (O(words) when the ring
  * overflowed and holds escapes, else O(1)). */
 uint64_t ft_ring_overwritten(const ft_ring *ring);

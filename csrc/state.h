@@ -235,7 +235,14 @@ typedef struct ft_tracer {
     Py_ssize_t pack_from;     /* none queued before this index in threads */
     PyObject *weakreflist;
     ft_filters filters;       /* include= and ignore= */
+    uint32_t release_at;      /* live functions that make the next sweep
+                                 of the function table (release.c) */
+    int release_scheduled;    /* a pending call holds the tracer for it */
+    uint64_t release_sweeps;  /* sweeps done */
 } ft_tracer;
+
+/* The fewest live functions a sweep of the function table waits for. */
+#define FT_RELEASE_MIN 2048
 
 /* ==== module.c ==== */
 
@@ -379,6 +386,27 @@ PyObject *ft_displaced_list(ft_tracer *tracer);
 /* The hook object's tp_call: it is called as a Python profile function
  * when a tool that saved it (sys.getprofile()) puts it back. */
 PyObject *ft_hook_call(PyObject *hook, PyObject *args, PyObject *kwargs);
+
+/* ==== release.c: the function table's sweep ==== */
+
+/* Releases the function table's entries that no retained record or stack
+ * references, and frees those released before and still unreferenced
+ * (functable.h), if the tracer records and nothing reads its records.
+ * Runs Python code (what the freed entries held goes).  The entries freed,
+ * or -1 with MemoryError. */
+int64_t ft_release_functions(ft_tracer *tracer);
+/* A pending call in the main interpreter that sweeps, unless one is
+ * scheduled already. */
+void ft_release_schedule(ft_tracer *tracer);
+/* After a new function entered the table: a sweep when it has grown
+ * enough. */
+static inline void
+ft_release_check(ft_tracer *tracer)
+{
+    if (FT_UNLIKELY(tracer->funcs.used >= tracer->release_at)) {
+        ft_release_schedule(tracer);
+    }
+}
 
 /* ==== hook.c: the PyEval_SetProfile backend's hot path ==== */
 

@@ -139,6 +139,7 @@ tracer_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     self->buffer_size = (uint64_t)buffer_size;
     self->max_memory = (uint64_t)max_memory;
     self->sweep_every = 64;
+    self->release_at = FT_RELEASE_MIN;
     self->c_calls = c_calls_obj == Py_True;
     self->backend = backend;
     self->phase = FT_PHASE_NEW;
@@ -162,6 +163,7 @@ ft_tracer_like(ft_tracer *tracer)
     self->buffer_size = tracer->buffer_size;
     self->max_memory = tracer->max_memory;
     self->sweep_every = 64;
+    self->release_at = FT_RELEASE_MIN;
     self->c_calls = tracer->c_calls;
     self->backend = tracer->backend;
     self->phase = FT_PHASE_NEW;
@@ -228,6 +230,18 @@ static PyObject *
 tracer_mark(ft_tracer *self, PyObject *Py_UNUSED(ignored))
 {
     return ft_tracer_mark(self);
+}
+
+static PyObject *
+tracer_release_functions(ft_tracer *self, PyObject *Py_UNUSED(ignored))
+{
+    if (self->phase != FT_PHASE_ACTIVE) {
+        PyErr_SetString(PyExc_RuntimeError, "release_functions() needs a "
+                        "tracer that is recording");
+        return NULL;
+    }
+    int64_t freed = ft_release_functions(self);
+    return freed < 0 ? NULL : PyLong_FromLongLong(freed);
 }
 
 static PyObject *
@@ -628,6 +642,18 @@ tracer_get_ring_bytes(ft_tracer *self, void *Py_UNUSED(closure))
 }
 
 static PyObject *
+tracer_get_functions_held(ft_tracer *self, void *Py_UNUSED(closure))
+{
+    return PyLong_FromUnsignedLong(ft_functable_held(&self->funcs));
+}
+
+static PyObject *
+tracer_get_functions_freed(ft_tracer *self, void *Py_UNUSED(closure))
+{
+    return PyLong_FromUnsignedLongLong(self->funcs.freed);
+}
+
+static PyObject *
 tracer_get_clock(ft_tracer *self, void *Py_UNUSED(closure))
 {
     return PyUnicode_FromString(self->clock.use_cycles ? "cycles" : "monotonic");
@@ -743,6 +769,15 @@ static PyMethodDef tracer_methods[] = {
      "Where every thread's records are now (bytes, opaque), for "
      "snapshot(since=mark): a step's start, say.  Cheap: a few words per "
      "thread.  RuntimeError unless recording."},
+    {"release_functions", (PyCFunction)tracer_release_functions, METH_NOARGS,
+     "release_functions($self, /)\n--\n\n"
+     "Sweep the function table now: entries that no retained record "
+     "references are released (their function gets a new id if it runs "
+     "again), and those released by an earlier sweep and still "
+     "unreferenced are freed, their code objects let go.  Returns how "
+     "many were freed.  The tracer sweeps by itself as the table grows "
+     "(at mark(), and from the main thread); RuntimeError unless "
+     "recording."},
     {"arm", (PyCFunction)tracer_arm, METH_NOARGS,
      "arm($self, /)\n--\n\n"
      "Do everything costly of start() now, recording off: conflict checks, "
@@ -845,6 +880,12 @@ static PyGetSetDef tracer_getset[] = {
     {"ring_bytes", (getter)tracer_get_ring_bytes, NULL,
      "bytes the threads' rings hold now (a ring grows as its thread "
      "records, up to buffer_size records)", NULL},
+    {"functions_held", (getter)tracer_get_functions_held, NULL,
+     "function table entries holding a function's names (and its code "
+     "object or type): bounded while recording, by the sweeps of "
+     "release_functions()", NULL},
+    {"functions_freed", (getter)tracer_get_functions_freed, NULL,
+     "function table entries freed by sweeps so far", NULL},
     {"clock", (getter)tracer_get_clock, NULL,
      "\"cycles\" (the CPU counter, converted to monotonic ns) or "
      "\"monotonic\" (CLOCK_MONOTONIC read directly); FRAMETRACE_CLOCK="

@@ -13,8 +13,9 @@ window meets and waits, on the writer thread, for the running one to end
 (the training thread never waits): then torch's ops inside the window are
 joined into the dump as ``frametrace.torch.profile`` joins a window's, on
 the Python frames of the thread that ran them, on one clock.  The dump of a
-hung step (the watchdog's) and a signal's do not wait: the running cycle's
-part of their window is Python only, and a hung step's dump lets the dumps
+hung step (the watchdog's), a signal's and ``request_dump()``'s (``frametrace
+attach --dump``'s, whose caller waits for the path) do not wait: the
+running cycle's part of their window is Python only, and a hung step's dump lets the dumps
 waiting for that cycle go the same way.  ``metadata.dump.torch`` says which
 ("included", or "python only ...: why"), ``torch_ops`` how many ops were
 joined, ``torch_ops_cut`` how many met the window but crossed its edges
@@ -206,13 +207,14 @@ class TorchFlightRecorder(FlightRecorder):
             return _TorchPart(cycles, None, off, off.failed if off is not None else None)
         if current.start_ns >= stop:
             return _TorchPart(cycles, None, None, None)
-        if kind in ("hung", "signal"):
+        if kind in ("hung", "signal", "request"):
             if kind == "hung":
                 # That cycle ends after the hung step does, if ever.
                 for item in self._queue:
-                    if isinstance(item[4], _TorchPart) and item[4].waiting is current:
-                        item[4].give_up = True
-            who = "a hung step's dump" if kind == "hung" else "a signal's dump"
+                    if isinstance(item[5], _TorchPart) and item[5].waiting is current:
+                        item[5].give_up = True
+            who = {"hung": "a hung step's dump", "signal": "a signal's dump",
+                   "request": "request_dump()'s (attach --dump's) dump"}[kind]
             return _TorchPart(cycles, None, current, f"its torch.profiler cycle was still "
                                                      f"recording ({who} does not wait for it)")
         return _TorchPart(cycles, current, None, None)

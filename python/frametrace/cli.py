@@ -7,6 +7,7 @@
     frametrace run [options] -m package.module [args...]
     frametrace attach PID [--duration SECONDS | --steps N [--step-function module:qualname]]
                       [-o trace.json|.pftrace] [--buffer-size N] [--no-c-calls] [--timeout SECONDS]
+    frametrace attach PID --dump [--reason TEXT] [--timeout SECONDS] [--no-signal]
     frametrace summary trace.json [--sort self|total|calls|mean|name] [--limit N] [--per-thread]
     frametrace flamegraph trace.json [-o out.svg]
     frametrace merge a.json b.json ... -o all.json
@@ -64,6 +65,19 @@ running there), or whose main thread runs no Python code within
 ``--timeout`` seconds, is left untouched: the reason, exit status 2.  A
 target that exits first writes what was recorded: exit status 2 too.
 Ctrl-C stops the tracing early; the trace is still written.
+
+``attach PID --dump`` asks the flight recorder running in the process
+(``frametrace.flight_recorder``, ``frametrace run --flight-recorder``) to
+dump its last steps now, waits until the dump is written and prints its
+path on stdout; its metadata's reason is ``--reason`` (default "attach").
+The request goes through ``sys.remote_exec`` (CPython 3.14+) and is served
+by the recorder's writer thread.  When it cannot be (an older CPython,
+remote debugging disabled, or the main thread blocked in a C call for
+``--timeout`` seconds), the recorder's signal (SIGUSR2 by default), which
+it names in a memfd of its own, is sent instead (``--no-signal``: not
+sent, the error says which one would work): that dump's reason is
+"signal SIGUSR2".  No flight recorder running there: a message, exit
+status 2 (see ``frametrace.remote.dump``).
 
 Bad input (a missing script or module, a file that is not a trace
 frametrace wrote) prints what is wrong on stderr and exits with 2.  Long
@@ -786,11 +800,19 @@ def _is_zip(path: str) -> bool:
 
 def _attach(ns: argparse.Namespace) -> int:
     from . import reports
+    from ._tracer import DEFAULT_BUFFER_SIZE
     from .remote import AttachError, _Attach
 
     import signal
 
     err = sys.stderr
+    if ns.dump:
+        return _attach_dump(ns)
+    for option, given in (("--reason", ns.reason is not None), ("--no-signal", ns.no_signal)):
+        if given:
+            return _error("attach", f"{option} goes only with --dump")
+    ns.buffer_size = DEFAULT_BUFFER_SIZE if ns.buffer_size is None else ns.buffer_size
+    ns.backend = ns.backend or "auto"
     if ns.output is not None:
         try:
             output_format(ns.output)  # the target writes by the extension: refused here first
@@ -856,6 +878,37 @@ def _attach(ns: argparse.Namespace) -> int:
         print(f"{PROG} attach: process {result.pid} exited before the end: the trace has what "
               f"was recorded until then", file=err)
         return 2
+    return 0
+
+
+def _attach_dump(ns: argparse.Namespace) -> int:
+    from .remote import AttachError, _Dump
+
+    for option, given in (("--duration", ns.duration), ("--steps", ns.steps),
+                          ("--step-function", ns.step_function), ("-o", ns.output),
+                          ("--buffer-size", ns.buffer_size), ("--no-c-calls", ns.no_c_calls),
+                          ("--backend", ns.backend), ("--ignore", ns.ignore),
+                          ("--include", ns.include)):
+        if given is not None and given is not False:
+            return _error("attach", f"--dump does not go with {option}: the flight "
+                                    f"recorder's own settings and dump_dir apply")
+    try:
+        request = _Dump(ns.pid, reason="attach" if ns.reason is None else ns.reason,
+                        timeout=ns.timeout, use_signal=not ns.no_signal,
+                        report=lambda message: print(f"{PROG}: {message}", file=sys.stderr))
+    except (TypeError, ValueError) as exc:
+        return _error("attach", str(exc))
+    try:
+        result = request.run()
+    except AttachError as exc:
+        return _error("attach", str(exc))
+    except KeyboardInterrupt:
+        print(f"{PROG} attach: interrupted"
+              + ("; the flight recorder still writes its dump" if request.going else ""),
+              file=sys.stderr)
+        return 130
+    for path in result.paths:
+        print(path)
     return 0
 
 
@@ -1064,11 +1117,15 @@ def _parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
         "attach", help="trace a running CPython 3.14+ process for a while",
         usage=f"{PROG} attach PID [--duration SECONDS | --steps N [--step-function "
               f"module:qualname]] [-o trace.json|.pftrace] [--buffer-size N] [--no-c-calls] "
-              f"[--ignore PATTERN ...] [--include PATTERN ...] [--timeout SECONDS]",
+              f"[--ignore PATTERN ...] [--include PATTERN ...] [--timeout SECONDS]\n"
+              f"       {PROG} attach PID --dump [--reason TEXT] [--timeout SECONDS] "
+              f"[--no-signal]",
         description="Trace a running CPython 3.14+ process without restarting it "
                     "(sys.remote_exec, PEP 768): the target starts a tracer on all its "
                     "threads, stops it after the duration or the steps, writes the trace, and "
-                    "goes on running.  frametrace must be importable in the target.")
+                    "goes on running.  frametrace must be importable in the target.  With "
+                    "--dump: ask the flight recorder running in it to dump now, and print the "
+                    "dump's path.")
     att.add_argument("pid", type=int, help="the process to trace")
     what = att.add_mutually_exclusive_group()
     what.add_argument("--duration", type=_positive_float, metavar="SECONDS",
@@ -1083,17 +1140,28 @@ def _parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     att.add_argument("-o", "--output", metavar="trace.json",
                      help="where the target writes the trace (default frametrace-PID.json; "
                           ".json.gz: compressed; .pftrace: Perfetto's format)")
-    att.add_argument("--buffer-size", type=_positive, default=DEFAULT_BUFFER_SIZE, metavar="N",
+    att.add_argument("--buffer-size", type=_positive, metavar="N",
                      help=f"ring capacity in records per thread, a call and a return being two "
                      f"(default {DEFAULT_BUFFER_SIZE:,})")
     att.add_argument("--no-c-calls", action="store_true",
                      help="do not record calls of C functions")
-    att.add_argument("--backend", choices=("auto", "setprofile", "monitoring"), default="auto",
+    att.add_argument("--backend", choices=("auto", "setprofile", "monitoring"),
                      help="how calls are seen in the target (default auto)")
     _filter_arguments(att)
     att.add_argument("--timeout", type=_positive_float, default=10.0, metavar="SECONDS",
                      help="give up when the target's main thread has not run Python code "
-                          "within this long (default 10)")
+                          "within this long (default 10; with --dump, then send the "
+                          "recorder's signal, and wait as long again for its dump)")
+    att.add_argument("--dump", action="store_true",
+                     help="ask the flight recorder running in the process to dump its last "
+                          "steps now; prints the dump's path (the recorder's dump_dir and "
+                          "format; no tracing of its own)")
+    att.add_argument("--reason", metavar="TEXT",
+                     help="with --dump: the reason the dump's metadata names (default attach)")
+    att.add_argument("--no-signal", action="store_true",
+                     help="with --dump: never send the recorder's signal (SIGUSR2 by default) "
+                          "when sys.remote_exec cannot ask (CPython < 3.14, remote debugging "
+                          "disabled, the main thread blocked in C)")
 
     summ = sub.add_parser("summary", help="print a per-function table of a trace",
                           description="Print a per-function table of a trace file "

@@ -28,19 +28,31 @@ ends after the snapshot time: frames running then end there, flagged
   writes it to a wakeup file descriptor that the watchdog thread reads, so
   the dump is taken while the main thread waits in C; the Python-level
   handler already installed (if any) still runs, chained;
-- ``recorder.dump(reason)`` is called.
+- ``recorder.dump(reason)`` is called, or ``recorder.request_dump(reason)``
+  (the writer thread takes it: the caller does not pause), as
+  ``frametrace attach PID --dump`` does from outside (CPython 3.14+; see
+  ``frametrace.remote.dump``).
 
 Dumps are rate-limited (``max_dumps`` in all, ``min_interval`` seconds
 apart; ``recorder.dump()`` is not limited by min_interval).  The tracer's
-memory is bounded by ``max_memory`` (see ``Tracer``).  Not yet: function
-table entries of code made at run time are kept until the recorder ends;
-``frametrace attach --dump``.  ``frametrace run --flight-recorder DIR``
-runs a program under one.  Python only: ``frametrace.torch.flight_recorder``
-is one whose dumps hold torch's ops too (``frametrace._torch_flight``).
+memory is bounded by ``max_memory`` (see ``Tracer``), its function table
+by sweeps (``Tracer.release_functions``): code made at run time (exec,
+dataclasses, torch.compile) is let go once no retained record names it;
+a pending dump holds its own copy of the names.  ``frametrace run --flight-recorder DIR`` runs a program under one.  Python
+only: ``frametrace.torch.flight_recorder`` is one whose dumps hold torch's
+ops too (``frametrace._torch_flight``).
+
+A running recorder is listed in ``_running`` (``frametrace attach --dump``
+asks those), and, on Linux, names its signal and dump_dir to other
+processes in a memfd it keeps open, named
+``frametrace-flight-recorder-PID`` (``/proc/PID/fd``): it goes with the
+process, and a forked child's copy names its parent.  ``attach --dump``
+sends that signal when it cannot ask through ``sys.remote_exec``.
 """
 from __future__ import annotations
 
 import collections
+import json
 import os
 import re
 import signal as signal_module
@@ -61,6 +73,8 @@ __all__ = ["FlightRecorder", "flight_recorder"]
 
 _DEFAULT_SIGNAL = getattr(signal_module, "SIGUSR2", None)
 _active: Optional["FlightRecorder"] = None  # frametrace.step() reaches it
+_running: list = []  # entered, not yet exited: what frametrace attach --dump asks
+ADVERT_PREFIX = "frametrace-flight-recorder-"  # + pid: the memfd's name
 
 
 class FlightRecorder:
@@ -119,6 +133,8 @@ class FlightRecorder:
         self._old_handler: Any = None
         self._old_wakeup: Optional[int] = -1  # None: another's wakeup fd stays
         self._sockets: Optional[tuple] = None
+        self._requests: collections.deque = collections.deque()  # (reason, done)
+        self._advert = -1  # the memfd naming the signal (Linux), or -1
         # A companion recording beside the tracer (frametrace.torch's
         # flight recorder): _between_steps() runs in step() after a step
         # ended, before the next begins (under the lock, outside both
@@ -149,8 +165,14 @@ class FlightRecorder:
             thread.start()
         self._old_excepthook = threading.excepthook
         threading.excepthook = self._thread_exception
-        self.tracer.start()
+        self._advertise()  # before the start: the job's trace has none of it
+        try:
+            self.tracer.start()
+        except BaseException:
+            self._unadvertise()
+            raise
         _active = self
+        _running.append(self)
         session._flight_step = self.step
         self._begin_step()
         return self
@@ -162,6 +184,9 @@ class FlightRecorder:
                 self._dump(f"exception {exc_type.__name__}", limited=False, kind="exception")
         finally:
             _active = None
+            if self in _running:
+                _running.remove(self)
+            self._unadvertise()
             session._flight_step = None
             self.tracer.stop()
             try:
@@ -207,6 +232,20 @@ class FlightRecorder:
         the path the writer thread will write, or None past max_dumps."""
         return self._dump(reason, limited=False)
 
+    def request_dump(self, reason: str = "requested", done: Any = None) -> None:
+        """Asks for a dump now and returns at once: the writer thread takes
+        it (after a dump it may be writing) as ``dump(reason)`` would.
+        done(path, error), if given, is called in that thread when the
+        dump is written (error None) or failed, or when none is taken
+        (path None: max_dumps reached, or the recorder ended)."""
+        with self._lock:
+            if not self._closing:
+                self._requests.append((reason, done))
+                self._wake.notify_all()
+                return
+        if done is not None:
+            done(None, "the flight recorder has ended")
+
     # ---- inside -------------------------------------------------------------
 
     def _begin_step(self) -> None:
@@ -221,8 +260,10 @@ class FlightRecorder:
             bounds.append(self.slow_factor * statistics.median(self._durations))
         return min(bounds) if bounds else None
 
-    def _dump(self, reason: str, *, limited: bool, kind: str = "requested") -> Optional[str]:
-        """kind: what asked (slow, hung, signal, exception, requested)."""
+    def _dump(self, reason: str, *, limited: bool, kind: str = "requested",
+              done: Any = None) -> Optional[str]:
+        """kind: what asked (slow, hung, signal, exception, requested, request:
+        request_dump's); done: request_dump's."""
         with self._lock:
             now = time.monotonic()
             if self._taken >= self.max_dumps or not self.tracer.active:
@@ -244,7 +285,7 @@ class FlightRecorder:
             info = {"reason": reason, "steps": [first_step, self.step_number],
                     "snapshot_ns": snap.stop_ns, "window_start_ns": snap.start_ns}
             extra = self._dump_taken(snap, info, kind)
-            self._queue.append((path, snap, steps, info, extra))
+            self._queue.append((path, snap, steps, info, done, extra))
             self._wake.notify_all()
             return path
 
@@ -266,16 +307,36 @@ class FlightRecorder:
         while True:
             with self._lock:
                 while True:
-                    # The first dump that may be written (in order, but
-                    # one waiting for its companion lets the next go).
-                    item = next((it for it in self._queue if self._dump_ready(it[4])), None)
-                    if item is not None or (self._closing and not self._queue):
+                    # The first dump that may be written (in order, but one
+                    # waiting for its companion lets the next go).
+                    job = next((it for it in self._queue if self._dump_ready(it[5])), None)
+                    if job is not None or self._requests or (self._closing and not self._queue):
                         break
                     self._wake.wait()
-                if item is None:
+                requests, self._requests = self._requests, collections.deque()
+                refused = []
+                for reason, done in requests:
+                    try:
+                        if self._dump(reason, limited=False, kind="request", done=done) is None:
+                            refused.append((done, f"max_dumps ({self.max_dumps}) reached"
+                                            if self._taken >= self.max_dumps
+                                            else "the flight recorder has ended"))
+                    except Exception as exc:  # noqa: BLE001 - kept, the writer goes on
+                        self.errors.append(exc)
+                        refused.append((done, f"{type(exc).__name__}: {exc}"))
+                if job is None:
+                    job = next((it for it in self._queue if self._dump_ready(it[5])), None)
+                if job is not None:
+                    self._queue.remove(job)
+            for done, why in refused:
+                if done is not None:
+                    _call(done, None, why)
+            if job is None:
+                if self._closing and not self._queue:
                     return
-                self._queue.remove(item)
-                path, snap, steps, info, extra = item
+                continue
+            path, snap, steps, info, done, extra = job
+            error: Optional[str] = None
             try:
                 trace = Trace(tracer=snap, steps=steps, session_start_ns=snap.start_ns,
                               session_end_ns=snap.stop_ns, tracer_start_ns=snap.start_ns,
@@ -292,10 +353,13 @@ class FlightRecorder:
                     trace._write(path)
             except BaseException as exc:  # noqa: B036 - kept, the job goes on
                 self.errors.append(exc)
+                error = f"{type(exc).__name__}: {exc}"
             else:
                 self.dumps.append(path)
             finally:
                 snap.clear()
+            if done is not None:
+                _call(done, path, error)
 
     def _watch(self) -> None:
         """The watchdog: dumps a step running past its bound, and the
@@ -353,6 +417,39 @@ class FlightRecorder:
         if callable(old):
             old(signum, frame)
 
+    def _advertise(self) -> None:
+        """The memfd that tells frametrace attach --dump the signal to send
+        when it cannot ask through sys.remote_exec (see the module's doc)."""
+        if not hasattr(os, "memfd_create"):
+            return
+        name = None
+        if self.signal is not None:
+            try:
+                name = signal_module.Signals(self.signal).name
+            except ValueError:
+                name = f"signal {self.signal}"
+        about = {"pid": os.getpid(), "signal": self.signal, "signal_name": name,
+                 # False: another's wakeup fd (asyncio's) stays, and the signal
+                 # is served only when the main thread runs Python.
+                 "caught_in_c": self.signal is not None and self._old_wakeup == -1,
+                 "dump_dir": os.path.abspath(self.dump_dir), "format": self.format,
+                 "max_dumps": self.max_dumps, "min_interval": self.min_interval}
+        try:
+            fd = os.memfd_create(f"{ADVERT_PREFIX}{os.getpid()}", os.MFD_CLOEXEC)
+        except OSError:
+            return  # no memfd here (seccomp, an old kernel): no advert, nothing else
+        try:
+            os.write(fd, json.dumps(about).encode())
+        except OSError:
+            os.close(fd)
+            return
+        self._advert = fd
+
+    def _unadvertise(self) -> None:
+        if self._advert >= 0:
+            os.close(self._advert)
+            self._advert = -1
+
     def _restore_signal(self) -> None:
         if self.signal is None or self._sockets is None:
             return
@@ -360,6 +457,13 @@ class FlightRecorder:
                              if self._old_handler is not None else signal_module.SIG_DFL)
         if self._old_wakeup == -1:
             signal_module.set_wakeup_fd(-1)
+
+
+def _call(done: Any, path: Optional[str], error: Optional[str]) -> None:
+    try:
+        done(path, error)
+    except BaseException:  # noqa: B036 - the writer goes on
+        pass
 
 
 def flight_recorder(dump_dir: Union[str, "os.PathLike[str]"], **options: Any) -> FlightRecorder:

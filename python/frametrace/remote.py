@@ -33,6 +33,13 @@ script starts (Ctrl-C at that instant) raises into the script, and CPython
 reports that as the script's error instead of raising it in the target's
 code.
 
+``dump(pid)`` (``frametrace attach PID --dump``) asks the flight recorders
+running in the target to dump: its script (no import; it hands the request
+over through ``_serve_dump``) returns at once, each recorder's writer
+thread takes its dump and reports it over the socket.  When the script
+cannot run, the recorder's advertised signal is sent instead (see
+``dump``).
+
 Steps: with ``steps=N`` the tracer stops at the N-th call of
 ``frametrace.step()`` (in any thread) after the attach, so the trace holds
 the rest of the step under way and N-1 whole steps; with
@@ -42,6 +49,7 @@ the trace's steps track.
 """
 from __future__ import annotations
 
+import glob
 import json
 import os
 import re
@@ -53,7 +61,7 @@ import tempfile
 import time
 from typing import Any, Callable, Iterable, NamedTuple, Optional
 
-__all__ = ["AttachError", "AttachResult", "attach"]
+__all__ = ["AttachError", "AttachResult", "DumpResult", "attach", "dump"]
 
 # What sys.remote_exec needs on both sides.
 MIN_TARGET = (3, 14)
@@ -65,11 +73,19 @@ _GRACE = 1.0
 # How long the target's main thread waits for the attacher's "go".
 _HANDSHAKE_TIMEOUT = 5.0
 _PROBE_TIMEOUT = 30.0
+# The least time attach --dump waits for the dump a signal asked for.
+_SIGNAL_WAIT = 10.0
 
 
 class AttachError(RuntimeError):
     """Attaching failed, or the target ended before the trace was written.
     Unless the message says otherwise, the target was left untouched."""
+
+
+class _Unreachable(AttachError):
+    """sys.remote_exec cannot reach the target's Python code: too old,
+    remote debugging disabled, or its main thread not back in Python in
+    time (``dump`` may send the flight recorder's signal instead)."""
 
 
 class AttachResult(NamedTuple):
@@ -207,8 +223,8 @@ class _Attach:
 
     # -- checks --------------------------------------------------------------------------
 
-    def _fail(self, message: str) -> AttachError:
-        return AttachError(f"process {self.pid}: {message}")
+    def _fail(self, message: str, kind: type = AttachError) -> AttachError:
+        return kind(f"process {self.pid}: {message}")
 
     def inspect(self) -> tuple[str, tuple[int, int, int], int]:
         """The interpreter that can remote_exec into the target, the
@@ -262,11 +278,11 @@ class _Attach:
             raise self._fail(f"not a Python process (its program is {exe})")
         if version[:2] < MIN_TARGET:
             raise self._fail(f"it runs CPython {'.'.join(map(str, version))}: attach needs "
-                             f"CPython 3.14 or later (sys.remote_exec, PEP 768)")
+                             f"CPython 3.14 or later (sys.remote_exec, PEP 768)", _Unreachable)
         disabled = _remote_debug_disabled(pid)
         if disabled:
             raise self._fail(f"remote debugging is disabled in it ({disabled}): it cannot be "
-                             f"attached to")
+                             f"attached to", _Unreachable)
         if os.geteuid() != 0 and uid != os.geteuid():
             raise self._fail(f"no permission to attach: it belongs to uid {uid}, this is uid "
                              f"{os.geteuid()}: run frametrace attach as that user or as root")
@@ -275,7 +291,7 @@ class _Attach:
 
     # -- the run -------------------------------------------------------------------------
 
-    def run(self) -> AttachResult:
+    def run(self) -> Any:
         runner, version, uid = self.inspect()
         self.python = ".".join(map(str, version))
         workdir = tempfile.mkdtemp(prefix="frametrace-attach-")
@@ -290,7 +306,7 @@ class _Attach:
             config = dict(self.config, socket=sock_path, script=script_path, workdir=workdir,
                           deadline=deadline, handshake_timeout=_HANDSHAKE_TIMEOUT)
             with open(script_path, "w", encoding="utf-8") as f:
-                f.write(_script(self.pid, config))
+                f.write(self._script_text(config))
             if os.geteuid() == 0 and uid != 0:
                 # The target reads the script and connects to the socket as itself.
                 for path in (workdir, script_path, sock_path):
@@ -304,11 +320,7 @@ class _Attach:
             try:
                 self.sock, _ = listener.accept()
             except socket.timeout:
-                raise self._fail(
-                    f"its main thread has not run Python code within {self.timeout:g} s: it is "
-                    f"blocked in a C call or a sleep (sys.remote_exec runs the script when the "
-                    f"main thread next runs Python bytecode).  The script does nothing if it "
-                    f"starts later; the target is untouched") from None
+                return self._blocked()
             keep_workdir = False
             listener.close()
             return self._converse()
@@ -323,6 +335,17 @@ class _Attach:
                     pass
             else:
                 shutil.rmtree(workdir, ignore_errors=True)
+
+    def _script_text(self, config: dict) -> str:
+        return _script(self.pid, config)
+
+    def _blocked(self) -> Any:
+        """The target's main thread did not run the script in time."""
+        raise self._fail(
+            f"its main thread has not run Python code within {self.timeout:g} s: it is "
+            f"blocked in a C call or a sleep (sys.remote_exec runs the script when the "
+            f"main thread next runs Python bytecode).  The script does nothing if it "
+            f"starts later; the target is untouched", _Unreachable)
 
     def _remote_exec(self, runner: str, script_path: str) -> None:
         code = ("import json, sys\n"
@@ -358,10 +381,10 @@ class _Attach:
             raise self._fail("it exited before the script could be handed over")
         if "not enabled" in message:
             raise self._fail(f"remote debugging is disabled in it ({message}): it cannot be "
-                             f"attached to")
+                             f"attached to", _Unreachable)
         raise self._fail(f"sys.remote_exec failed: {kind}: {message}")
 
-    def _converse(self) -> AttachResult:
+    def _converse(self) -> Any:  # AttachResult here, DumpResult in _Dump
         assert self.sock is not None
         reader = _Lines(self.sock)
         self.sock.settimeout(_HANDSHAKE_TIMEOUT)
@@ -421,6 +444,232 @@ class _Attach:
                 self.sock.shutdown(socket.SHUT_WR)
             except OSError:
                 pass
+
+
+# ---- frametrace attach PID --dump ----------------------------------------------------
+
+
+class DumpResult(NamedTuple):
+    """What ``dump`` had written: the dump files (one per flight recorder
+    running in the target), the reason their metadata names, and how the
+    target was asked: "remote_exec", or the signal sent (e.g. "SIGUSR2")."""
+
+    pid: int
+    paths: list
+    reason: str
+    via: str
+
+
+def dump(pid: int, reason: str = "attach", *, timeout: float = DEFAULT_TIMEOUT,
+         use_signal: bool = True) -> DumpResult:
+    """Asks the flight recorders (``frametrace.flight_recorder``) running in
+    process pid to dump now, and waits until the dumps are written.
+
+    On CPython 3.14+ the request goes through ``sys.remote_exec``: the
+    target's main thread, at its next bytecode boundary, hands it to each
+    recorder's writer thread and goes on; the dump's metadata names
+    ``reason``.  When that cannot be done (the target older than 3.14, its
+    remote debugging disabled, or its main thread not back in Python
+    within ``timeout`` seconds, e.g. blocked in a C call: the moment a dump
+    is most wanted) and the target's recorder advertises a signal (see
+    ``frametrace.flight``), that signal is sent instead, unless
+    ``use_signal`` is false: the recorder's C-level handler has its
+    watchdog thread take the dump whatever the main thread does, with the
+    reason "signal SIGUSR2", subject to its ``min_interval``; the dump file
+    is waited for, ``timeout`` seconds again (at least 10, and while it is
+    being written).  A process that does not
+    catch the signal is never sent it (its default action could end it).
+
+    Raises AttachError, naming the cause: no flight recorder running there,
+    none taken (``max_dumps`` reached), a write that failed, and the
+    attach errors (no such process, not CPython, no permission, ...)."""
+    return _Dump(pid, reason=reason, timeout=timeout, use_signal=use_signal).run()
+
+
+class _Dump(_Attach):
+    """One ``attach --dump``: the checks and the hand-over of ``_Attach``,
+    a script of its own, and the signal when the script cannot run."""
+
+    def __init__(self, pid: int, *, reason: str, timeout: float, use_signal: bool,
+                 report: Optional[Callable[[str], None]] = None):
+        if isinstance(pid, bool) or not isinstance(pid, int):
+            raise TypeError(f"pid must be an int, not {type(pid).__name__}")
+        if pid <= 0:
+            raise ValueError(f"pid must be positive, got {pid}")
+        if pid == os.getpid():
+            raise ValueError("cannot attach to this process itself: call recorder.dump()")
+        if not isinstance(reason, str):
+            raise TypeError(f"reason must be a str, not {type(reason).__name__}")
+        if not reason.strip():
+            raise ValueError("reason must not be empty")
+        if not isinstance(use_signal, bool):
+            raise TypeError(f"use_signal must be a bool, not {type(use_signal).__name__}")
+        _check_number("timeout", timeout)
+        self.pid = pid
+        self.reason = reason
+        self.use_signal = use_signal
+        self.config: dict[str, Any] = {"reason": reason}
+        self.timeout = float(timeout)
+        self.report = report or (lambda message: None)
+        self.sock = None
+        self.going = False
+        self.stop_requested = False
+
+    def run(self) -> DumpResult:
+        # Read first: the target's recorders and their signals.
+        self.adverts = _advertised(self.pid)
+        try:
+            return super().run()  # type: ignore[no-any-return]
+        except _Unreachable as exc:
+            return self._by_signal(str(exc))
+
+    def _script_text(self, config: dict) -> str:
+        return _DUMP_SCRIPT.format(pid=self.pid, config=config)
+
+    def _blocked(self) -> Any:
+        raise self._fail(
+            f"its main thread has not run Python code within {self.timeout:g} s: it is "
+            f"blocked in a C call or a sleep (sys.remote_exec runs the request when the main "
+            f"thread next runs Python bytecode; it does nothing if that is later)",
+            _Unreachable)
+
+    def _converse(self) -> DumpResult:
+        assert self.sock is not None
+        reader = _Lines(self.sock)
+        self.sock.settimeout(_HANDSHAKE_TIMEOUT)
+        try:
+            hello = reader.next()
+        except (OSError, ValueError) as exc:
+            raise self._fail(f"the request started but said nothing ({exc})") from None
+        info = (hello or {}).get("hello")
+        if info is None:
+            raise self._fail("the request started but said nothing")
+        count = info.get("recorders", 0)
+        if info.get("importing"):
+            raise self._fail("it is importing frametrace right now: no flight recorder runs "
+                             "yet; ask again")
+        if not count and info.get("frametrace") is not None and info.get("old"):
+            raise self._fail(f"its frametrace {info['frametrace']} is older than attach --dump: "
+                             f"send its flight recorder's signal (kill -USR2 {self.pid} by "
+                             f"default) or call recorder.dump()")
+        if not count:
+            raise self._fail("no flight recorder is running in it (frametrace.flight_recorder, "
+                             "or frametrace run --flight-recorder): nothing to dump")
+        self.going = True
+        self.sock.settimeout(None)  # as long as the writing takes
+        paths: list = []
+        problems: list = []
+        for _ in range(count):
+            message = reader.next()
+            if message is None:
+                raise self._fail("it exited (or closed the connection) before the dump was "
+                                 "written" + (f"; written: {', '.join(paths)}" if paths else ""))
+            done = message.get("dump", {})
+            if done.get("error") is None:
+                paths.append(done["path"])
+            elif done.get("path") is None:
+                problems.append(f"no dump taken: {done['error']}")
+            else:
+                problems.append(f"could not write the dump {done['path']}: {done['error']}")
+        if problems:
+            written = f" (written: {', '.join(paths)})" if paths else ""
+            raise self._fail("; ".join(problems) + written)
+        return DumpResult(self.pid, paths, self.reason, "remote_exec")
+
+    # -- the signal, when sys.remote_exec cannot ask -------------------------------------
+
+    def _by_signal(self, why: str) -> DumpResult:
+        signals = {about["signal"]: about for about in self.adverts if about.get("signal")}
+        if not self.adverts:
+            raise AttachError(f"{why}; no flight recorder is advertised in it (frametrace's "
+                              f"recorders name their signal in /proc/{self.pid}/fd) to send "
+                              f"its signal instead")
+        if not signals:
+            raise AttachError(f"{why}; its flight recorder has no signal (signal=None) to "
+                              f"send instead")
+        names = " or ".join(about["signal_name"] for about in signals.values())
+        if not self.use_signal:
+            short = " ".join(f"kill -{about['signal_name'].removeprefix('SIG')} {self.pid}"
+                             for about in signals.values())
+            raise AttachError(f"{why}; its flight recorder dumps on {names} even now: {short} "
+                              f"(or attach --dump without --no-signal)")
+        paths: list = []
+        for signum, about in signals.items():
+            name = about["signal_name"]
+            if not _catches(self.pid, signum):
+                raise AttachError(f"{why}; its flight recorder names {name}, but the process "
+                                  f"does not catch it now: not sent (its default action could "
+                                  f"end the process)")
+            pattern = os.path.join(glob.escape(about["dump_dir"]),
+                                   f"frametrace-dump-{self.pid}-*-signal-*")
+            before = set(glob.glob(pattern))
+            self.report(f"{why}; sending {name}, its "
+                        f"flight recorder's signal, instead")
+            try:
+                os.kill(self.pid, signum)
+            except ProcessLookupError:
+                raise self._fail("it exited before the signal was sent") from None
+            except PermissionError:
+                raise self._fail(f"no permission to send it {name}") from None
+            paths += self._wait_for_dump(pattern, before, name, about)
+        return DumpResult(self.pid, paths, f"signal {names}", names)
+
+    def _wait_for_dump(self, pattern: str, before: set, name: str, about: dict) -> list:
+        """The dump files the signal had written (new names; a temporary
+        being written extends the wait)."""
+        directory, base = os.path.split(pattern)
+        writing = os.path.join(directory, f".{base}.tmp")
+        deadline = time.monotonic() + max(self.timeout, _SIGNAL_WAIT)
+        while True:
+            new = sorted(set(glob.glob(pattern)) - before)
+            if new:
+                return new
+            if time.monotonic() > deadline and not glob.glob(writing):
+                break
+            if not os.path.exists(f"/proc/{self.pid}"):
+                raise self._fail(f"it exited after {name} was sent, before a dump was written")
+            time.sleep(0.05)
+        in_python = ("" if about.get("caught_in_c", True) else
+                     "; and it catches the signal in Python only (another wakeup fd, "
+                     "asyncio's, was set before it), served once the main thread runs Python")
+        raise self._fail(
+            f"sent {name}, but no dump appeared in {about['dump_dir']} within "
+            f"{max(self.timeout, _SIGNAL_WAIT):g} s: the flight recorder takes a signal's "
+            f"dump at most once every min_interval ({about['min_interval']:g} s), "
+            f"max_dumps ({about['max_dumps']}) in all{in_python}")
+
+
+def _advertised(pid: int) -> list:
+    """What the flight recorders of process pid say about themselves: the
+    memfds flight.py keeps open (those a forked child inherited name
+    their parent, and are passed over)."""
+    from .flight import ADVERT_PREFIX
+
+    fd_dir = f"/proc/{pid}/fd"
+    try:
+        fds = os.listdir(fd_dir)
+    except OSError:
+        return []
+    found = []
+    for fd in fds:
+        try:
+            if os.readlink(f"{fd_dir}/{fd}") != f"/memfd:{ADVERT_PREFIX}{pid} (deleted)":
+                continue
+            with open(f"{fd_dir}/{fd}", "rb") as f:
+                about = json.loads(f.read())
+        except (OSError, ValueError):
+            continue  # closed meanwhile, or not ours to read
+        if isinstance(about, dict) and about.get("pid") == pid:
+            found.append(about)
+    return found
+
+
+def _catches(pid: int, signum: int) -> bool:
+    """Whether process pid has a handler for signal signum (SigCgt)."""
+    for line in _read_text(f"/proc/{pid}/status", default="").splitlines():
+        if line.startswith("SigCgt:"):
+            return bool(int(line.split()[1], 16) >> (signum - 1) & 1)
+    return False
 
 
 class _Lines:
@@ -573,6 +822,88 @@ except BaseException:
 
 def _script(pid: int, config: dict) -> str:
     return _SCRIPT.format(pid=pid, config=config)
+
+
+# The request of attach --dump.  It runs in the target's main thread, which
+# its flight recorder traces: it imports nothing new and only hands the
+# request over (frametrace.remote._serve_dump), so that the dump shows it
+# as a few short calls at most.
+_DUMP_SCRIPT = '''\
+# Written by frametrace attach --dump for process {pid}: it asks the flight
+# recorders running here to dump (PEP 768 sys.remote_exec).
+def _frametrace_dump(config):
+    import os, sys, time, socket
+
+    if time.time() > config["deadline"]:
+        # The attacher gave up (and may have sent the recorder's signal):
+        # remove the script, do nothing.
+        for remove, path in ((os.unlink, config["script"]), (os.rmdir, config["workdir"])):
+            try:
+                remove(path)
+            except OSError:
+                pass
+        return
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.settimeout(config["handshake_timeout"])
+        sock.connect(config["socket"])
+        remote = sys.modules.get("frametrace.remote")
+        serve = getattr(remote, "_serve_dump", None)
+        if serve is None:
+            # No frametrace here (so no recorder), or an older one.
+            import json
+            spec = getattr(remote, "__spec__", None)
+            hello = {{"pid": os.getpid(), "recorders": 0,
+                     "frametrace": getattr(sys.modules.get("frametrace"), "__version__", None),
+                     "importing": getattr(spec, "_initializing", False),
+                     "old": remote is not None}}
+            sock.send(json.dumps({{"hello": hello}}).encode() + b"\\n", socket.MSG_NOSIGNAL)
+            sock.close()
+            return
+        serve(sock, config)
+    except BaseException:
+        sock.close()
+
+
+try:
+    _frametrace_dump({config!r})
+except BaseException:
+    pass
+'''
+
+
+def _serve_dump(sock: Any, config: dict) -> None:
+    """Runs in the target's main thread, called by the dump script: asks
+    each running flight recorder for a dump and returns at once.  Each
+    recorder's writer thread takes its dump and reports it over sock
+    (closed after the last).  Never raises into the target."""
+    try:
+        flight = sys.modules.get("frametrace.flight")
+        recorders = list(getattr(flight, "_running", ()))
+        _send(sock, {"hello": {"pid": os.getpid(), "recorders": len(recorders),
+                               "frametrace": getattr(sys.modules.get("frametrace"),
+                                                     "__version__", "?")}})
+        if not recorders:
+            sock.close()
+            return
+        import _thread
+
+        lock = _thread.allocate_lock()
+        left = [len(recorders)]
+
+        def done(path: Optional[str], error: Optional[str]) -> None:
+            with lock:
+                # As seen from anywhere: dump_dir may be relative to this cwd.
+                _send(sock, {"dump": {"path": path and os.path.abspath(path),
+                                      "error": error}})
+                left[0] -= 1
+                if not left[0]:
+                    sock.close()
+
+        for recorder in recorders:
+            recorder.request_dump(config["reason"], done)
+    except BaseException:  # noqa: B036 - none may reach the target
+        sock.close()
 
 
 # ---- the target's side: runs in the traced process ------------------------------------

@@ -19,7 +19,8 @@ LOOP = textwrap.dedent("""\
     import frametrace
 
     def work(i):
-        time.sleep(0.2 if i == int(sys.argv[1]) else 0.005)
+        # 20 ms steps: a loaded machine's jitter stays under 3x the median.
+        time.sleep(0.5 if i == int(sys.argv[1]) else 0.02)
 
     for i in range(15):
         work(i)
@@ -57,7 +58,9 @@ def test_the_program_s_exception_is_dumped_and_its_status_kept(tmp_path):
     proc = frametrace_cmd("run", "--flight-recorder", "dumps", "loop.py", "99", "fail",
                           cwd=tmp_path, check=1)
     assert "ZeroDivisionError" in proc.stderr
-    ((info, _),) = dumps(tmp_path / "dumps")
+    # (A step slowed by a loaded machine may have its own dump.)
+    (info,) = [info for info, _ in dumps(tmp_path / "dumps")
+               if info["reason"].startswith("exception")]
     assert info["reason"] == "exception ZeroDivisionError"
 
 
