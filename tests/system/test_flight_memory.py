@@ -12,7 +12,7 @@ import pytest
 
 import frametrace
 from frametrace.testing import assert_valid_trace
-from support import child_env
+from support import UNDER_ASAN, child_env
 
 pytestmark = pytest.mark.usefixtures("clock")
 
@@ -82,9 +82,10 @@ def test_ten_thousand_steps_making_functions_stay_flat(tmp_path):
     # table holds between two sweeps (up to some 5,000 code objects, 1-2
     # MB): kept, the code objects grew it by some 10 MB (measured before
     # the sweep was built).
+    # (ASan holds freed memory in quarantine: RSS tells nothing there.)
     before, after = result["rss"]
     plain_before, plain_after = untraced["rss"]
-    assert after - before < plain_after - plain_before + 3 * 2**20, (result["rss"],
+    assert UNDER_ASAN or after - before < plain_after - plain_before + 3 * 2**20, (result["rss"],
                                                                      untraced["rss"])
     assert len(result["dumps"]) == 10
     for n, path in enumerate(result["dumps"]):
