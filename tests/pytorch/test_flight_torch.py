@@ -238,6 +238,32 @@ def test_a_hang_lets_a_waiting_dump_go_python_only(tmp_path):
     assert hung["torch_ops"] == 0 and hung["torch_until_ns"] == hung["window_start_ns"]
 
 
+def test_request_dump_does_not_wait_for_the_cycle(tmp_path):
+    model, opt, loader = warmed(10)
+    answers = []
+    answered = threading.Event()
+
+    def done(path, error):
+        answers.append((path, error))
+        answered.set()
+
+    with frametrace.torch.flight_recorder(tmp_path, steps=2, cycle_steps=10, watchdog=False,
+                                          signal=None, **NEVER_SLOW) as rec:
+        def check(i):
+            if i == 3:  # as attach --dump asks: answered in the middle of the cycle
+                rec.request_dump("asked", done)
+                assert answered.wait(60)
+        loop(rec, model, opt, loader, check=check)
+    ((path, error),) = answers
+    assert error is None and rec.dumps[0] == path
+    trace, info, spans = read(path)
+    assert info["reason"] == "asked" and info["steps"] == [2, 3]
+    assert info["torch"] == ("python only from step 0 on: its torch.profiler cycle was still "
+                             "recording (request_dump()'s (attach --dump's) dump does not wait "
+                             "for it)")
+    assert info["torch_ops"] == 0 and info["torch_until_ns"] == info["window_start_ns"]
+
+
 def test_record_shapes_gives_ops_their_input_dims(tmp_path):
     model, opt, loader = training(4)
     with frametrace.torch.flight_recorder(tmp_path, steps=2, cycle_steps=2, watchdog=False,
