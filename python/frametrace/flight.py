@@ -38,7 +38,9 @@ apart; ``recorder.dump()`` is not limited by min_interval).  The tracer's
 memory is bounded by ``max_memory`` (see ``Tracer``), its function table
 by sweeps (``Tracer.release_functions``): code made at run time (exec,
 dataclasses, torch.compile) is let go once no retained record names it;
-a pending dump holds its own copy of the names.  ``frametrace run --flight-recorder DIR`` runs a program under one.
+a pending dump holds its own copy of the names.  ``frametrace run --flight-recorder DIR`` runs a program under one.  Python
+only: ``frametrace.torch.flight_recorder`` is one whose dumps hold torch's
+ops too (``frametrace._torch_flight``).
 
 A running recorder is listed in ``_running`` (``frametrace attach --dump``
 asks those), and, on Linux, names its signal and dump_dir to other
@@ -63,7 +65,7 @@ from typing import Any, Optional, Union
 
 from . import _tracer, session
 from ._ranks import distributed_info
-from .export import output_format
+from .export import output_format, read_clock_anchor
 from .session import StepRecord, Trace
 from .tracer import Tracer
 
@@ -133,6 +135,14 @@ class FlightRecorder:
         self._sockets: Optional[tuple] = None
         self._requests: collections.deque = collections.deque()  # (reason, done)
         self._advert = -1  # the memfd naming the signal (Linux), or -1
+        # A companion recording beside the tracer (frametrace.torch's
+        # flight recorder): _between_steps() runs in step() after a step
+        # ended, before the next begins (under the lock, outside both
+        # steps' durations); _on_stop() after the tracer stopped, before
+        # the writer is told to finish.  Attributes, not methods: no call
+        # in the plain recorder's step().
+        self._between_steps: Optional[Any] = None
+        self._on_stop: Optional[Any] = None
 
     # ---- the job's side ---------------------------------------------------
 
@@ -171,7 +181,7 @@ class FlightRecorder:
         global _active
         try:
             if exc is not None:
-                self._dump(f"exception {exc_type.__name__}", limited=False)
+                self._dump(f"exception {exc_type.__name__}", limited=False, kind="exception")
         finally:
             _active = None
             if self in _running:
@@ -179,19 +189,26 @@ class FlightRecorder:
             self._unadvertise()
             session._flight_step = None
             self.tracer.stop()
-            threading.excepthook = self._old_excepthook
-            self._restore_signal()
-            with self._lock:
-                self._closing = True
-                self._wake.notify_all()
-            if self._sockets is not None:
-                self._sockets[1].send(b"\0")  # the watchdog's select returns
-            for thread in self._threads:
-                thread.join()
-            if self._sockets is not None:
-                for sock in self._sockets:
-                    sock.close()
-            self.tracer.clear()
+            try:
+                if self._on_stop is not None:
+                    self._on_stop()
+            finally:
+                self._close()
+
+    def _close(self) -> None:
+        threading.excepthook = self._old_excepthook
+        self._restore_signal()
+        with self._lock:
+            self._closing = True
+            self._wake.notify_all()
+        if self._sockets is not None:
+            self._sockets[1].send(b"\0")  # the watchdog's select returns
+        for thread in self._threads:
+            thread.join()
+        if self._sockets is not None:
+            for sock in self._sockets:
+                sock.close()
+        self.tracer.clear()
 
     def step(self) -> None:
         """Ends the current step (``frametrace.step()`` calls it): a dump
@@ -204,8 +221,10 @@ class FlightRecorder:
             self._bound = self._bound_ns()
             slow = bound is not None and duration > bound and self._hang_dumped != self.step_number
             if slow:
-                self._dump(f"slow step {self.step_number}", limited=True)
+                self._dump(f"slow step {self.step_number}", limited=True, kind="slow")
             self.step_number += 1
+            if self._between_steps is not None:
+                self._between_steps()
             self._begin_step()
 
     def dump(self, reason: str = "requested") -> Optional[str]:
@@ -241,7 +260,10 @@ class FlightRecorder:
             bounds.append(self.slow_factor * statistics.median(self._durations))
         return min(bounds) if bounds else None
 
-    def _dump(self, reason: str, *, limited: bool, done: Any = None) -> Optional[str]:
+    def _dump(self, reason: str, *, limited: bool, kind: str = "requested",
+              done: Any = None) -> Optional[str]:
+        """kind: what asked (slow, hung, signal, exception, requested, request:
+        request_dump's); done: request_dump's."""
         with self._lock:
             now = time.monotonic()
             if self._taken >= self.max_dumps or not self.tracer.active:
@@ -262,35 +284,58 @@ class FlightRecorder:
                      for i, (n, _, _) in enumerate(self._marks)]
             info = {"reason": reason, "steps": [first_step, self.step_number],
                     "snapshot_ns": snap.stop_ns, "window_start_ns": snap.start_ns}
-            self._queue.append((path, snap, steps, info, done))
+            extra = self._dump_taken(snap, info, kind)
+            self._queue.append((path, snap, steps, info, done, extra))
             self._wake.notify_all()
             return path
+
+    # What a companion adds to a dump (see _between_steps): overridden.
+    def _dump_taken(self, snap: Tracer, info: dict, kind: str) -> Any:
+        """Called with the lock held as a dump is taken; what it returns
+        goes with the dump to _dump_ready() and _complete()."""
+        return None
+
+    def _dump_ready(self, extra: Any) -> bool:
+        """(Lock held) whether the writer may write the dump now; once
+        closing, it must be."""
+        return True
+
+    def _complete(self, trace: Trace, info: dict, extra: Any) -> None:
+        """On the writer thread, before the dump is written."""
 
     def _write_loop(self) -> None:
         while True:
             with self._lock:
-                while not self._queue and not self._requests and not self._closing:
+                while True:
+                    # The first dump that may be written (in order, but one
+                    # waiting for its companion lets the next go).
+                    job = next((it for it in self._queue if self._dump_ready(it[5])), None)
+                    if job is not None or self._requests or (self._closing and not self._queue):
+                        break
                     self._wake.wait()
                 requests, self._requests = self._requests, collections.deque()
                 refused = []
                 for reason, done in requests:
                     try:
-                        if self._dump(reason, limited=False, done=done) is None:
+                        if self._dump(reason, limited=False, kind="request", done=done) is None:
                             refused.append((done, f"max_dumps ({self.max_dumps}) reached"
                                             if self._taken >= self.max_dumps
                                             else "the flight recorder has ended"))
                     except Exception as exc:  # noqa: BLE001 - kept, the writer goes on
                         self.errors.append(exc)
                         refused.append((done, f"{type(exc).__name__}: {exc}"))
-                job = self._queue.popleft() if self._queue else None
+                if job is None:
+                    job = next((it for it in self._queue if self._dump_ready(it[5])), None)
+                if job is not None:
+                    self._queue.remove(job)
             for done, why in refused:
                 if done is not None:
                     _call(done, None, why)
             if job is None:
-                if self._closing:
+                if self._closing and not self._queue:
                     return
                 continue
-            path, snap, steps, info, done = job
+            path, snap, steps, info, done, extra = job
             error: Optional[str] = None
             try:
                 trace = Trace(tracer=snap, steps=steps, session_start_ns=snap.start_ns,
@@ -298,10 +343,10 @@ class FlightRecorder:
                               tracer_stop_ns=snap.stop_ns, dropped=snap.dropped or 0,
                               dropped_by_thread=snap.dropped_by_thread or {}, pid=os.getpid(),
                               thread_names=session._thread_names(snap), threads=snap.threads,
-                              clock_anchor={"monotonic_ns": time.monotonic_ns(),
-                                            "wall_ns": time.time_ns()},
+                              clock_anchor=read_clock_anchor(),
                               distributed=distributed_info(),
                               process_name=f"python {os.getpid()} (dump: {info['reason']})")
+                self._complete(trace, info, extra)
                 if output_format(path) == "chrome":
                     trace._write(path, metadata={"dump": info})
                 else:
@@ -330,7 +375,7 @@ class FlightRecorder:
                 if (bound is not None and running > bound
                         and self._hang_dumped != self.step_number and _active is self):
                     self._hang_dumped = self.step_number
-                    self._dump(f"hung step {self.step_number}", limited=True)
+                    self._dump(f"hung step {self.step_number}", limited=True, kind="hung")
             if self._sockets is None:
                 time.sleep(period)
                 continue
@@ -339,11 +384,11 @@ class FlightRecorder:
                 data = self._sockets[0].recv(256)
                 if self.signal is not None and self.signal in data and _active is self:
                     self._dump(f"signal {signal_module.Signals(self.signal).name}",
-                               limited=True)
+                               limited=True, kind="signal")
 
     def _thread_exception(self, args: Any) -> None:
         self._dump(f"exception {args.exc_type.__name__} in {getattr(args.thread, 'name', '?')}",
-                   limited=True)
+                   limited=True, kind="exception")
         self._old_excepthook(args)
 
     def _install_signal(self) -> None:
@@ -367,7 +412,7 @@ class FlightRecorder:
     def _on_signal(self, signum: int, frame: Any) -> None:
         if self._old_wakeup is None:  # no wakeup fd of ours: dump from here
             threading.Thread(target=self._dump, args=(f"signal {signum}",),
-                             kwargs={"limited": True}, daemon=True).start()
+                             kwargs={"limited": True, "kind": "signal"}, daemon=True).start()
         old = self._old_handler
         if callable(old):
             old(signum, frame)

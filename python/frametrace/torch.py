@@ -24,7 +24,12 @@ nested under the Python frame (the C call) that ran it, and GPU kernels on
 tracks of their own; ``trace.save()`` (or ``frametrace.save(dir)``) then
 writes one Chrome JSON or ``.pftrace`` file.
 
-torch is imported when a profile is entered, never by ``import frametrace``.
+``frametrace.torch.flight_recorder(dump_dir, ...)`` is a flight recorder
+(``frametrace.flight_recorder``) whose dumps hold torch's ops, joined the
+same way (``frametrace._torch_flight``).
+
+torch is imported when a profile or a flight recorder is entered, never by
+``import frametrace``.
 """
 from __future__ import annotations
 
@@ -40,7 +45,7 @@ from .schedule import ProfilerAction, Schedule
 from .session import Profile as _Session
 from .session import Trace
 
-__all__ = ["PLUMBING", "profile", "Profile", "join_torch", "torch_trace_slices", "read_torch_chrome",
+__all__ = ["PLUMBING", "profile", "Profile", "flight_recorder", "join_torch", "torch_trace_slices", "read_torch_chrome",
            "torch_chrome_as_frametrace", "is_torch_chrome"]
 
 # How long a window's handler waits for torch's results of the same
@@ -340,6 +345,30 @@ def profile(*, schedule: Optional[Callable[[int], ProfilerAction]] = None,
                    module_names=module_names, activities=activities, record_shapes=record_shapes,
                    buffer_size=buffer_size, c_calls=c_calls, backend=backend,
                    max_memory=max_memory, ignore=ignore, include=include)
+
+
+def flight_recorder(dump_dir: Union[str, "os.PathLike[str]"], *,
+                    cycle_steps: Optional[int] = None,
+                    activities: Optional[Sequence[Any]] = None,
+                    record_shapes: bool = False, **options: Any) -> Any:
+    """A flight recorder (``frametrace.flight_recorder``) whose dumps hold
+    torch's ops of the dumped steps, nested in their Python frames on one
+    timeline: torch.profiler (``with_stack=False``) runs beside it for the
+    whole job in cycles of cycle_steps steps (default: 10, or ``steps`` if
+    more), the last completed cycle's ops kept in memory; a dump waits on
+    the writer thread for the cycle its window ends in (a hung step's and
+    a signal's do not: that part is Python only), and
+    ``metadata.dump.torch`` says "included" or from which step on it is
+    Python only, and why (``frametrace.flight``, ``frametrace._torch_flight``).
+    torch.profiler costs far more than frametrace's tracer (README, "Flight
+    recorder"): ``frametrace.flight_recorder`` records Python only, without
+    importing torch.  activities, record_shapes: torch.profiler's; options:
+    ``frametrace.flight_recorder``'s (steps, slow_factor, slow_ms, warmup,
+    format, signal, max_dumps, min_interval, watchdog and the Tracer's)."""
+    from ._torch_flight import TorchFlightRecorder
+
+    return TorchFlightRecorder(dump_dir, cycle_steps=cycle_steps, activities=activities,
+                               record_shapes=record_shapes, **options)
 
 
 def _ignored_code(tp: Any) -> tuple:
