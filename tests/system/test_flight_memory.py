@@ -55,7 +55,7 @@ with frametrace.flight_recorder(sys.argv[1], steps=3, slow_factor=None, slow_ms=
     # The last dump written (its snapshot holds its names), and no
     # collection under way in the writer (gc.collect() returns at once then).
     import time
-    while len(rec.dumps) + len(rec.errors) < 10:
+    while traced and len(rec.dumps) + len(rec.errors) < 10:
         time.sleep(0.01)
     for _ in range(3):
         gc.collect()
