@@ -26,7 +26,6 @@ last 3 steps (benchmarks/snapshot.py has the snapshot's figures in full).
 from __future__ import annotations
 
 import argparse
-import gc
 import os
 import platform
 import statistics
@@ -35,6 +34,8 @@ import tempfile
 import time
 
 import frametrace
+from overhead import measure as measure_rounds, quartiles
+from torch_compare import mlp
 from workloads import BY_NAME, count_callbacks, markdown_table as table
 
 clock_ns = time.perf_counter_ns
@@ -57,9 +58,7 @@ def torch_step(width=64):
         return None
     torch.manual_seed(0)
     torch.set_num_threads(1)
-    model = torch.nn.Sequential(torch.nn.Linear(256, width), torch.nn.ReLU(),
-                                torch.nn.Linear(width, width), torch.nn.ReLU(),
-                                torch.nn.Linear(width, 10))
+    model = mlp(torch, width)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     x, y = torch.randn(64, 256), torch.randint(0, 10, (64,))
 
@@ -101,22 +100,9 @@ def run_recorder(backend, dump_dir):
 
 
 def measure(fn, arg, rounds, steps, configs):
-    times = {name: [] for name, _ in configs}
-    for _, run in configs:
-        run(fn, arg, 2)
-    for r in range(rounds):
-        k = r % len(configs)
-        for name, run in configs[k:] + configs[:k]:
-            gc.collect()
-            times[name].append(run(fn, arg, steps))
-    return times
-
-
-def iqr(values):
-    if len(values) < 2:
-        return values[0], values[0]
-    q = statistics.quantiles(values, n=4)
-    return q[0], q[2]
+    """{config: [ns a step, each round]}: overhead.py's interleaved rounds."""
+    return measure_rounds(fn, arg, rounds, [
+        (name, lambda f, a, run=run: run(f, a, steps), None) for name, run in configs])
 
 
 def pauses(fn, arg, dump_dir, backend):
@@ -178,7 +164,7 @@ def main(argv=None):
             for backend in BACKENDS:
                 added = [(t - b) / events for t, b in zip(times[backend], base)]
                 pct = [100 * (t - b) / b for t, b in zip(times[backend], base)]
-                lo, hi = iqr(pct)
+                lo, hi = quartiles(pct)
                 rows.append([wname, backend, f"{events:,}", f"{statistics.median(base) / 1e3:.0f}",
                              f"{statistics.median(added):.1f}",
                              f"{statistics.median(pct):+.1f}%", f"{lo:+.1f}% to {hi:+.1f}%"])

@@ -39,6 +39,13 @@ import time
 CONFIGS = ["untraced", "torch_ops", "frametrace.torch", "frametrace.torch+modules", "torch_stack"]
 
 
+def mlp(torch, width: int):
+    """The loop's model: 256-width-width-10 (benchmarks/flight.py's too)."""
+    return torch.nn.Sequential(torch.nn.Linear(256, width), torch.nn.ReLU(),
+                               torch.nn.Linear(width, width), torch.nn.ReLU(),
+                               torch.nn.Linear(width, 10))
+
+
 def child(config: str, steps: int, out_dir: str, width: int) -> dict:
     import torch
     from torch.utils.data import DataLoader, TensorDataset
@@ -48,9 +55,7 @@ def child(config: str, steps: int, out_dir: str, width: int) -> dict:
 
     torch.manual_seed(0)
     torch.set_num_threads(1)
-    model = torch.nn.Sequential(torch.nn.Linear(256, width), torch.nn.ReLU(),
-                                torch.nn.Linear(width, width), torch.nn.ReLU(),
-                                torch.nn.Linear(width, 10))
+    model = mlp(torch, width)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     total = steps + 6
     data = TensorDataset(torch.randn(total * 64, 256), torch.randint(0, 10, (total * 64,)))

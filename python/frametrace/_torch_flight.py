@@ -256,7 +256,7 @@ class TorchFlightRecorder(FlightRecorder):
             join_torch(trace, kept)
         except Exception as exc:  # noqa: BLE001 - the Python trace is still written
             self.errors.append(exc)
-            kept, cut, lacking = [], 0, None
+            kept, cut = [], 0
             info["torch"] = f"python only: joining torch's ops failed: {exc!r}"
         else:
             if lacking is None:

@@ -38,7 +38,8 @@ apart; ``recorder.dump()`` is not limited by min_interval).  The tracer's
 memory is bounded by ``max_memory`` (see ``Tracer``), its function table
 by sweeps (``Tracer.release_functions``): code made at run time (exec,
 dataclasses, torch.compile) is let go once no retained record names it;
-a pending dump holds its own copy of the names.  ``frametrace run --flight-recorder DIR`` runs a program under one.  Python
+a pending dump holds its own copy of the names.  ``frametrace run
+--flight-recorder DIR`` runs a program under one.  Its dumps are Python
 only: ``frametrace.torch.flight_recorder`` is one whose dumps hold torch's
 ops too (``frametrace._torch_flight``).
 
