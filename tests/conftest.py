@@ -59,3 +59,29 @@ def pytest_collection_modifyitems(config, items):
         config.hook.pytest_deselected(items=repeats)
         dropped = set(map(id, repeats))
         items[:] = [item for item in items if id(item) not in dropped]
+
+
+OTHER_USER = "frametrace-other"
+
+
+@pytest.fixture(scope="session")
+def other_user():
+    """A second, unprivileged local user, for what frametrace promises about
+    other users (attach as root, view's server): a (name, uid, gid) triple.
+    Made here when the tests run as root and it does not exist yet (CI runs
+    as root); skipped, saying why, where no second user can be had."""
+    import pwd
+    import shutil
+    import subprocess
+    try:
+        entry = pwd.getpwnam(OTHER_USER)
+    except KeyError:
+        if os.geteuid() != 0:
+            pytest.skip(f"needs root, or a user {OTHER_USER!r}, to act as a second user")
+        useradd = shutil.which("useradd") or "/usr/sbin/useradd"
+        made = subprocess.run([useradd, "--system", "--no-create-home", "--shell",
+                               "/usr/sbin/nologin", OTHER_USER], capture_output=True, text=True)
+        if made.returncode not in (0, 9):  # 9: made meanwhile by another run
+            pytest.skip(f"cannot make a second user with useradd: {made.stderr.strip()}")
+        entry = pwd.getpwnam(OTHER_USER)
+    return entry.pw_name, entry.pw_uid, entry.pw_gid
