@@ -14,9 +14,21 @@
 #include "ring.h"
 #include "monitor_tool.h"
 
+#include <stdatomic.h>
 #include <stdint.h>
 
 struct ft_tracer;
+
+/* One OS thread, for as long as it runs: C code that calls Python through
+ * PyGILState_Ensure() gets a new thread state per call, so a thread state
+ * that is gone does not mean a thread that ended.  Shared by the OS
+ * thread (a pthread key, whose destructor clears alive when the thread
+ * exits, without the GIL) and the ft_threads that recorded on it: refs
+ * counts both, atomically; the last to let go frees it. */
+typedef struct {
+    atomic_int refs;
+    atomic_int alive;
+} ft_os_thread;
 
 /* Tracer(buffer_size=...): records per thread, also the module's
  * DEFAULT_BUFFER_SIZE and MAX_BUFFER_SIZE.  2**28 records are 4 GiB per
@@ -89,7 +101,10 @@ typedef struct {
     uint64_t lost;            /* events not recorded: no memory */
     unsigned long thread_id;  /* threading.get_ident() */
     unsigned long native_id;  /* threading.get_native_id(), 0 if unknown */
-    uint64_t tstate_id;       /* PyThreadState.id: unique in the process */
+    uint64_t tstate_id;       /* PyThreadState.id: unique in the process;
+                                 the newest seen on its OS thread */
+    ft_os_thread *os_thread;  /* a reference: the OS thread its ring was
+                                 given on, or NULL (no ring yet) */
     int64_t base_ticks;       /* when the hook was installed on the thread */
     uint32_t *base_stack;     /* ids of the Python frames on the stack then,
                                  outermost first */
@@ -302,6 +317,20 @@ void ft_free_threads(ft_tracer *tracer);
 void ft_free_thread_array(ft_thread **threads, Py_ssize_t n);
 /* The thread registered with tracer for thread state ts, or NULL. */
 ft_thread *ft_find_thread(const ft_tracer *tracer, PyThreadState *ts);
+/* The same, or else the thread whose OS thread ts runs on (a thread state
+ * C code made for one call into Python, PyGILState_Ensure()), which then
+ * notes ts as its thread state.  Pure C; a walk over the threads for a
+ * thread state not registered: for stop() and snapshot(). */
+ft_thread *ft_find_thread_of(ft_tracer *tracer, PyThreadState *ts);
+/* Whether th's OS thread is still running (it recorded, and has not
+ * exited). */
+static inline int
+ft_thread_os_alive(const ft_thread *th)
+{
+    return th->os_thread != NULL
+           && atomic_load_explicit(&th->os_thread->alive,
+                                   memory_order_acquire);
+}
 /* The hook object's type (ft_hookobject). */
 extern PyType_Spec ft_hook_spec;
 /* _thread_bootstrap(), the profile function given to threading.setprofile()
