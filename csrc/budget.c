@@ -124,6 +124,7 @@ ft_budget_sweep(ft_tracer *tracer, const ft_thread *keep)
             cap *= 2;
         }
         ids[n++] = PyThreadState_GetID(p);
+        ft_note_unhooked(tracer, p);
     }
     qsort(ids, n, sizeof(uint64_t), compare_ids);
     Py_ssize_t live = 0;
@@ -135,10 +136,12 @@ ft_budget_sweep(ft_tracer *tracer, const ft_thread *keep)
         /* A thread whose OS thread runs is alive, whatever its thread
          * state: C code that calls into Python (PyGILState_Ensure()) makes
          * and deletes one around each call, and between calls has none.
+         * Not one threading started: its thread state goes as it ends (and
+         * before 3.13 join() returns then, before the OS thread exits).
          * The calling thread is alive too.  Told by its OS thread or its
          * ft_thread, not its ident: a new thread often has the ident of
          * one that just ended. */
-        if (th == keep || ft_thread_os_alive(th)) {
+        if (th == keep || (!th->of_threading && ft_thread_os_alive(th))) {
             live++;
             continue;
         }

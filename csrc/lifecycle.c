@@ -202,6 +202,60 @@ ft_find_thread_of(ft_tracer *tracer, PyThreadState *ts)
     return NULL;
 }
 
+/* Whether code is threading's Thread._bootstrap or _bootstrap_inner: a
+ * thread threading started, before its bootstrap hooks it. */
+static int
+is_threading_bootstrap(PyCodeObject *code)
+{
+    PyObject *file = code->co_filename, *name = code->co_name;
+    if (!PyUnicode_Check(file) || !PyUnicode_Check(name)
+        || (PyUnicode_CompareWithASCIIString(name, "_bootstrap") != 0
+            && PyUnicode_CompareWithASCIIString(name, "_bootstrap_inner") != 0)) {
+        return 0;
+    }
+    Py_ssize_t n = PyUnicode_GetLength(file);
+    PyObject *tail = n >= 12 ? PyUnicode_Substring(file, n - 12, n) : NULL;
+    int match = tail != NULL
+                && PyUnicode_CompareWithASCIIString(tail, "threading.py") == 0;
+    Py_XDECREF(tail);
+    PyErr_Clear();
+    return match;
+}
+
+void
+ft_note_unhooked(ft_tracer *tracer, PyThreadState *ts)
+{
+    if (tracer->backend != FT_BACKEND_SETPROFILE
+        || tracer->unhooked != FT_UNHOOKED_NO
+        || ft_tstate_profile_func(ts) != NULL
+        || ft_find_thread(tracer, ts) != NULL) {
+        return;  /* hooked, or registered (its hook replaced: displaced.c) */
+    }
+    /* Its outermost frame tells threading's threads; frame objects are
+     * made (3.11+), with the GC off so that no finalizer runs. */
+    int gc_was_enabled = PyGC_Disable();
+    ft_saved_exc saved;
+    FT_SAVE_EXC(saved);
+    PyFrameObject *frame = PyThreadState_GetFrame(ts);
+    int running = frame != NULL;
+    while (frame != NULL) {
+        PyFrameObject *back = PyFrame_GetBack(frame);
+        if (back == NULL) {
+            break;
+        }
+        Py_SETREF(frame, back);
+    }
+    if (running && !is_threading_bootstrap(ft_frame_code(frame))) {
+        tracer->unhooked = FT_UNHOOKED_SEEN;
+    }
+    Py_XDECREF(frame);
+    PyErr_Clear();
+    FT_RESTORE_EXC(saved);
+    if (gc_was_enabled) {
+        PyGC_Enable();
+    }
+}
+
 /* Registers (or finds, by thread state) the thread ts with tracer, capturing
  * its Python stack (from top, borrowed, may be NULL) as the base stack at
  * base_ticks.  Returns the thread (owned by tracer), or NULL with an
@@ -1847,6 +1901,7 @@ mark_threads_at_stop(ft_tracer *self)
 {
     PyThreadState *ts = PyInterpreterState_ThreadHead(PyInterpreterState_Get());
     for (; ts != NULL; ts = PyThreadState_Next(ts)) {
+        ft_note_unhooked(self, ts);
         ft_thread *th = ft_find_thread_of(self, ts);
         if (th == NULL) {
             continue;
@@ -2081,6 +2136,7 @@ ft_bootstrap_thread(ft_state *state, PyObject *const *args, Py_ssize_t nargs)
         ft_thread *th = ft_find_thread(tracer, PyThreadState_Get());
         if (th != NULL) {
             name_thread(th, names);
+            th->of_threading = 1;
         }
         Py_XDECREF(names);
         PyEval_SetProfile(NULL, NULL);
@@ -2151,6 +2207,7 @@ ft_bootstrap_thread(ft_state *state, PyObject *const *args, Py_ssize_t nargs)
         PyEval_SetProfile(NULL, NULL);
     }
     else {
+        th->of_threading = 1;
         if (ring_rc == 0 && th->ring.buf == NULL) {
             adopt_ring(tracer, th, &ring);
             ring_rc = -1;  /* handed over */

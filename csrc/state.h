@@ -105,6 +105,8 @@ typedef struct {
                                  the newest seen on its OS thread */
     ft_os_thread *os_thread;  /* a reference: the OS thread its ring was
                                  given on, or NULL (no ring yet) */
+    uint8_t of_threading;     /* threading started it (its bootstrap ran
+                                 there): its one thread state ends with it */
     int64_t base_ticks;       /* when the hook was installed on the thread */
     uint32_t *base_stack;     /* ids of the Python frames on the stack then,
                                  outermost first */
@@ -145,6 +147,16 @@ enum {
                                the events in between are missing */
     FT_DISPLACED_TOOL_ID,   /* another tool freed or changed the
                                sys.monitoring tool id */
+};
+
+/* Whether a tracer of the setprofile backend saw a thread run Python code
+ * without its hook (ft_tracer.unhooked): a thread state that C code made
+ * (PyGILState_Ensure(): ctypes, cffi and pybind11 callbacks from C
+ * threads), or a thread _thread started without threading. */
+enum {
+    FT_UNHOOKED_NO = 0,
+    FT_UNHOOKED_SEEN,      /* to be warned about */
+    FT_UNHOOKED_WARNED,
 };
 
 /* A registered thread's thread state when stop() looked (ft_thread.at_stop). */
@@ -227,6 +239,8 @@ typedef struct ft_tracer {
                                  get_events() reports them */
     int displaced_unwarned;   /* stop() found displaced threads that its
                                  caller has not warned about yet */
+    int unhooked;             /* FT_UNHOOKED_*: a thread ran Python code
+                                 the setprofile backend could not hook */
     /* Writers reading the records without the GIL (ft_export_begin()),
      * in process export_pid: clear() meanwhile moves the threads and the
      * clock here, and the last writer to end frees them.  All guarded by
@@ -322,6 +336,11 @@ ft_thread *ft_find_thread(const ft_tracer *tracer, PyThreadState *ts);
  * notes ts as its thread state.  Pure C; a walk over the threads for a
  * thread state not registered: for stop() and snapshot(). */
 ft_thread *ft_find_thread_of(ft_tracer *tracer, PyThreadState *ts);
+/* With the setprofile backend: notes in tracer->unhooked whether ts runs
+ * Python code without any profile function and is not a thread of
+ * threading (whose bootstrap hooks it).  Pure C, GC off; for the walks
+ * over the thread states of budget.c and stop(). */
+void ft_note_unhooked(ft_tracer *tracer, PyThreadState *ts);
 /* Whether th's OS thread is still running (it recorded, and has not
  * exited). */
 static inline int
@@ -399,7 +418,8 @@ ft_cache_thread(const ft_tracer *tracer, ft_thread *th)
  * loss_ticks; tool_lost: the monitoring tool id was freed or changed by
  * another tool.  Pure C. */
 void ft_find_displaced(ft_tracer *tracer, int tool_lost);
-/* After ft_tracer_stop(): one RuntimeWarning per displaced thread, once.
+/* After ft_tracer_stop(): one RuntimeWarning per displaced thread, once,
+ * and one if a thread ran Python code unhooked (ft_note_unhooked()).
  * 0, or -1 with the exception of a warning turned into an error. */
 int ft_tracer_warn_displaced(ft_tracer *tracer);
 /* The number of Python frames th's records leave open (called, never

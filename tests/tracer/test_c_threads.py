@@ -3,12 +3,15 @@ pthread_create() that calls a Python callback through ctypes gets a new
 thread state for each call (PyGILState_Ensure()), and has none between
 calls, as the callbacks of cffi and pybind11 (torch's autograd and data
 threads) do.  While Python threads start and end beside it, every call it
-made is recorded, all on one thread, nothing dropped."""
+made is recorded, all on one thread, nothing dropped (sys.monitoring); the
+setprofile backend, which cannot hook such thread states, says so."""
 import ctypes
 import os
 import shutil
 import subprocess
+import sys
 import threading
+import warnings
 
 import pytest
 
@@ -114,7 +117,9 @@ def churn():
         GATE.release()
 
 
-def test_every_call_of_a_c_thread_is_recorded_on_one_thread(clib, tmp_path):
+def run_c_thread(clib):
+    """The C thread's N calls, Python threads starting and ending meanwhile,
+    traced: the stopped tracer and the C thread's native id."""
     cb = CALLBACK(callback)
     with frametrace.trace() as tracer:
         churner = threading.Thread(target=churn)
@@ -123,6 +128,16 @@ def test_every_call_of_a_c_thread_is_recorded_on_one_thread(clib, tmp_path):
         assert job
         tid = clib.ct_join(job)
         churner.join()
+    return tracer, tid
+
+
+@pytest.mark.skipif(sys.version_info < (3, 12), reason="sys.monitoring is 3.12+")
+def test_every_call_of_a_c_thread_is_recorded_on_one_thread(clib, clock, tmp_path):
+    if clock != "monitoring":
+        pytest.skip("the setprofile backend warns instead (the next test)")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        tracer, tid = run_c_thread(clib)
     events = tracer.getEvents()
     assert_valid_trace(events, tracer.start_ns, tracer.stop_ns)
 
@@ -146,3 +161,19 @@ def test_every_call_of_a_c_thread_is_recorded_on_one_thread(clib, tmp_path):
     on_file = [e for e in loaded.events if e.name == "callback"]
     assert len(on_file) == N
     assert len({(e.thread_serial, e.thread_id) for e in on_file}) == 1
+
+
+def test_setprofile_backend_warns_of_a_c_thread_it_cannot_record(clib, clock):
+    """The setprofile backend has no way to put its hook on a thread state
+    C code makes for each call: it says so, once."""
+    if clock == "monitoring":
+        pytest.skip("the monitoring backend records them (the test above)")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        tracer, tid = run_c_thread(clib)
+    said = [w for w in caught if "could not record" in str(w.message)]
+    assert len(said) == 1, [str(w.message) for w in caught]
+    assert said[0].category is RuntimeWarning
+    assert "backend=\"monitoring\"" in str(said[0].message)
+    # What it did record is not put on the C thread.
+    assert not [e for e in tracer.getEvents() if e.native_thread_id == tid]
