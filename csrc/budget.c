@@ -10,7 +10,8 @@
  * wraps at its current size.
  *
  * A thread's end is noticed by a sweep over the interpreter's thread
- * states (their ids are unique in the process): every so many new rings,
+ * states (their ids are unique in the process), once its OS thread has
+ * exited too (ft_os_thread): every so many new rings,
  * when a ring cannot grow, and at stop().  An ended thread's ring gives
  * back what holds no record (ft_ring_trim()), and is packed: by each new
  * thread's first record, rings of a bounded number of records in all
@@ -123,6 +124,7 @@ ft_budget_sweep(ft_tracer *tracer, const ft_thread *keep)
             cap *= 2;
         }
         ids[n++] = PyThreadState_GetID(p);
+        ft_note_unhooked(tracer, p);
     }
     qsort(ids, n, sizeof(uint64_t), compare_ids);
     Py_ssize_t live = 0;
@@ -131,13 +133,15 @@ ft_budget_sweep(ft_tracer *tracer, const ft_thread *keep)
         if (th->ended || th->ring.buf == NULL) {
             continue;
         }
-        /* The calling thread is alive, whatever its thread state: one
-         * that C code makes and deletes around each call into Python
-         * (PyGILState_Ensure()) gets a new id each time, while the thread
-         * cache still gives the ft_thread of the first.  Told by its
+        /* A thread whose OS thread runs is alive, whatever its thread
+         * state: C code that calls into Python (PyGILState_Ensure()) makes
+         * and deletes one around each call, and between calls has none.
+         * Not one threading started: its thread state goes as it ends (and
+         * before 3.13 join() returns then, before the OS thread exits).
+         * The calling thread is alive too.  Told by its OS thread or its
          * ft_thread, not its ident: a new thread often has the ident of
          * one that just ended. */
-        if (th == keep) {
+        if (th == keep || (!th->of_threading && ft_thread_os_alive(th))) {
             live++;
             continue;
         }

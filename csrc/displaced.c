@@ -152,6 +152,20 @@ cause_of(int why)
 int
 ft_tracer_warn_displaced(ft_tracer *self)
 {
+    if (self->unhooked == FT_UNHOOKED_SEEN) {
+        self->unhooked = FT_UNHOOKED_WARNED;
+        if (PyErr_WarnEx(
+                PyExc_RuntimeWarning,
+                "frametrace: a thread ran Python code that the setprofile "
+                "backend could not record: threads that C code starts and "
+                "that call Python (ctypes, cffi and pybind11 callbacks, "
+                "such as torch's autograd and data threads) and threads "
+                "started with _thread rather than threading are not "
+                "recorded by it; backend=\"monitoring\" (CPython 3.12+) "
+                "records them", 1) < 0) {
+            return -1;
+        }
+    }
     if (!self->displaced_unwarned) {
         return 0;
     }

@@ -27,8 +27,69 @@
 #include "state.h"
 #include "audit_aside.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* ---- OS threads ----------------------------------------------------- */
+
+/* The calling OS thread's ft_os_thread, made at its first ring: the key's
+ * value holds one reference, dropped by os_thread_exit() when the thread
+ * exits.  (Never on the main thread, which exits with the process; nor,
+ * in a forked child, on the threads the fork left behind: their few bytes
+ * stay.) */
+static pthread_key_t os_thread_key;
+static int os_thread_key_made;  /* guarded by the GIL */
+
+static void
+os_thread_release(ft_os_thread *os)
+{
+    /* acq_rel: the last to let go sees every other's writes before it
+     * frees. */
+    if (os != NULL
+        && atomic_fetch_sub_explicit(&os->refs, 1, memory_order_acq_rel) == 1) {
+        free(os);
+    }
+}
+
+/* The key's destructor, as the OS thread exits (no GIL): the threads that
+ * recorded on it read alive under the GIL, with acquire. */
+static void
+os_thread_exit(void *value)
+{
+    ft_os_thread *os = value;
+    atomic_store_explicit(&os->alive, 0, memory_order_release);
+    os_thread_release(os);
+}
+
+/* A new reference to the calling OS thread's ft_os_thread, or NULL when
+ * out of memory (then its ring is taken for ended with its thread state,
+ * as before).  Holds the GIL. */
+static ft_os_thread *
+os_thread_current(void)
+{
+    if (!os_thread_key_made) {
+        if (pthread_key_create(&os_thread_key, os_thread_exit) != 0) {
+            return NULL;
+        }
+        os_thread_key_made = 1;
+    }
+    ft_os_thread *os = pthread_getspecific(os_thread_key);
+    if (os == NULL) {
+        os = malloc(sizeof(*os));
+        if (os == NULL) {
+            return NULL;
+        }
+        atomic_init(&os->refs, 1);
+        atomic_init(&os->alive, 1);
+        if (pthread_setspecific(os_thread_key, os) != 0) {
+            free(os);
+            return NULL;
+        }
+    }
+    atomic_fetch_add_explicit(&os->refs, 1, memory_order_relaxed);
+    return os;
+}
 
 /* ---- threads: registration, stacks, names --------------------------- */
 
@@ -40,6 +101,7 @@ thread_free(ft_thread *thread)
         return;
     }
     ft_ring_free(&thread->ring);
+    os_thread_release(thread->os_thread);
     Py_CLEAR(thread->name);
     free(thread->base_stack);
     free(thread->stop_stack);
@@ -116,6 +178,82 @@ ft_find_thread(const ft_tracer *tracer, PyThreadState *ts)
         }
     }
     return NULL;
+}
+
+ft_thread *
+ft_find_thread_of(ft_tracer *tracer, PyThreadState *ts)
+{
+    ft_thread *th = ft_find_thread(tracer, ts);
+    if (th != NULL) {
+        return th;
+    }
+    /* Two OS threads alive at once never share an ident. */
+    unsigned long ident = ft_tstate_thread_id(ts);
+    for (Py_ssize_t i = tracer->nthreads - 1; i >= 0; i--) {
+        th = tracer->threads[i];
+        if (th->thread_id == ident && ft_thread_os_alive(th)) {
+            th->tstate_id = PyThreadState_GetID(ts);
+            if (th->tstate_id > tracer->max_tstate_id) {
+                tracer->max_tstate_id = th->tstate_id;
+            }
+            return th;
+        }
+    }
+    return NULL;
+}
+
+/* Whether code is threading's Thread._bootstrap or _bootstrap_inner: a
+ * thread threading started, before its bootstrap hooks it. */
+static int
+is_threading_bootstrap(PyCodeObject *code)
+{
+    PyObject *file = code->co_filename, *name = code->co_name;
+    if (!PyUnicode_Check(file) || !PyUnicode_Check(name)
+        || (PyUnicode_CompareWithASCIIString(name, "_bootstrap") != 0
+            && PyUnicode_CompareWithASCIIString(name, "_bootstrap_inner") != 0)) {
+        return 0;
+    }
+    Py_ssize_t n = PyUnicode_GetLength(file);
+    PyObject *tail = n >= 12 ? PyUnicode_Substring(file, n - 12, n) : NULL;
+    int match = tail != NULL
+                && PyUnicode_CompareWithASCIIString(tail, "threading.py") == 0;
+    Py_XDECREF(tail);
+    PyErr_Clear();
+    return match;
+}
+
+void
+ft_note_unhooked(ft_tracer *tracer, PyThreadState *ts)
+{
+    if (tracer->backend != FT_BACKEND_SETPROFILE
+        || tracer->unhooked != FT_UNHOOKED_NO
+        || ft_tstate_profile_func(ts) != NULL
+        || ft_find_thread(tracer, ts) != NULL) {
+        return;  /* hooked, or registered (its hook replaced: displaced.c) */
+    }
+    /* Its outermost frame tells threading's threads; frame objects are
+     * made (3.11+), with the GC off so that no finalizer runs. */
+    int gc_was_enabled = PyGC_Disable();
+    ft_saved_exc saved;
+    FT_SAVE_EXC(saved);
+    PyFrameObject *frame = PyThreadState_GetFrame(ts);
+    int running = frame != NULL;
+    while (frame != NULL) {
+        PyFrameObject *back = PyFrame_GetBack(frame);
+        if (back == NULL) {
+            break;
+        }
+        Py_SETREF(frame, back);
+    }
+    if (running && !is_threading_bootstrap(ft_frame_code(frame))) {
+        tracer->unhooked = FT_UNHOOKED_SEEN;
+    }
+    Py_XDECREF(frame);
+    PyErr_Clear();
+    FT_RESTORE_EXC(saved);
+    if (gc_was_enabled) {
+        PyGC_Enable();
+    }
 }
 
 /* Registers (or finds, by thread state) the thread ts with tracer, capturing
@@ -317,6 +455,15 @@ adopt_ring(ft_tracer *tracer, ft_thread *th, const ft_ring *ring)
     th->ring = *ring;
     th->ring.discarded += discarded;
     th->ended = 0;
+    /* Its OS thread, before any sweep looks (a new ring may start one):
+     * while it runs, the ring is not taken for ended. */
+    if (th->os_thread == NULL) {
+        th->os_thread = os_thread_current();
+    }
+    th->tstate_id = PyThreadState_GetID(PyThreadState_Get());
+    if (th->tstate_id > tracer->max_tstate_id) {
+        tracer->max_tstate_id = th->tstate_id;
+    }
     ft_budget_adopted(tracer, th);
     /* A thread state registered before its OS thread bound it had no ids
      * yet (3.12+: 0), or its creator's (3.10/3.11). */
@@ -897,7 +1044,7 @@ uninstall_hooks(ft_tracer *self, int take_stacks)
         if (is_ours(self, ts)) {
             installed = 1;
             if (take_stacks && ft_tstate_profile_func(ts) == ft_hook) {
-                take_stop_stack(self, ft_find_thread(self, ts), ts);
+                take_stop_stack(self, ft_find_thread_of(self, ts), ts);
             }
         }
     }
@@ -1040,7 +1187,7 @@ take_stop_stacks(ft_tracer *self)
     int gc_was_enabled = PyGC_Disable();
     PyThreadState *ts = PyInterpreterState_ThreadHead(PyInterpreterState_Get());
     for (; ts != NULL; ts = PyThreadState_Next(ts)) {
-        ft_thread *th = ft_find_thread(self, ts);
+        ft_thread *th = ft_find_thread_of(self, ts);
         if (th != NULL) {
             take_stop_stack(self, th, ts);
         }
@@ -1585,6 +1732,7 @@ snapshot_thread(const ft_thread *src, const mark_thread *since,
         return NULL;
     }
     *th = *src;
+    th->os_thread = NULL;  /* a stopped copy: no sweep looks */
     th->base_stack = NULL;
     th->stop_stack = NULL;
     th->name = NULL;
@@ -1624,7 +1772,7 @@ snapshot_stacks(ft_tracer *self, ft_tracer *snap)
 {
     PyThreadState *ts = PyInterpreterState_ThreadHead(PyInterpreterState_Get());
     for (; ts != NULL; ts = PyThreadState_Next(ts)) {
-        ft_thread *live = ft_find_thread(self, ts);
+        ft_thread *live = ft_find_thread_of(self, ts);
         Py_ssize_t i = 0;
         while (live != NULL && i < snap->nthreads && self->threads[i] != live) {
             i++;
@@ -1753,7 +1901,8 @@ mark_threads_at_stop(ft_tracer *self)
 {
     PyThreadState *ts = PyInterpreterState_ThreadHead(PyInterpreterState_Get());
     for (; ts != NULL; ts = PyThreadState_Next(ts)) {
-        ft_thread *th = ft_find_thread(self, ts);
+        ft_note_unhooked(self, ts);
+        ft_thread *th = ft_find_thread_of(self, ts);
         if (th == NULL) {
             continue;
         }
@@ -1987,6 +2136,7 @@ ft_bootstrap_thread(ft_state *state, PyObject *const *args, Py_ssize_t nargs)
         ft_thread *th = ft_find_thread(tracer, PyThreadState_Get());
         if (th != NULL) {
             name_thread(th, names);
+            th->of_threading = 1;
         }
         Py_XDECREF(names);
         PyEval_SetProfile(NULL, NULL);
@@ -2057,6 +2207,7 @@ ft_bootstrap_thread(ft_state *state, PyObject *const *args, Py_ssize_t nargs)
         PyEval_SetProfile(NULL, NULL);
     }
     else {
+        th->of_threading = 1;
         if (ring_rc == 0 && th->ring.buf == NULL) {
             adopt_ring(tracer, th, &ring);
             ring_rc = -1;  /* handed over */

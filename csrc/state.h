@@ -14,9 +14,21 @@
 #include "ring.h"
 #include "monitor_tool.h"
 
+#include <stdatomic.h>
 #include <stdint.h>
 
 struct ft_tracer;
+
+/* One OS thread, for as long as it runs: C code that calls Python through
+ * PyGILState_Ensure() gets a new thread state per call, so a thread state
+ * that is gone does not mean a thread that ended.  Shared by the OS
+ * thread (a pthread key, whose destructor clears alive when the thread
+ * exits, without the GIL) and the ft_threads that recorded on it: refs
+ * counts both, atomically; the last to let go frees it. */
+typedef struct {
+    atomic_int refs;
+    atomic_int alive;
+} ft_os_thread;
 
 /* Tracer(buffer_size=...): records per thread, also the module's
  * DEFAULT_BUFFER_SIZE and MAX_BUFFER_SIZE.  2**28 records are 4 GiB per
@@ -89,7 +101,12 @@ typedef struct {
     uint64_t lost;            /* events not recorded: no memory */
     unsigned long thread_id;  /* threading.get_ident() */
     unsigned long native_id;  /* threading.get_native_id(), 0 if unknown */
-    uint64_t tstate_id;       /* PyThreadState.id: unique in the process */
+    uint64_t tstate_id;       /* PyThreadState.id: unique in the process;
+                                 the newest seen on its OS thread */
+    ft_os_thread *os_thread;  /* a reference: the OS thread its ring was
+                                 given on, or NULL (no ring yet) */
+    uint8_t of_threading;     /* threading started it (its bootstrap ran
+                                 there): its one thread state ends with it */
     int64_t base_ticks;       /* when the hook was installed on the thread */
     uint32_t *base_stack;     /* ids of the Python frames on the stack then,
                                  outermost first */
@@ -130,6 +147,16 @@ enum {
                                the events in between are missing */
     FT_DISPLACED_TOOL_ID,   /* another tool freed or changed the
                                sys.monitoring tool id */
+};
+
+/* Whether a tracer of the setprofile backend saw a thread run Python code
+ * without its hook (ft_tracer.unhooked): a thread state that C code made
+ * (PyGILState_Ensure(): ctypes, cffi and pybind11 callbacks from C
+ * threads), or a thread _thread started without threading. */
+enum {
+    FT_UNHOOKED_NO = 0,
+    FT_UNHOOKED_SEEN,      /* to be warned about */
+    FT_UNHOOKED_WARNED,
 };
 
 /* A registered thread's thread state when stop() looked (ft_thread.at_stop). */
@@ -212,6 +239,8 @@ typedef struct ft_tracer {
                                  get_events() reports them */
     int displaced_unwarned;   /* stop() found displaced threads that its
                                  caller has not warned about yet */
+    int unhooked;             /* FT_UNHOOKED_*: a thread ran Python code
+                                 the setprofile backend could not hook */
     /* Writers reading the records without the GIL (ft_export_begin()),
      * in process export_pid: clear() meanwhile moves the threads and the
      * clock here, and the last writer to end frees them.  All guarded by
@@ -302,6 +331,25 @@ void ft_free_threads(ft_tracer *tracer);
 void ft_free_thread_array(ft_thread **threads, Py_ssize_t n);
 /* The thread registered with tracer for thread state ts, or NULL. */
 ft_thread *ft_find_thread(const ft_tracer *tracer, PyThreadState *ts);
+/* The same, or else the thread whose OS thread ts runs on (a thread state
+ * C code made for one call into Python, PyGILState_Ensure()), which then
+ * notes ts as its thread state.  Pure C; a walk over the threads for a
+ * thread state not registered: for stop() and snapshot(). */
+ft_thread *ft_find_thread_of(ft_tracer *tracer, PyThreadState *ts);
+/* With the setprofile backend: notes in tracer->unhooked whether ts runs
+ * Python code without any profile function and is not a thread of
+ * threading (whose bootstrap hooks it).  Pure C, GC off; for the walks
+ * over the thread states of budget.c and stop(). */
+void ft_note_unhooked(ft_tracer *tracer, PyThreadState *ts);
+/* Whether th's OS thread is still running (it recorded, and has not
+ * exited). */
+static inline int
+ft_thread_os_alive(const ft_thread *th)
+{
+    return th->os_thread != NULL
+           && atomic_load_explicit(&th->os_thread->alive,
+                                   memory_order_acquire);
+}
 /* The hook object's type (ft_hookobject). */
 extern PyType_Spec ft_hook_spec;
 /* _thread_bootstrap(), the profile function given to threading.setprofile()
@@ -370,7 +418,8 @@ ft_cache_thread(const ft_tracer *tracer, ft_thread *th)
  * loss_ticks; tool_lost: the monitoring tool id was freed or changed by
  * another tool.  Pure C. */
 void ft_find_displaced(ft_tracer *tracer, int tool_lost);
-/* After ft_tracer_stop(): one RuntimeWarning per displaced thread, once.
+/* After ft_tracer_stop(): one RuntimeWarning per displaced thread, once,
+ * and one if a thread ran Python code unhooked (ft_note_unhooked()).
  * 0, or -1 with the exception of a warning turned into an error. */
 int ft_tracer_warn_displaced(ft_tracer *tracer);
 /* The number of Python frames th's records leave open (called, never
