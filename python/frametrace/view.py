@@ -425,6 +425,17 @@ def _bind(port: int) -> tuple[Any, str]:
 # ---- what the user is told ------------------------------------------------------------------
 
 
+def _big_json() -> int:
+    """The size of JSON that gets the .pftrace hint: BIG_JSON, or the
+    environment's; ViewError for a value that is not a size."""
+    text = os.environ.get(BIG_JSON_ENV, "")
+    if not text:
+        return BIG_JSON
+    if not text.isascii() or not text.isdigit():
+        raise ViewError(f"{BIG_JSON_ENV} must be a size in bytes (digits only), got {text!r}")
+    return int(text)
+
+
 def _browser_possible() -> bool:
     """Whether a graphical browser may be there: on Linux and BSD, a display
     (without one, webbrowser falls back to text browsers, which cannot run
@@ -500,6 +511,7 @@ def view(path: str, ui_dir: Optional[str] = None, port: int = DEFAULT_PORT,
         print(f"{PROG} view: {_printable(message)}", file=stream, flush=True)
 
     try:
+        big = _big_json()
         kind, size = check_trace(path)
         if ui_dir is not None:
             if not os.path.isdir(ui_dir):
@@ -511,10 +523,6 @@ def view(path: str, ui_dir: Optional[str] = None, port: int = DEFAULT_PORT,
         tell(str(exc), err)
         return 2
 
-    try:
-        big = int(os.environ.get(BIG_JSON_ENV) or BIG_JSON)
-    except ValueError:
-        big = BIG_JSON
     if kind.startswith("json") and size > big:
         tell(f"{path} holds {size / 1e6:,.0f} MB of JSON: the Perfetto UI loads it slowly and "
              f"may run out of memory; the same trace as .pftrace (Perfetto's protobuf format: "

@@ -349,6 +349,14 @@ def test_bad_input(what, tmp_path, trace, ui):
     assert expected.get(what, "is not a trace") in proc.stderr
 
 
+@pytest.mark.parametrize("value", ["10MB", " 10", "-1", "1e9"])
+def test_big_json_setting_not_understood(trace, value):
+    proc = _run_view(trace, "--no-browser", "--port", 0, env={view.BIG_JSON_ENV: value})
+    assert proc.returncode == 2 and "open this URL" not in proc.stdout
+    assert proc.stderr == (f"frametrace view: {view.BIG_JSON_ENV} must be a size in bytes "
+                           f"(digits only), got {value!r}\n")
+
+
 def test_bad_port():
     proc = _run_view("x.json", "--port", "70000")
     assert proc.returncode == 2 and "0-65535" in proc.stderr
