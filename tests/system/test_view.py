@@ -588,12 +588,14 @@ print(json.dumps(got))
 
 
 def _as_user(user, args):
-    """args run as user (name, uid, gid), with a Python that user can run."""
+    """args run as user (name, uid, gid), with a Python that user can run,
+    in an environment of their own (not ours: a sanitizer's, say)."""
     _, uid, gid = user
     for python in (sys.executable, "/usr/bin/python3"):
         try:
             return subprocess.run([python, "-I", *args], capture_output=True, text=True,
-                                  cwd="/", user=uid, group=gid, extra_groups=[], timeout=WAIT)
+                                  cwd="/", user=uid, group=gid, extra_groups=[], timeout=WAIT,
+                                  env={"PATH": os.defpath, "LC_ALL": "C.UTF-8"})
         except OSError:  # not theirs to run (a venv under /root, say)
             continue
     pytest.skip(f"no Python that the user {user[0]} can run")
