@@ -57,10 +57,20 @@ arm_counter_usable(void)
 #endif
 
 int
-ft_clock_cycles_usable(void)
+ft_clock_env(void)
 {
     const char *env = getenv("FRAMETRACE_CLOCK");
-    if (env != NULL && strcmp(env, "monotonic") == 0) {
+    if (env == NULL || env[0] == '\0' || strcmp(env, "auto") == 0) {
+        return FT_CLOCK_ENV_AUTO;
+    }
+    return strcmp(env, "monotonic") == 0 ? FT_CLOCK_ENV_MONOTONIC
+                                         : FT_CLOCK_ENV_BAD;
+}
+
+int
+ft_clock_cycles_usable(void)
+{
+    if (ft_clock_env() == FT_CLOCK_ENV_MONOTONIC) {
         return 0;
     }
 #if FT_HAVE_CYCLE_COUNTER && defined(__linux__)

@@ -64,6 +64,12 @@ typedef struct {
     int nboot;
 } ft_clock;
 
+/* What FRAMETRACE_CLOCK asks for: unset, empty or "auto" (the cycle
+ * counter where usable), "monotonic", or anything else (which Tracer()
+ * refuses). */
+enum { FT_CLOCK_ENV_AUTO, FT_CLOCK_ENV_MONOTONIC, FT_CLOCK_ENV_BAD };
+int ft_clock_env(void);
+
 /* Whether the cycle counter is safe to convert, and not disabled by
  * FRAMETRACE_CLOCK=monotonic.  x86: the kernel uses the TSC as its own
  * clocksource (so it is invariant and synchronized across CPUs).  aarch64:

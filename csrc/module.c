@@ -70,6 +70,15 @@ static PyMethodDef module_methods[] = {
 static int
 module_exec(PyObject *module)
 {
+    /* Before 3.12 no slot refuses subinterpreters, and from 3.12 the slot
+     * refuses only those that check extensions (not Py_NewInterpreter()'s
+     * legacy ones): one tracer per process, and thread states walked
+     * directly, are for the main interpreter. */
+    if (PyInterpreterState_Get() != PyInterpreterState_Main()) {
+        PyErr_SetString(PyExc_ImportError, "frametrace cannot be imported in "
+                        "a subinterpreter: it traces the main interpreter only");
+        return -1;
+    }
     ft_state *state = ft_get_state(module);
 
     state->tracer_type = (PyTypeObject *)PyType_FromModuleAndSpec(

@@ -9,14 +9,53 @@
 
 static const char *const backend_names[] = {"setprofile", "monitoring"};
 
+/* ValueError: the environment variable name has a value frametrace does
+ * not understand; takes says what it takes.  Always -1. */
+static int
+bad_env(const char *name, const char *takes)
+{
+    PyObject *value = PyUnicode_DecodeFSDefault(getenv(name));
+    if (value != NULL) {
+        PyErr_Format(PyExc_ValueError, "%s must be %s, got %R", name, takes,
+                     value);
+        Py_DECREF(value);
+    }
+    return -1;
+}
+
+/* Settings are checked where a tracer is made: a value not understood is
+ * refused, never taken for the default. */
+static int
+check_env(void)
+{
+    if (ft_clock_env() == FT_CLOCK_ENV_BAD) {
+        return bad_env("FRAMETRACE_CLOCK", "\"auto\" (the default: the CPU's "
+                       "cycle counter where it is usable) or \"monotonic\"");
+    }
+    const char *env = getenv("FRAMETRACE_BACKEND");
+    if (env != NULL && env[0] != '\0' && strcmp(env, "auto") != 0
+        && strcmp(env, "setprofile") != 0 && strcmp(env, "monitoring") != 0) {
+        return bad_env("FRAMETRACE_BACKEND", "\"auto\" (the default), "
+                       "\"setprofile\" or \"monitoring\"");
+    }
+    return 0;
+}
+
 /* The backend "auto" picks: sys.monitoring where there is one (cheaper per
- * event, see benchmarks/README.md), unless FRAMETRACE_BACKEND names one. */
+ * event, see benchmarks/README.md), unless FRAMETRACE_BACKEND names one
+ * (check_env() has refused any other value); -1 with an exception. */
 static int
 default_backend(void)
 {
     const char *env = getenv("FRAMETRACE_BACKEND");
     if (env != NULL && strcmp(env, "setprofile") == 0) {
         return FT_BACKEND_SETPROFILE;
+    }
+    if (env != NULL && strcmp(env, "monitoring") == 0 && !FT_HAVE_MONITORING) {
+        PyErr_SetString(PyExc_ValueError, "FRAMETRACE_BACKEND=monitoring needs "
+                        "sys.monitoring (CPython 3.12+); this Python has only "
+                        "\"setprofile\" (or leave FRAMETRACE_BACKEND unset)");
+        return -1;
     }
     return FT_HAVE_MONITORING ? FT_BACKEND_MONITORING : FT_BACKEND_SETPROFILE;
 }
@@ -72,6 +111,9 @@ tracer_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|O$OOOOO:Tracer", kwlist,
                                      &size_obj, &c_calls_obj, &backend_obj,
                                      &max_obj, &ignore_obj, &include_obj)) {
+        return NULL;
+    }
+    if (check_env() < 0) {
         return NULL;
     }
     int backend = parse_backend(backend_obj);

