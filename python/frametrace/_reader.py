@@ -527,7 +527,7 @@ class _Strings:
         loc = self.files.get(where)
         if loc is None:
             filename, colon, line = where.rpartition(":")
-            if not colon or not line.isdigit() or not line.isascii():
+            if not colon or not line.isdigit() or not line.isascii() or len(line) > _MAX_DIGITS:
                 raise _Bad(f"{what}.args.file: \"path:line\" expected, not {_show(where)}")
             loc = self.files[where] = (filename, int(line))
         return loc
@@ -562,7 +562,8 @@ def _parse_event(ev: Any, n: int, strings: _Strings) -> Optional[tuple[str, tupl
             name = _check(name, str, f"{what}.name")
             step = args.get("step")
             if step is None:
-                step = int(name[5:]) if name.startswith("step#") and name[5:].isdigit() else 0
+                digits = name[5:] if name.startswith("step#") else ""
+                step = int(digits) if digits.isdigit() and len(digits) <= _MAX_DIGITS else 0
             return "step", (name, _check(step, int, f"{what}.args.step"), pid, ts, end)
         return "call", ("py" if cat == "python" else "c", pid, tid, ts, end,
                         strings.name(_check(name, str, f"{what}.name")),

@@ -484,3 +484,12 @@ def test_regression_torch_trace_with_a_huge_time_is_overflowerror(tmp_path):
     ]}).replace('"ts": 1.0', '"ts": 1e999'), encoding="utf-8")
     with pytest.raises(ValueError, match=r"traceEvents\[0\]: inf us is out of range"):
         loader.merge([path], tmp_path / "m.json")
+
+
+def test_regression_a_line_number_of_5000_digits_is_not_named(tmp_path):
+    """A line number ("path:line" in args.file) was converted whatever its length: 5000
+    digits raised int()'s own ValueError ("Exceeds the limit (4300 digits)..."), which
+    neither names the file nor what was wrong"""
+    path = _chrome_with(tmp_path, '"args":{"file":"<built-in>:0"}', '"args":{"file":"x:' + "9" * 5000 + '"}')
+    with pytest.raises(ValueError, match=rf"^{path}: traceEvents\[\d+\]\.args\.file: \"path:line\" expected"):
+        frametrace.load(path)
