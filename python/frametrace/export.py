@@ -666,6 +666,10 @@ def write_perfetto(
     ``write_chrome`` (a rank names the process "rank N": a .pftrace has no
     other place for it; a thread's slices are merged into its sequence,
     nested with its frames); the file replaces path only once complete.
+    Strings are UTF-8 but for a name that is not (a file name's byte, which
+    Python decodes to a lone surrogate U+DC80..U+DCFF): that byte, as the
+    file system has it (surrogateescape); in JSON it is the surrogate's
+    ``\\uXXXX`` escape.
     """
     path, pid, names, ranges, steps = _prepare(path, tracer, pid, thread_names, process_name,
                                                ranges, steps, "write_perfetto")
