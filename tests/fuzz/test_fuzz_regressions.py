@@ -493,3 +493,14 @@ def test_regression_a_line_number_of_5000_digits_is_not_named(tmp_path):
     path = _chrome_with(tmp_path, '"args":{"file":"<built-in>:0"}', '"args":{"file":"x:' + "9" * 5000 + '"}')
     with pytest.raises(ValueError, match=rf"^{path}: traceEvents\[\d+\]\.args\.file: \"path:line\" expected"):
         frametrace.load(path)
+
+
+@pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity"])
+def test_regression_nan_is_read_and_merged_into_a_file_that_is_no_json(constant, tmp_path):
+    """The reader took NaN and Infinity (Python's json does, JSON has neither): merge wrote
+    them back, a file no strict JSON reader (Perfetto's) takes"""
+    path = _chrome_with(tmp_path, '"metadata":{}', '"metadata":{"x":' + constant + '}')
+    for read in (frametrace.load, lambda p: loader.merge([p], tmp_path / "m.json")):
+        with pytest.raises(ValueError, match=rf"^{path}: not JSON: {constant} \(no JSON number"):
+            read(path)
+    assert not (tmp_path / "m.json").exists()
