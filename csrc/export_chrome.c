@@ -33,11 +33,15 @@ put_us(char *p, int64_t ns)
     return p + 4;
 }
 
-/* A JSON string literal of s (UTF-8), quotes included, malloc'd. */
+/* A JSON string literal of s (UTF-8), quotes included, malloc'd.  A lone
+ * surrogate (a byte a file name had that was not UTF-8, as Python's
+ * surrogateescape decodes it) is written as its \uXXXX escape, as
+ * json.dumps writes it: the file stays UTF-8, and a JSON reader gives the
+ * same str back. */
 static char *
 json_string(PyObject *s, size_t *len)
 {
-    PyObject *bytes = PyUnicode_AsEncodedString(s, "utf-8", "backslashreplace");
+    PyObject *bytes = PyUnicode_AsEncodedString(s, "utf-8", "surrogatepass");
     if (bytes == NULL) {
         return NULL;
     }
@@ -59,6 +63,15 @@ json_string(PyObject *s, size_t *len)
         }
         else if (c < 0x20) {
             k += (size_t)sprintf(dst + k, "\\u%04x", c);
+        }
+        else if (c == 0xED && i + 2 < n && src[i + 1] >= 0xA0) {
+            /* U+D800..U+DFFF, which surrogatepass alone encodes (ED A0..BF
+             * xx): no valid UTF-8 has it. */
+            unsigned cp = (unsigned)(c & 0x0F) << 12
+                          | (unsigned)(src[i + 1] & 0x3F) << 6
+                          | (unsigned)(src[i + 2] & 0x3F);
+            k += (size_t)sprintf(dst + k, "\\u%04x", cp);
+            i += 2;
         }
         else {
             dst[k++] = (char)c;

@@ -178,25 +178,34 @@ pb_message(pb_t *b, uint32_t field, const pb_t *msg)
     pb_bytes(b, field, msg->p, msg->len);
 }
 
-/* s as UTF-8 (a placeholder for lone surrogates, which have none). */
-static const char *
-utf8_of(PyObject *s, Py_ssize_t *n)
+/* s as bytes (a new reference, NULL with an exception): UTF-8, a lone
+ * surrogate U+DC80..U+DCFF (a byte of a file name that was not UTF-8, as
+ * Python's surrogateescape decodes it) as that byte again, which trace
+ * processor keeps as it is; a string with another lone surrogate, which no
+ * decoder makes, as UTF-8 with it backslash-escaped. */
+static PyObject *
+encoded(PyObject *s)
 {
-    const char *utf8 = PyUnicode_AsUTF8AndSize(s, n);
-    if (utf8 == NULL) {
+    PyObject *b = PyUnicode_AsEncodedString(s, "utf-8", "surrogateescape");
+    if (b == NULL && PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) {
         PyErr_Clear();
-        *n = 1;
-        return "?";
+        b = PyUnicode_AsEncodedString(s, "utf-8", "backslashreplace");
     }
-    return utf8;
+    return b;
 }
 
+/* A string field of s (encoded()): b failed if it cannot be encoded. */
 static void
 pb_str(pb_t *b, uint32_t field, PyObject *s)
 {
-    Py_ssize_t n;
-    const char *utf8 = utf8_of(s, &n);
-    pb_bytes(b, field, utf8, (size_t)n);
+    PyObject *bytes = encoded(s);
+    if (bytes == NULL) {
+        b->failed = 1;
+        return;
+    }
+    pb_bytes(b, field, PyBytes_AS_STRING(bytes),
+             (size_t)PyBytes_GET_SIZE(bytes));
+    Py_DECREF(bytes);
 }
 
 /* Emits msg as one TracePacket of the trace. */
@@ -277,20 +286,25 @@ typedef struct {
     int is_c;
 } func_names_t;
 
-/* Appends s's UTF-8 to strings; where it went in *at and *len. */
+/* Appends s (encoded()) to strings; where it went in *at and *len. */
 static void
 add_string(pb_t *strings, PyObject *s, size_t *at, size_t *len)
 {
-    Py_ssize_t n;
-    const char *utf8 = utf8_of(s, &n);
+    PyObject *bytes = encoded(s);
+    if (bytes == NULL) {
+        strings->failed = 1;
+        return;
+    }
+    size_t n = (size_t)PyBytes_GET_SIZE(bytes);
     /* At least a byte: the buffer exists even if every string is empty. */
-    pb_reserve(strings, (size_t)n + 1);
+    pb_reserve(strings, n + 1);
     if (!strings->failed) {
         *at = strings->len;
-        *len = (size_t)n;
-        memcpy(strings->p + strings->len, utf8, (size_t)n);
-        strings->len += (size_t)n;
+        *len = n;
+        memcpy(strings->p + strings->len, PyBytes_AS_STRING(bytes), n);
+        strings->len += n;
     }
+    Py_DECREF(bytes);
 }
 
 /* Every function's names, plus a last entry ("?", C) for an id beyond the
@@ -493,10 +507,9 @@ typedef struct {
     PyObject *name;  /* strong */
     PyObject *cat;   /* strong, maybe NULL: the track's category */
     int64_t start, end;
-    /* Their UTF-8, taken with the GIL (cached in the str objects, which
-     * this holds): what a thread's slices are written from without it. */
-    const char *name8, *cat8;
-    Py_ssize_t name8_len, cat8_len;
+    /* Their bytes (encoded(), strong; cat8 NULL without cat), taken with
+     * the GIL: what a thread's slices are written from without it. */
+    PyObject *name8, *cat8;
 } span_t;
 
 typedef struct {
@@ -513,6 +526,8 @@ free_tracks(track_t *tracks, Py_ssize_t n)
         for (Py_ssize_t j = 0; j < tracks[i].nspans; j++) {
             Py_XDECREF(tracks[i].spans[j].name);
             Py_XDECREF(tracks[i].spans[j].cat);
+            Py_XDECREF(tracks[i].spans[j].name8);
+            Py_XDECREF(tracks[i].spans[j].cat8);
         }
         free(tracks[i].spans);
         Py_XDECREF(tracks[i].name);
@@ -599,6 +614,11 @@ parse_spans(PyObject *list, track_t *track)
             || as_int64(PyTuple_GET_ITEM(span, 2), "a span's end_ns", &out->end) < 0) {
             rc = -1;
         }
+        else if (!PyUnicode_Check(PyTuple_GET_ITEM(span, 0))) {
+            PyErr_Format(PyExc_TypeError, "a span's name must be a str, "
+                         "not %.100s", Py_TYPE(PyTuple_GET_ITEM(span, 0))->tp_name);
+            rc = -1;
+        }
         else if (PyTuple_GET_SIZE(span) == 4
                  && !PyUnicode_Check(PyTuple_GET_ITEM(span, 3))) {
             PyErr_Format(PyExc_TypeError, "a span's category must be a str, "
@@ -609,9 +629,12 @@ parse_spans(PyObject *list, track_t *track)
             out->name = Py_NewRef(PyTuple_GET_ITEM(span, 0));
             out->cat = PyTuple_GET_SIZE(span) == 4
                        ? Py_NewRef(PyTuple_GET_ITEM(span, 3)) : NULL;
-            out->name8 = utf8_of(out->name, &out->name8_len);
-            out->cat8 = out->cat != NULL ? utf8_of(out->cat, &out->cat8_len) : NULL;
+            out->name8 = encoded(out->name);
+            out->cat8 = out->cat != NULL ? encoded(out->cat) : NULL;
             track->nspans++;
+            if (out->name8 == NULL || (out->cat != NULL && out->cat8 == NULL)) {
+                rc = -1;
+            }
         }
         Py_DECREF(span);
     }
@@ -752,8 +775,10 @@ emit_thread_slice(out_t *out, pb_t *ev, pb_t *pkt, uint64_t ts,
     ev->len = 0;
     pkt->len = 0;
     pb_varint(ev, TE_TYPE, SLICE_BEGIN);
-    pb_bytes(ev, TE_CATEGORIES, span->cat8, (size_t)span->cat8_len);
-    pb_bytes(ev, TE_NAME, span->name8, (size_t)span->name8_len);
+    pb_bytes(ev, TE_CATEGORIES, PyBytes_AS_STRING(span->cat8),
+             (size_t)PyBytes_GET_SIZE(span->cat8));
+    pb_bytes(ev, TE_NAME, PyBytes_AS_STRING(span->name8),
+             (size_t)PyBytes_GET_SIZE(span->name8));
     pb_varint(pkt, PKT_TIMESTAMP, ts);
     pb_varint(pkt, PKT_SEQUENCE_ID, sequence);
     pb_message(pkt, PKT_TRACK_EVENT, ev);
@@ -930,7 +955,9 @@ ft_write_perfetto(ft_tracer *tracer, PyObject *args, PyObject *kwargs)
         PyGC_Enable();
     }
     if (taken < 0) {
-        PyErr_NoMemory();
+        if (!PyErr_Occurred()) {  /* else encoded()'s */
+            PyErr_NoMemory();
+        }
         goto done;
     }
     if (out_open_or_raise(&out, path_obj, name_obj, compress, (size_t)1 << 18) < 0) {
@@ -938,7 +965,9 @@ ft_write_perfetto(ft_tracer *tracer, PyObject *args, PyObject *kwargs)
     }
     if (emit_clock_packets(&out, &ex.clock, &pkt) < 0
         || track_packet(&pkt, PROCESS_UUID, 0, pid, -1, process_name, 1) < 0) {
-        PyErr_NoMemory();
+        if (!PyErr_Occurred()) {  /* else encoded()'s */
+            PyErr_NoMemory();
+        }
         goto done;
     }
     emit_packet(&out, &pkt);
@@ -947,7 +976,9 @@ ft_write_perfetto(ft_tracer *tracer, PyObject *args, PyObject *kwargs)
         long long tid = (long long)export_tids[t];
         if (track_packet(&pkt, FIRST_THREAD_UUID + (uint64_t)t, PROCESS_UUID,
                          pid, tid, thread_names[t], 0) < 0) {
-            PyErr_NoMemory();
+            if (!PyErr_Occurred()) {  /* else encoded()'s */
+                PyErr_NoMemory();
+            }
             goto done;
         }
         emit_packet(&out, &pkt);
@@ -960,7 +991,9 @@ ft_write_perfetto(ft_tracer *tracer, PyObject *args, PyObject *kwargs)
         uint64_t uuid = next_uuid++;
         if (track_packet(&pkt, uuid, PROCESS_UUID, pid, -1, track->name,
                          0) < 0) {
-            PyErr_NoMemory();
+            if (!PyErr_Occurred()) {  /* else encoded()'s */
+                PyErr_NoMemory();
+            }
             goto done;
         }
         emit_packet(&out, &pkt);

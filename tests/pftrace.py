@@ -27,6 +27,21 @@ pb = pytest.importorskip(
     reason="the perfetto package (Perfetto's protobuf schema for .pftrace) is not installed: "
            "pip install perfetto")
 from google.protobuf import unknown_fields  # noqa: E402  (perfetto needs protobuf)
+from google.protobuf.internal import api_implementation, decoder  # noqa: E402
+
+
+def _str(value=None, *args):
+    """str() as protobuf's pure-Python decoder calls it for a string field
+    (str(bytes, "utf-8")), with surrogateescape: frametrace writes a name
+    that is not UTF-8 (a file name's bytes) as those bytes, which trace
+    processor keeps, and which come back here as Python decodes file names."""
+    if args:
+        return str(value, args[0], "surrogateescape")
+    return str() if value is None else str(value)
+
+
+if api_implementation.Type() == "python":
+    decoder.str = _str  # the decoder's only other str() is of an exception
 
 MONOTONIC = pb.BUILTIN_CLOCK_MONOTONIC
 BOOTTIME = pb.BUILTIN_CLOCK_BOOTTIME

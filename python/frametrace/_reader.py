@@ -11,6 +11,7 @@ import gzip
 import io
 import itertools
 import json
+import math
 import os
 import re
 import zlib
@@ -26,10 +27,14 @@ Progress = Optional[Callable[[int, int], None]]
 _CHUNK = 1 << 20  # characters read at a time
 _WS = re.compile(r"[ \t\n\r]*")
 # Bounds on what a file that is no trace (a gzip bomb) can make us hold:
-# the largest value read whole (all but the elements of the event arrays),
-# the members of the top-level object, the digits of an integer (int64 and
-# uint64 have at most 20).
+# the largest value read whole (all but the elements of the event arrays:
+# otherData grows with the threads, about 80 bytes each), the members of
+# the top-level object, the digits of an integer (int64 and uint64 have at
+# most 20).  A value may be as large as the file, or, compressed, 64 times
+# the file (what frametrace writes compresses 5 to 10 times; loading a
+# trace holds some 30 times its .json.gz in Events), at least 8 MiB.
 _MAX_VALUE = 8 << 20
+_GZIP_RATIO = 64
 _MAX_MEMBERS = 1000
 _MAX_DIGITS = 20
 _OTHER_KEY = re.compile(r'"otherData"[ \t\n\r]*:[ \t\n\r]*')
@@ -47,6 +52,17 @@ class _Bad(ValueError):
 
 class _BigInt(Exception):
     """An integer too long to be any of a trace's (args: its digits)."""
+
+
+def _constant(text: str) -> Any:
+    raise _Bad(f"not JSON: {text} (no JSON number; no trace has one)")
+
+
+def _decoder() -> json.JSONDecoder:
+    """Numbers read with bounded work: integers of at most 20 digits, the
+    others as Decimal (exact, whatever their exponent: see _plain)."""
+    return json.JSONDecoder(parse_float=decimal.Decimal, parse_int=_parse_int,
+                            parse_constant=_constant)
 
 
 def _parse_int(text: str) -> int:
@@ -71,12 +87,13 @@ class _Reader:
             stream: Any = gzip.GzipFile(fileobj=self.raw, mode="rb") if self.gzip else self.raw
             self.text = io.TextIOWrapper(stream, encoding="utf-8", newline="")
             self.size = os.fstat(self.raw.fileno()).st_size
+            self.max_value = max(_MAX_VALUE, self.size * (_GZIP_RATIO if self.gzip else 1))
         except BaseException:
             self.raw.close()
             raise
         self.progress = progress
         self.buf, self.pos, self.base, self.eof = "", 0, 0, False  # base: characters before buf
-        self.decoder = json.JSONDecoder(parse_float=decimal.Decimal, parse_int=_parse_int)
+        self.decoder = _decoder()
 
     def __enter__(self) -> "_Reader":
         return self
@@ -141,9 +158,8 @@ class _Reader:
                 raise _Bad(f"not a trace: an integer of {exc.args[0]} digits in the value at "
                            f"{self.where()}") from None
             else:
-                if end - self.pos > _MAX_VALUE:
-                    raise _Bad(f"not a trace: a JSON value of more than {_MAX_VALUE >> 20} MiB "
-                               f"at {self.where()}")
+                if end - self.pos > self.max_value:
+                    raise self.too_large()
                 if end < len(self.buf) or self.eof:  # else a number may go on
                     self.pos = end
                     return value
@@ -156,11 +172,16 @@ class _Reader:
             # does not mend: said at once, whatever follows.
             if self.eof or (len(self.buf) - at > 64 and not cut):
                 raise _Bad(f"not JSON: {problem} at {self.where(at)}")
-            if len(self.buf) - self.pos > _MAX_VALUE:
-                raise _Bad(f"not a trace: a JSON value of more than {_MAX_VALUE >> 20} MiB at "
-                           f"{self.where()}")
+            if len(self.buf) - self.pos > self.max_value:
+                raise self.too_large()
             self.fill(size)  # twice as much each time: a long value is parsed again a few times
             size *= 2
+
+    def too_large(self) -> _Bad:
+        return _Bad(f"not a trace: a JSON value of more than {self.max_value} characters at "
+                    f"{self.where()} (" + (f"{_GZIP_RATIO} times the compressed file's "
+                                           f"{self.size} bytes" if self.gzip else "the file")
+                    + ")")
 
     def members(self) -> Iterator[tuple[str, bool]]:
         """The keys of the top-level object, each with whether its value is
@@ -329,8 +350,7 @@ def _tail_other(path: str) -> Optional[dict]:
         match = _OTHER_KEY.match(text, at) if at >= 0 else None
         if match is None:
             return None
-        other, end = json.JSONDecoder(parse_float=decimal.Decimal,
-                                      parse_int=_parse_int).raw_decode(text, match.end())
+        other, end = _decoder().raw_decode(text, match.end())
         if not re.fullmatch(r"[ \t\n\r]*\}[ \t\n\r]*", text[end:]):
             return None
     except (OSError, EOFError, zlib.error, ValueError, _BigInt, RecursionError):
@@ -507,7 +527,7 @@ class _Strings:
         loc = self.files.get(where)
         if loc is None:
             filename, colon, line = where.rpartition(":")
-            if not colon or not line.isdigit() or not line.isascii():
+            if not colon or not line.isdigit() or not line.isascii() or len(line) > _MAX_DIGITS:
                 raise _Bad(f"{what}.args.file: \"path:line\" expected, not {_show(where)}")
             loc = self.files[where] = (filename, int(line))
         return loc
@@ -542,7 +562,8 @@ def _parse_event(ev: Any, n: int, strings: _Strings) -> Optional[tuple[str, tupl
             name = _check(name, str, f"{what}.name")
             step = args.get("step")
             if step is None:
-                step = int(name[5:]) if name.startswith("step#") and name[5:].isdigit() else 0
+                digits = name[5:] if name.startswith("step#") else ""
+                step = int(digits) if digits.isdigit() and len(digits) <= _MAX_DIGITS else 0
             return "step", (name, _check(step, int, f"{what}.args.step"), pid, ts, end)
         return "call", ("py" if cat == "python" else "c", pid, tid, ts, end,
                         strings.name(_check(name, str, f"{what}.name")),
@@ -563,9 +584,17 @@ def _parse_event(ev: Any, n: int, strings: _Strings) -> Optional[tuple[str, tupl
 
 
 def _plain(value: Any) -> Any:
-    """value with its decimals made JSON numbers again (for json.dumps)."""
+    """value with its decimals made JSON numbers again (for json.dumps): a
+    whole number of at most 20 digits an int, any other a float; one out
+    of a float's range (int() of 1e999999999 would make a billion digits)
+    raises."""
     if isinstance(value, decimal.Decimal):
-        return int(value) if value == value.to_integral_value() else float(value)
+        if value.is_finite() and value.adjusted() < _MAX_DIGITS and value == value.to_integral_value():
+            return int(value)
+        number = float(value)
+        if not math.isfinite(number):
+            raise _Bad(f"a number out of range: {_show(value)}")
+        return number
     if isinstance(value, dict):
         return {k: _plain(v) for k, v in value.items()}
     if isinstance(value, list):

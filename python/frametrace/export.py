@@ -21,6 +21,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import re
 import shutil
 import stat
 import sys
@@ -196,6 +197,17 @@ def _chrome_slices(pid: int, origin: int, by_serial: dict, tid_of_serial: Mappin
         lines.append(_chrome_event("M", "thread_name", "__metadata", pid, tid, args={"name": name}))
         lines += [event(x, tid) for x in items]
     return lines, after
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _json_text(s: str) -> str:
+    """s as a JSON string literal laid out as the C writer writes it: UTF-8
+    text, a lone surrogate (a byte of a file name that was not UTF-8, as
+    surrogateescape decodes it) as its \\uXXXX escape, which JSON readers
+    give back."""
+    return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", json.dumps(s, ensure_ascii=False))
 
 
 def _us_text(ns: int) -> str:
@@ -597,8 +609,8 @@ def _write_chrome_events(path: str, trace: Any, *, process_name: str | None = No
                             if getattr(e, k))
             chunk.append(f',\n{{"ph":"X","cat":"{cat}","pid":{pid},"tid":{tid_of[e.thread_serial]},'
                          f'"ts":{_us_text(e.start_ns - origin)},"dur":{_us_text(e.end_ns - e.start_ns)},'
-                         f'"name":{json.dumps(e.name, ensure_ascii=False)},"args":{{"file":'
-                         f'{json.dumps(f"{e.filename}:{e.lineno}", ensure_ascii=False)}{flags}}}}}')
+                         f'"name":{_json_text(e.name)},"args":{{"file":'
+                         f'{_json_text(f"{e.filename}:{e.lineno}")}{flags}}}}}')
             if e.depth > depth:
                 depth = e.depth
             if len(chunk) >= 4096:
@@ -654,6 +666,10 @@ def write_perfetto(
     ``write_chrome`` (a rank names the process "rank N": a .pftrace has no
     other place for it; a thread's slices are merged into its sequence,
     nested with its frames); the file replaces path only once complete.
+    Strings are UTF-8 but for a name that is not (a file name's byte, which
+    Python decodes to a lone surrogate U+DC80..U+DCFF): that byte, as the
+    file system has it (surrogateescape); in JSON it is the surrogate's
+    ``\\uXXXX`` escape.
     """
     path, pid, names, ranges, steps = _prepare(path, tracer, pid, thread_names, process_name,
                                                ranges, steps, "write_perfetto")

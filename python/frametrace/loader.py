@@ -29,9 +29,14 @@ The file is streamed, its events never all parsed at once, by the reader
 ``merge`` shares (``frametrace._reader``): each event is read with
 ``json.JSONDecoder.raw_decode`` and checked, but those laid out as
 write_chrome writes them, of a function and thread already checked, which
-are taken in C (``_tracer._load_chrome_calls``).  Anything else raises
-``ValueError`` naming the file and the problem; a missing or unreadable
-file ``OSError``.
+are taken in C (``_tracer._load_chrome_calls``).  A value read whole
+(``otherData``, which maps every thread) may be as large as the file, or
+64 times a compressed file (at least 8 MiB); numbers are read exactly
+(integers of at most 20 digits, decimals) with bounded work.  A name that
+is not UTF-8 (a file name's byte, a lone surrogate U+DC80..U+DCFF in the
+str Python decodes it to) is in the JSON as its ``\\uXXXX`` escape and
+comes back as the same str.  Anything else raises ``ValueError`` naming
+the file and the problem; a missing or unreadable file ``OSError``.
 """
 from __future__ import annotations
 

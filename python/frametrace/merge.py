@@ -202,6 +202,7 @@ def _merge(paths: list, output: str, progress: Progress, converted: str) -> dict
                 else:
                     ft = _frametrace_other(top, saw)
             ft = _frametrace_other({"otherData": {"frametrace": ft}}, True)
+            _plain(ft)  # raises here, naming the file, for a number merged_other cannot hold
             procs, merged = _processes(ft)
             origin = _int(ft.get("origin_ns"), "otherData.frametrace.origin_ns")
             offset = _anchor_offset(ft, "the trace")

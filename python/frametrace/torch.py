@@ -33,6 +33,7 @@ torch is imported when a profile or a flight recorder is entered, never by
 """
 from __future__ import annotations
 
+import math
 import os
 import threading
 import warnings
@@ -532,6 +533,8 @@ def _us_to_ns(value: Any) -> int:
     offsets from baseTimeNanoseconds."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TypeError(f"a number of us expected, not {value!r}")
+    if isinstance(value, float) and not math.isfinite(value * 1000):  # json reads 1e999 as inf
+        raise ValueError(f"{value!r} us is out of range")
     return round(value * 1000)
 
 

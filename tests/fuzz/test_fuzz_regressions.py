@@ -433,3 +433,74 @@ def test_regression_trace_with_a_tracer_that_is_not_one(tmp_path):
     for method in ("save", "summary"):
         with pytest.raises(TypeError, match="Trace.tracer must be a frametrace.Tracer or None, not bool"):
             getattr(Trace(tracer=True), method)(*([tmp_path / "t.json"] if method == "save" else []))
+
+
+HUGE_NUMBER_CHILD = r"""
+import sys, time
+from frametrace.loader import load, merge
+path, out = sys.argv[1], sys.argv[2]
+for name, read in (("load", load), ("merge", lambda p: merge([p], out))):
+    start = time.perf_counter()
+    try:
+        read(path)
+        said = "ok"
+    except ValueError as exc:
+        said = str(exc)
+    print(name, round(time.perf_counter() - start, 3), said)
+"""
+
+
+@pytest.mark.parametrize("old, new", [
+    ('"metadata":{}', '"metadata":{"x":1e999999999}'),
+    ('"args":{"file":"<built-in>:0"}', '"args":{"v":-1e999999999,"file":"<built-in>:0"}'),
+    ('{"ph":"M","name":"process_name"',
+     '{"ph":"i","s":"g","pid":1,"tid":1,"ts":0,"name":"x","args":{"v":[1.5e999999999]}},\n'
+     '{"ph":"M","name":"process_name"'),
+], ids=["metadata", "event-args", "another-event"])
+def test_regression_merge_of_a_huge_exponent_runs_for_ever(old, new, tmp_path):
+    """merge made the exact int of every decimal it wrote back (int(Decimal("1e999999999")),
+    a billion digits): one such number anywhere in a file kept it busy for ever, where
+    load() took 0.2 s.  Both now answer at once: merge with a ValueError naming the file
+    and the number, which no float holds"""
+    import subprocess
+    import sys
+
+    path = _chrome_with(tmp_path, old, new)
+    out = subprocess.run([sys.executable, "-c", HUGE_NUMBER_CHILD, str(path), str(tmp_path / "m.json")],
+                         capture_output=True, text=True, timeout=60, check=True).stdout.splitlines()
+    (load_name, load_s, load_said), (merge_name, merge_s, merge_said) = (l.split(" ", 2) for l in out)
+    assert float(load_s) < 5 and float(merge_s) < 5, out
+    assert load_said == "ok", out
+    assert merge_said.startswith(f"{path}: a number out of range: ") and "E+999999999" in merge_said, out
+    assert not (tmp_path / "m.json").exists()
+
+
+def test_regression_torch_trace_with_a_huge_time_is_overflowerror(tmp_path):
+    """torch.profiler's traces are read with json (1e999 a float, inf): a ts of 1e999 made
+    merge raise OverflowError (round(inf)), not the ValueError naming the file"""
+    path = tmp_path / "torch.json"
+    path.write_text(json.dumps({"baseTimeNanoseconds": 10**18, "traceEvents": [
+        {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 1.0, "dur": 2.0},
+    ]}).replace('"ts": 1.0', '"ts": 1e999'), encoding="utf-8")
+    with pytest.raises(ValueError, match=r"traceEvents\[0\]: inf us is out of range"):
+        loader.merge([path], tmp_path / "m.json")
+
+
+def test_regression_a_line_number_of_5000_digits_is_not_named(tmp_path):
+    """A line number ("path:line" in args.file) was converted whatever its length: 5000
+    digits raised int()'s own ValueError ("Exceeds the limit (4300 digits)..."), which
+    neither names the file nor what was wrong"""
+    path = _chrome_with(tmp_path, '"args":{"file":"<built-in>:0"}', '"args":{"file":"x:' + "9" * 5000 + '"}')
+    with pytest.raises(ValueError, match=rf"^{path}: traceEvents\[\d+\]\.args\.file: \"path:line\" expected"):
+        frametrace.load(path)
+
+
+@pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity"])
+def test_regression_nan_is_read_and_merged_into_a_file_that_is_no_json(constant, tmp_path):
+    """The reader took NaN and Infinity (Python's json does, JSON has neither): merge wrote
+    them back, a file no strict JSON reader (Perfetto's) takes"""
+    path = _chrome_with(tmp_path, '"metadata":{}', '"metadata":{"x":' + constant + '}')
+    for read in (frametrace.load, lambda p: loader.merge([p], tmp_path / "m.json")):
+        with pytest.raises(ValueError, match=rf"^{path}: not JSON: {constant} \(no JSON number"):
+            read(path)
+    assert not (tmp_path / "m.json").exists()

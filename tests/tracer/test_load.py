@@ -152,6 +152,105 @@ def test_names_and_files_needing_escapes(tmp_path):
     assert {(e.filename, e.lineno) for e in found} == {('C:\\dir/"x":y.py', 1)}
 
 
+def test_file_names_that_are_not_utf8_survive_every_writer(tmp_path):
+    """A source file whose path has a byte that is not UTF-8 (its str, as
+    Python decodes file names, has a lone surrogate), a thread and a
+    process of such names: every writer keeps them, each reader gives the
+    same str back.  JSON stays UTF-8 (the surrogate as its \\u escape);
+    .pftrace, pstats and collapsed stacks have the byte itself."""
+    import importlib.util
+    import pstats
+
+    pftrace = pytest.importorskip("pftrace")
+    folder = tmp_path / os.fsdecode(b"caf\xe9")
+    folder.mkdir()
+    (folder / "prog.py").write_text("def work():\n    return len('x')\n")
+    spec = importlib.util.spec_from_file_location("prog_not_utf8", folder / "prog.py")
+    prog = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(prog)
+    filename = prog.work.__code__.co_filename
+    assert filename == f"{tmp_path}/caf\udce9/prog.py"
+    name = "caf\udce9"
+    with frametrace.trace() as tracer:
+        # Three calls: the loader's and merge's C paths take the later ones.
+        t = threading.Thread(target=lambda: [prog.work() for _ in range(3)], name=name)
+        t.start()
+        t.join()
+
+    def works(trace):
+        found = [(e.filename, e.lineno) for e in trace.events if e.name == "work"]
+        assert len(found) == 3
+        return set(found)
+
+    for suffix in (".json", ".json.gz"):
+        path = tmp_path / f"t{suffix}"
+        write_chrome(path, tracer, process_name=name)
+        doc = json.loads((gzip.open if suffix.endswith(".gz") else open)(path, "rb").read()
+                         .decode("utf-8"))
+        assert {e["args"]["name"] for e in doc["traceEvents"] if e["name"] == "process_name"} == {name}
+        trace = load(path)
+        assert works(trace) == {(filename, 1)}, suffix
+        assert trace.thread_names[t.ident] == name
+        # A loaded trace written again (the Python writer), and merged.
+        trace.save(tmp_path / "again.json")
+        assert works(load(tmp_path / "again.json")) == {(filename, 1)}
+        merge([path], tmp_path / "merged.json")
+        merged = load(tmp_path / "merged.json")
+        assert works(merged) == {(filename, 1)}
+        assert merged.processes[0]["process_name"] == name
+        assert merged.thread_names[t.ident] == f"{name} [pid {os.getpid()}]"
+    path = tmp_path / "t.pftrace"
+    frametrace.export.write_perfetto(path, tracer, process_name=name)
+    decoded = pftrace.decode(path)
+    assert b"caf\xe9/prog.py" in path.read_bytes()
+    assert [d.process.process_name for d in decoded.tracks.values()
+            if d.HasField("process")] == [name]
+    uuid, thread = pftrace.thread_tracks(decoded)[t.native_id]
+    assert thread.thread_name == name
+    assert {s.location for s in decoded.slices[uuid] if s.name == "work"} == {(filename, "work", 1)}
+    trace = load(tmp_path / "t.json")
+    trace.to_pstats(tmp_path / "t.pstats")
+    stats = pstats.Stats(str(tmp_path / "t.pstats")).stats
+    assert (filename, 1, "work") in stats
+    reports.write_collapsed(trace.events, tmp_path / "t.folded", weight="calls",
+                            thread_names=trace.thread_names)
+    assert b"caf\xe9 (thread " in (tmp_path / "t.folded").read_bytes()
+    assert b"caf\xe9/prog.py" in (tmp_path / "t.folded").read_bytes()
+
+
+def handle_request():
+    return None
+
+
+@pytest.mark.one_setup
+def test_a_trace_of_200000_threads_loads_summarises_and_merges(tmp_path):
+    """A thread per request, 200,000 of them: otherData, which maps every
+    thread, is some 16 MB (2 MB compressed), more than any fixed bound on
+    a value the reader held; the file loads, its summary and its merge
+    work, and the merge loads."""
+    n = 200_000
+    with frametrace.trace(include=[__name__]) as tracer:
+        for _ in range(n // 8):
+            batch = [threading.Thread(target=handle_request) for _ in range(8)]
+            for t in batch:
+                t.start()
+            for t in batch:
+                t.join()
+    path = tmp_path / "requests.json.gz"
+    write_chrome(path, tracer)
+    assert len(json.dumps(read_other_data(path))) > 8 << 20
+    trace = load(path)
+    assert len(trace.threads) == n + 1
+    assert sum(e.name == "handle_request" for e in trace.events) == n
+    table = trace.summary(print=False)
+    assert [(r.name, r.calls) for r in table.rows if r.name == "handle_request"] == [
+        ("handle_request", n)]
+    merge([path], tmp_path / "merged.json.gz")
+    merged = load(tmp_path / "merged.json.gz")
+    assert len(merged.threads) == n + 1
+    assert sum(e.name == "handle_request" for e in merged.events) == n
+
+
 def dump_like_another_tool(doc):
     """JSON with the keys sorted, indented, numbers kept exact: the file
     another tool might write from the same data."""
@@ -413,8 +512,10 @@ BAD = {
         edit(g, lambda d: first_x(d).update(tid="1"))), ".tid: an integer expected"),
     "portable-events-wrong-shape": (lambda g: b'{"format": "frametrace", "version": 1, "events": '
                                               b'[[1, 2], []]}', "events[0]: a list of 12 or 14"),
-    "huge-value": (lambda g: b'{"otherData": "' + b"a" * (9 << 20) + b'"}',
-                   "a JSON value of more than 8 MiB"),
+    # Compressed 1000 times: more than 64 times the file, and than 8 MiB.
+    "huge-value": (lambda g: gzip.compress(b'{"otherData": "' + b"a" * (9 << 20) + b'"}'),
+                   "a JSON value of more than 8388608 characters at character 14 (64 times "
+                   "the compressed file's"),
     "portable-bad-serial": (lambda g: json.dumps({
         "format": "frametrace", "version": 1, "event_fields": list(frametrace.Event.__match_args__),
         "events": [["f", "m.py", 1, "py", 1, 1, 0, 1, 0, -1, False, False, -3, False]]}).encode(),
