@@ -7,7 +7,10 @@ The attaching side runs on any supported CPython.  It checks the target
 (a Linux process running CPython 3.14 or later that allows remote
 debugging), writes a small script into a private directory, and has the
 target's own interpreter binary (``/proc/PID/exe``: ``sys.remote_exec``
-works only between equal major.minor versions) hand it over.  The target's
+works only between equal major.minor versions) hand it over.  One attach
+traces a process at a time, and one script is handed to it at a time
+(claims in the abstract socket namespace: a second ``sys.remote_exec``
+before the target ran the first would replace it).  The target's
 main thread runs the script at its next bytecode boundary.  The script
 imports frametrace (in the target's environment), says hello over a Unix
 socket in that directory, and, once told to go, starts a tracer on all the
@@ -27,6 +30,18 @@ target's code.  The trace holds the target's frames only: the script's and
 frametrace's own functions are ignored by the tracer; frametrace's thread
 waits in one C call (``select.select``) begun before the start, so it
 records nothing, or that call at most.
+
+Other users.  The target's files are its user's: as root, attach runs
+nothing of them with root's privileges.  The target's version is read
+from its interpreter's ELF file (or the libpython it maps), never by
+running it; the hand-over runs the target's interpreter with the target's
+uid, gid and groups and an empty environment (it can do nothing the target
+cannot); the private directory is given to that user only once the script
+and socket are in it, and everything root does there afterwards goes
+through the descriptor opened when it was made (no path the user could
+redirect); the target checks that it can write the output (it writes the
+trace, as itself) before the tracer starts; what the target advertises
+for ``attach --dump`` is read with bounds and checked before use.
 
 A limit of ``sys.remote_exec``: a signal handler that raises just as the
 script starts (Ctrl-C at that instant) raises into the script, and CPython
@@ -144,8 +159,11 @@ def attach(
     Raises ValueError for bad arguments and AttachError, naming the cause,
     when the target cannot be traced (no such process, not CPython, older
     than 3.14, remote debugging disabled, no permission, frametrace not
-    importable there, a tracer already running there) or when its main
-    thread has not run Python code within ``timeout`` seconds.  A target
+    importable there, a tracer already running there, another attach
+    tracing it, an output its user cannot write: the target writes the
+    trace, as itself) or when its main thread has not run Python code
+    within ``timeout`` seconds.  As root, nothing of a target of another
+    user runs with root's privileges (see the module's doc).  A target
     that exits before the end writes what was recorded: the result's
     ``target_exited`` is then true."""
     session = _Attach(pid, duration=duration, output=output, steps=steps,
@@ -916,6 +934,7 @@ def _cpython_version(pid: int) -> tuple[Optional[tuple[int, int, int]], bool]:
     file's name tells the version; None where nothing does (not CPython)."""
     embedded = False
     minor = None
+    source: tuple[str, Optional[tuple[int, int]]]
     try:
         with open(f"/proc/{pid}/maps", "rb") as f:
             maps = f.read(_MAPS_LIMIT)

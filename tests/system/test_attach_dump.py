@@ -361,6 +361,7 @@ time.sleep(120)
 """
 
 
+@pytest.mark.one_setup
 @pytest.mark.parametrize("advert, why", [
     ("huge", "more than 65536 bytes"),
     ("nested", "not one flat JSON object"),
