@@ -315,6 +315,18 @@ class _Attach:
                 raise self._fail(f"{exe} embeds CPython 3.{version[1]}: run frametrace attach "
                                  f"with a python3.{version[1]} (none found on PATH)")
             runner = found
+        # Yama (1: only to descendants, 2: only with CAP_SYS_PTRACE) lets no
+        # process of another user's attach to it: root then hands the
+        # script over through its own sys.remote_exec (same major.minor).
+        self.here = bool(self.as_target) and os.geteuid() == 0 and _ptrace_scope() != "0"
+        if self.here and (sys.version_info[:2] != version[:2] or not
+                          hasattr(sys, "remote_exec")):
+            raise self._fail(
+                f"kernel.yama.ptrace_scope is {_ptrace_scope()}: no process of its user (uid "
+                f"{uid}) may attach to it, and frametrace attach never runs that user's "
+                f"interpreter as root: run it with a CPython 3.{version[1]} "
+                f"(python3.{version[1]} -m frametrace attach {pid}), whose own "
+                f"sys.remote_exec then hands the script over", _Unreachable)
         disabled = _remote_debug_disabled(pid)
         if disabled:
             raise self._fail(f"remote debugging is disabled in it ({disabled}): it cannot be "
@@ -409,31 +421,61 @@ class _Attach:
                 "    print(json.dumps([type(exc).__name__, str(exc)]))\n"
                 "else:\n"
                 "    print(json.dumps(None))\n")
+        if self.here:
+            try:
+                sys.remote_exec(self.pid, script_path)  # type: ignore[attr-defined]  # 3.14+
+            except Exception as exc:  # noqa: BLE001 - each is reported below
+                return self._refused(type(exc).__name__, str(exc), "")
+            return
         as_user = f" as uid {self.uid}" if self.as_target else ""
         try:
-            proc = subprocess.run([runner, "-I", "-S", "-c", code, str(self.pid), script_path],
-                                  capture_output=True, text=True, timeout=_PROBE_TIMEOUT,
-                                  stdin=subprocess.DEVNULL, **self.as_target)
+            proc = subprocess.Popen([runner, "-I", "-S", "-c", code, str(self.pid), script_path],
+                                    stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                    stderr=subprocess.STDOUT, **self.as_target)
         except (OSError, subprocess.SubprocessError) as exc:
             raise self._fail(f"could not run its interpreter {runner}{as_user} to hand the "
                              f"script over: {exc}") from None
+        assert proc.stdout is not None
         try:
-            answer = json.loads(proc.stdout.strip().splitlines()[-1])
+            # Read once it has ended, at most what a pipe holds (64 KiB; an
+            # answer is a line): its user may change what it writes.
+            proc.wait(timeout=_PROBE_TIMEOUT)
+            os.set_blocking(proc.stdout.fileno(), False)
+            try:
+                output = os.read(proc.stdout.fileno(), 1 << 16).decode(errors="replace").strip()
+            except BlockingIOError:
+                output = ""
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            raise self._fail(f"{runner} did not hand the script over within "
+                             f"{_PROBE_TIMEOUT:g} s") from None
+        finally:
+            proc.stdout.close()
+        try:
+            answer = json.loads(output.splitlines()[-1])
         except (ValueError, IndexError):
             raise self._fail(f"{runner} could not hand the script over: "
-                             f"{proc.stderr.strip()[-500:] or 'no answer'}") from None
+                             f"{output[-500:] or 'no answer'}") from None
         if answer is None:
             return
-        kind, message = answer
+        if not (isinstance(answer, list) and len(answer) == 2
+                and all(isinstance(part, str) for part in answer)):
+            # The process runs as the target's user, who can change it.
+            raise self._fail(f"{runner} could not hand the script over: an answer that "
+                             f"makes no sense ({output[-200:]!r})")
+        self._refused(answer[0], answer[1], as_user)
+
+    def _refused(self, kind: str, message: str, as_user: str) -> None:
+        """Raises the AttachError of sys.remote_exec's exception."""
         if kind == "PermissionError":
             hint = ""
-            scope = _read_text("/proc/sys/kernel/yama/ptrace_scope", default="0").strip()
-            if (os.geteuid() != 0 or self.as_target) and scope != "0":
+            scope = _ptrace_scope()
+            if os.geteuid() != 0 and scope != "0":
                 hint = (f" (kernel.yama.ptrace_scope is {scope}: only root, or a process with "
-                        f"CAP_SYS_PTRACE, may attach{as_user and '; the script is handed over'}"
-                        f"{as_user}, its user, never with more privileges than it has)")
-            raise self._fail(f"no permission to attach{as_user}: {message}{hint}"
-                             + ("" if as_user else "; run as root or as its user"))
+                        f"CAP_SYS_PTRACE, may attach)")
+            raise self._fail(f"no permission to attach{as_user}: {message}{hint}; run as root "
+                             f"or as its user")
         if kind == "ProcessLookupError" or "No such process" in message:
             raise self._fail("it exited before the script could be handed over")
         if "not enabled" in message:
@@ -968,6 +1010,11 @@ def _cpython_version(pid: int) -> tuple[Optional[tuple[int, int, int]], bool]:
     if version is None and minor is not None:
         version = (3, minor, -1)
     return version, embedded
+
+
+def _ptrace_scope() -> str:
+    """kernel.yama.ptrace_scope ("0" without Yama)."""
+    return _read_text("/proc/sys/kernel/yama/ptrace_scope", default="0").strip()
 
 
 def _readlink(path: str) -> str:

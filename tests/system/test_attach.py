@@ -448,6 +448,29 @@ def test_root_runs_nothing_of_the_targets_user(targets, user_python, other_user)
 
 @needs_remote_exec
 @needs_root
+def test_under_yama_root_hands_the_script_over_itself(targets, user_python, other_user,
+                                                      monkeypatch):
+    """Where kernel.yama.ptrace_scope lets no process of the target's user
+    attach to it (1, 2: Ubuntu's default is 1), root hands the script over
+    through its own sys.remote_exec: no process is started, nothing of the
+    user's runs as root."""
+    from frametrace import remote
+
+    monkeypatch.setattr(remote, "_ptrace_scope", lambda: "1")
+    monkeypatch.setattr(remote.subprocess, "run", None)  # no process may be started
+    target = targets("busy", python=user_python)
+    out = os.path.join(user_python.out, f"yama-{target.pid}.json")
+    result = frametrace.attach(target.pid, duration=0.3, output=out, buffer_size=RING)
+    assert result.reason == "duration"
+    assert 0 not in user_python.ran_as()
+    assert os.stat(out).st_uid == other_user[1]
+    check_trace(out)
+    status, stdout, err = target.finish()
+    assert (status, err) == (3, "") and "result" in stdout
+
+
+@needs_remote_exec
+@needs_root
 def test_the_folder_given_to_the_user_redirects_nothing(tmp_path, targets, user_python,
                                                        other_user):
     """While the target may read the script, the folder holding it is its
