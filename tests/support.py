@@ -168,8 +168,11 @@ class UserPython:
     the interpreter imports, ``-I -S`` too): each run creates
     ``ran-as-EUID`` in ``self.marks``.  The stdlib's files are hard links
     (root's; the folders holding them, the program and ``encodings`` are
-    the user's).  ``env``: frametrace importable, the libpython found;
-    ``out``: a folder the user can write.  ``remove()`` when done."""
+    the user's).  Beside it, what the user's processes need wherever the
+    tests and their venv are (maybe in folders only root can read):
+    frametrace (importable: ``popen``'s environment) and tests/targets
+    (``self.targets``); ``out``: a folder the user can write.
+    ``remove()`` when done."""
 
     def __init__(self, uid: int, gid: int):
         import shutil
@@ -215,14 +218,18 @@ class UserPython:
                     f"    _p.close(_p.open({self.marks!r} + '/ran-as-%d' % _p.geteuid(), "
                     f"_p.O_WRONLY | _p.O_CREAT, 0o644))\n"
                     f"except OSError:\n    pass\ndel _p\n" + original)
-        env = {"PYTHONPATH": sysconfig.get_path("platlib")}
+        site = os.path.join(self.home, "site")
+        shutil.copytree(os.path.dirname(frametrace.__file__), os.path.join(site, "frametrace"),
+                        copy_function=link, ignore=skip)
+        self.targets = os.path.join(self.home, "targets")
+        shutil.copytree(os.path.join(TESTS_DIR, "targets"), self.targets, ignore=skip)
+        self.env = {"PATH": os.defpath, "LC_ALL": "C.UTF-8", "PYTHONPATH": site}
         with open("/proc/self/maps") as f:
             libpython = [line.split(None, 5)[5].strip() for line in f
                          if "/libpython3" in line and len(line.split(None, 5)) == 6]
         if libpython:
             link(libpython[0], os.path.join(prefix, "lib", os.path.basename(libpython[0])))
-            env["LD_LIBRARY_PATH"] = os.path.join(prefix, "lib")
-        self.env = child_env(**env)
+            self.env["LD_LIBRARY_PATH"] = os.path.join(prefix, "lib")
         self.out = os.path.join(self.home, "out")
         os.mkdir(self.out)
         # The user's: every folder, the program, encodings (not the links).
@@ -239,11 +246,23 @@ class UserPython:
                 if name.startswith("ran-as-")}
 
     def popen(self, *args, **kwargs):
-        """A process of the user's running this Python."""
+        """A process of the user's running this Python, in an environment of
+        its own: frametrace's settings (the clock fixture's) and, under the
+        sanitizers, their runtime (its log is stderr: root's log folder is
+        not the user's to write)."""
+        import re
         import subprocess
 
+        env = dict(self.env, **{name: value for name, value in os.environ.items()
+                                if name.startswith("FRAMETRACE_")})
+        if UNDER_ASAN:
+            for name in ("LD_PRELOAD", "UBSAN_OPTIONS", "PYTHONMALLOC"):
+                if name in os.environ:
+                    env[name] = os.environ[name]
+            env["ASAN_OPTIONS"] = re.sub(r"(^|:)log_path=[^:]*", "",
+                                         os.environ.get("ASAN_OPTIONS", "")) + ":detect_leaks=0"
         return subprocess.Popen([self.program, *args], user=self.uid, group=self.gid,
-                                extra_groups=[], env=self.env, **kwargs)
+                                extra_groups=[], env=env, **kwargs)
 
     def remove(self):
         import shutil

@@ -1076,7 +1076,7 @@ def _elf_version(fd: int) -> Optional[tuple[int, int, int]]:
         return strings[at:strings.find(b"\0", at)] if 0 <= at < len(strings) else b""
 
     def decode(hexversion: int) -> Optional[tuple[int, int, int]]:
-        major, minor, micro = hexversion >> 24 & 0xFF, hexversion >> 16 & 0xFF, hexversion >> 8 & 0xFF
+        major, minor, micro = (hexversion >> shift & 0xFF for shift in (24, 16, 8))
         return (major, minor, micro) if major == 3 else None
 
     nobits = 8

@@ -44,7 +44,8 @@ class Target:
     def __init__(self, tmp_path, mode, *python_options, env=None, python=None):
         where = tmp_path if python is None else pathlib.Path(python.home)
         self.stop_file = where / f"stop-{mode}-{time.monotonic_ns()}"
-        args = [*python_options, TARGET, mode, str(self.stop_file)]
+        program = TARGET if python is None else os.path.join(python.targets, "attach_target.py")
+        args = [*python_options, program, mode, str(self.stop_file)]
         pipes = {"stdin": subprocess.PIPE, "stdout": subprocess.PIPE,
                  "stderr": subprocess.PIPE, "text": True}
         if python is None:

@@ -40,7 +40,8 @@ class Target:
         self.dump_dir = where / f"dumps-{mode}"
         self.stop_file = where / f"stop-{mode}"
         # dump_dir relative to the target's cwd: attach prints absolute paths.
-        args = [TARGET, mode, self.dump_dir.name, str(self.stop_file)]
+        program = TARGET if python is None else os.path.join(python.targets, "flight_target.py")
+        args = [program, mode, self.dump_dir.name, str(self.stop_file)]
         pipes = {"stdin": subprocess.PIPE, "stdout": subprocess.PIPE, "stderr": subprocess.PIPE,
                  "text": True, "cwd": where}
         if python is None:
