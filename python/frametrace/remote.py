@@ -277,10 +277,11 @@ class _Attach:
         except (KeyError, IndexError, ValueError):
             raise self._fail(f"cannot read its user from {proc}/status") from None
         # Programs of the target's (its interpreter, the hand-over) run with
-        # its own user, groups and nothing of the caller's environment,
-        # never with more privileges than it has itself.
+        # its user, groups and environment, never with more privileges than
+        # it has itself, nor with the caller's environment (its secrets).
         self.as_target: dict[str, Any] = {} if uid == os.geteuid() else {
-            "user": uid, "group": gid, "extra_groups": groups, "env": {}, "cwd": "/"}
+            "user": uid, "group": gid, "extra_groups": groups, "cwd": "/",
+            "env": _environment(pid)}
         self.uid = uid
         try:
             exe = os.readlink(f"{proc}/exe")
@@ -425,7 +426,7 @@ class _Attach:
             try:
                 sys.remote_exec(self.pid, script_path)  # type: ignore[attr-defined]  # 3.14+
             except Exception as exc:  # noqa: BLE001 - each is reported below
-                return self._refused(type(exc).__name__, str(exc), "")
+                self._refused(type(exc).__name__, str(exc), "")
             return
         as_user = f" as uid {self.uid}" if self.as_target else ""
         try:
@@ -1010,6 +1011,16 @@ def _cpython_version(pid: int) -> tuple[Optional[tuple[int, int, int]], bool]:
     if version is None and minor is not None:
         version = (3, minor, -1)
     return version, embedded
+
+
+def _environment(pid: int) -> dict:
+    """The environment process pid started with (empty if unreadable)."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            entries = f.read(1 << 24).split(b"\0")
+    except OSError:
+        return {}
+    return dict(entry.split(b"=", 1) for entry in entries if b"=" in entry[1:])
 
 
 def _ptrace_scope() -> str:
