@@ -161,6 +161,30 @@ def frames_of(path):
     return root, frames
 
 
+def child_pids(pid: int) -> list:
+    """The processes process pid has started and not yet waited for."""
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            return f.read().split()
+    except OSError:
+        return []
+
+
+def wait_for_a_child_to_come_and_go(pid: int, timeout: float = 60.0) -> None:
+    """Waits until process pid has started a child and that has ended."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    seen = False
+    while True:
+        children = child_pids(pid)
+        seen = seen or bool(children)
+        if seen and not children:
+            return
+        assert time.monotonic() < deadline, f"process {pid} started no child"
+        time.sleep(0.002)
+
+
 class UserPython:
     """A copy of this CPython (its program, libpython, standard library)
     that user uid owns, as pyenv, conda or uv make one in a home folder,

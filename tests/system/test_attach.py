@@ -19,7 +19,7 @@ import pytest
 
 import frametrace
 from frametrace.testing import assert_no_events_after_stop, assert_valid_trace, assert_well_nested
-from support import TESTS_DIR, UserPython, child_env
+from support import TESTS_DIR, UserPython, child_env, wait_for_a_child_to_come_and_go
 
 # A tracer runs here (in this process or a child): in every setup.
 pytestmark = pytest.mark.usefixtures("clock")
@@ -99,14 +99,6 @@ def attach_as_this_user(pid, *options, cwd=None, timeout=120):
     return subprocess.run([sys.executable, "-m", "frametrace", "attach", str(pid), *options],
                           capture_output=True, text=True, timeout=timeout, env=child_env(),
                           cwd=cwd)
-
-
-def child_pids(pid):
-    try:
-        with open(f"/proc/{pid}/task/{pid}/children") as f:
-            return f.read().split()
-    except OSError:
-        return []
 
 
 def untraced(tmp_path, mode, *python_options, env=None):
@@ -491,23 +483,15 @@ def test_the_folder_given_to_the_user_redirects_nothing(tmp_path, targets, user_
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                            env=child_env())
     moved = []
-    handing = []  # the process handing the script over, seen once
     try:
-        deadline = time.monotonic() + 60
-        while not moved:
-            given = [p for p in set(glob.glob(pattern)) - before
-                     if not os.path.islink(p) and os.lstat(p).st_uid == uid]
-            children = child_pids(cli.pid)
-            handing += children
-            # Once the script is handed over (sys.remote_exec checks it can
-            # be read), the user redirects its folder.
-            if given and handing and not children:
-                subprocess.run(["sh", "-c", 'mv "$1" "$1.moved" && ln -s "$2" "$1"', "sh",
-                                given[0], str(victim)], user=uid, group=gid, extra_groups=[],
-                               check=True)
-                moved.append(given[0])
-            assert cli.poll() is None and time.monotonic() < deadline, cli.communicate()
-            time.sleep(0.005)
+        # Once the script is handed over (sys.remote_exec checks it can be
+        # read), the user redirects its folder.
+        wait_for_a_child_to_come_and_go(cli.pid)
+        (given,) = [p for p in set(glob.glob(pattern)) - before
+                    if not os.path.islink(p) and os.lstat(p).st_uid == uid]
+        subprocess.run(["sh", "-c", 'mv "$1" "$1.moved" && ln -s "$2" "$1"', "sh", given,
+                        str(victim)], user=uid, group=gid, extra_groups=[], check=True)
+        moved.append(given)
         _, err = cli.communicate(timeout=120)
         assert cli.returncode == 2 and "has not run Python code within 2 s" in err, err
         assert (victim / "s").read_text() == "root's"

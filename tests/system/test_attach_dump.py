@@ -18,7 +18,7 @@ import pytest
 import frametrace
 from frametrace import remote
 from frametrace.testing import assert_no_events_after_stop, assert_valid_trace
-from support import TESTS_DIR, UNDER_ASAN, UserPython, child_env
+from support import TESTS_DIR, UNDER_ASAN, UserPython, child_env, wait_for_a_child_to_come_and_go
 
 pytestmark = pytest.mark.usefixtures("clock")
 
@@ -164,6 +164,41 @@ def test_main_thread_blocked_in_c_gets_the_signal_instead(tmp_path, targets):
     # no second dump.
     time.sleep(0.5)
     assert target.finish() == (0, [path], "")
+
+
+@needs_remote_exec
+def test_one_request_handed_over_at_a_time(tmp_path, targets):
+    """A second request made while the first waits for the target's main
+    thread (blocked in C) waits its turn: it does not replace the first
+    (sys.remote_exec keeps one script), and both are served."""
+    target = targets("sleep")
+    command = [sys.executable, "-m", "frametrace", "attach", str(target.pid), "--dump",
+               "--timeout", "30", "--no-signal"]
+    pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "text": True,
+             "env": child_env()}
+    first = subprocess.Popen(command + ["--reason", "first"], **pipes)
+    second = None
+    try:
+        wait_for_a_child_to_come_and_go(first.pid)  # its script handed over, pending
+        second = subprocess.Popen(command + ["--reason", "second"], **pipes)
+        time.sleep(1.0)  # long enough for it to hand over its own, if it could
+        target.proc.stdin.write("x")  # the main thread runs Python: one script
+        target.proc.stdin.flush()
+        out, err = first.communicate(timeout=60)
+        assert first.returncode == 0, err
+        check_dump(out.strip(), "first")
+        wait_for_a_child_to_come_and_go(second.pid)
+        target.proc.stdin.write("x")
+        target.proc.stdin.flush()
+        out2, err = second.communicate(timeout=60)
+        assert second.returncode == 0, err
+        check_dump(out2.strip(), "second")
+        assert target.finish() == (0, [out.strip(), out2.strip()], "")
+    finally:
+        for proc in (first, second):
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+                proc.communicate()
 
 
 @needs_remote_exec
