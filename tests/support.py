@@ -159,3 +159,136 @@ def frames_of(path):
             frames.append((title.text, float(rect.get("x")), float(rect.get("width")),
                            float(rect.get("y"))))
     return root, frames
+
+
+def child_pids(pid: int) -> list:
+    """The processes process pid has started and not yet waited for."""
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            return f.read().split()
+    except OSError:
+        return []
+
+
+def wait_for_a_child_to_come_and_go(pid: int, timeout: float = 60.0) -> None:
+    """Waits until process pid has started a child and that has ended."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    seen = False
+    while True:
+        children = child_pids(pid)
+        seen = seen or bool(children)
+        if seen and not children:
+            return
+        assert time.monotonic() < deadline, f"process {pid} started no child"
+        time.sleep(0.002)
+
+
+class UserPython:
+    """A copy of this CPython (its program, libpython, standard library)
+    that user uid owns, as pyenv, conda or uv make one in a home folder,
+    with code planted in its ``encodings`` package (which every start of
+    the interpreter imports, ``-I -S`` too): each run creates
+    ``ran-as-EUID`` in ``self.marks``.  The stdlib's files are hard links
+    (root's; the folders holding them, the program and ``encodings`` are
+    the user's).  Beside it, what the user's processes need wherever the
+    tests and their venv are (maybe in folders only root can read):
+    frametrace (importable: ``popen``'s environment) and tests/targets
+    (``self.targets``); ``out``: a folder the user can write.
+    ``remove()`` when done."""
+
+    def __init__(self, uid: int, gid: int):
+        import shutil
+        import sysconfig
+        import tempfile
+
+        self.uid, self.gid = uid, gid
+        self.home = tempfile.mkdtemp(prefix="frametrace-user-", dir="/tmp")
+        os.chmod(self.home, 0o755)  # root's: the user can only read it
+        prefix = os.path.join(self.home, "python")
+        version = "python%d.%d" % sys.version_info[:2]
+        stdlib = sysconfig.get_path("stdlib")
+        lib = os.path.join(prefix, "lib", version)
+        os.makedirs(lib)
+        os.makedirs(os.path.join(prefix, "bin"))
+        self.program = os.path.join(prefix, "bin", version)
+        shutil.copy2(os.path.realpath(sys.executable), self.program)
+
+        def link(src, dst):
+            try:
+                os.link(src, dst)
+            except OSError:
+                shutil.copy2(src, dst)
+
+        skip = shutil.ignore_patterns("__pycache__")
+        for name in os.listdir(stdlib):
+            src, dst = os.path.join(stdlib, name), os.path.join(lib, name)
+            if name in ("test", "site-packages", "dist-packages", "__pycache__", "encodings",
+                        "idlelib", "tkinter", "turtledemo"):
+                continue
+            if os.path.isdir(src):
+                shutil.copytree(src, dst, symlinks=True, copy_function=link, ignore=skip)
+            elif os.path.isfile(src):
+                link(src, dst)
+        shutil.copytree(os.path.join(stdlib, "encodings"), os.path.join(lib, "encodings"),
+                        ignore=skip)
+        self.marks = prefix
+        init = os.path.join(lib, "encodings", "__init__.py")
+        with open(init) as f:
+            original = f.read()
+        with open(init, "w") as f:
+            f.write(f"import posix as _p\ntry:\n"
+                    f"    _p.close(_p.open({self.marks!r} + '/ran-as-%d' % _p.geteuid(), "
+                    f"_p.O_WRONLY | _p.O_CREAT, 0o644))\n"
+                    f"except OSError:\n    pass\ndel _p\n" + original)
+        site = os.path.join(self.home, "site")
+        shutil.copytree(os.path.dirname(frametrace.__file__), os.path.join(site, "frametrace"),
+                        copy_function=link, ignore=skip)
+        self.targets = os.path.join(self.home, "targets")
+        shutil.copytree(os.path.join(TESTS_DIR, "targets"), self.targets, ignore=skip)
+        self.env = {"PATH": os.defpath, "LC_ALL": "C.UTF-8", "PYTHONPATH": site}
+        with open("/proc/self/maps") as f:
+            libpython = [line.split(None, 5)[5].strip() for line in f
+                         if "/libpython3" in line and len(line.split(None, 5)) == 6]
+        if libpython:
+            link(libpython[0], os.path.join(prefix, "lib", os.path.basename(libpython[0])))
+            self.env["LD_LIBRARY_PATH"] = os.path.join(prefix, "lib")
+        self.out = os.path.join(self.home, "out")
+        os.mkdir(self.out)
+        # The user's: every folder, the program, encodings (not the links).
+        os.chown(self.out, uid, gid)
+        for folder, _, files in os.walk(prefix):
+            os.chown(folder, uid, gid)
+            if folder.endswith("encodings") or folder.endswith("bin"):
+                for name in files:
+                    os.chown(os.path.join(folder, name), uid, gid)
+
+    def ran_as(self) -> set:
+        """The effective uids the planted code has run with."""
+        return {int(name[len("ran-as-"):]) for name in os.listdir(self.marks)
+                if name.startswith("ran-as-")}
+
+    def popen(self, *args, **kwargs):
+        """A process of the user's running this Python, in an environment of
+        its own: frametrace's settings (the clock fixture's) and, under the
+        sanitizers, their runtime (its log is stderr: root's log folder is
+        not the user's to write)."""
+        import re
+        import subprocess
+
+        env = dict(self.env, **{name: value for name, value in os.environ.items()
+                                if name.startswith("FRAMETRACE_")})
+        if UNDER_ASAN:
+            for name in ("LD_PRELOAD", "UBSAN_OPTIONS", "PYTHONMALLOC"):
+                if name in os.environ:
+                    env[name] = os.environ[name]
+            env["ASAN_OPTIONS"] = re.sub(r"(^|:)log_path=[^:]*", "",
+                                         os.environ.get("ASAN_OPTIONS", "")) + ":detect_leaks=0"
+        return subprocess.Popen([self.program, *args], user=self.uid, group=self.gid,
+                                extra_groups=[], env=env, **kwargs)
+
+    def remove(self):
+        import shutil
+
+        shutil.rmtree(self.home, ignore_errors=True)

@@ -862,7 +862,7 @@ def _attach(ns: argparse.Namespace) -> int:
     _report_dropped(result.dropped, ns.buffer_size)
     if not result.path.endswith((".pftrace", ".pftrace.gz")):
         try:
-            trace = _load("attach", result.path)
+            trace = _load_written_by_another(result.path)
         except (OSError, ValueError) as exc:
             print(f"{PROG} attach: could not read the trace back: {exc}", file=err)
         else:
@@ -963,6 +963,26 @@ def _load(command: str, path: str) -> Any:
         return load(path, progress=progress)
     finally:
         progress.close()
+
+
+def _load_written_by_another(path: str) -> Any:
+    """The trace another process (maybe another user's) wrote at path:
+    read only as the regular file found there when opened, never through
+    a link or from a FIFO or device put in its place (a read that never
+    ends)."""
+    import stat
+
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ValueError(f"{path} is not a regular file")
+        opened = f"/proc/self/fd/{fd}"
+        try:
+            return _load("attach", opened)
+        except (OSError, ValueError) as exc:
+            raise ValueError(str(exc).replace(opened, path)) from None
+    finally:
+        os.close(fd)
 
 
 def _ms(ns: int) -> str:

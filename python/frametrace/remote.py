@@ -7,7 +7,10 @@ The attaching side runs on any supported CPython.  It checks the target
 (a Linux process running CPython 3.14 or later that allows remote
 debugging), writes a small script into a private directory, and has the
 target's own interpreter binary (``/proc/PID/exe``: ``sys.remote_exec``
-works only between equal major.minor versions) hand it over.  The target's
+works only between equal major.minor versions) hand it over.  One attach
+traces a process at a time, and one script is handed to it at a time
+(claims in the abstract socket namespace: a second ``sys.remote_exec``
+before the target ran the first would replace it).  The target's
 main thread runs the script at its next bytecode boundary.  The script
 imports frametrace (in the target's environment), says hello over a Unix
 socket in that directory, and, once told to go, starts a tracer on all the
@@ -27,6 +30,18 @@ target's code.  The trace holds the target's frames only: the script's and
 frametrace's own functions are ignored by the tracer; frametrace's thread
 waits in one C call (``select.select``) begun before the start, so it
 records nothing, or that call at most.
+
+Other users.  The target's files are its user's: as root, attach runs
+nothing of them with root's privileges.  The target's version is read
+from its interpreter's ELF file (or the libpython it maps), never by
+running it; the hand-over runs the target's interpreter with the target's
+uid, gid and groups and an empty environment (it can do nothing the target
+cannot); the private directory is given to that user only once the script
+and socket are in it, and everything root does there afterwards goes
+through the descriptor opened when it was made (no path the user could
+redirect); the target checks that it can write the output (it writes the
+trace, as itself) before the tracer starts; what the target advertises
+for ``attach --dump`` is read with bounds and checked before use.
 
 A limit of ``sys.remote_exec``: a signal handler that raises just as the
 script starts (Ctrl-C at that instant) raises into the script, and CPython
@@ -49,12 +64,16 @@ the trace's steps track.
 """
 from __future__ import annotations
 
+import errno
 import glob
 import json
 import os
 import re
 import shutil
+import signal
 import socket
+import stat
+import struct
 import subprocess
 import sys
 import tempfile
@@ -140,8 +159,11 @@ def attach(
     Raises ValueError for bad arguments and AttachError, naming the cause,
     when the target cannot be traced (no such process, not CPython, older
     than 3.14, remote debugging disabled, no permission, frametrace not
-    importable there, a tracer already running there) or when its main
-    thread has not run Python code within ``timeout`` seconds.  A target
+    importable there, a tracer already running there, another attach
+    tracing it, an output its user cannot write: the target writes the
+    trace, as itself) or when its main thread has not run Python code
+    within ``timeout`` seconds.  As root, nothing of a target of another
+    user runs with root's privileges (see the module's doc).  A target
     that exits before the end writes what was recorded: the result's
     ``target_exited`` is then true."""
     session = _Attach(pid, duration=duration, output=output, steps=steps,
@@ -220,6 +242,7 @@ class _Attach:
         self.sock: Optional[socket.socket] = None
         self.going = False  # the target was told to trace
         self.stop_requested = False
+        self.exclusive = True  # one attach at a time traces a process
 
     # -- checks --------------------------------------------------------------------------
 
@@ -229,7 +252,8 @@ class _Attach:
     def inspect(self) -> tuple[str, tuple[int, int, int], int]:
         """The interpreter that can remote_exec into the target, the
         target's CPython version, and its uid; AttachError for a target
-        that cannot be traced."""
+        that cannot be traced.  Nothing of the target's runs here: its
+        version is read from its files (see _cpython_version)."""
         pid = self.pid
         if not os.path.isdir("/proc/self"):
             raise AttachError("frametrace attach needs Linux (/proc)")
@@ -244,8 +268,21 @@ class _Attach:
         state = fields.get("State", "").strip()
         if state.startswith(("Z", "X")):
             raise self._fail("it has exited (a zombie)")
-        uids = fields.get("Uid", "0").split()  # real, effective, saved, filesystem
-        uid = int(uids[1] if len(uids) > 1 else uids[0])
+        try:
+            # Effective ids (real, effective, saved, filesystem): the ones
+            # its files are written with.
+            uid = int(fields["Uid"].split()[1])
+            gid = int(fields["Gid"].split()[1])
+            groups = [int(g) for g in fields.get("Groups", "").split()]
+        except (KeyError, IndexError, ValueError):
+            raise self._fail(f"cannot read its user from {proc}/status") from None
+        # Programs of the target's (its interpreter, the hand-over) run with
+        # its user, groups and environment, never with more privileges than
+        # it has itself, nor with the caller's environment (its secrets).
+        self.as_target: dict[str, Any] = {} if uid == os.geteuid() else {
+            "user": uid, "group": gid, "extra_groups": groups, "cwd": "/",
+            "env": _environment(pid)}
+        self.uid = uid
         try:
             exe = os.readlink(f"{proc}/exe")
         except PermissionError:
@@ -262,23 +299,35 @@ class _Attach:
         if not same_root:
             raise self._fail("it runs in another root filesystem (a container or a chroot): "
                              "run frametrace attach inside it")
-        libpython = _mapped_libpython(pid)
-        if re.fullmatch(r"python[0-9.]*[a-z]*", exe_name):
-            runner = f"{proc}/exe"
-            version = _probe_version(runner, self._fail, exe)
-        elif libpython is not None:
-            # An application embedding CPython: any CPython of that version
-            # can hand the script over.
-            version = (3, libpython, 0)
-            runner = _interpreter_for(libpython)  # type: ignore[assignment]
-            if runner is None:
-                raise self._fail(f"{exe} embeds CPython 3.{libpython}: run frametrace attach "
-                                 f"with a python3.{libpython} (none found on PATH)")
-        else:
+        version, embedded = _cpython_version(pid)
+        if version is None:
             raise self._fail(f"not a Python process (its program is {exe})")
         if version[:2] < MIN_TARGET:
-            raise self._fail(f"it runs CPython {'.'.join(map(str, version))}: attach needs "
-                             f"CPython 3.14 or later (sys.remote_exec, PEP 768)", _Unreachable)
+            shown = ".".join(map(str, version if version[2] >= 0 else version[:2]))
+            raise self._fail(f"it runs CPython {shown}: attach needs CPython 3.14 or later "
+                             f"(sys.remote_exec, PEP 768)", _Unreachable)
+        if re.fullmatch(r"python[0-9.]*[a-z]*", exe_name) or not embedded:
+            runner = f"{proc}/exe"
+        else:
+            # An application embedding CPython: any CPython of that version
+            # can hand the script over.
+            found = _interpreter_for(version[1])
+            if found is None:
+                raise self._fail(f"{exe} embeds CPython 3.{version[1]}: run frametrace attach "
+                                 f"with a python3.{version[1]} (none found on PATH)")
+            runner = found
+        # Yama (1: only to descendants, 2: only with CAP_SYS_PTRACE) lets no
+        # process of another user's attach to it: root then hands the
+        # script over through its own sys.remote_exec (same major.minor).
+        self.here = bool(self.as_target) and os.geteuid() == 0 and _ptrace_scope() != "0"
+        if self.here and (sys.version_info[:2] != version[:2] or not
+                          hasattr(sys, "remote_exec")):
+            raise self._fail(
+                f"kernel.yama.ptrace_scope is {_ptrace_scope()}: no process of its user (uid "
+                f"{uid}) may attach to it, and frametrace attach never runs that user's "
+                f"interpreter as root: run it with a CPython 3.{version[1]} "
+                f"(python3.{version[1]} -m frametrace attach {pid}), whose own "
+                f"sys.remote_exec then hands the script over", _Unreachable)
         disabled = _remote_debug_disabled(pid)
         if disabled:
             raise self._fail(f"remote debugging is disabled in it ({disabled}): it cannot be "
@@ -294,47 +343,65 @@ class _Attach:
     def run(self) -> Any:
         runner, version, uid = self.inspect()
         self.python = ".".join(map(str, version))
-        workdir = tempfile.mkdtemp(prefix="frametrace-attach-")
-        keep_workdir = False
+        claims = []
+        try:
+            if self.exclusive:
+                claim = _claim(f"frametrace-attach-{self.pid}")
+                if claim is None:
+                    raise AttachError(f"another attach is tracing PID {self.pid} (one at a "
+                                      f"time): attach again once it has ended; the target is "
+                                      f"untouched")
+                claims.append(claim)
+            # One script at a time: a second sys.remote_exec before the
+            # target runs the first would replace it.
+            claim = _claim(f"frametrace-handover-{self.pid}", self.timeout)
+            if claim is None:
+                raise self._fail(f"another frametrace attach has been handing it a script for "
+                                 f"{self.timeout:g} s: try again later; the target is untouched")
+            claims.append(claim)
+            return self._hand_over(runner, uid, claim)
+        finally:
+            for claim in claims:
+                claim.close()
+
+    def _hand_over(self, runner: str, uid: int, claim: socket.socket) -> Any:
+        """Writes the script, has the target run it, and talks to it; claim
+        (another's hand-over waits for it) is let go once the script runs."""
+        work = _Workdir()
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
-            sock_path = os.path.join(workdir, "s")
-            script_path = os.path.join(workdir, "attach.py")
+            sock_path = os.path.join(work.path, "s")
+            script_path = os.path.join(work.path, "attach.py")
             listener.bind(sock_path)
             listener.listen(1)
             deadline = time.time() + self.timeout
-            config = dict(self.config, socket=sock_path, script=script_path, workdir=workdir,
+            config = dict(self.config, socket=sock_path, script=script_path, workdir=work.path,
                           deadline=deadline, handshake_timeout=_HANDSHAKE_TIMEOUT)
-            with open(script_path, "w", encoding="utf-8") as f:
-                f.write(self._script_text(config))
-            if os.geteuid() == 0 and uid != 0:
-                # The target reads the script and connects to the socket as itself.
-                for path in (workdir, script_path, sock_path):
-                    os.chown(path, uid, -1)
+            work.write("attach.py", self._script_text(config))
+            if self.as_target:
+                # The target reads the script and connects to the socket as
+                # itself, and a late script removes the folder: its own.
+                work.give(("attach.py", "s"), uid)
             self._remote_exec(runner, script_path)
             # From here on the target may read the script at any time: if it
             # has not by the deadline, the directory stays for it (the late
             # script removes it), so that CPython finds its file.
-            keep_workdir = True
             listener.settimeout(max(0.0, deadline - time.time()) + _GRACE)
             try:
                 self.sock, _ = listener.accept()
             except socket.timeout:
+                work.leave("s")
                 return self._blocked()
-            keep_workdir = False
+            # The script has run: nothing in the folder is needed any more.
             listener.close()
+            work.remove()
+            claim.close()
             return self._converse()
         finally:
             listener.close()
+            work.remove()
             if self.sock is not None:
                 self.sock.close()
-            if keep_workdir:
-                try:
-                    os.unlink(os.path.join(workdir, "s"))
-                except OSError:
-                    pass
-            else:
-                shutil.rmtree(workdir, ignore_errors=True)
 
     def _script_text(self, config: dict) -> str:
         return _script(self.pid, config)
@@ -355,28 +422,61 @@ class _Attach:
                 "    print(json.dumps([type(exc).__name__, str(exc)]))\n"
                 "else:\n"
                 "    print(json.dumps(None))\n")
+        if self.here:
+            try:
+                sys.remote_exec(self.pid, script_path)  # type: ignore[attr-defined]  # 3.14+
+            except Exception as exc:  # noqa: BLE001 - each is reported below
+                self._refused(type(exc).__name__, str(exc), "")
+            return
+        as_user = f" as uid {self.uid}" if self.as_target else ""
         try:
-            proc = subprocess.run([runner, "-I", "-S", "-c", code, str(self.pid), script_path],
-                                  capture_output=True, text=True, timeout=_PROBE_TIMEOUT)
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            raise self._fail(f"could not run its interpreter {runner} to hand the script "
-                             f"over: {exc}") from None
+            proc = subprocess.Popen([runner, "-I", "-S", "-c", code, str(self.pid), script_path],
+                                    stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                    stderr=subprocess.STDOUT, **self.as_target)
+        except (OSError, subprocess.SubprocessError) as exc:
+            raise self._fail(f"could not run its interpreter {runner}{as_user} to hand the "
+                             f"script over: {exc}") from None
+        assert proc.stdout is not None
         try:
-            answer = json.loads(proc.stdout.strip().splitlines()[-1])
+            # Read once it has ended, at most what a pipe holds (64 KiB; an
+            # answer is a line): its user may change what it writes.
+            proc.wait(timeout=_PROBE_TIMEOUT)
+            os.set_blocking(proc.stdout.fileno(), False)
+            try:
+                output = os.read(proc.stdout.fileno(), 1 << 16).decode(errors="replace").strip()
+            except BlockingIOError:
+                output = ""
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            raise self._fail(f"{runner} did not hand the script over within "
+                             f"{_PROBE_TIMEOUT:g} s") from None
+        finally:
+            proc.stdout.close()
+        try:
+            answer = json.loads(output.splitlines()[-1])
         except (ValueError, IndexError):
             raise self._fail(f"{runner} could not hand the script over: "
-                             f"{proc.stderr.strip()[-500:] or 'no answer'}") from None
+                             f"{output[-500:] or 'no answer'}") from None
         if answer is None:
             return
-        kind, message = answer
+        if not (isinstance(answer, list) and len(answer) == 2
+                and all(isinstance(part, str) for part in answer)):
+            # The process runs as the target's user, who can change it.
+            raise self._fail(f"{runner} could not hand the script over: an answer that "
+                             f"makes no sense ({output[-200:]!r})")
+        self._refused(answer[0], answer[1], as_user)
+
+    def _refused(self, kind: str, message: str, as_user: str) -> None:
+        """Raises the AttachError of sys.remote_exec's exception."""
         if kind == "PermissionError":
             hint = ""
-            scope = _read_text("/proc/sys/kernel/yama/ptrace_scope", default="0").strip()
+            scope = _ptrace_scope()
             if os.geteuid() != 0 and scope != "0":
                 hint = (f" (kernel.yama.ptrace_scope is {scope}: only root, or a process with "
                         f"CAP_SYS_PTRACE, may attach)")
-            raise self._fail(f"no permission to attach: {message}{hint}; run as root or as its "
-                             f"user")
+            raise self._fail(f"no permission to attach{as_user}: {message}{hint}; run as root "
+                             f"or as its user")
         if kind == "ProcessLookupError" or "No such process" in message:
             raise self._fail("it exited before the script could be handed over")
         if "not enabled" in message:
@@ -403,6 +503,10 @@ class _Attach:
                 f"target's environment ({info.get('executable')} -m pip install frametrace; its "
                 f"sys.prefix is {info.get('prefix')}), then attach again; the target is "
                 f"untouched")
+        if info.get("unwritable"):
+            raise self._fail(f"it would write the trace to {self.config['output']} as its "
+                             f"user, who cannot ({info['unwritable']}): give -o a path that "
+                             f"uid {self.uid} can write; the target is untouched")
         self.sock.sendall(b"go\n")
         self.going = True
         what = (f"{self.config['steps']} call{'s' if self.config['steps'] != 1 else ''} of "
@@ -430,7 +534,9 @@ class _Attach:
                 raise self._fail(message["error"])
             if "done" in message:
                 d = message["done"]
-                return AttachResult(pid=self.pid, path=d["path"], events=d["events"],
+                # Its own output, not a path the target names.
+                return AttachResult(pid=self.pid, path=self.config["output"],
+                                    events=d["events"],
                                     threads=d["threads"], dropped=d["dropped"],
                                     start_ns=d["start_ns"], stop_ns=d["stop_ns"],
                                     reason=d["reason"], steps=d["steps"],
@@ -514,6 +620,7 @@ class _Dump(_Attach):
         self.sock = None
         self.going = False
         self.stop_requested = False
+        self.exclusive = False  # a dump may be asked for while an attach traces
 
     def run(self) -> DumpResult:
         # Read first: the target's recorders and their signals.
@@ -639,29 +746,178 @@ class _Dump(_Attach):
             f"max_dumps ({about['max_dumps']}) in all{in_python}")
 
 
+# An advert is ~300 bytes of flat JSON (dump_dir is a path: PATH_MAX at most).
+_ADVERT_LIMIT = 1 << 16
+
+
 def _advertised(pid: int) -> list:
     """What the flight recorders of process pid say about themselves: the
     memfds flight.py keeps open (those a forked child inherited name
-    their parent, and are passed over)."""
+    their parent, and are passed over).  The target's to write: each is
+    read with bounds and checked (_check_advert) before anything uses it;
+    AttachError for one that is not what flight.py writes."""
     from .flight import ADVERT_PREFIX
 
     fd_dir = f"/proc/{pid}/fd"
+    name = f"/memfd:{ADVERT_PREFIX}{pid} (deleted)"
     try:
         fds = os.listdir(fd_dir)
     except OSError:
         return []
     found = []
     for fd in fds:
+        if _readlink(f"{fd_dir}/{fd}") != name:
+            continue
         try:
-            if os.readlink(f"{fd_dir}/{fd}") != f"/memfd:{ADVERT_PREFIX}{pid} (deleted)":
-                continue
-            with open(f"{fd_dir}/{fd}", "rb") as f:
-                about = json.loads(f.read())
-        except (OSError, ValueError):
+            mine = _open_regular(f"{fd_dir}/{fd}")
+        except OSError:
             continue  # closed meanwhile, or not ours to read
-        if isinstance(about, dict) and about.get("pid") == pid:
+        try:
+            if _readlink(f"/proc/self/fd/{mine}") != name:
+                continue  # replaced meanwhile: another file
+            data = os.pread(mine, _ADVERT_LIMIT + 1, 0)
+        except OSError:
+            continue
+        finally:
+            os.close(mine)
+        about = _check_advert(data, pid, f"{fd_dir}/{fd}")
+        if about is not None:
             found.append(about)
     return found
+
+
+def _check_advert(data: bytes, pid: int, where: str) -> Optional[dict]:
+    """The advert data, checked; None for one that names another process
+    (a forked child's copy)."""
+    def bad(why: str) -> AttachError:
+        return AttachError(f"process {pid}: its flight recorder's advert ({where}) is not "
+                           f"valid: {why}; not used")
+
+    if len(data) > _ADVERT_LIMIT:
+        raise bad(f"more than {_ADVERT_LIMIT} bytes")
+    # Flat, as flight.py writes it: no nesting for json to recurse into.
+    outside_strings = re.sub(rb'"(?:[^"\\]|\\.)*"', b"", data)
+    if re.findall(rb"[][{}]", outside_strings) != [b"{", b"}"]:
+        raise bad("not one flat JSON object")
+    try:
+        about = json.loads(data, parse_constant=lambda c: None)
+    except (ValueError, RecursionError) as exc:
+        raise bad(f"not JSON ({exc})") from None
+    if not isinstance(about, dict):
+        raise bad("not a JSON object")
+    if about.get("pid") != pid:
+        return None
+
+    def number(value: Any) -> bool:
+        return isinstance(value, (int, float)) and not isinstance(value, bool) \
+            and 0 <= value < float("inf")
+
+    signum, name, directory = about.get("signal"), about.get("signal_name"), about.get("dump_dir")
+    if signum is not None and (not isinstance(signum, int) or isinstance(signum, bool)
+                               or not 0 < signum < signal.NSIG):
+        raise bad(f"signal {signum!r} is not a signal number")
+    if signum is not None and not (isinstance(name, str) and 0 < len(name) <= 64):
+        raise bad("no signal_name")
+    if not isinstance(directory, str) or not os.path.isabs(directory) or "\0" in directory:
+        raise bad("dump_dir is not an absolute path")
+    if not number(about.get("min_interval")) or not number(about.get("max_dumps")):
+        raise bad("min_interval or max_dumps is not a number")
+    if not isinstance(about.get("caught_in_c", True), bool):
+        raise bad("caught_in_c is not true or false")
+    return about
+
+
+def _claim(name: str, wait: float = 0.0) -> Optional[socket.socket]:
+    """A claim on name, held until the socket returned is closed or this
+    process ends: a Unix socket bound in the abstract namespace (no file
+    anyone could plant, remove or leave behind).  None when another holds
+    it for wait seconds."""
+    deadline = time.monotonic() + wait
+    while True:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.bind("\0" + name)
+            return sock
+        except OSError as exc:
+            sock.close()
+            if exc.errno != errno.EADDRINUSE:
+                raise AttachError(f"cannot claim {name}: {exc.strerror}") from None
+        if time.monotonic() >= deadline:
+            return None
+        time.sleep(0.05)
+
+
+class _Workdir:
+    """attach's private folder (the script, the socket), always reached
+    through the descriptor opened when it was made: the target's user, who
+    owns it while the target reads the script, cannot redirect anything
+    done in it (no path looked up again, no symbolic link followed)."""
+
+    def __init__(self) -> None:
+        self.path = tempfile.mkdtemp(prefix="frametrace-attach-")
+        self.fd = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        self.given = False
+
+    def write(self, name: str, text: str) -> None:
+        fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                     0o600, dir_fd=self.fd)
+        with open(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+
+    def give(self, names: Iterable[str], uid: int) -> None:
+        """Gives the folder and names in it to uid: the folder last (until
+        then no one else can enter it)."""
+        for name in names:
+            os.chown(name, uid, -1, dir_fd=self.fd, follow_symlinks=False)
+        os.fchown(self.fd, uid, -1)
+        self.given = True
+
+    def leave(self, name: str) -> None:
+        """Leaves the folder to a script that may still run (it removes
+        it), without name."""
+        try:
+            os.unlink(name, dir_fd=self.fd)
+        except OSError:
+            pass
+        os.close(self.fd)
+        self.fd = -1
+
+    def remove(self) -> None:
+        if self.fd < 0:
+            return
+        try:
+            if self.given:
+                # Taken back first: nothing more can be made in it.
+                os.fchown(self.fd, os.geteuid(), -1)
+                os.fchmod(self.fd, 0o700)
+            _empty(self.fd)
+            if os.path.samestat(os.lstat(self.path), os.fstat(self.fd)):
+                os.rmdir(self.path)
+        except OSError:
+            pass
+        finally:
+            os.close(self.fd)
+            self.fd = -1
+
+
+def _empty(dir_fd: int, depth: int = 8) -> None:
+    """Removes what the folder open as dir_fd holds (folders depth deep)."""
+    for name in os.listdir(dir_fd):
+        try:
+            try:
+                os.unlink(name, dir_fd=dir_fd)
+            except IsADirectoryError:
+                if not depth:
+                    continue
+                sub = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC,
+                              dir_fd=dir_fd)
+                try:
+                    _empty(sub, depth - 1)
+                finally:
+                    os.close(sub)
+                os.rmdir(name, dir_fd=dir_fd)
+        except OSError:
+            pass
 
 
 def _catches(pid: int, signum: int) -> bool:
@@ -702,37 +958,166 @@ def _read_text(path: str, default: Optional[str] = None) -> str:
         return default
 
 
-def _mapped_libpython(pid: int) -> Optional[int]:
-    """The minor version of a libpython3.X the process has mapped, or None."""
-    try:
-        maps = _read_text(f"/proc/{pid}/maps")
-    except OSError:
-        return None
-    found = re.search(r"/libpython3\.(\d+)[a-z]*\.so", maps)
-    return int(found.group(1)) if found else None
-
-
 def _interpreter_for(minor: int) -> Optional[str]:
     if sys.version_info[:2] == (3, minor):
         return sys.executable
     return shutil.which(f"python3.{minor}")
 
 
-def _probe_version(runner: str, fail: Callable[[str], AttachError],
-                   exe: str) -> tuple[int, int, int]:
-    """The CPython version of the interpreter binary runner (the target's)."""
-    code = "import sys; print(sys.implementation.name, *sys.version_info[:3])"
+# Bounds on what is read of a target's files (its own, maybe hostile).
+_MAPS_LIMIT = 1 << 26  # /proc/PID/maps: 65,530 mappings (the default limit) take ~10 MB
+_ELF_LIMIT = 1 << 24  # one ELF table (section headers, .dynsym, .dynstr)
+
+
+def _cpython_version(pid: int) -> tuple[Optional[tuple[int, int, int]], bool]:
+    """The CPython version process pid runs, read from the ELF file of its
+    interpreter (the libpython3.X it maps, else its program), which is
+    opened and read, never run; and whether that is a libpython (an
+    application may embed it).  The micro version is -1 where only the
+    file's name tells the version; None where nothing does (not CPython)."""
+    embedded = False
+    minor = None
+    source: tuple[str, Optional[tuple[int, int]]]
     try:
-        proc = subprocess.run([runner, "-I", "-S", "-c", code], capture_output=True, text=True,
-                              timeout=_PROBE_TIMEOUT)
-        name, *numbers = proc.stdout.split()
-        version = tuple(int(n) for n in numbers)
-    except (OSError, ValueError, subprocess.TimeoutExpired):
-        raise fail(f"not a Python process ({exe} does not run as one)") from None
-    if name != "cpython" or len(version) != 3:
-        raise fail(f"it runs {name} {'.'.join(map(str, version))}, not CPython: frametrace "
-                   f"attach needs CPython 3.14 or later")
-    return version  # type: ignore[return-value]
+        with open(f"/proc/{pid}/maps", "rb") as f:
+            maps = f.read(_MAPS_LIMIT)
+    except OSError:
+        maps = b""
+    found = re.search(rb"^\S+ \S+ \S+ ([0-9a-f]+):([0-9a-f]+) (\d+) +"
+                      rb"(/\S*/libpython3\.(\d+)[a-z]*\.so[^\n]*)$", maps, re.MULTILINE)
+    if found:
+        embedded = True
+        minor = int(found.group(5))
+        device = os.makedev(int(found.group(1), 16), int(found.group(2), 16))
+        path = os.fsdecode(found.group(4))
+        source = (path, (device, int(found.group(3))))
+    else:
+        name = os.path.basename(_readlink(f"/proc/{pid}/exe"))
+        named = re.fullmatch(r"python3\.(\d+)[a-z]*(?: \(deleted\))?", name)
+        minor = int(named.group(1)) if named else None
+        source = (f"/proc/{pid}/exe", None)
+    version = None
+    try:
+        fd = _open_regular(*source)
+    except OSError:
+        fd = -1
+    if fd >= 0:
+        try:
+            version = _elf_version(fd)
+        except (OSError, ValueError, struct.error):
+            version = None
+        finally:
+            os.close(fd)
+    if version is None and minor is not None:
+        version = (3, minor, -1)
+    return version, embedded
+
+
+def _environment(pid: int) -> dict:
+    """The environment process pid started with (empty if unreadable)."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            entries = f.read(1 << 24).split(b"\0")
+    except OSError:
+        return {}
+    return dict(entry.split(b"=", 1) for entry in entries if b"=" in entry[1:])
+
+
+def _ptrace_scope() -> str:
+    """kernel.yama.ptrace_scope ("0" without Yama)."""
+    return _read_text("/proc/sys/kernel/yama/ptrace_scope", default="0").strip()
+
+
+def _readlink(path: str) -> str:
+    try:
+        return os.readlink(path)
+    except OSError:
+        return ""
+
+
+def _open_regular(path: str, identity: Optional[tuple[int, int]] = None) -> int:
+    """A file descriptor of path for reading, which must be a regular file
+    (never a FIFO or a device that blocks or never ends), and, given
+    (device, inode), that file."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode) or (
+            identity is not None and (st.st_dev, st.st_ino) != identity):
+        os.close(fd)
+        raise OSError(f"{path} is not the file expected")
+    return fd
+
+
+def _elf_version(fd: int) -> Optional[tuple[int, int, int]]:
+    """The CPython version an ELF file (an interpreter or a libpython) was
+    built as: PY_VERSION_HEX after the b"xdebugpy" cookie that starts its
+    .PyRuntime section (_Py_DebugOffsets, 3.13+), else the value of its
+    exported Py_Version (3.11+); None without either.  Every offset and
+    size is checked against the file; ValueError for a malformed one."""
+    size = os.fstat(fd).st_size
+
+    def read(offset: int, length: int) -> bytes:
+        if offset < 0 or length < 0 or length > _ELF_LIMIT or offset + length > size:
+            raise ValueError("an ELF table out of bounds")
+        data = os.pread(fd, length, offset)
+        if len(data) != length:
+            raise ValueError("the ELF file changed while read")
+        return data
+
+    ident = read(0, 64)
+    if ident[:4] != b"\x7fELF" or ident[4] not in (1, 2) or ident[5] not in (1, 2):
+        return None
+    order = "<" if ident[5] == 1 else ">"
+    if ident[4] == 2:  # 64-bit
+        shoff, shentsize, shnum, shstrndx = struct.unpack_from(order + "Q10xHHH", ident, 0x28)
+        sh_format, sym_format = order + "IIQQQQIIQQ", order + "IBBHQQ"
+    else:
+        shoff, shentsize, shnum, shstrndx = struct.unpack_from(order + "I10xHHH", ident, 0x20)
+        sh_format, sym_format = order + "IIIIIIIIII", order + "IIIBBH"
+    if shentsize != struct.calcsize(sh_format) or not 0 < shnum or shstrndx >= shnum:
+        return None
+    table = read(shoff, shnum * shentsize)
+    # (name, type, addr, offset, size, link) of each section
+    sections = [(name, kind, addr, offset, length, link) for name, kind, _, addr, offset,
+                length, link, _, _, _ in (struct.unpack_from(sh_format, table, i * shentsize)
+                                          for i in range(shnum))]
+    names = read(sections[shstrndx][3], min(sections[shstrndx][4], _ELF_LIMIT))
+
+    def name_of(strings: bytes, at: int) -> bytes:
+        return strings[at:strings.find(b"\0", at)] if 0 <= at < len(strings) else b""
+
+    def decode(hexversion: int) -> Optional[tuple[int, int, int]]:
+        major, minor, micro = (hexversion >> shift & 0xFF for shift in (24, 16, 8))
+        return (major, minor, micro) if major == 3 else None
+
+    nobits = 8
+    for name, kind, _, offset, length, _ in sections:
+        if name_of(names, name) == b".PyRuntime" and kind != nobits and length >= 16:
+            head = read(offset, 16)
+            if head[:8] == b"xdebugpy":
+                return decode(struct.unpack_from(order + "Q", head, 8)[0])
+    dynsym = 11
+    for _, kind, _, offset, length, link in sections:
+        if kind != dynsym or link >= shnum:
+            continue
+        strings = read(sections[link][3], min(sections[link][4], _ELF_LIMIT))
+        entry = struct.calcsize(sym_format)
+        symbols = read(offset, min(length, _ELF_LIMIT) // entry * entry)
+        for i in range(len(symbols) // entry):
+            fields = struct.unpack_from(sym_format, symbols, i * entry)
+            if ident[4] == 2:
+                name, _, _, shndx, value, length = fields
+            else:
+                name, value, length, _, _, shndx = fields
+            if length not in (4, 8) or not 0 < shndx < shnum \
+                    or name_of(strings, name) != b"Py_Version":
+                continue
+            _, kind, addr, base, _, _ = sections[shndx]
+            if kind == nobits:
+                return None
+            data = read(base + value - addr, length)
+            return decode(struct.unpack(order + ("I" if length == 4 else "Q"), data)[0])
+    return None
 
 
 def _remote_debug_disabled(pid: int) -> str:
@@ -926,6 +1311,7 @@ def _begin(sock: Any, config: dict, hello: dict, script_codes: tuple) -> None:
     Never raises: the target must not see frametrace's failures."""
     try:
         hello["frametrace"] = getattr(sys.modules.get("frametrace"), "__version__", "?")
+        hello["unwritable"] = _unwritable(config["output"])
         _send(sock, {"hello": hello})
         if _recv_line(sock) != b"go":
             sock.close()
@@ -936,6 +1322,21 @@ def _begin(sock: Any, config: dict, hello: dict, script_codes: tuple) -> None:
         sock.close()
         return
     agent.start()
+
+
+def _unwritable(path: str) -> Optional[str]:
+    """Why this process (the target, which writes the trace as itself)
+    cannot write path; None when it can."""
+    from ._output import writes_in_place
+
+    where, mode = ((path, os.W_OK) if writes_in_place(path)
+                   else (os.path.dirname(path), os.W_OK | os.X_OK))  # a temporary, renamed
+    try:
+        if os.access(where, mode, effective_ids=os.access in os.supports_effective_ids):
+            return None
+    except OSError as exc:
+        return f"{where}: {exc.strerror}"
+    return f"{where} is not writable by uid {os.geteuid()}"
 
 
 def _recv_line(sock: Any) -> bytes:

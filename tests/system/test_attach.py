@@ -8,6 +8,7 @@ a clear error, and bad arguments too."""
 import contextlib
 import glob
 import os
+import pathlib
 import signal
 import subprocess
 import sys
@@ -18,7 +19,7 @@ import pytest
 
 import frametrace
 from frametrace.testing import assert_no_events_after_stop, assert_valid_trace, assert_well_nested
-from support import TESTS_DIR, child_env
+from support import TESTS_DIR, UserPython, child_env, wait_for_a_child_to_come_and_go
 
 # A tracer runs here (in this process or a child): in every setup.
 pytestmark = pytest.mark.usefixtures("clock")
@@ -28,6 +29,8 @@ HAS_REMOTE_EXEC = sys.version_info >= (3, 14)
 needs_remote_exec = pytest.mark.skipif(
     not HAS_REMOTE_EXEC, reason="attach needs CPython 3.14+ (sys.remote_exec, PEP 768); "
                                 "test_old_target_refused checks the error below")
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="runs a process as another user: "
+                                                          "needs root")
 PACKAGE = os.path.dirname(frametrace.__file__)
 # Small rings: a busy loop fills any ring in a fraction of a second, and
 # the test only needs the last part.
@@ -36,14 +39,20 @@ RING = 1 << 16
 
 class Target:
     """A running attach_target.py; finish() ends it and returns (status,
-    stdout, stderr)."""
+    stdout, stderr).  python: a UserPython it runs on, as that user."""
 
-    def __init__(self, tmp_path, mode, *python_options, env=None):
-        self.stop_file = tmp_path / f"stop-{mode}-{time.monotonic_ns()}"
-        self.proc = subprocess.Popen(
-            [sys.executable, *python_options, TARGET, mode, str(self.stop_file)],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-            env=child_env(**(env or {})))
+    def __init__(self, tmp_path, mode, *python_options, env=None, python=None):
+        where = tmp_path if python is None else pathlib.Path(python.home)
+        self.stop_file = where / f"stop-{mode}-{time.monotonic_ns()}"
+        program = TARGET if python is None else os.path.join(python.targets, "attach_target.py")
+        args = [*python_options, program, mode, str(self.stop_file)]
+        pipes = {"stdin": subprocess.PIPE, "stdout": subprocess.PIPE,
+                 "stderr": subprocess.PIPE, "text": True}
+        if python is None:
+            self.proc = subprocess.Popen([sys.executable, *args], env=child_env(**(env or {})),
+                                         **pipes)
+        else:
+            self.proc = python.popen(*args, cwd=python.home, **pipes)
         self.pid = self.proc.pid
         first = self.proc.stdout.readline()
         if first != "ready\n":
@@ -52,7 +61,7 @@ class Target:
 
     def finish(self, timeout=60):
         self.stop_file.touch()
-        out, err = self.proc.communicate(timeout=timeout)
+        out, err = self.proc.communicate("x", timeout=timeout)  # wakes "stdin"
         return self.proc.returncode, "ready\n" + out, err
 
     def kill(self):
@@ -66,14 +75,30 @@ def targets(tmp_path):
     """Starts targets; kills whatever is left at the end."""
     started = []
 
-    def start(mode, *python_options, env=None):
-        target = Target(tmp_path, mode, *python_options, env=env)
+    def start(mode, *python_options, env=None, python=None):
+        target = Target(tmp_path, mode, *python_options, env=env, python=python)
         started.append(target)
         return target
 
     yield start
     for target in started:
         target.kill()
+
+
+@pytest.fixture(scope="module")
+def user_python(other_user):
+    """A CPython the other user owns, with code planted in it (UserPython)."""
+    _, uid, gid = other_user
+    python = UserPython(uid, gid)
+    yield python
+    python.remove()
+
+
+def attach_as_this_user(pid, *options, cwd=None, timeout=120):
+    """`frametrace attach PID OPTIONS` run as the tests' user (root)."""
+    return subprocess.run([sys.executable, "-m", "frametrace", "attach", str(pid), *options],
+                          capture_output=True, text=True, timeout=timeout, env=child_env(),
+                          cwd=cwd)
 
 
 def untraced(tmp_path, mode, *python_options, env=None):
@@ -349,7 +374,8 @@ def test_not_python():
 @pytest.mark.skipif(HAS_REMOTE_EXEC, reason="needs a target older than 3.14")
 def test_old_target_refused(tmp_path, targets):
     target = targets("busy")
-    version = "%d.%d.%d" % sys.version_info[:3]
+    # Read from its files: 3.10 names its micro version nowhere but in memory.
+    version = "%d.%d.%d" % sys.version_info[:3] if sys.version_info >= (3, 11) else "3.10"
     with pytest.raises(frametrace.AttachError,
                        match=f"runs CPython {version}: attach needs CPython 3.14 or later"):
         frametrace.attach(target.pid, duration=0.1, output=str(tmp_path / "t.json"))
@@ -388,3 +414,131 @@ def test_cli_bad_input(tmp_path):
     assert cli.main(["attach", "1", "--duration", "1", "--steps", "2"]) == 2
     assert cli.main(["attach", "1", "--duration", "-1"]) == 2
     assert cli.main(["attach", "1", "--steps", "0"]) == 2
+
+
+# ---- other users ------------------------------------------------------------------------
+
+
+@needs_root
+def test_root_runs_nothing_of_the_targets_user(targets, user_python, other_user):
+    """Root attaching to a process of a user who owns its interpreter runs
+    nothing of it as root: the version is read from its files, the script
+    handed over by the user's interpreter run as the user."""
+    target = targets("busy", python=user_python)
+    out = os.path.join(user_python.out, f"t-{target.pid}.json")
+    proc = attach_as_this_user(target.pid, "--duration", "0.3", "-o", out)
+    assert 0 not in user_python.ran_as()
+    if HAS_REMOTE_EXEC:
+        assert proc.returncode == 0, proc.stderr
+        assert os.stat(out).st_uid == other_user[1]  # the target wrote it, as itself
+        check_trace(out)
+    else:
+        assert proc.returncode == 2
+        assert "attach needs CPython 3.14 or later" in proc.stderr
+    status, out, err = target.finish()
+    assert (status, err) == (3, "") and "result" in out
+
+
+@needs_remote_exec
+@needs_root
+def test_under_yama_root_hands_the_script_over_itself(targets, user_python, other_user,
+                                                      monkeypatch):
+    """Where kernel.yama.ptrace_scope lets no process of the target's user
+    attach to it (1, 2: Ubuntu's default is 1), root hands the script over
+    through its own sys.remote_exec: no process is started, nothing of the
+    user's runs as root."""
+    from frametrace import remote
+
+    monkeypatch.setattr(remote, "_ptrace_scope", lambda: "1")
+    monkeypatch.setattr(remote.subprocess, "run", None)  # no process may be started
+    target = targets("busy", python=user_python)
+    out = os.path.join(user_python.out, f"yama-{target.pid}.json")
+    result = frametrace.attach(target.pid, duration=0.3, output=out, buffer_size=RING)
+    assert result.reason == "duration"
+    assert 0 not in user_python.ran_as()
+    assert os.stat(out).st_uid == other_user[1]
+    check_trace(out)
+    status, stdout, err = target.finish()
+    assert (status, err) == (3, "") and "result" in stdout
+
+
+@needs_remote_exec
+@needs_root
+def test_the_folder_given_to_the_user_redirects_nothing(tmp_path, targets, user_python,
+                                                       other_user):
+    """While the target may read the script, the folder holding it is its
+    user's: renamed, and a symbolic link left in its place, root's clean-up
+    still acts in the folder itself, not where the link points."""
+    _, uid, gid = other_user
+    victim = tmp_path / "victim"  # root's, out of the user's reach
+    victim.mkdir()
+    (victim / "s").write_text("root's")
+    # The script runs late (at finish()): the folder stays for it.
+    target = targets("stdin", python=user_python)
+    pattern = os.path.join(tempfile.gettempdir(), "frametrace-attach-*")
+    before = set(glob.glob(pattern))
+    cli = subprocess.Popen([sys.executable, "-m", "frametrace", "attach", str(target.pid),
+                            "--duration", "0.3", "--timeout", "2", "-o",
+                            os.path.join(user_python.out, "never.json")],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           env=child_env())
+    moved = []
+    try:
+        # Once the script is handed over (sys.remote_exec checks it can be
+        # read), the user redirects its folder.
+        wait_for_a_child_to_come_and_go(cli.pid)
+        (given,) = [p for p in set(glob.glob(pattern)) - before
+                    if not os.path.islink(p) and os.lstat(p).st_uid == uid]
+        subprocess.run(["sh", "-c", 'mv "$1" "$1.moved" && ln -s "$2" "$1"', "sh", given,
+                        str(victim)], user=uid, group=gid, extra_groups=[], check=True)
+        moved.append(given)
+        _, err = cli.communicate(timeout=120)
+        assert cli.returncode == 2 and "has not run Python code within 2 s" in err, err
+        assert (victim / "s").read_text() == "root's"
+        # (Its late script, now behind the link, cannot be read: CPython says
+        # so on its stderr.)
+        assert target.finish()[0] == 3
+    finally:
+        cli.kill()
+        cli.communicate()
+        for link in moved:
+            os.unlink(link)
+            subprocess.run(["rm", "-rf", link + ".moved"])
+
+
+@needs_remote_exec
+def test_one_attach_at_a_time(tmp_path, targets):
+    target = targets("busy")
+    pattern = os.path.join(tempfile.gettempdir(), "frametrace-attach-*")
+    with attach_cli(target, tmp_path / "first.json", "--duration", "600") as (cli, first):
+        assert f"attached to process {target.pid}" in first, first + cli.stderr.read()
+        before = set(glob.glob(pattern))
+        with pytest.raises(frametrace.AttachError,
+                           match=f"another attach is tracing PID {target.pid}"):
+            frametrace.attach(target.pid, duration=0.3, output=str(tmp_path / "second.json"),
+                              timeout=60)
+        assert set(glob.glob(pattern)) == before  # nothing left behind
+        cli.send_signal(signal.SIGINT)
+        _, err = cli.communicate(timeout=120)
+    assert cli.returncode == 0, err
+    assert f"written to {tmp_path / 'first.json'}" in err
+    assert not (tmp_path / "second.json").exists()
+    assert target.finish() == untraced(tmp_path, "busy")
+
+
+@needs_remote_exec
+@needs_root
+def test_output_its_user_cannot_write_is_refused_first(tmp_path, targets, user_python,
+                                                       other_user):
+    """The target writes the trace, as its user: a default output in root's
+    folder is refused before tracing, not after --duration."""
+    target = targets("busy", python=user_python)
+    proc = attach_as_this_user(target.pid, "--duration", "600", cwd=tmp_path, timeout=60)
+    assert proc.returncode == 2
+    output = tmp_path / f"frametrace-{target.pid}.json"
+    assert (f"it would write the trace to {output} as its user, who cannot ({tmp_path} is not "
+            f"writable by uid {other_user[1]}): give -o a path that uid {other_user[1]} can "
+            f"write; the target is untouched") in proc.stderr, proc.stderr
+    assert not os.listdir(tmp_path)
+    status, out, err = target.finish()
+    assert (status, err) == (3, "") and "result" in out

@@ -6,6 +6,7 @@ disabled, the main thread blocked in C), the recorder's advertised signal
 is sent instead.  Each dump is read back whole and its reason checked."""
 import json
 import os
+import pathlib
 import signal
 import subprocess
 import sys
@@ -17,7 +18,7 @@ import pytest
 import frametrace
 from frametrace import remote
 from frametrace.testing import assert_no_events_after_stop, assert_valid_trace
-from support import TESTS_DIR, child_env
+from support import TESTS_DIR, UNDER_ASAN, UserPython, child_env, wait_for_a_child_to_come_and_go
 
 pytestmark = pytest.mark.usefixtures("clock")
 
@@ -33,15 +34,21 @@ class Target:
     """A running flight_target.py; finish() ends it and returns (status,
     the dumps its recorder lists, stderr)."""
 
-    def __init__(self, tmp_path, mode, env=None):
-        self.dump_dir = tmp_path / f"dumps-{mode}"
-        self.stop_file = tmp_path / f"stop-{mode}"
-        self.proc = subprocess.Popen(
-            # dump_dir relative to the target's cwd: attach prints absolute paths.
-            [sys.executable, TARGET, mode, self.dump_dir.name, str(self.stop_file)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-            cwd=tmp_path,
-            env=child_env(**(env or {})))
+    def __init__(self, tmp_path, mode, env=None, python=None):
+        """python: a UserPython it runs on, as that user, in its out folder."""
+        where = tmp_path if python is None else pathlib.Path(python.out)
+        self.dump_dir = where / f"dumps-{mode}"
+        self.stop_file = where / f"stop-{mode}"
+        # dump_dir relative to the target's cwd: attach prints absolute paths.
+        program = TARGET if python is None else os.path.join(python.targets, "flight_target.py")
+        args = [program, mode, self.dump_dir.name, str(self.stop_file)]
+        pipes = {"stdin": subprocess.PIPE, "stdout": subprocess.PIPE, "stderr": subprocess.PIPE,
+                 "text": True, "cwd": where}
+        if python is None:
+            self.proc = subprocess.Popen([sys.executable, *args], env=child_env(**(env or {})),
+                                         **pipes)
+        else:
+            self.proc = python.popen(*args, **pipes)
         self.pid = self.proc.pid
         first = self.proc.stdout.readline()
         if first != "ready\n":
@@ -64,8 +71,8 @@ class Target:
 def targets(tmp_path):
     started = []
 
-    def start(mode, env=None):
-        target = Target(tmp_path, mode, env=env)
+    def start(mode, env=None, python=None):
+        target = Target(tmp_path, mode, env=env, python=python)
         started.append(target)
         return target
 
@@ -157,6 +164,41 @@ def test_main_thread_blocked_in_c_gets_the_signal_instead(tmp_path, targets):
     # no second dump.
     time.sleep(0.5)
     assert target.finish() == (0, [path], "")
+
+
+@needs_remote_exec
+def test_one_request_handed_over_at_a_time(tmp_path, targets):
+    """A second request made while the first waits for the target's main
+    thread (blocked in C) waits its turn: it does not replace the first
+    (sys.remote_exec keeps one script), and both are served."""
+    target = targets("sleep")
+    command = [sys.executable, "-m", "frametrace", "attach", str(target.pid), "--dump",
+               "--timeout", "30", "--no-signal"]
+    pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "text": True,
+             "env": child_env()}
+    first = subprocess.Popen(command + ["--reason", "first"], **pipes)
+    second = None
+    try:
+        wait_for_a_child_to_come_and_go(first.pid)  # its script handed over, pending
+        second = subprocess.Popen(command + ["--reason", "second"], **pipes)
+        time.sleep(1.0)  # long enough for it to hand over its own, if it could
+        target.proc.stdin.write("x")  # the main thread runs Python: one script
+        target.proc.stdin.flush()
+        out, err = first.communicate(timeout=60)
+        assert first.returncode == 0, err
+        check_dump(out.strip(), "first")
+        wait_for_a_child_to_come_and_go(second.pid)
+        target.proc.stdin.write("x")
+        target.proc.stdin.flush()
+        out2, err = second.communicate(timeout=60)
+        assert second.returncode == 0, err
+        check_dump(out2.strip(), "second")
+        assert target.finish() == (0, [out.strip(), out2.strip()], "")
+    finally:
+        for proc in (first, second):
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+                proc.communicate()
 
 
 @needs_remote_exec
@@ -317,3 +359,74 @@ def test_bad_arguments(kwargs, error, message):
         remote.dump(**dict({"pid": 1}, **kwargs))
     with pytest.raises(ValueError, match="itself: call recorder.dump()"):
         remote.dump(os.getpid())
+
+
+# ---- other users, and adverts that are not what flight.py writes ------------------------
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="runs a process as another user: needs root")
+def test_root_runs_nothing_of_the_targets_user(targets, other_user):
+    """Root asking for a dump from a process of a user who owns its
+    interpreter runs nothing of it as root (UserPython's planted code)."""
+    python = UserPython(other_user[1], other_user[2])
+    try:
+        target = targets("busy", python=python)
+        proc = attach_dump(target.pid)
+        assert 0 not in python.ran_as()
+        assert proc.returncode == 0, proc.stderr
+        (path,) = proc.stdout.splitlines()
+        assert os.stat(path).st_uid == other_user[1]
+        check_dump(path, "attach" if HAS_REMOTE_EXEC else "signal SIGUSR2")
+        assert target.finish() == (0, [path], "")
+    finally:
+        python.remove()
+
+
+ADVERT = """
+import os, sys, time
+fd = os.memfd_create("frametrace-flight-recorder-%d" % os.getpid())
+if sys.argv[1] == "huge":  # sparse: no memory taken here
+    os.write(fd, b'{"pid": %d, ' % os.getpid())
+    os.ftruncate(fd, 8 << 30)
+elif sys.argv[1] == "nested":
+    os.write(fd, b"[" * 30000 + b"]" * 30000)
+else:
+    os.write(fd, sys.argv[1].replace("PID", str(os.getpid())).encode())
+print("ready", flush=True)
+time.sleep(120)
+"""
+
+
+@pytest.mark.one_setup
+@pytest.mark.parametrize("advert, why", [
+    ("huge", "more than 65536 bytes"),
+    ("nested", "not one flat JSON object"),
+    ('{"pid": PID, "signal": -9, "signal_name": "SIGKILL", "dump_dir": "/tmp", '
+     '"min_interval": 0, "max_dumps": 1}', "signal -9 is not a signal number"),
+    ('{"pid": PID, "signal": 12, "signal_name": "SIGUSR2", "dump_dir": "dumps", '
+     '"min_interval": 0, "max_dumps": 1}', "dump_dir is not an absolute path"),
+])
+def test_an_advert_is_bounded_and_checked(advert, why):
+    """Any process can name a memfd as flight.py does: what it holds is read
+    with bounds (an 8 GiB one, a deeply nested one) and checked before use.
+    The attacher runs with 1 GiB of address space: a read without bounds
+    fails there instead of taking the machine's memory."""
+    target = subprocess.Popen([sys.executable, "-c", ADVERT, advert], stdout=subprocess.PIPE,
+                              text=True)
+    try:
+        assert target.stdout.readline() == "ready\n"
+        limit = "" if UNDER_ASAN else "resource.setrlimit(resource.RLIMIT_AS, (1 << 30,) * 2); "
+        proc = subprocess.run(
+            [sys.executable, "-c", f"import resource, sys; {limit}"
+             f"from frametrace.cli import main; sys.exit(main(sys.argv[1:]))",
+             "attach", str(target.pid), "--dump"],
+            capture_output=True, text=True, timeout=120, env=child_env())
+        assert proc.returncode == 2, proc.stderr
+        assert (f"frametrace attach: process {target.pid}: its flight recorder's advert "
+                f"(/proc/{target.pid}/fd/") in proc.stderr
+        assert f"is not valid: {why}; not used" in proc.stderr
+        assert "Traceback" not in proc.stderr
+        assert target.poll() is None  # no signal sent
+    finally:
+        target.kill()
+        target.wait()

@@ -9,7 +9,10 @@ MODE: "busy" (the main thread loops), "threads" (three worker threads
 too), "steps" (each iteration ends with frametrace.step()), "sleep" (the
 main thread sleeps in time.sleep, looking for STOPFILE every 2 s; no
 signal wakes it: a signal handler that raises while sys.remote_exec's
-script starts has its exception reported by CPython as the script's), "tracer" (the loop runs under a frametrace tracer of its own)."""
+script starts has its exception reported by CPython as the script's),
+"stdin" (the main thread blocked in C, reading its stdin: it looks for
+STOPFILE when a byte comes), "tracer" (the loop runs under a frametrace
+tracer of its own)."""
 import os
 import sys
 import threading
@@ -64,6 +67,11 @@ def main(mode, stop_file):
         print("ready", flush=True)
         while not os.path.exists(stop_file):
             time.sleep(2.0)
+        results = {train_step()}
+    elif mode == "stdin":
+        print("ready", flush=True)
+        while not os.path.exists(stop_file):
+            os.read(0, 1)
         results = {train_step()}
     elif mode == "tracer":
         import frametrace
