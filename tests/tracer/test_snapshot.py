@@ -100,10 +100,10 @@ def test_many_snapshots_each_cut_at_its_own_time():
 
 def test_snapshot_while_other_threads_run():
     stop = threading.Event()
-    started = threading.Event()
+    started = threading.Barrier(4)  # every spinner runs before the snapshot
 
     def spin():
-        started.set()
+        started.wait()
         while not stop.is_set():
             leaf(50)
 
