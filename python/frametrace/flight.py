@@ -191,8 +191,8 @@ class FlightRecorder:
                 _running.remove(self)
             self._unadvertise()
             session._flight_step = None
-            self.tracer.stop()
             try:
+                self.tracer.stop()  # raises an interrupt that came meanwhile, once stopped
                 if self._on_stop is not None:
                     self._on_stop()
             finally:
