@@ -1449,8 +1449,8 @@ arm_claimed(ft_tracer *self, ft_interrupt *kept)
     /* Threads started from now on install the hook themselves (with the
      * monitoring backend, which sees every thread, they only get named). */
     if (made) {
-        self->prev_thread_hook = swap_threading_profile(state->thread_bootstrap,
-                                                        kept);
+        self->prev_thread_hook = swap_threading_profile(
+            state->thread_bootstrap, kept);
     }
     /* The monitoring tool id is taken before any thread is registered: its
      * audit hooks run Python code, and its callbacks record nothing until

@@ -17,6 +17,7 @@
 #include "state.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -63,6 +64,31 @@ relay_handler(int signum, siginfo_t *info, void *context)
     errno = saved_errno;
 }
 
+/* The ints of args (n of them), or -1 with TypeError/OverflowError. */
+static int
+int_args(const char *name, PyObject *const *args, Py_ssize_t nargs,
+         Py_ssize_t n, int *out)
+{
+    if (nargs != n) {
+        PyErr_Format(PyExc_TypeError, "%s() takes %zd arguments (%zd given)",
+                     name, n, nargs);
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        long value = PyLong_AsLong(args[i]);
+        if (value == -1 && PyErr_Occurred()) {
+            return -1;
+        }
+        if (value < INT_MIN || value > INT_MAX) {
+            PyErr_Format(PyExc_OverflowError, "%s(): %ld out of range", name,
+                         value);
+            return -1;
+        }
+        out[i] = (int)value;
+    }
+    return 0;
+}
+
 static int
 is_relay(const struct sigaction *action)
 {
@@ -71,13 +97,14 @@ is_relay(const struct sigaction *action)
 }
 
 static PyObject *
-relay_signal(PyObject *module, PyObject *args)
+relay_signal(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)module;
-    int signum, fd;
-    if (!PyArg_ParseTuple(args, "ii:_relay_signal", &signum, &fd)) {
+    int values[2];
+    if (int_args("_relay_signal", args, nargs, 2, values) < 0) {
         return NULL;
     }
+    int signum = values[0], fd = values[1];
     if (signum < 1 || signum >= NSIG || fd < 0) {
         PyErr_Format(PyExc_ValueError, "_relay_signal(): signal %d or fd %d "
                      "out of range", signum, fd);
@@ -105,8 +132,12 @@ relay_signal(PyObject *module, PyObject *args)
     int passes_on = (current.sa_flags & SA_SIGINFO)
                     || (current.sa_handler != SIG_DFL
                         && current.sa_handler != SIG_IGN);
-    action.sa_flags = SA_SIGINFO | SA_ONSTACK
-                      | (passes_on ? current.sa_flags & SA_RESTART : SA_RESTART);
+    int restart = passes_on ? current.sa_flags & SA_RESTART : SA_RESTART;
+    action.sa_flags = SA_SIGINFO | SA_ONSTACK | restart;
+    /* A handler of the relay replaced may still be passing a signal on. */
+    while (atomic_load(&relay->running) > 0) {
+        sched_yield();
+    }
     relay->prev = current;
     relay->installed = 1;
     if (sigaction(signum, &action, NULL) < 0) {
@@ -118,11 +149,11 @@ relay_signal(PyObject *module, PyObject *args)
 }
 
 static PyObject *
-unrelay_signal(PyObject *module, PyObject *args)
+unrelay_signal(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)module;
     int signum;
-    if (!PyArg_ParseTuple(args, "i:_unrelay_signal", &signum)) {
+    if (int_args("_unrelay_signal", args, nargs, 1, &signum) < 0) {
         return NULL;
     }
     if (signum < 1 || signum >= NSIG) {
@@ -135,24 +166,23 @@ unrelay_signal(PyObject *module, PyObject *args)
         Py_RETURN_FALSE;
     }
     struct sigaction current;
-    int restored = 0;
-    if (sigaction(signum, NULL, &current) == 0 && is_relay(&current)) {
-        restored = sigaction(signum, &relay->prev, NULL) == 0;
-    }
+    memset(&current, 0, sizeof(current));
+    int ours = sigaction(signum, NULL, &current) == 0 && is_relay(&current);
+    int restored = ours && sigaction(signum, &relay->prev, NULL) == 0;
     /* No handler writes to the socket once this returns (the caller
      * closes it): one running now, on another thread, ends first. */
     atomic_store(&relay->fd, -1);
     while (atomic_load(&relay->running) > 0) {
         sched_yield();
     }
-    if (restored || !is_relay(&current)) {
+    if (restored || !ours) {
         relay->installed = 0;
     }
     return PyBool_FromLong(restored);
 }
 
 PyMethodDef ft_relay_signal_def = {
-    "_relay_signal", relay_signal, METH_VARARGS,
+    "_relay_signal", (PyCFunction)(void (*)(void))relay_signal, METH_FASTCALL,
     "_relay_signal($module, signum, fd, /)\n--\n\n"
     "Catches signum in C: each one writes a byte (its number) to fd, a\n"
     "non-blocking socket, then goes to the action it replaced.  Again\n"
@@ -162,7 +192,8 @@ PyMethodDef ft_relay_signal_def = {
 };
 
 PyMethodDef ft_unrelay_signal_def = {
-    "_unrelay_signal", unrelay_signal, METH_VARARGS,
+    "_unrelay_signal", (PyCFunction)(void (*)(void))unrelay_signal,
+    METH_FASTCALL,
     "_unrelay_signal($module, signum, /)\n--\n\n"
     "Ends _relay_signal(signum): the action it replaced is put back if\n"
     "the relay is still there (True), else the handler there stays\n"

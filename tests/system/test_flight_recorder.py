@@ -142,6 +142,29 @@ def test_signal_handler_already_there_still_runs(tmp_path):
         signal.signal(signal.SIGUSR2, old)
 
 
+@pytest.mark.skipif(not hasattr(signal, "SIGUSR2"), reason="no SIGUSR2 here")
+def test_a_handler_installed_later_gets_the_signal_too_and_stays(tmp_path):
+    seen = []
+
+    def later(signum, frame):
+        seen.append(signum)
+
+    try:
+        with frametrace.flight_recorder(tmp_path, watchdog=False, min_interval=0) as rec:
+            signal.signal(signal.SIGUSR2, later)  # replaces the recorder's C handler
+            time.sleep(0.3)  # the watchdog chains it again, behind this one
+            os.kill(os.getpid(), signal.SIGUSR2)
+            time.sleep(0.3)
+        assert seen == [signal.SIGUSR2]
+        assert len(rec.dumps) == 1
+        assert signal.getsignal(signal.SIGUSR2) is later
+        os.kill(os.getpid(), signal.SIGUSR2)  # theirs alone now
+        time.sleep(0.1)
+        assert seen == [signal.SIGUSR2] * 2
+    finally:
+        signal.signal(signal.SIGUSR2, signal.SIG_DFL)
+
+
 def test_requested_dumps_and_the_limit(tmp_path):
     with frametrace.flight_recorder(tmp_path, max_dumps=2, watchdog=False, signal=None) as rec:
         first = rec.dump("first look")
