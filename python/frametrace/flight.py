@@ -394,8 +394,7 @@ class FlightRecorder:
             if ready:
                 data = self._sockets[0].recv(256)
                 if self.signal is not None and self.signal in data and _active is self:
-                    self._dump(f"signal {signal_module.Signals(self.signal).name}",
-                               limited=True, kind="signal")
+                    self._dump(f"signal {_signal_name(self.signal)}", limited=True, kind="signal")
 
     def _thread_exception(self, args: Any) -> None:
         self._dump(f"exception {args.exc_type.__name__} in {getattr(args.thread, 'name', '?')}",
@@ -405,7 +404,6 @@ class FlightRecorder:
     def _install_signal(self) -> None:
         """The signal caught in C (signal_relay.c): see the module's doc."""
         assert self.signal is not None
-        signal_module.Signals(self.signal)  # ValueError: not a signal
         self._sockets = socket.socketpair()
         for sock in self._sockets:
             sock.setblocking(False)
@@ -422,12 +420,7 @@ class FlightRecorder:
         when it cannot ask through sys.remote_exec (see the module's doc)."""
         if not hasattr(os, "memfd_create"):
             return
-        name = None
-        if self.signal is not None:
-            try:
-                name = signal_module.Signals(self.signal).name
-            except ValueError:
-                name = f"signal {self.signal}"
+        name = None if self.signal is None else _signal_name(self.signal)
         about = {"pid": os.getpid(), "signal": self.signal, "signal_name": name,
                  "caught_in_c": self.signal is not None,
                  "dump_dir": os.path.abspath(self.dump_dir), "format": self.format,
@@ -451,6 +444,15 @@ class FlightRecorder:
     def _restore_signal(self) -> None:
         if self.signal is not None and self._sockets is not None:
             _tracer._unrelay_signal(self.signal)
+
+
+def _signal_name(signum: int) -> str:
+    """SIGUSR2, or the number (kill -37 takes it) for a real-time signal
+    other than SIGRTMIN and SIGRTMAX, which have no name in signal."""
+    try:
+        return signal_module.Signals(signum).name
+    except ValueError:
+        return str(signum)
 
 
 def _call(done: Any, path: Optional[str], error: Optional[str]) -> None:

@@ -165,6 +165,17 @@ def test_a_handler_installed_later_gets_the_signal_too_and_stays(tmp_path):
         signal.signal(signal.SIGUSR2, signal.SIG_DFL)
 
 
+@pytest.mark.skipif(not hasattr(signal, "SIGRTMIN"), reason="no real-time signals here")
+def test_a_real_time_signal_without_a_name(tmp_path):
+    number = signal.SIGRTMIN + 2  # not in signal.Signals
+    with frametrace.flight_recorder(tmp_path, watchdog=False, signal=number) as rec:
+        os.kill(os.getpid(), number)
+        time.sleep(0.3)
+    (path,) = rec.dumps
+    assert loaded(path)[1]["reason"] == f"signal {number}"
+    assert rec.errors == []
+
+
 def test_requested_dumps_and_the_limit(tmp_path):
     with frametrace.flight_recorder(tmp_path, max_dumps=2, watchdog=False, signal=None) as rec:
         first = rec.dump("first look")
