@@ -171,8 +171,9 @@ class FlightRecorder:
         self._advertise()  # before the start: the job's trace has none of it
         try:
             self.tracer.start()
-        except BaseException:
+        except BaseException:  # refused (another profiler), or interrupted
             self._unadvertise()
+            self._close()  # the signal, threading.excepthook, the threads
             raise
         _active = self
         _running.append(self)

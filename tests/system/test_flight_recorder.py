@@ -3,6 +3,7 @@ job, and a dump of the last steps when a step is slow, hangs, an exception
 leaves the block or a thread, the signal comes, or the program asks.
 Every dump is loaded back and checked: the steps it covers, its reason,
 nothing ending after its snapshot time."""
+import cProfile
 import json
 import os
 import signal
@@ -174,6 +175,23 @@ def test_a_real_time_signal_without_a_name(tmp_path):
     (path,) = rec.dumps
     assert loaded(path)[1]["reason"] == f"signal {number}"
     assert rec.errors == []
+
+
+def test_a_refused_start_leaves_nothing_behind(tmp_path):
+    hook = threading.excepthook
+    profiler = cProfile.Profile()  # refused on either backend
+    profiler.enable()
+    try:
+        with pytest.raises(RuntimeError, match="another profiler"):
+            frametrace.flight_recorder(tmp_path).__enter__()
+    finally:
+        profiler.disable()
+    assert threading.excepthook is hook
+    assert [t.name for t in threading.enumerate() if t.name.startswith("frametrace-")] == []
+    with frametrace.flight_recorder(tmp_path, watchdog=False, min_interval=0) as rec:
+        os.kill(os.getpid(), signal.SIGUSR2)  # caught again: the relay was ended
+        time.sleep(0.3)
+    assert len(rec.dumps) == 1
 
 
 def test_requested_dumps_and_the_limit(tmp_path):
