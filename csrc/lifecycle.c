@@ -332,10 +332,52 @@ ft_free_threads(ft_tracer *self)
     self->pack_from = 0;
 }
 
+/* An interrupt met in the Python code start() and stop() run (threading,
+ * thread names, audit hooks): an exception that is no Exception, such as
+ * the KeyboardInterrupt a signal handler raises there.  Kept (the first
+ * one) and raised once the tracer's state is whole, never reported as
+ * unraisable. */
+typedef struct {
+    int held;
+    ft_saved_exc exc;
+} ft_interrupt;
+
+/* Whether the exception set is an interrupt, now kept in *kept (or
+ * cleared: one is kept).  kept NULL (no caller to raise it to): never. */
+static int
+keep_interrupt(ft_interrupt *kept)
+{
+    if (kept == NULL || !PyErr_Occurred()
+        || PyErr_ExceptionMatches(PyExc_Exception)) {
+        return 0;
+    }
+    if (kept->held) {
+        PyErr_Clear();
+    }
+    else {
+        FT_SAVE_EXC(kept->exc);
+        kept->held = 1;
+    }
+    return 1;
+}
+
+/* rc, or -1 with the interrupt kept (preferred to another error). */
+static int
+raise_kept(ft_interrupt *kept, int rc)
+{
+    if (!kept->held) {
+        return rc;
+    }
+    PyErr_Clear();
+    kept->held = 0;
+    FT_RESTORE_EXC(kept->exc);
+    return -1;
+}
+
 /* Adds thread's {ident: name} to names, when it has both.  Leaves no
- * exception. */
+ * exception (an interrupt goes to kept). */
 static void
-add_thread_name(PyObject *names, PyObject *thread)
+add_thread_name(PyObject *names, PyObject *thread, ft_interrupt *kept)
 {
     PyObject *ident = PyObject_GetAttrString(thread, "ident");
     PyObject *name = ident && PyLong_Check(ident)
@@ -345,57 +387,68 @@ add_thread_name(PyObject *names, PyObject *thread)
     }
     Py_XDECREF(name);
     Py_XDECREF(ident);
-    PyErr_Clear();
+    if (!keep_interrupt(kept)) {
+        PyErr_Clear();
+    }
 }
 
 /* {ident: name} of the threads threading knows, or of the calling thread
  * only (caller_only: a thread that starts pays for itself, not for every
  * thread alive; threading has put it in its table before its profile
  * function runs).  New reference; NULL when even that failed.  Runs Python
- * code; never raises: names are best effort. */
+ * code (the name properties); never raises: names are best effort, and an
+ * interrupt goes to kept. */
 static PyObject *
-names_of_threads(int caller_only)
+names_of_threads(int caller_only, ft_interrupt *kept)
 {
     ft_saved_exc saved;
     FT_SAVE_EXC(saved);
     PyObject *names = PyDict_New();
     PyObject *threading = PyImport_ImportModule("threading");
-    /* enumerate(): every Thread object threading knows, dummy ones for
-     * foreign threads included, with no ident yet for those not started. */
-    PyObject *found = threading
-        ? PyObject_CallMethod(threading,
-                              caller_only ? "current_thread" : "enumerate",
-                              NULL)
-        : NULL;
+    PyObject *found = NULL;
+    if (threading != NULL && caller_only) {
+        found = PyObject_CallMethod(threading, "current_thread", NULL);
+    }
+    else if (threading != NULL) {
+        /* threading._active, {ident: Thread} of the threads started (dummy
+         * ones for foreign threads included), copied in C: not through
+         * enumerate(), which holds threading's _active_limbo_lock, and
+         * leaves it held where an interrupt lands just after the lock's
+         * __enter__ (CPython 3.14's `with`). */
+        PyObject *active = PyObject_GetAttrString(threading, "_active");
+        found = active != NULL && PyDict_Check(active)
+            ? PyDict_Values(active) : NULL;
+        Py_XDECREF(active);
+    }
     if (names != NULL && found != NULL) {
         if (caller_only) {
-            add_thread_name(names, found);
+            add_thread_name(names, found, kept);
         }
         else {
-            PyObject *list = PySequence_List(found);
-            for (Py_ssize_t i = 0; list && i < PyList_GET_SIZE(list); i++) {
-                add_thread_name(names, PyList_GET_ITEM(list, i));
+            for (Py_ssize_t i = 0; i < PyList_GET_SIZE(found); i++) {
+                add_thread_name(names, PyList_GET_ITEM(found, i), kept);
             }
-            Py_XDECREF(list);
         }
     }
     Py_XDECREF(found);
     Py_XDECREF(threading);
-    PyErr_Clear();
+    if (!keep_interrupt(kept)) {
+        PyErr_Clear();
+    }
     FT_RESTORE_EXC(saved);
     return names;
 }
 
 static PyObject *
-thread_names(void)
+thread_names(ft_interrupt *kept)
 {
-    return names_of_threads(0);
+    return names_of_threads(0, kept);
 }
 
 static PyObject *
 caller_thread_names(void)
 {
-    return names_of_threads(1);
+    return names_of_threads(1, NULL);
 }
 
 /* Whether a thread state with this id (unique in the process) is alive. */
@@ -543,7 +596,7 @@ ft_thread_of_caller(ft_tracer *tracer, int starting)
         PyErr_Clear();  /* never raise from a hook */
         FT_RESTORE_EXC(saved);
         if (th != NULL && tracer->phase == FT_PHASE_ACTIVE) {
-            PyObject *names = thread_names();  /* Python code */
+            PyObject *names = thread_names(NULL);  /* Python code */
             if (tracer->phase == FT_PHASE_ACTIVE) {
                 name_thread(th, names);
             }
@@ -700,19 +753,36 @@ find_conflict(ft_tracer *self)
     return NULL;
 }
 
+/* threading.getprofile() (arg NULL) or threading.setprofile(arg): Python
+ * functions of one assignment at most, holding no lock, so an interrupt
+ * raised into one (before or after its assignment) is kept and the call
+ * made again.  New reference, or NULL with an exception. */
+static PyObject *
+call_threading_profile(PyObject *threading, PyObject *arg,
+                       ft_interrupt *kept)
+{
+    for (int tries = 0;; tries++) {
+        PyObject *res = arg == NULL
+            ? PyObject_CallMethod(threading, "getprofile", NULL)
+            : PyObject_CallMethod(threading, "setprofile", "O", arg);
+        if (res != NULL || tries == 16 || !keep_interrupt(kept)) {
+            return res;
+        }
+    }
+}
+
 /* Sets threading's profile hook (for threads started from now on) to hook,
  * returning the previous one (new reference) or NULL on error. */
 static PyObject *
-swap_threading_profile(PyObject *hook)
+swap_threading_profile(PyObject *hook, ft_interrupt *kept)
 {
     PyObject *threading = PyImport_ImportModule("threading");
     if (threading == NULL) {
         return NULL;
     }
-    PyObject *prev = PyObject_CallMethod(threading, "getprofile", NULL);
+    PyObject *prev = call_threading_profile(threading, NULL, kept);
     if (prev != NULL) {
-        PyObject *res = PyObject_CallMethod(threading, "setprofile", "O",
-                                            hook);
+        PyObject *res = call_threading_profile(threading, hook, kept);
         if (res == NULL) {
             Py_CLEAR(prev);
         }
@@ -723,7 +793,7 @@ swap_threading_profile(PyObject *hook)
 }
 
 static void
-restore_threading_profile(ft_tracer *self)
+restore_threading_profile(ft_tracer *self, ft_interrupt *kept)
 {
     PyObject *prev = self->prev_thread_hook;
     self->prev_thread_hook = NULL;
@@ -736,13 +806,13 @@ restore_threading_profile(ft_tracer *self)
     }
     PyObject *threading = PyImport_ImportModule("threading");
     PyObject *current = threading
-        ? PyObject_CallMethod(threading, "getprofile", NULL) : NULL;
+        ? call_threading_profile(threading, NULL, kept) : NULL;
     /* Someone may have set their own hook meanwhile: leave it. */
     if (current == self->state->thread_bootstrap) {
-        PyObject *res = PyObject_CallMethod(threading, "setprofile", "O", prev);
+        PyObject *res = call_threading_profile(threading, prev, kept);
         Py_XDECREF(res);
     }
-    if (PyErr_Occurred()) {
+    if (PyErr_Occurred() && !keep_interrupt(kept)) {
         PyErr_WriteUnraisable(NULL);
     }
     Py_XDECREF(current);
@@ -1029,7 +1099,7 @@ install_shared_hook(ft_tracer *self)
  * another tool's keeps CPython's profiling layer on anyway.  So do all
  * threads when an audit hook refuses the removal. */
 static void
-uninstall_hooks(ft_tracer *self, int take_stacks)
+uninstall_hooks(ft_tracer *self, int take_stacks, ft_interrupt *kept)
 {
     ft_hookobject *hook = (ft_hookobject *)self->hook;
     if (hook == NULL) {
@@ -1058,7 +1128,9 @@ uninstall_hooks(ft_tracer *self, int take_stacks)
         return;
     }
     if (audit_setprofile_once() < 0) {
-        PyErr_WriteUnraisable(NULL);  /* never raise from a removal */
+        if (!keep_interrupt(kept)) {
+            PyErr_WriteUnraisable(NULL);  /* never raise from a removal */
+        }
         Py_CLEAR(self->hook);
         return;
     }
@@ -1104,7 +1176,7 @@ uninstall_hooks(ft_tracer *self, int take_stacks)
  * at once, in pure C, then "sys.setprofile" is audited and the hooks
  * removed as one act (audit_hooks_aside). */
 static void
-uninstall_hooks(ft_tracer *self, int take_stacks)
+uninstall_hooks(ft_tracer *self, int take_stacks, ft_interrupt *kept)
 {
     /* Pure C first, GC off so that allocations run no finalizer. */
     int gc_was_enabled = PyGC_Disable();
@@ -1131,7 +1203,7 @@ uninstall_hooks(ft_tracer *self, int take_stacks)
     }
     /* Nothing to remove: nothing to audit. */
     int refused = !installed || audit_setprofile_once() < 0;
-    if (refused && installed) {
+    if (refused && installed && !keep_interrupt(kept)) {
         /* The hooks stay, inert. */
         PyErr_WriteUnraisable(NULL);
     }
@@ -1200,11 +1272,11 @@ take_stop_stacks(ft_tracer *self)
 
 /* ---- start ---------------------------------------------------------- */
 
-static int arm_claimed(ft_tracer *self);
+static int arm_claimed(ft_tracer *self, ft_interrupt *kept);
 static int begin_recording(ft_tracer *self);
-static void disarm_claimed(ft_tracer *self);
+static void disarm_claimed(ft_tracer *self, ft_interrupt *kept);
 static void latch_stop_at(ft_tracer *self, const ft_anchor *at,
-                          int in_child);
+                          int in_child, ft_interrupt *kept);
 
 /* Why arm() (arming) or start() cannot run now: -1 with a RuntimeError,
  * or 0. */
@@ -1280,14 +1352,20 @@ start_or_arm(ft_tracer *self, int arming)
     state->starting_thread = PyThread_get_thread_ident();
     self->in_call = FT_IN_START;
     int was_new = self->phase == FT_PHASE_NEW;
-    int rc = was_new ? arm_claimed(self) : 0;
-    if (rc == 0 && !arming) {
+    ft_interrupt kept = {0};
+    int rc = was_new ? arm_claimed(self, &kept) : 0;
+    if (rc == 0 && kept.held && self->phase == FT_PHASE_ARMED) {
+        /* Interrupted while arming (which did finish): new again, and the
+         * interrupt raised below, as if it had come before the call. */
+        disarm_claimed(self, &kept);
+    }
+    else if (rc == 0 && !arming) {
         /* An audit hook may have disarmed it meanwhile. */
         rc = self->phase == FT_PHASE_ARMED ? begin_recording(self) : 0;
         if (rc < 0 && was_new) {
             ft_saved_exc saved;
             FT_SAVE_EXC(saved);
-            disarm_claimed(self);
+            disarm_claimed(self, &kept);
             FT_RESTORE_EXC(saved);
         }
     }
@@ -1301,11 +1379,11 @@ start_or_arm(ft_tracer *self, int arming)
          * with the hooks. */
         self->stop_pending = 0;
         latch_stop_at(self, self->fork_anchored ? &self->fork_anchor : NULL,
-                      1);
+                      1, &kept);
         self->fork_anchored = 0;
     }
     Py_DECREF(self);
-    return rc;
+    return raise_kept(&kept, rc);
 }
 
 int
@@ -1329,7 +1407,7 @@ ft_tracer_arm(ft_tracer *self)
 /* arm() once this tracer is the only one starting: everything that runs
  * Python code or takes a while, so that start() then runs neither. */
 static int
-arm_claimed(ft_tracer *self)
+arm_claimed(ft_tracer *self, ft_interrupt *kept)
 {
     ft_state *state = self->state;
 #if FT_HAVE_MONITORING
@@ -1357,7 +1435,7 @@ arm_claimed(ft_tracer *self)
         return -1;
     }
     state->count_rings++;
-    PyObject *names = thread_names();
+    PyObject *names = thread_names(kept);
     self->generation = next_generation();
 #if FT_SHARED_HOOK
     if (!monitoring) {
@@ -1371,7 +1449,8 @@ arm_claimed(ft_tracer *self)
     /* Threads started from now on install the hook themselves (with the
      * monitoring backend, which sees every thread, they only get named). */
     if (made) {
-        self->prev_thread_hook = swap_threading_profile(state->thread_bootstrap);
+        self->prev_thread_hook = swap_threading_profile(
+            state->thread_bootstrap, kept);
     }
     /* The monitoring tool id is taken before any thread is registered: its
      * audit hooks run Python code, and its callbacks record nothing until
@@ -1395,7 +1474,7 @@ arm_claimed(ft_tracer *self)
 #if FT_HAVE_MONITORING
         ft_monitor_stop(self);
 #endif
-        restore_threading_profile(self);
+        restore_threading_profile(self, kept);
         FT_RESTORE_EXC(saved);
         Py_CLEAR(self->hooks);
         Py_CLEAR(self->hook);
@@ -1462,7 +1541,7 @@ arm_claimed(ft_tracer *self)
     else {
         ft_saved_exc saved;
         FT_SAVE_EXC(saved);
-        disarm_claimed(self);
+        disarm_claimed(self, kept);
         FT_RESTORE_EXC(saved);
         return -1;
     }
@@ -1564,7 +1643,7 @@ begin_recording(ft_tracer *self)
  * code (audit hooks, threading); marked new first, so that nothing
  * records and no stop() acts meanwhile. */
 static void
-disarm_claimed(ft_tracer *self)
+disarm_claimed(ft_tracer *self, ft_interrupt *kept)
 {
     ft_state *state = self->state;
     self->phase = FT_PHASE_NEW;
@@ -1574,8 +1653,8 @@ disarm_claimed(ft_tracer *self)
 #if FT_HAVE_MONITORING
     ft_monitor_stop(self);
 #endif
-    uninstall_hooks(self, 0);
-    restore_threading_profile(self);
+    uninstall_hooks(self, 0, kept);
+    restore_threading_profile(self, kept);
     Py_CLEAR(self->hooks);
     Py_CLEAR(self->hook);
     Py_CLEAR(self->armed_names);
@@ -1585,7 +1664,7 @@ disarm_claimed(ft_tracer *self)
 
 /* disarm_claimed(), marked as stopping like the latched stop. */
 static void
-disarm_marked(ft_tracer *self)
+disarm_marked(ft_tracer *self, ft_interrupt *kept)
 {
     ft_state *state = self->state;
     Py_INCREF(self);
@@ -1593,7 +1672,7 @@ disarm_marked(ft_tracer *self)
     self->in_call = FT_IN_STOP;
     state->stopping = self;
     state->stopping_thread = PyThread_get_thread_ident();
-    disarm_claimed(self);
+    disarm_claimed(self, kept);
     if (state->stopping == self) {
         state->stopping = NULL;
     }
@@ -1617,10 +1696,11 @@ ft_tracer_disarm(ft_tracer *self)
                         "ends recording");
         return -1;
     }
+    ft_interrupt kept = {0};
     if (self->phase == FT_PHASE_ARMED) {
-        disarm_marked(self);
+        disarm_marked(self, &kept);
     }
-    return 0;
+    return raise_kept(&kept, 0);
 }
 
 /* ---- snapshot: the records so far, while recording goes on ---------- */
@@ -1876,7 +1956,13 @@ ft_tracer_snapshot(ft_tracer *self, PyObject *since)
     }
     /* Threads may have been renamed.  Python code (threading): after the
      * snapshot time, so that its calls are not in the snapshot. */
-    PyObject *names = thread_names();
+    ft_interrupt kept = {0};
+    PyObject *names = thread_names(&kept);
+    if (raise_kept(&kept, 0) < 0) {
+        Py_XDECREF(names);
+        Py_DECREF(snap);
+        return NULL;
+    }
     if (names == NULL) {
         PyErr_Clear();  /* they keep the names they were registered with */
     }
@@ -1917,10 +2003,11 @@ mark_threads_at_stop(ft_tracer *self)
  * recording ended early (displaced.c); every later call does nothing.
  * Never fails. */
 static void
-latch_stop_at(ft_tracer *self, const ft_anchor *at, int in_child)
+latch_stop_at(ft_tracer *self, const ft_anchor *at, int in_child,
+              ft_interrupt *kept)
 {
     if (self->phase == FT_PHASE_ARMED) {
-        disarm_marked(self);  /* nothing recorded: nothing to latch */
+        disarm_marked(self, kept);  /* nothing recorded: nothing to latch */
         return;
     }
     if (self->phase != FT_PHASE_ACTIVE) {
@@ -1957,14 +2044,14 @@ latch_stop_at(ft_tracer *self, const ft_anchor *at, int in_child)
         tool_lost = !ft_monitor_stop(self);
     }
 #endif
-    uninstall_hooks(self, 1);
+    uninstall_hooks(self, 1, kept);
     if (!in_child) {
         ft_find_displaced(self, tool_lost);  /* pure C */
     }
-    restore_threading_profile(self);
+    restore_threading_profile(self, kept);
     /* Threads may have been renamed while traced.  Only those still
      * running: an ended thread's ident may be a later thread's now. */
-    PyObject *names = thread_names();
+    PyObject *names = thread_names(kept);
     for (Py_ssize_t i = 0; i < self->nthreads; i++) {
         if (tstate_id_alive(self->threads[i]->tstate_id)) {
             name_thread(self->threads[i], names);
@@ -1990,9 +2077,11 @@ ft_tracer_stop(ft_tracer *self)
                         "returned");
         return -1;
     }
-    /* Inside stop(): the stop is latched already, and finishing. */
-    latch_stop_at(self, NULL, 0);
-    return 0;
+    /* Inside stop(): the stop is latched already, and finishing.  An
+     * interrupt met on the way is raised once it is stopped. */
+    ft_interrupt kept = {0};
+    latch_stop_at(self, NULL, 0, &kept);
+    return raise_kept(&kept, 0);
 }
 
 int
@@ -2017,7 +2106,7 @@ ft_tracer_finalize(ft_tracer *self)
     }
     ft_saved_exc saved;
     FT_SAVE_EXC(saved);
-    latch_stop_at(self, NULL, 0);
+    latch_stop_at(self, NULL, 0, NULL);
     FT_RESTORE_EXC(saved);
 }
 
@@ -2067,7 +2156,7 @@ arm_thread(ft_tracer *tracer)
      * code (untraced: this is a profile function), during which the tracer
      * may be disarmed or started: look again after. */
     Py_INCREF(tracer);
-    PyObject *names = thread_names();
+    PyObject *names = thread_names(NULL);
     int armed = tracer->phase == FT_PHASE_ARMED;
     if (armed && names != NULL) {
         Py_XSETREF(tracer->armed_names, names);
@@ -2260,7 +2349,8 @@ tracer_after_fork_child(ft_tracer *self)
     /* The other threads are gone, and the child's at-fork callbacks have
      * run since the anchor: the trace ends where the fork began.  The
      * child traces nothing unless it starts a tracer of its own. */
-    latch_stop_at(self, self->fork_anchored ? &self->fork_anchor : NULL, 1);
+    latch_stop_at(self, self->fork_anchored ? &self->fork_anchor : NULL, 1,
+                  NULL);
     self->fork_anchored = 0;
 }
 
@@ -2308,7 +2398,7 @@ after_fork_in_child(PyObject *module, PyObject *Py_UNUSED(ignored))
         /* Not active yet: what that start() had made goes, so that the
          * tracer can start in the child. */
         Py_INCREF(abandoned);
-        restore_threading_profile(abandoned);
+        restore_threading_profile(abandoned, NULL);
         Py_CLEAR(abandoned->hooks);
         Py_CLEAR(abandoned->hook);
         Py_CLEAR(abandoned->armed_names);

@@ -157,15 +157,17 @@ module_exec(PyObject *module)
     if (rc < 0) {
         return -1;
     }
-    PyMethodDef *const report_defs[] = {
+    PyMethodDef *const function_defs[] = {
         &ft_report_pass_def, &ft_collapse_labels_def, &ft_collapsed_batch_def,
+        &ft_relay_signal_def, &ft_unrelay_signal_def,
     };
-    for (size_t i = 0; i < sizeof(report_defs) / sizeof(report_defs[0]); i++) {
-        PyObject *func = PyCFunction_NewEx(report_defs[i], module, NULL);
+    for (size_t i = 0; i < sizeof(function_defs) / sizeof(function_defs[0]);
+         i++) {
+        PyObject *func = PyCFunction_NewEx(function_defs[i], module, NULL);
         if (func == NULL) {
             return -1;
         }
-        rc = PyModule_AddObjectRef(module, report_defs[i]->ml_name, func);
+        rc = PyModule_AddObjectRef(module, function_defs[i]->ml_name, func);
         Py_DECREF(func);
         if (rc < 0) {
             return -1;

@@ -600,6 +600,10 @@ extern PyMethodDef ft_report_pass_def;
 extern PyMethodDef ft_collapse_labels_def;
 extern PyMethodDef ft_collapsed_batch_def;
 
+/* ==== signal_relay.c: the flight recorder's signal, caught in C ==== */
+extern PyMethodDef ft_relay_signal_def;
+extern PyMethodDef ft_unrelay_signal_def;
+
 /* ==== events.c ==== */
 /* Replays a stopped tracer's records into a list of events. */
 PyObject *ft_build_events(ft_tracer *tracer);

@@ -787,11 +787,14 @@ static PyMethodDef tracer_methods[] = {
     {"start", (PyCFunction)tracer_start, METH_NOARGS,
      "start($self, /)\n--\n\n"
      "Install the hook on every thread and start recording; on an armed "
-     "tracer, only start recording (pure C: no Python code runs)."},
+     "tracer, only start recording (pure C: no Python code runs).  An "
+     "interrupt (KeyboardInterrupt) raised into the Python code it runs "
+     "is raised once that is undone: the tracer is as before the call."},
     {"stop", (PyCFunction)tracer_stop, METH_NOARGS,
      "stop($self, /)\n--\n\n"
      "Stop recording and latch stop_ns.  Later calls do nothing.  On an "
-     "armed tracer: disarm()."},
+     "armed tracer: disarm().  An interrupt (KeyboardInterrupt) raised "
+     "into the Python code it runs is raised once the tracer is stopped."},
     {"snapshot", (PyCFunction)(void (*)(void))tracer_snapshot,
      METH_VARARGS | METH_KEYWORDS,
      "snapshot($self, /, *, since=None)\n--\n\n"
@@ -826,7 +829,8 @@ static PyMethodDef tracer_methods[] = {
      "thread names, the caller's ring, the hook on every thread or the "
      "sys.monitoring tool id with its events (CPython 3.12+ instruments "
      "the code as it runs from here).  start() then only registers the "
-     "threads and turns recording on, running no Python code."},
+     "threads and turns recording on, running no Python code.  An "
+     "interrupt raised meanwhile: as start()'s."},
     {"disarm", (PyCFunction)tracer_disarm, METH_NOARGS,
      "disarm($self, /)\n--\n\n"
      "Undo arm(): remove the hook (or free the tool id); the tracer can be "

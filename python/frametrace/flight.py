@@ -24,10 +24,15 @@ ends after the snapshot time: frames running then end there, flagged
 - an exception leaves the recorder's block, or a thread (through
   ``threading.excepthook``, chained);
 - the signal ``signal`` arrives (default SIGUSR2; SIGUSR1 is SLURM's
-  requeue signal under PyTorch Lightning): CPython's C-level handler
-  writes it to a wakeup file descriptor that the watchdog thread reads, so
-  the dump is taken while the main thread waits in C; the Python-level
-  handler already installed (if any) still runs, chained;
+  requeue signal under PyTorch Lightning): frametrace's C-level handler
+  writes it to a socket that the watchdog thread reads, so the dump is
+  taken while the main thread waits in C, then passes the signal on to the
+  handler it found (a Python-level handler still runs).  It leaves the
+  wakeup fd (``signal.set_wakeup_fd``) and ``signal.signal``'s handlers to
+  others: asyncio's ``loop.add_signal_handler`` works beside it, before or
+  after it starts.  A handler installed later for that signal gets it too,
+  chained within 50 ms (the watchdog looks); at the end, the handler found
+  is put back unless another replaced frametrace's (theirs stays);
 - ``recorder.dump(reason)`` is called, or ``recorder.request_dump(reason)``
   (the writer thread takes it: the caller does not pause), as
   ``frametrace attach PID --dump`` does from outside (CPython 3.14+; see
@@ -130,9 +135,7 @@ class FlightRecorder:
         self._closing = False
         self._threads: list[threading.Thread] = []
         self._old_excepthook: Any = None
-        self._old_handler: Any = None
-        self._old_wakeup: Optional[int] = -1  # None: another's wakeup fd stays
-        self._sockets: Optional[tuple] = None
+        self._sockets: Optional[tuple] = None  # the signal's: (watchdog's, handler's)
         self._requests: collections.deque = collections.deque()  # (reason, done)
         self._advert = -1  # the memfd naming the signal (Linux), or -1
         # A companion recording beside the tracer (frametrace.torch's
@@ -168,8 +171,9 @@ class FlightRecorder:
         self._advertise()  # before the start: the job's trace has none of it
         try:
             self.tracer.start()
-        except BaseException:
+        except BaseException:  # refused (another profiler), or interrupted
             self._unadvertise()
+            self._close()  # the signal, threading.excepthook, the threads
             raise
         _active = self
         _running.append(self)
@@ -188,8 +192,8 @@ class FlightRecorder:
                 _running.remove(self)
             self._unadvertise()
             session._flight_step = None
-            self.tracer.stop()
             try:
+                self.tracer.stop()  # raises an interrupt that came meanwhile, once stopped
                 if self._on_stop is not None:
                     self._on_stop()
             finally:
@@ -197,9 +201,9 @@ class FlightRecorder:
 
     def _close(self) -> None:
         threading.excepthook = self._old_excepthook
-        self._restore_signal()
         with self._lock:
             self._closing = True
+            self._restore_signal()
             self._wake.notify_all()
         if self._sockets is not None:
             self._sockets[1].send(b"\0")  # the watchdog's select returns
@@ -373,6 +377,11 @@ class FlightRecorder:
             with self._lock:
                 if self._closing:
                     return
+                if self._sockets is not None and self.signal is not None:
+                    # Chained again behind a handler installed since
+                    # (signal.signal, loop.add_signal_handler for this
+                    # signal); under the lock: never after _close() ended it.
+                    _tracer._relay_signal(self.signal, self._sockets[1].fileno())
                 bound = self._bound if self.watchdog else None
                 running = time.monotonic_ns() - self._step_start
                 if (bound is not None and running > bound
@@ -386,8 +395,7 @@ class FlightRecorder:
             if ready:
                 data = self._sockets[0].recv(256)
                 if self.signal is not None and self.signal in data and _active is self:
-                    self._dump(f"signal {signal_module.Signals(self.signal).name}",
-                               limited=True, kind="signal")
+                    self._dump(f"signal {_signal_name(self.signal)}", limited=True, kind="signal")
 
     def _thread_exception(self, args: Any) -> None:
         self._dump(f"exception {args.exc_type.__name__} in {getattr(args.thread, 'name', '?')}",
@@ -395,46 +403,27 @@ class FlightRecorder:
         self._old_excepthook(args)
 
     def _install_signal(self) -> None:
+        """The signal caught in C (signal_relay.c): see the module's doc."""
         assert self.signal is not None
-        if threading.current_thread() is not threading.main_thread():
-            raise ValueError("a flight recorder with a signal starts in the main thread "
-                             "(signal=None: no signal)")
         self._sockets = socket.socketpair()
         for sock in self._sockets:
             sock.setblocking(False)
-        old = signal_module.set_wakeup_fd(self._sockets[1].fileno(), warn_on_full_buffer=False)
-        if old != -1:
-            # Someone (asyncio's loop) reads the wakeup fd: theirs stays, and
-            # the signal is caught by its Python-level handler only.
-            signal_module.set_wakeup_fd(old)
-            self._old_wakeup = None
-        else:
-            self._old_wakeup = -1
-        self._old_handler = signal_module.signal(self.signal, self._on_signal)
-
-    def _on_signal(self, signum: int, frame: Any) -> None:
-        if self._old_wakeup is None:  # no wakeup fd of ours: dump from here
-            threading.Thread(target=self._dump, args=(f"signal {signum}",),
-                             kwargs={"limited": True, "kind": "signal"}, daemon=True).start()
-        old = self._old_handler
-        if callable(old):
-            old(signum, frame)
+        try:
+            _tracer._relay_signal(self.signal, self._sockets[1].fileno())
+        except BaseException:
+            for sock in self._sockets:
+                sock.close()
+            self._sockets = None
+            raise
 
     def _advertise(self) -> None:
         """The memfd that tells frametrace attach --dump the signal to send
         when it cannot ask through sys.remote_exec (see the module's doc)."""
         if not hasattr(os, "memfd_create"):
             return
-        name = None
-        if self.signal is not None:
-            try:
-                name = signal_module.Signals(self.signal).name
-            except ValueError:
-                name = f"signal {self.signal}"
+        name = None if self.signal is None else _signal_name(self.signal)
         about = {"pid": os.getpid(), "signal": self.signal, "signal_name": name,
-                 # False: another's wakeup fd (asyncio's) stays, and the signal
-                 # is served only when the main thread runs Python.
-                 "caught_in_c": self.signal is not None and self._old_wakeup == -1,
+                 "caught_in_c": self.signal is not None,
                  "dump_dir": os.path.abspath(self.dump_dir), "format": self.format,
                  "max_dumps": self.max_dumps, "min_interval": self.min_interval}
         try:
@@ -454,12 +443,17 @@ class FlightRecorder:
             self._advert = -1
 
     def _restore_signal(self) -> None:
-        if self.signal is None or self._sockets is None:
-            return
-        signal_module.signal(self.signal, self._old_handler
-                             if self._old_handler is not None else signal_module.SIG_DFL)
-        if self._old_wakeup == -1:
-            signal_module.set_wakeup_fd(-1)
+        if self.signal is not None and self._sockets is not None:
+            _tracer._unrelay_signal(self.signal)
+
+
+def _signal_name(signum: int) -> str:
+    """SIGUSR2, or the number (kill -37 takes it) for a real-time signal
+    other than SIGRTMIN and SIGRTMAX, which have no name in signal."""
+    try:
+        return signal_module.Signals(signum).name
+    except ValueError:
+        return str(signum)
 
 
 def _call(done: Any, path: Optional[str], error: Optional[str]) -> None:

@@ -3,9 +3,13 @@ job, and a dump of the last steps when a step is slow, hangs, an exception
 leaves the block or a thread, the signal comes, or the program asks.
 Every dump is loaded back and checked: the steps it covers, its reason,
 nothing ending after its snapshot time."""
+import cProfile
 import json
 import os
 import signal
+import socket
+import subprocess
+import sys
 import threading
 import time
 
@@ -13,6 +17,7 @@ import pytest
 
 import frametrace
 from frametrace.testing import assert_valid_trace
+from support import TESTS_DIR, child_env
 
 pytestmark = pytest.mark.usefixtures("clock")
 
@@ -122,16 +127,71 @@ def test_signal_dumps_while_the_main_thread_waits_in_c(tmp_path):
 
 def test_signal_handler_already_there_still_runs(tmp_path):
     seen = []
-    old = signal.signal(signal.SIGUSR2, lambda signum, frame: seen.append(signum))
+
+    def old_handler(signum, frame):
+        seen.append(signum)
+
+    old = signal.signal(signal.SIGUSR2, old_handler)
     try:
         with frametrace.flight_recorder(tmp_path, watchdog=False) as rec:
             os.kill(os.getpid(), signal.SIGUSR2)
             time.sleep(0.3)
         assert seen == [signal.SIGUSR2]
         assert len(rec.dumps) == 1
-        assert signal.getsignal(signal.SIGUSR2) is not rec._on_signal
+        assert signal.getsignal(signal.SIGUSR2) is old_handler
     finally:
         signal.signal(signal.SIGUSR2, old)
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGUSR2"), reason="no SIGUSR2 here")
+def test_a_handler_installed_later_gets_the_signal_too_and_stays(tmp_path):
+    seen = []
+
+    def later(signum, frame):
+        seen.append(signum)
+
+    try:
+        with frametrace.flight_recorder(tmp_path, watchdog=False, min_interval=0) as rec:
+            signal.signal(signal.SIGUSR2, later)  # replaces the recorder's C handler
+            time.sleep(0.3)  # the watchdog chains it again, behind this one
+            os.kill(os.getpid(), signal.SIGUSR2)
+            time.sleep(0.3)
+        assert seen == [signal.SIGUSR2]
+        assert len(rec.dumps) == 1
+        assert signal.getsignal(signal.SIGUSR2) is later
+        os.kill(os.getpid(), signal.SIGUSR2)  # theirs alone now
+        time.sleep(0.1)
+        assert seen == [signal.SIGUSR2] * 2
+    finally:
+        signal.signal(signal.SIGUSR2, signal.SIG_DFL)
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGRTMIN"), reason="no real-time signals here")
+def test_a_real_time_signal_without_a_name(tmp_path):
+    number = signal.SIGRTMIN + 2  # not in signal.Signals
+    with frametrace.flight_recorder(tmp_path, watchdog=False, signal=number) as rec:
+        os.kill(os.getpid(), number)
+        time.sleep(0.3)
+    (path,) = rec.dumps
+    assert loaded(path)[1]["reason"] == f"signal {number}"
+    assert rec.errors == []
+
+
+def test_a_refused_start_leaves_nothing_behind(tmp_path):
+    hook = threading.excepthook
+    profiler = cProfile.Profile()  # refused on either backend
+    profiler.enable()
+    try:
+        with pytest.raises(RuntimeError, match="another profiler"):
+            frametrace.flight_recorder(tmp_path).__enter__()
+    finally:
+        profiler.disable()
+    assert threading.excepthook is hook
+    assert [t.name for t in threading.enumerate() if t.name.startswith("frametrace-")] == []
+    with frametrace.flight_recorder(tmp_path, watchdog=False, min_interval=0) as rec:
+        os.kill(os.getpid(), signal.SIGUSR2)  # caught again: the relay was ended
+        time.sleep(0.3)
+    assert len(rec.dumps) == 1
 
 
 def test_requested_dumps_and_the_limit(tmp_path):
@@ -172,3 +232,66 @@ def test_bad_options(tmp_path):
         with pytest.raises(RuntimeError, match="running already"):
             with frametrace.flight_recorder(tmp_path, watchdog=False, signal=None):
                 pass
+
+
+def wait_for(what, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while not what():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.02)
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGUSR2"), reason="no SIGUSR2 here")
+@pytest.mark.parametrize("order", ["overlap", "inside", "outside"])
+def test_beside_asyncio_s_signal_handling(tmp_path, order):
+    """A real asyncio server with loop.add_signal_handler(SIGTERM), the
+    recorder begun before or after it, or around the loop: the signal's
+    dump comes while the loop waits in C, asyncio's SIGTERM handler runs
+    once the recorder has ended, and the recorder leaves the wakeup fd and
+    the handler as it found them."""
+    dumps = tmp_path / "dumps"
+    proc = subprocess.Popen(
+        [sys.executable, os.path.join(TESTS_DIR, "targets", "asyncio_flight.py"), order,
+         str(dumps)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=child_env(PYTHONPATH=TESTS_DIR))
+    try:
+        ready = proc.stdout.readline().split()
+        assert ready[:1] == ["ready"], proc.stderr.read()
+        written = lambda: [n for n in os.listdir(dumps) if not n.startswith(".")]  # noqa: E731
+        os.kill(proc.pid, signal.SIGUSR2)
+        wait_for(lambda: len(written()) == 1)
+        if order != "outside":
+            with socket.create_connection(("127.0.0.1", int(ready[1])), timeout=20) as conn:
+                conn.sendall(b"end\n")
+                assert conn.makefile().readline() == "ended\n"
+        os.kill(proc.pid, signal.SIGTERM)
+        assert proc.stdout.readline() == "sigterm\n"
+        if order == "outside":
+            # The loop closed (asyncio set the wakeup fd to -1): the recorder
+            # goes on catching its signal.
+            assert proc.stdout.readline() == "loop closed\n"
+            os.kill(proc.pid, signal.SIGUSR2)
+            wait_for(lambda: len(written()) == 2)
+            proc.stdin.write("\n")
+            proc.stdin.flush()
+        proc.stdin.close()
+        hung = threading.Timer(60, proc.kill)  # what readline() already buffered stays
+        hung.start()
+        out, err = proc.stdout.read(), proc.stderr.read()
+        hung.cancel()
+        proc.wait()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for stream in (proc.stdin, proc.stdout, proc.stderr):
+            stream.close()
+    assert proc.returncode == 0, err
+    lines = out.split()
+    assert lines[0] == "restored", out + err
+    paths = lines[1:]
+    assert len(paths) == (2 if order == "outside" else 1)
+    for path in paths:
+        trace, info = loaded(path)
+        assert info["reason"] == "signal SIGUSR2"

@@ -142,6 +142,10 @@ ALLOWED_PRIVATE_PYTHON = {
     "threading._active",
     "threading._limbo",
 }
+# Asked for by name in csrc/: lifecycle.c copies threading._active ({ident:
+# Thread}) for the threads' names in C, since threading.enumerate() holds
+# _active_limbo_lock, which an interrupt just after its __enter__ leaves held.
+ALLOWED_PRIVATE_FROM_C = {"_active"}
 
 
 def private_python_names():
@@ -184,7 +188,7 @@ def private_names_from_c():
 
 def test_private_python_api_is_only_what_is_allowed():
     assert private_python_names() == ALLOWED_PRIVATE_PYTHON
-    assert private_names_from_c() == set()
+    assert private_names_from_c() == ALLOWED_PRIVATE_FROM_C
 
 
 def test_interpreter_state_is_read_in_one_file():
