@@ -223,6 +223,8 @@ def handle_request():
 
 
 @pytest.mark.one_setup
+@pytest.mark.skipif(UNDER_ASAN, reason="a test of scale (200 s under ASan): the writers and "
+                                       "readers it runs are checked there by the smaller tests")
 def test_a_trace_of_200000_threads_loads_summarises_and_merges(tmp_path):
     """A thread per request, 200,000 of them: otherData, which maps every
     thread, is some 16 MB (2 MB compressed), more than any fixed bound on
