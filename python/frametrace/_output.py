@@ -25,6 +25,7 @@ import os
 import re
 import secrets
 import stat
+import sys
 import zlib
 from typing import IO, Any, Iterator, Optional
 
@@ -66,6 +67,19 @@ def reason(exc: BaseException) -> str:
     if isinstance(exc, OSError) and exc.errno:
         return os.strerror(exc.errno)
     return str(exc)
+
+
+def say(text: str) -> None:
+    """Prints text on stderr, if it can: a closed, missing or broken stderr
+    (a reader that went away) loses the text, and never changes what the
+    process does next."""
+    err = sys.stderr
+    if err is None:  # print() would write to stdout
+        return
+    try:
+        print(text, file=err, flush=True)
+    except (OSError, ValueError, AttributeError):  # closed, None, or a pipe with no reader
+        pass
 
 
 def _again(exc: OSError) -> OSError:
