@@ -49,6 +49,7 @@ class Endings:
         self._sigterm = False  # came while the trace was written
         self._real_exit = os._exit
         self._handler = False
+        self._closed = False
 
     def arm(self, end: Callable[[int, str], int], stop: Optional[Callable[[], Any]] = None) -> None:
         """From now on (until close) SIGTERM and os._exit write the trace."""
@@ -59,7 +60,10 @@ class Endings:
         os._exit = self._os_exit
         if threading.current_thread() is threading.main_thread():
             try:
-                if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+                handler = signal.getsignal(signal.SIGTERM)
+                previous = getattr(handler, "__self__", None)  # an earlier run's, closed
+                if handler is signal.SIG_DFL or (isinstance(previous, Endings)
+                                                 and previous._closed):
                     signal.signal(signal.SIGTERM, self._on_sigterm)
                     self._handler = True
             except (ValueError, OSError):  # not allowed here: SIGTERM kills untraced
@@ -77,27 +81,20 @@ class Endings:
             threading.Event().wait(1.0)
 
     def close(self) -> None:
-        """The trace is written (or the run is over): os._exit and SIGTERM
-        are what they were; a SIGTERM that came meanwhile ends the process
-        now."""
-        global _active
-        if _active is self:
-            _active = None
+        """The trace is written (or the run is over): os._exit is the real
+        one again, SIGTERM ends the process at once; one that came
+        meanwhile ends it now.  The handler stays: setting SIG_DFL back
+        would drop a SIGTERM caught just before (CPython ignores a caught
+        signal whose handler has become SIG_DFL)."""
+        self._closed = True
         if os._exit == self._os_exit:
             os._exit = self._real_exit
         self._written.set()
-        if self._handler and not self._forked:
-            self._handler = False
-            try:
-                if signal.getsignal(signal.SIGTERM) == self._on_sigterm:
-                    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-            except (ValueError, OSError):
-                pass
         if self._sigterm:
             self._die_of_sigterm()
 
     def _on_sigterm(self, signum: int, frame: Any) -> None:
-        if self._forked:  # a forked child's, before its at-fork hook ran
+        if self._forked or self._closed:
             self._die_of_sigterm()
         self._stop()
         if not self._claim.acquire(blocking=False):
@@ -155,24 +152,53 @@ def _nothing() -> None:
     pass
 
 
-def _after_fork_in_child() -> None:
-    # A forked child's SIGTERM and os._exit are its own (the default, or
-    # --follow-children's).
+# A forked child's SIGTERM and os._exit are its own: the default (or
+# --follow-children's, set by its own at-fork hook, which runs after this
+# one).  SIGTERM is blocked across the fork so that none reaches the child
+# before SIG_DFL is back: CPython would drop it (caught by the inherited
+# handler, then found SIG_DFL), where untraced it kills the child.
+_blocked_at_fork = False
+
+
+def _before_fork() -> None:
+    global _blocked_at_fork
     run = _active
-    if run is None:
-        return
-    run._forked = True
-    if not run._handler:
-        return
-    run._handler = False
+    if run is not None and run._handler and not run._forked:
+        _blocked_at_fork = _block_sigterm()
+
+
+def _after_fork_in_parent() -> None:
+    global _blocked_at_fork
+    if _blocked_at_fork:
+        _blocked_at_fork = False
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+
+
+def _after_fork_in_child() -> None:
+    global _blocked_at_fork
+    run = _active
+    if run is not None:
+        run._forked = True
+        if run._handler:
+            run._handler = False
+            try:
+                signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            except (ValueError, OSError):
+                pass
+    if _blocked_at_fork:
+        _blocked_at_fork = False
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})  # one pending kills now
+
+
+def _block_sigterm() -> bool:
     try:
-        if signal.getsignal(signal.SIGTERM) == run._on_sigterm:
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    except (ValueError, OSError):
-        pass
+        return signal.SIGTERM not in signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+    except (AttributeError, OSError, ValueError):
+        return False
 
 
 # At import: before frametrace._children's hook, which sets a child's own
 # SIGTERM handler only where SIGTERM has none.
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
+    os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent,
+                        after_in_child=_after_fork_in_child)

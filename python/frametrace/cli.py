@@ -407,7 +407,7 @@ def _run_program(ns: argparse.Namespace, script: Optional[str], module: Optional
 
         if recorder is None:  # a flight recorder's dumps are written as they are taken
             skip.update((report.__code__, end_abruptly.__code__) + endings.own_code())
-            endings.arm(end_abruptly, tracer.stop if session is None else None)
+            endings.arm(end_abruptly, tracer.stop if session is None else session.stop)
         sys.stdout.flush()
         global _RUNNING, _FORKS
         _RUNNING = True
@@ -435,10 +435,10 @@ def _run_program(ns: argparse.Namespace, script: Optional[str], module: Optional
                 return _error("run", str(exc))
             error = _execute(script, module, prepared)
             error = _wait_for_threads(shutdown, error)
-            endings.claim()
             if forks is not None:
                 tracer = forks.tracer()
             tracer.stop()
+            endings.claim()  # after the stop: no call of it in the trace
         else:
             assert writer is not None
             session._ignored += tuple(skip)
@@ -451,6 +451,7 @@ def _run_program(ns: argparse.Namespace, script: Optional[str], module: Optional
                 return _error("run", str(exc))
             error = _execute(script, module, prepared)
             error = _wait_for_threads(shutdown, error)
+            session.stop()
             endings.claim()
             session.__exit__(None, None, None)
     finally:

@@ -154,6 +154,62 @@ def test_run_follow_children(tmp_path, method, output):
     assert "leaf" not in {e.name for e in frametrace.load(str(tmp_path / "trace.json")).events}
 
 
+# A Pool's exit terminates its workers (SIGTERM) after the reader of
+# stderr has gone (`... 2>&1 | head -1`): each worker writes its trace,
+# cannot say so, and dies of SIGTERM as untraced.
+POOL_NO_READER = '''\
+import multiprocessing, os, sys, time
+
+def task(x):
+    time.sleep(0.2)  # one task per worker
+    return os.getpid()
+
+if __name__ == "__main__":
+    with multiprocessing.get_context(sys.argv[1]).Pool(2) as pool:
+        workers = list(pool._pool)
+        ran = sorted(set(pool.map(task, range(2), chunksize=1)))
+        while True:  # until the reader of stderr has gone
+            try:
+                print("waiting", file=sys.stderr, flush=True)
+            except BrokenPipeError:
+                break
+            time.sleep(0.01)
+    for w in workers:
+        w.join()
+    print(ran, [w.exitcode for w in workers], flush=True)
+'''
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_run_follow_children_pool_exit_with_stderr_gone(tmp_path, method):
+    """Nothing frametrace prints changes how a process ends: no hang, the
+    workers die of the Pool's SIGTERM, the command exits as the program."""
+    (tmp_path / "prog.py").write_text(POOL_NO_READER)
+    env = child_env(PYTHONPATH=os.pathsep.join([PACKAGE_ROOT, TESTS_DIR]), PYTHONFAULTHANDLER="1")
+    proc = subprocess.Popen([sys.executable, "-m", "frametrace", "run", "--follow-children", "-o",
+                             "trace.json", "prog.py", method], cwd=tmp_path, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    assert proc.stderr.readline() == "waiting\n"
+    proc.stderr.close()
+    proc.stderr = None  # gone: communicate() reads stdout only
+    try:
+        out, _ = proc.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        pytest.fail("still running after 120 s")
+    status = proc.returncode
+    assert status == 0, out
+    ran, exitcodes = out.split("] [")
+    # SIGTERM, or the end of the tasks a worker read first (multiprocessing's own race).
+    assert set(map(int, exitcodes.rstrip("]\n").split(", "))) <= {0, -signal.SIGTERM}, out
+    files = os.listdir(tmp_path)
+    assert "trace.json" in files
+    for pid in json.loads(ran + "]"):
+        assert f"trace.{pid}.json" in files, files
+
+
 def test_trace_children_needs_a_handler():
     with pytest.raises(ValueError, match="trace_children=True needs on_trace_ready"):
         frametrace.profile(trace_children=True)
