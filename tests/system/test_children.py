@@ -154,20 +154,29 @@ def test_run_follow_children(tmp_path, method, output):
     assert "leaf" not in {e.name for e in frametrace.load(str(tmp_path / "trace.json")).events}
 
 
-# A Pool's exit terminates its workers (SIGTERM) after the reader of
-# stderr has gone (`... 2>&1 | head -1`): each worker writes its trace,
-# cannot say so, and dies of SIGTERM as untraced.
+# A Pool's exit terminates its workers (SIGTERM) in the middle of their
+# tasks, after the reader of stderr has gone (`... 2>&1 | head -1`): each
+# worker writes its trace, cannot say so, and dies of SIGTERM as
+# untraced.  (A worker that did not die would take its next task from a
+# queue whose lock the exiting Pool holds: a hang.)
 POOL_NO_READER = '''\
 import multiprocessing, os, sys, time
 
+def ready(barrier):
+    global started
+    started = barrier
+
 def task(x):
-    time.sleep(0.2)  # one task per worker
-    return os.getpid()
+    started.wait(60)
+    time.sleep(60)  # until the Pool's exit
 
 if __name__ == "__main__":
-    with multiprocessing.get_context(sys.argv[1]).Pool(2) as pool:
+    ctx = multiprocessing.get_context(sys.argv[1])
+    barrier = ctx.Barrier(3)
+    with ctx.Pool(2, initializer=ready, initargs=(barrier,)) as pool:
         workers = list(pool._pool)
-        ran = sorted(set(pool.map(task, range(2), chunksize=1)))
+        pool.map_async(task, range(2), chunksize=1)
+        barrier.wait(60)  # each worker is in a task
         while True:  # until the reader of stderr has gone
             try:
                 print("waiting", file=sys.stderr, flush=True)
@@ -176,7 +185,7 @@ if __name__ == "__main__":
             time.sleep(0.01)
     for w in workers:
         w.join()
-    print(ran, [w.exitcode for w in workers], flush=True)
+    print(sorted(w.pid for w in workers), [w.exitcode for w in workers], flush=True)
 '''
 
 
@@ -201,13 +210,10 @@ def test_run_follow_children_pool_exit_with_stderr_gone(tmp_path, method):
         pytest.fail("still running after 120 s")
     status = proc.returncode
     assert status == 0, out
-    ran, exitcodes = out.split("] [")
-    # SIGTERM, or the end of the tasks a worker read first (multiprocessing's own race).
-    assert set(map(int, exitcodes.rstrip("]\n").split(", "))) <= {0, -signal.SIGTERM}, out
-    files = os.listdir(tmp_path)
-    assert "trace.json" in files
-    for pid in json.loads(ran + "]"):
-        assert f"trace.{pid}.json" in files, files
+    pids, exitcodes = out.split("] [")
+    assert exitcodes == f"{-signal.SIGTERM}, {-signal.SIGTERM}]\n", out
+    assert sorted(os.listdir(tmp_path)) == sorted(
+        ["prog.py", "trace.json"] + [f"trace.{pid}.json" for pid in json.loads(pids + "]")])
 
 
 def test_trace_children_needs_a_handler():
