@@ -24,9 +24,14 @@ A child ends one of three ways, and each writes its trace first: through
 the end of multiprocessing's bootstrap (a ``multiprocessing.util.Finalize``
 of lowest priority, run by ``util._exit_function`` just before it); or
 killed by SIGTERM (``Process.terminate()``, a Pool's exit), where a handler
-is installed if SIGTERM had none: it writes, then dies of SIGTERM as before
-(a child busy in a long C call is killed once that call returns).  A child
-killed by SIGKILL writes nothing.
+is installed if SIGTERM had none: it writes, then dies of SIGTERM as before,
+whatever the write or its message met (stderr gone: the message is lost,
+never raised into the child).  Python runs that handler in the main thread
+between bytecodes: a child busy in a long C call is killed once that call
+returns, and one whose SIGTERM comes just as it starts to wait for a lock
+(an idle Pool worker at the Pool's exit, inside sem_wait) waits on, with
+the signal caught and its handler not yet run.  A child killed by SIGKILL
+writes nothing.
 """
 from __future__ import annotations
 

@@ -28,7 +28,7 @@ import os
 import signal
 import sys
 import threading
-from typing import Any, Callable, Optional
+from typing import Any, Callable, NoReturn, Optional
 
 _active: Optional["Endings"] = None  # the run under way in this process
 
@@ -107,7 +107,7 @@ class Endings:
         finally:
             self._die_of_sigterm()
 
-    def _os_exit(self, status: int) -> None:
+    def _os_exit(self, status: int) -> NoReturn:
         if self._forked or self._end is None:
             self._real_exit(status)
         self._stop()

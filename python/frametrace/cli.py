@@ -36,7 +36,13 @@ file, what runpy calls to find and compile the code shows as a few root
 events before ``exec`` runs it.  The trace is written as Chrome trace JSON
 (``frametrace.json`` by default; ``.json.gz`` compressed), then where it is
 and a short summary are printed on stderr, so that the program's stdout
-stays its own.
+stays its own (a closed or broken stderr loses those lines, never the
+trace, nor the exit status).  A program ended by SIGTERM (when it set no
+handler of its own) or by ``os._exit()`` from any thread has its trace
+written too, then the process ends as it would have (see
+``frametrace._endings``).  An output that could not be written (a
+folder, a folder where no file can be created) is refused before the
+program runs.
 
 ``run --steps SPEC`` runs the program under a profiling session
 (``frametrace.profile``) instead: the program marks the end of each step of
@@ -715,7 +721,7 @@ def _write_run_trace(tracer: Any, output: str, process_name: str, metadata: dict
 
     table = reports.summary(Trace(events=events, thread_names=tracer.thread_names,
                                   threads=tracer.threads), limit=RUN_SUMMARY_LIMIT)
-    say(table)
+    say(str(table))
     say(view.open_hint(output))
     tracer.clear()
     return status
