@@ -92,7 +92,7 @@ def say(text: str) -> None:
         except (OSError, ValueError, AttributeError):
             pass
         return
-    data = memoryview((text + "\n").encode(getattr(err, "encoding", None) or "utf-8",
+    data = memoryview((str(text) + "\n").encode(getattr(err, "encoding", None) or "utf-8",
                                           "backslashreplace"))
     try:
         while data:

@@ -812,7 +812,7 @@ def _report_cycles(writer: _CycleWriter, session: Any, steps_text: str, status: 
         return status or 2
     if writer.summary is not None:
         say(f"{PROG}: summary of cycle {writer.summary_cycle}:")
-        say(writer.summary)
+        say(str(writer.summary))
     if writer.written:
         from . import view
 
