@@ -24,9 +24,14 @@ A child ends one of three ways, and each writes its trace first: through
 the end of multiprocessing's bootstrap (a ``multiprocessing.util.Finalize``
 of lowest priority, run by ``util._exit_function`` just before it); or
 killed by SIGTERM (``Process.terminate()``, a Pool's exit), where a handler
-is installed if SIGTERM had none: it writes, then dies of SIGTERM as before
-(a child busy in a long C call is killed once that call returns).  A child
-killed by SIGKILL writes nothing.
+is installed if SIGTERM had none: it writes, then dies of SIGTERM as before,
+whatever the write or its message met (stderr gone: the message is lost,
+never raised into the child).  Python runs that handler in the main thread
+between bytecodes: a child busy in a long C call is killed once that call
+returns, and one whose SIGTERM comes just as it starts to wait for a lock
+(an idle Pool worker at the Pool's exit, inside sem_wait) waits on, with
+the signal caught and its handler not yet run.  A child killed by SIGKILL
+writes nothing.
 """
 from __future__ import annotations
 
@@ -41,6 +46,7 @@ import warnings
 from typing import Any, Callable, Optional
 
 from . import _tracer
+from ._output import say
 
 _plan: Optional["Plan"] = None  # this process traces its children
 _enabled: list = []  # the plans enabled, innermost last
@@ -176,7 +182,7 @@ def _start(plan: Plan, method: str, parent_pid: int) -> None:
         tracer.start()
     except (RuntimeError, TypeError, ValueError) as exc:
         # Another profiler in the child: said, not silently untraced.
-        print(f"frametrace: child process {os.getpid()} is not traced: {exc}", file=sys.stderr)
+        say(f"frametrace: child process {os.getpid()} is not traced: {exc}")
         return
     _child = _ChildRun(plan, tracer, method, parent_pid)
     _arm_exits()
@@ -212,9 +218,16 @@ def _after_multiprocessing_bootstrap(_: Any) -> None:
 
 
 def _on_sigterm(signum: int, frame: Any) -> None:
-    finish()
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    os.kill(os.getpid(), signal.SIGTERM)
+    try:
+        finish()
+    finally:  # whatever finish() met, the child dies of SIGTERM as it would have
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        try:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+        except (AttributeError, OSError, ValueError):
+            pass
+        os.kill(os.getpid(), signal.SIGTERM)
+        os._exit(128 + signal.SIGTERM)  # a SIGTERM that could not kill
 
 
 def step() -> bool:
@@ -272,8 +285,8 @@ def _end_session(run: _ChildRun) -> None:
     try:
         run.session.__exit__(None, None, None)  # its last window, and waits for the writes
     except BaseException:  # noqa: B036 - a child's end: told, never raised into it
-        print(f"frametrace: the session of child process {run.pid} failed:", file=sys.stderr)
-        traceback.print_exc()
+        say(f"frametrace: the session of child process {run.pid} failed:\n"
+            f"{traceback.format_exc().rstrip()}")
 
 
 def _block_sigterm() -> bool:
@@ -301,9 +314,8 @@ def _deliver(run: _ChildRun, tracer: Any) -> None:
     try:
         run.plan.deliver(trace)
     except BaseException:  # noqa: B036 - a child's end: told, never raised into it
-        print(f"frametrace: the trace of child process {run.pid} could not be written:",
-              file=sys.stderr)
-        traceback.print_exc()
+        say(f"frametrace: the trace of child process {run.pid} could not be written:\n"
+            f"{traceback.format_exc().rstrip()}")
     finally:
         tracer.clear()
 

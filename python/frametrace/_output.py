@@ -25,6 +25,7 @@ import os
 import re
 import secrets
 import stat
+import sys
 import zlib
 from typing import IO, Any, Iterator, Optional
 
@@ -66,6 +67,38 @@ def reason(exc: BaseException) -> str:
     if isinstance(exc, OSError) and exc.errno:
         return os.strerror(exc.errno)
     return str(exc)
+
+
+def say(text: str) -> None:
+    """Prints text and a newline on stderr, if it can: a closed, missing or
+    broken stderr (a reader that went away) loses the text, and never
+    changes what the process does next.  Written to the descriptor, past
+    the stream's buffer: text that could not be written is not left there
+    for the interpreter's exit to fail on (exit status 120)."""
+    err = sys.stderr
+    if err is None:  # print() would write to stdout
+        return
+    try:
+        err.flush()  # the program's text first
+    except (OSError, ValueError, AttributeError):  # closed or broken: the text is lost
+        return
+    try:
+        fd = err.fileno()
+    except (OSError, ValueError, AttributeError):  # not a file
+        fd = -1
+    if fd < 0:
+        try:
+            print(text, file=err, flush=True)  # a stream in memory (a test's capture)
+        except (OSError, ValueError, AttributeError):
+            pass
+        return
+    data = memoryview((str(text) + "\n").encode(getattr(err, "encoding", None) or "utf-8",
+                                          "backslashreplace"))
+    try:
+        while data:
+            data = data[os.write(fd, data):]
+    except OSError:  # EPIPE (SIGPIPE is ignored by Python), EBADF, EAGAIN
+        pass
 
 
 def _again(exc: OSError) -> OSError:

@@ -36,7 +36,13 @@ file, what runpy calls to find and compile the code shows as a few root
 events before ``exec`` runs it.  The trace is written as Chrome trace JSON
 (``frametrace.json`` by default; ``.json.gz`` compressed), then where it is
 and a short summary are printed on stderr, so that the program's stdout
-stays its own.
+stays its own (a closed or broken stderr loses those lines, never the
+trace, nor the exit status).  A program ended by SIGTERM (when it set no
+handler of its own) or by ``os._exit()`` from any thread has its trace
+written too, then the process ends as it would have (see
+``frametrace._endings``).  An output that could not be written (a
+folder, a folder where no file can be created) is refused before the
+program runs.
 
 ``run --steps SPEC`` runs the program under a profiling session
 (``frametrace.profile``) instead: the program marks the end of each step of
@@ -97,8 +103,8 @@ import traceback
 import types
 from typing import Any, Optional, Sequence
 
-from . import _children
-from ._output import reason
+from . import _children, _endings
+from ._output import reason, say, writes_in_place
 from ._ranks import distributed_info, numbered, output_name
 from ._ranks import process_name as rank_name
 from .export import TerminalProgress as Progress
@@ -169,7 +175,7 @@ def _exit_code(exc: SystemExit) -> int:
         return 0
     if isinstance(code, int):
         return code & 0xFF if code >= 0 else code % 256
-    print(code, file=sys.stderr)
+    say(str(code))
     return 1
 
 
@@ -242,8 +248,47 @@ def _check_program(script: Optional[str], module: Optional[str]) -> Optional[str
     return None
 
 
+def _check_output(output: str) -> None:
+    """Refuses, before the program runs, an output its trace could not be
+    written to: a folder, or a place where no file can be created."""
+    import tempfile
+
+    path = output_name(output)
+    if os.path.isdir(path):
+        raise ValueError(f"-o {output}: is a folder; give the trace's file name")
+    if writes_in_place(path):
+        return  # a device, a FIFO or an open descriptor: written as it is
+    folder = os.path.dirname(path)
+    existing = folder
+    while not os.path.exists(existing):
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing):
+        raise ValueError(f"-o {output}: cannot create folder {folder}: {existing} is not a folder")
+    try:
+        # As the writers do (a temporary next to the file, its folder
+        # created): proves the rights and a writable file system.
+        if existing == folder:
+            fd, probe = tempfile.mkstemp(prefix=".frametrace-check.", suffix=".tmp", dir=folder)
+            os.close(fd)
+            os.unlink(probe)
+        else:
+            os.rmdir(tempfile.mkdtemp(prefix=".frametrace-check.", dir=existing))
+    except OSError as exc:
+        where = folder if existing == folder else f"folder {folder} (in {existing})"
+        raise ValueError(f"-o {output}: cannot write to {where}: {reason(exc)}") from None
+
+
 def _run(ns: argparse.Namespace, script: Optional[str], module: Optional[str],
          args: list[str]) -> int:
+    endings = _endings.Endings()
+    try:
+        return _run_program(ns, script, module, args, endings)
+    finally:
+        endings.close()  # a SIGTERM that came while the trace was written ends it here
+
+
+def _run_program(ns: argparse.Namespace, script: Optional[str], module: Optional[str],
+                 args: list[str], endings: _endings.Endings) -> int:
     from .flight import FlightRecorder
     from .session import Profile
     from .tracer import Tracer
@@ -252,6 +297,8 @@ def _run(ns: argparse.Namespace, script: Optional[str], module: Optional[str],
     pid = os.getpid()
     try:
         output_format(output)  # the format follows the extension: refused before the run
+        if ns.flight_recorder is None:
+            _check_output(output)
         if ns.fork_traces and ns.steps is not None:
             raise ValueError("--fork-traces does not go with --steps")
         if ns.follow_children:
@@ -336,6 +383,37 @@ def _run(ns: argparse.Namespace, script: Optional[str], module: Optional[str],
                                   ns.steps, ns.python_steps)
             _children.enable(plan)
 
+        def report(status: int) -> int:
+            """Writes the trace (its cycles: reports them) once recording has
+            stopped; the exit status."""
+            if session is None:
+                info = distributed_info()
+                return _write_run_trace(tracer, output_name(output, info),
+                                        rank_name(info) or process_name,
+                                        dict(metadata, exit_code=status), status)
+            assert writer is not None
+            return _report_cycles(writer, session, ns.steps_text, status)
+
+        def end_abruptly(status: int, why: str) -> int:
+            """The program ended without coming back here (see _endings):
+            the end below, from where it ended."""
+            if session is None:
+                tracer.stop()
+            else:
+                try:
+                    session.__exit__(None, None, None)
+                except Exception as exc:  # noqa: BLE001 - the process ends next: told
+                    say(f"{PROG} run: the session failed: {exc!r}")
+            say(f"{PROG} run: the program {why}")
+            try:
+                return report(status)
+            except BaseException as exc:  # noqa: B036 - the process ends next, whatever happens
+                say(f"{PROG} run: the trace could not be written: {exc!r}")
+                return status or 2
+
+        if recorder is None:  # a flight recorder's dumps are written as they are taken
+            skip.update((report.__code__, end_abruptly.__code__) + endings.own_code())
+            endings.arm(end_abruptly, tracer.stop if session is None else session.stop)
         sys.stdout.flush()
         global _RUNNING, _FORKS
         _RUNNING = True
@@ -366,6 +444,7 @@ def _run(ns: argparse.Namespace, script: Optional[str], module: Optional[str],
             if forks is not None:
                 tracer = forks.tracer()
             tracer.stop()
+            endings.claim()  # after the stop: no call of it in the trace
         else:
             assert writer is not None
             session._ignored += tuple(skip)
@@ -378,6 +457,8 @@ def _run(ns: argparse.Namespace, script: Optional[str], module: Optional[str],
                 return _error("run", str(exc))
             error = _execute(script, module, prepared)
             error = _wait_for_threads(shutdown, error)
+            session.stop()
+            endings.claim()
             session.__exit__(None, None, None)
     finally:
         _RUNNING, _FORKS = False, None
@@ -400,18 +481,13 @@ def _run(ns: argparse.Namespace, script: Optional[str], module: Optional[str],
                                 dict(metadata, exit_code=status, parent_pid=pid), status)
     if recorder is not None:
         for path in recorder.dumps:
-            print(f"{PROG} run: flight recorder dump: {path}", file=sys.stderr)
+            say(f"{PROG} run: flight recorder dump: {path}")
         for failure in recorder.errors:
-            print(f"{PROG} run: a flight recorder dump failed: {failure}", file=sys.stderr)
+            say(f"{PROG} run: a flight recorder dump failed: {failure}")
         if not recorder.dumps and not recorder.errors:
-            print(f"{PROG} run: flight recorder: nothing dumped", file=sys.stderr)
+            say(f"{PROG} run: flight recorder: nothing dumped")
         return status
-    if session is None:
-        info = distributed_info()
-        return _write_run_trace(tracer, output_name(output, info), rank_name(info) or process_name,
-                                dict(metadata, exit_code=status), status)
-    assert writer is not None
-    return _report_cycles(writer, session, ns.steps_text, status)
+    return report(status)
 
 
 # True while run executes the program: the pytest plugin's fixture skips.
@@ -539,8 +615,7 @@ class _ChildFile:
         if trace.steps:  # a child that steps: a trace per cycle of the schedule
             path = numbered(path, trace.cycle)
         count = trace._write(path, metadata=self.metadata)
-        print(f"{PROG}: {count:,} events of child process {trace.pid} written to {path}",
-              file=sys.stderr, flush=True)
+        say(f"{PROG}: {count:,} events of child process {trace.pid} written to {path}")
 
 
 def _compile_script(script: str) -> Any:
@@ -606,7 +681,10 @@ def _report_error(error: Optional[BaseException], skip: set) -> int:
         try:
             sys.excepthook(type(error), error, tb)
         except Exception:  # noqa: BLE001
-            traceback.print_exception(type(error), error, tb)
+            try:
+                traceback.print_exception(type(error), error, tb)
+            except Exception:  # noqa: BLE001 - no stderr left to tell it: the status does
+                pass
         status = 130 if isinstance(error, KeyboardInterrupt) else 1
     try:
         sys.stdout.flush()
@@ -619,7 +697,6 @@ def _write_run_trace(tracer: Any, output: str, process_name: str, metadata: dict
                      status: int) -> int:
     from . import export, reports, view
 
-    err = sys.stderr
     started = time.monotonic()
     progress = Progress(f"{PROG}: writing {output}")
     try:
@@ -631,30 +708,29 @@ def _write_run_trace(tracer: Any, output: str, process_name: str, metadata: dict
                                         metadata=metadata, progress=progress)
     except OSError as exc:
         progress.close()
-        print(f"{PROG} run: could not write the trace to {output}: {reason(exc)}", file=err)
+        say(f"{PROG} run: could not write the trace to {output}: {reason(exc)}")
         return status or 2
     progress.close()
     seconds = time.monotonic() - started
     events = tracer.getEvents()
     threads = _count_threads(events)
-    print(f"{PROG}: {count:,} events of {threads} thread{'s' if threads != 1 else ''} "
-          f"written to {output} ({seconds:.2f} s)", file=err)
+    say(f"{PROG}: {count:,} events of {threads} thread{'s' if threads != 1 else ''} "
+        f"written to {output} ({seconds:.2f} s)")
     _report_dropped(tracer.dropped, tracer.buffer_size)
     from .session import Trace
 
     table = reports.summary(Trace(events=events, thread_names=tracer.thread_names,
                                   threads=tracer.threads), limit=RUN_SUMMARY_LIMIT)
-    print(table, file=err)
-    print(view.open_hint(output), file=err)
+    say(str(table))
+    say(view.open_hint(output))
     tracer.clear()
     return status
 
 
 def _report_dropped(dropped: int, buffer_size: int, where: str = "") -> None:
     if dropped:
-        print(f"{PROG}: {dropped:,} events{where} were lost entirely (the oldest, per thread: "
-              f"--buffer-size is {buffer_size:,} records, a call and a return are two)",
-              file=sys.stderr)
+        say(f"{PROG}: {dropped:,} events{where} were lost entirely (the oldest, per thread: "
+            f"--buffer-size is {buffer_size:,} records, a call and a return are two)")
 
 
 class _CycleWriter:
@@ -703,9 +779,9 @@ class _CycleWriter:
         seconds = time.monotonic() - started
         threads = len(trace.threads)
         self.written += 1
-        print(f"{PROG}: steps {trace.steps[0].step}-{trace.steps[-1].step} (cycle {trace.cycle}): "
-              f"{count:,} events of {threads} thread{'s' if threads != 1 else ''} written to "
-              f"{path} ({seconds:.2f} s)", file=sys.stderr, flush=True)
+        say(f"{PROG}: steps {trace.steps[0].step}-{trace.steps[-1].step} (cycle {trace.cycle}): "
+            f"{count:,} events of {threads} thread{'s' if threads != 1 else ''} written to "
+            f"{path} ({seconds:.2f} s)")
         _report_dropped(trace.dropped, self.buffer_size, f" of cycle {trace.cycle}")
         if self.summary is None and trace.tracer is not None:
             from . import reports
@@ -723,25 +799,24 @@ class _CycleWriter:
 
 
 def _report_cycles(writer: _CycleWriter, session: Any, steps_text: str, status: int) -> int:
-    err = sys.stderr
     for path, problem in writer.failed:
-        print(f"{PROG} run: could not write the trace to {path}: {problem}", file=err)
+        say(f"{PROG} run: could not write the trace to {path}: {problem}")
     if writer.failed_count > len(writer.failed):
-        print(f"{PROG} run: {writer.failed_count - len(writer.failed):,} more cycles could not "
-              f"be written", file=err)
+        say(f"{PROG} run: {writer.failed_count - len(writer.failed):,} more cycles could not "
+            f"be written")
     if not writer.written and not writer.failed:
         calls = session.step_num
-        print(f"{PROG} run: no trace written: --steps {steps_text} records none of the "
-              f"program's {calls + 1} step{'s' if calls else ''} (it called frametrace.step() "
-              f"{calls} time{'s' if calls != 1 else ''})", file=err)
+        say(f"{PROG} run: no trace written: --steps {steps_text} records none of the "
+            f"program's {calls + 1} step{'s' if calls else ''} (it called frametrace.step() "
+            f"{calls} time{'s' if calls != 1 else ''})")
         return status or 2
     if writer.summary is not None:
-        print(f"{PROG}: summary of cycle {writer.summary_cycle}:", file=err)
-        print(writer.summary, file=err)
+        say(f"{PROG}: summary of cycle {writer.summary_cycle}:")
+        say(str(writer.summary))
     if writer.written:
         from . import view
 
-        print(view.open_hint(writer.path(writer.summary_cycle)), file=err)
+        say(view.open_hint(writer.path(writer.summary_cycle)))
     return status or (2 if writer.failed else 0)
 
 

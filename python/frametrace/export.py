@@ -712,13 +712,18 @@ def write_perfetto(
 class TerminalProgress:
     """A ``progress(done, total)`` callback printing "label: NN%" on stream
     (default stderr), only when it is a terminal, and only once the work has
-    taken more than ``delay`` seconds: short work and logs print nothing."""
+    taken more than ``delay`` seconds: short work and logs print nothing.
+    A stream that fails (closed, gone) is given up, never raised from: the
+    work it shows goes on."""
 
     def __init__(self, label: str, stream: Optional[IO[str]] = None, delay: float = 1.0):
         self.label = label
         self.stream = sys.stderr if stream is None else stream
         isatty = getattr(self.stream, "isatty", None)
-        self.enabled = bool(isatty and isatty())
+        try:
+            self.enabled = bool(isatty and isatty())
+        except (OSError, ValueError):  # a closed stream
+            self.enabled = False
         self.delay = delay
         self.started = time.monotonic()
         self.last = 0.0
@@ -735,12 +740,17 @@ class TerminalProgress:
         self.last = now
         self.percent = percent
         self.shown = True
-        self.stream.write(f"\r{self.label}: {percent}%")
-        self.stream.flush()
+        self._write(f"\r{self.label}: {percent}%")
 
     def close(self) -> None:
         """Ends the line, if anything was shown."""
         if self.shown:
-            self.stream.write(f"\r{self.label}: 100%\n")
-            self.stream.flush()
             self.shown = False
+            self._write(f"\r{self.label}: 100%\n")
+
+    def _write(self, text: str) -> None:
+        try:
+            self.stream.write(text)
+            self.stream.flush()
+        except (OSError, ValueError):
+            self.enabled = self.shown = False

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Literal, NamedTuple, Optional, Sequence, Union
 
 from . import _children, _tracer
+from ._output import say
 from ._ranks import distributed_info, output_name
 from .export import output_format, read_clock_anchor
 from .schedule import ProfilerAction, Schedule
@@ -880,8 +881,8 @@ _ON_WRITER = ("{} called from on_trace_ready: the handler runs on the session's 
 
 def _report(error: BaseException) -> None:
     """A handler's exception that cannot be raised: written to stderr."""
-    print("frametrace: on_trace_ready failed:", file=sys.stderr)
-    traceback.print_exception(type(error), error, error.__traceback__, file=sys.stderr)
+    say("frametrace: on_trace_ready failed:\n" + "".join(
+        traceback.format_exception(type(error), error, error.__traceback__)).rstrip())
 
 
 def _report_at_exit() -> None:

@@ -154,6 +154,75 @@ def test_run_follow_children(tmp_path, method, output):
     assert "leaf" not in {e.name for e in frametrace.load(str(tmp_path / "trace.json")).events}
 
 
+# A Pool's exit terminates its workers (SIGTERM) in the middle of their
+# tasks, after the reader of stderr has gone (`... 2>&1 | head -1`): each
+# worker writes its trace, cannot say so, and dies of SIGTERM as
+# untraced.  (A worker that did not die would take its next task from a
+# queue whose lock the exiting Pool holds: a hang.)
+POOL_NO_READER = '''\
+import multiprocessing, os, sys, time
+
+def ready(barrier):
+    global started
+    started = barrier
+
+def task(x):
+    started.wait(60)
+    time.sleep(60)  # until the Pool's exit
+
+if __name__ == "__main__":
+    ctx = multiprocessing.get_context(sys.argv[1])
+    barrier = ctx.Barrier(3)
+    with ctx.Pool(2, initializer=ready, initargs=(barrier,)) as pool:
+        workers = list(pool._pool)
+        pool.map_async(task, range(2), chunksize=1)
+        barrier.wait(60)  # each worker is in a task
+        while True:  # until the reader of stderr has gone
+            try:
+                print("waiting", file=sys.stderr, flush=True)
+            except BrokenPipeError:
+                break
+            time.sleep(0.01)
+    for w in workers:
+        w.join()
+    print(sorted(w.pid for w in workers), [w.exitcode for w in workers], flush=True)
+'''
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_run_follow_children_pool_exit_with_stderr_gone(tmp_path, method):
+    """Nothing frametrace prints changes how a process ends: no hang, the
+    workers die of the Pool's SIGTERM, the command exits as the program."""
+    (tmp_path / "prog.py").write_text(POOL_NO_READER)
+    env = child_env(PYTHONPATH=os.pathsep.join([PACKAGE_ROOT, TESTS_DIR]), PYTHONFAULTHANDLER="1")
+
+    def without_reader(*command):
+        proc = subprocess.Popen([sys.executable, *command, "prog.py", method], cwd=tmp_path,
+                                env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, start_new_session=True)
+        assert proc.stderr.readline() == "waiting\n"
+        proc.stderr.close()
+        proc.stderr = None  # gone: communicate() reads stdout only
+        try:
+            out, _ = proc.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+            pytest.fail(f"{command} still running after 120 s")
+        return proc.returncode, out
+
+    # Untraced: 0, or 120 where Python's exit fails to flush the program's
+    # "waiting" left in stderr's buffer (3.14).
+    untraced, _ = without_reader()
+    status, out = without_reader("-m", "frametrace", "run", "--follow-children", "-o",
+                                 "trace.json")
+    assert status == untraced, out
+    pids, exitcodes = out.split("] [")
+    assert exitcodes == f"{-signal.SIGTERM}, {-signal.SIGTERM}]\n", out
+    assert sorted(os.listdir(tmp_path)) == sorted(
+        ["prog.py", "trace.json"] + [f"trace.{pid}.json" for pid in json.loads(pids + "]")])
+
+
 def test_trace_children_needs_a_handler():
     with pytest.raises(ValueError, match="trace_children=True needs on_trace_ready"):
         frametrace.profile(trace_children=True)

@@ -375,3 +375,25 @@ def test_run_output_format_follows_the_extension(tmp_path, program, step_program
     frametrace_cmd("run", "-o", "a.json", "scripts/prog.py", cwd=tmp_path, check=0)
     proc = frametrace_cmd("merge", "a.json", "-o", "m.pftrace", cwd=tmp_path, check=2)
     assert "merge writes Chrome trace JSON" in proc.stderr and not (tmp_path / "m.pftrace").exists()
+
+
+def test_run_refuses_an_output_it_cannot_write_before_the_program_runs(tmp_path, program):
+    """-o naming a folder, or a place where no file can be created: refused
+    before the program runs, as an unknown extension is, saying why."""
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "file").write_text("")
+    cases = [("folder", "is a folder"),
+             ("file/sub/t.json", f"{tmp_path / 'file'} is not a folder")]
+    if os.path.isdir("/proc/self"):  # a folder where no one can create a file
+        cases += [("/proc/t.json", "cannot write to /proc"),
+                  ("/proc/new/t.json", "cannot write to folder /proc/new")]
+    for output, why in cases:
+        for steps in ([], ["--steps", "2"]):
+            proc = frametrace_cmd("run", *steps, "-o", output, "scripts/prog.py", cwd=tmp_path,
+                                  check=2)
+            assert f"frametrace run: -o {os.path.join(tmp_path, output)}: " in proc.stderr, \
+                proc.stderr
+            assert why in proc.stderr, proc.stderr
+            assert proc.stdout == "", (output, proc.stdout)  # the program never ran
+    assert sorted(os.listdir(tmp_path)) == ["file", "folder", "scripts"]
+    assert os.listdir(tmp_path / "folder") == []

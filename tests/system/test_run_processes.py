@@ -1,10 +1,13 @@
 """frametrace run and the program's processes and threads: forked children
 that come back through sys.exit, non-daemon threads still running when
 the main module returns, pytest with the frametrace_tracer fixture."""
+import json
 import os
+import signal
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 
@@ -23,6 +26,12 @@ def run(tmp_path, *args):
     return subprocess.run([sys.executable, "-m", "frametrace", "run", "-o", "trace.json",
                            *args], cwd=tmp_path, env=env, capture_output=True, text=True,
                           timeout=120)
+
+
+def exit_code(path):
+    """The exit status the command wrote in the trace's metadata."""
+    with open(path) as fh:
+        return json.load(fh)["otherData"]["frametrace"]["metadata"]["exit_code"]
 
 
 def names(path):
@@ -207,3 +216,104 @@ def test_forked_child_under_steps_writes_nothing(tmp_path):
     assert proc.stderr.count("summary of cycle 0") == 1, proc.stderr
     assert sorted(os.listdir(tmp_path)) == ["steps.py", "trace.0.json"]
     assert load(str(tmp_path / "trace.0.json")).pid != int(proc.stdout.split()[0])
+
+
+def start(tmp_path, *args, **popen):
+    """python -m frametrace run -o trace.json args..., in tmp_path, still
+    running: the Popen (its own session: killpg ends what it started)."""
+    package_root = os.path.dirname(os.path.dirname(frametrace.__file__))
+    env = child_env(PYTHONPATH=package_root, PYTHONFAULTHANDLER="1")
+    return subprocess.Popen([sys.executable, "-m", "frametrace", "run", "-o", "trace.json", *args],
+                            cwd=tmp_path, env=env, text=True, start_new_session=True, **popen)
+
+
+def finish(proc, timeout=60):
+    """proc's (status, stdout, stderr); a process still running after
+    timeout seconds (a hang) fails the test, its process group killed."""
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        pytest.fail(f"still running after {timeout} s:\n{err}")
+    return proc.returncode, out, err
+
+
+# Says it is ready on stdout, then works until it is killed.
+LOOPING = '''\
+import sys, time
+import frametrace
+
+def work():
+    time.sleep(0.01)
+
+def started():
+    print("ready", flush=True)
+
+started()
+while True:
+    work()
+    frametrace.step()
+'''
+
+
+@pytest.mark.parametrize("steps", [False, True], ids=["run", "steps"])
+def test_sigterm_writes_the_trace_then_ends_as_sigterm_does(tmp_path, steps):
+    (tmp_path / "loop.py").write_text(LOOPING)
+    proc = start(tmp_path, *(["--steps", "1000000"] if steps else []), "loop.py",
+                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout.readline() == "ready\n"
+    time.sleep(0.2)
+    proc.send_signal(signal.SIGTERM)
+    status, _, err = finish(proc)
+    assert status == -signal.SIGTERM, err  # 143 in a shell, as untraced
+    assert "the program was ended by SIGTERM" in err, err
+    path = tmp_path / ("trace.0.json" if steps else "trace.json")
+    assert f"written to {path}" in err, err
+    trace, called = names(path)
+    assert "started" in called and called.count("work") >= 5
+    if steps:  # the cycle under way, cut at the signal
+        assert len(trace.steps) >= 5
+    else:
+        assert exit_code(path) == -signal.SIGTERM
+
+
+# The main thread, or another one while the main thread works, ends the
+# process with os._exit; a forked child's os._exit first, which must not
+# write the parent's trace.
+OS_EXIT = '''\
+import os, sys, threading, time
+
+def parent_only(): pass
+def child_only(): pass
+def work(): time.sleep(0.001)
+
+pid = os.fork()
+if pid == 0:
+    child_only()
+    os._exit(7)
+_, status = os.waitpid(pid, 0)
+print(pid, os.waitstatus_to_exitcode(status), flush=True)
+parent_only()
+if sys.argv[1] == "thread":
+    threading.Thread(target=os._exit, args=(3,)).start()
+    while True:
+        work()
+os._exit(3)
+'''
+
+
+@needs_fork
+@pytest.mark.parametrize("where", ["main", "thread"])
+def test_os_exit_writes_the_trace(tmp_path, where):
+    (tmp_path / "ending.py").write_text(OS_EXIT)
+    proc = run(tmp_path, "ending.py", where)
+    assert proc.returncode == 3, proc.stderr
+    child, child_status = map(int, proc.stdout.split())
+    assert child_status == 7
+    assert "the program called os._exit(3)" in proc.stderr
+    assert proc.stderr.count("written to") == 1, proc.stderr
+    trace, called = names(tmp_path / "trace.json")
+    assert trace.pid != child and exit_code(tmp_path / "trace.json") == 3
+    assert "parent_only" in called and "child_only" not in called
+    assert sorted(os.listdir(tmp_path)) == ["ending.py", "trace.json"]

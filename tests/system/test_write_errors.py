@@ -159,3 +159,59 @@ def test_the_pytest_plugin_reports_a_write_error_and_leaves_no_file(tmp_path):
         proc.stdout
     assert os.listdir(traces) == []  # no part of a trace, no temporary
 
+
+
+# The program takes stderr away from frametrace: closes it, sets it to
+# None, or leaves it a pipe whose reader has gone (`... 2>&1 | head -1`).
+STDERR_GONE = '''\
+import sys, time
+
+def work():
+    return sum(range(100))
+
+work()
+if sys.argv[1] == "closed":
+    sys.stderr.close()
+elif sys.argv[1] == "none":
+    sys.stderr = None
+else:
+    while True:  # until the reader has gone
+        try:
+            print("waiting", file=sys.stderr, flush=True)
+        except BrokenPipeError:
+            break
+        time.sleep(0.01)
+'''
+
+
+@pytest.mark.parametrize("how", ["closed", "none", "broken"])
+def test_no_stderr_still_writes_the_trace(tmp_path, how):
+    """What frametrace prints (the progress, the summary) never stands
+    between the recording and its file, nor changes the exit status."""
+    (tmp_path / "prog.py").write_text(STDERR_GONE)
+
+    def without_stderr(*command):
+        proc = subprocess.Popen([sys.executable, *command, "prog.py", how], cwd=tmp_path,
+                                env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, start_new_session=True)
+        if how == "broken":
+            assert proc.stderr.readline() == "waiting\n"
+        proc.stderr.close()
+        proc.stderr = None  # gone: communicate() reads stdout only
+        try:
+            out, _ = proc.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+            raise
+        return proc.returncode, out
+
+    # Untraced: 0, or 120 where Python's exit fails to flush the program's
+    # "waiting" left in stderr's buffer (3.14).
+    untraced, _ = without_stderr()
+    status, out = without_stderr("-m", "frametrace", "run", "-o", "t.json")
+    assert status == untraced
+    assert out == ""  # nothing of frametrace's on the program's stdout
+    from frametrace.loader import load
+
+    assert "work" in {e.name for e in load(str(tmp_path / "t.json")).events}

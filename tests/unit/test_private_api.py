@@ -141,6 +141,9 @@ ALLOWED_PRIVATE_PYTHON = {
     "threading._shutdown",
     "threading._active",
     "threading._limbo",
+    # _endings.py, run: os._exit is documented API; while the program runs
+    # it is wrapped so that the trace is written before the process ends.
+    "os._exit",
 }
 # Asked for by name in csrc/: lifecycle.c copies threading._active ({ident:
 # Thread}) for the threads' names in C, since threading.enumerate() holds

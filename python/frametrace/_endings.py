@@ -1,0 +1,204 @@
+"""The ways the program ``frametrace run`` runs can end without coming back
+to the command, each made to write the trace first, once, and then to end
+the process as it would have ended untraced:
+
+- SIGTERM (what ``timeout``, job schedulers, Kubernetes and ``docker stop``
+  send), when the process has no handler of its own for it: a handler,
+  run by Python in the main thread between two bytecodes (a main thread
+  busy in a long C call runs it once that call returns), writes the trace,
+  then restores the default disposition and sends SIGTERM again: the
+  process dies of it (exit status -15, 143 in a shell).  A program that
+  sets a handler of its own decides what SIGTERM does; if it then exits,
+  its trace is written as at any exit.
+- ``os._exit(n)`` from any thread: while the program runs, ``os._exit``
+  is a wrapper that writes the trace, then calls the real one with n (2
+  in place of 0 if the trace could not be written).  In a forked child it
+  is the real one at once: the parent's trace is not the child's (see
+  ``frametrace._children`` for ``--follow-children``).  ``posix._exit`` or
+  a C extension's ``_exit()`` still end without a trace.
+
+The first ending to come claims the write.  One that comes while the trace
+is being written waits for it: ``os._exit`` from another thread calls the
+real one once the write is done; a SIGTERM is kept, and the process dies
+of it once the write is done (``close``).
+"""
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+from typing import Any, Callable, NoReturn, Optional
+
+_active: Optional["Endings"] = None  # the run under way in this process
+
+
+class Endings:
+    """The ways a run's program ends, armed with end(status, why) ->
+    status, which stops the recording, writes the trace and says so (it
+    must not raise), and stop(), called first (before any call the trace
+    would show), which stops the recording or does nothing."""
+
+    def __init__(self) -> None:
+        self._forked = False  # set in a forked child: no call needed to know it
+        self._end: Optional[Callable[[int, str], int]] = None
+        self._stop: Callable[[], Any] = _nothing
+        self._claim = threading.Lock()  # acquire(False) is one C call: safe in a handler
+        self._owner: Optional[int] = None  # the thread that writes
+        self._written = threading.Event()
+        self._sigterm = False  # came while the trace was written
+        self._real_exit = os._exit
+        self._handler = False
+        self._closed = False
+
+    def arm(self, end: Callable[[int, str], int], stop: Optional[Callable[[], Any]] = None) -> None:
+        """From now on (until close) SIGTERM and os._exit write the trace."""
+        global _active
+        self._end = end
+        self._stop = _nothing if stop is None else stop
+        _active = self
+        os._exit = self._os_exit
+        if threading.current_thread() is threading.main_thread():
+            try:
+                handler = signal.getsignal(signal.SIGTERM)
+                previous = getattr(handler, "__self__", None)  # an earlier run's, closed
+                if handler is signal.SIG_DFL or (isinstance(previous, Endings)
+                                                 and previous._closed):
+                    signal.signal(signal.SIGTERM, self._on_sigterm)
+                    self._handler = True
+            except (ValueError, OSError):  # not allowed here: SIGTERM kills untraced
+                pass
+
+    def claim(self) -> None:
+        """The program came back to the command, which writes the trace.
+        If an os._exit is writing it on another thread, waits for that to
+        end the process."""
+        if self._claim.acquire(blocking=False):
+            self._owner = threading.get_ident()
+            return
+        while True:  # the other thread calls the real os._exit once written
+            self._written.wait()
+            threading.Event().wait(1.0)
+
+    def close(self) -> None:
+        """The trace is written (or the run is over): os._exit is the real
+        one again, SIGTERM ends the process at once; one that came
+        meanwhile ends it now.  The handler stays: setting SIG_DFL back
+        would drop a SIGTERM caught just before (CPython ignores a caught
+        signal whose handler has become SIG_DFL)."""
+        self._closed = True
+        if os._exit == self._os_exit:
+            os._exit = self._real_exit
+        self._written.set()
+        if self._sigterm:
+            self._die_of_sigterm()
+
+    def _on_sigterm(self, signum: int, frame: Any) -> None:
+        if self._forked or self._closed:
+            self._die_of_sigterm()
+        self._stop()
+        if not self._claim.acquire(blocking=False):
+            self._sigterm = True  # the trace is being written: ends once it is (close)
+            return
+        self._owner = threading.get_ident()
+        try:
+            if self._end is not None:
+                self._end(-signal.SIGTERM, "was ended by SIGTERM")
+        finally:
+            self._die_of_sigterm()
+
+    def _os_exit(self, status: int) -> NoReturn:
+        if self._forked or self._end is None:
+            self._real_exit(status)
+        self._stop()
+        if not self._claim.acquire(blocking=False):
+            if self._owner != threading.get_ident():
+                self._written.wait()  # the write under way, then this exit
+            self._real_exit(status)
+        self._owner = threading.get_ident()
+        code = status
+        try:
+            code = self._end(status, f"called os._exit({status})")
+        finally:
+            self._flush_stderr()
+            self._real_exit(code)
+
+    def _die_of_sigterm(self) -> None:
+        self._flush_stderr()
+        try:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+        except (AttributeError, ValueError, OSError):
+            pass
+        os.kill(os.getpid(), signal.SIGTERM)  # delivered before kill() returns
+        self._real_exit(128 + signal.SIGTERM)  # a SIGTERM that could not kill
+
+    @staticmethod
+    def _flush_stderr() -> None:
+        try:
+            if sys.stderr is not None:
+                sys.stderr.flush()
+        except (OSError, ValueError):
+            pass
+
+    def own_code(self) -> tuple:
+        """What runs in the program's process, kept out of its trace."""
+        return tuple(f.__code__ for f in (
+            Endings._on_sigterm, Endings._os_exit, Endings._die_of_sigterm,
+            Endings._flush_stderr, Endings.claim, Endings.close, _nothing))
+
+
+def _nothing() -> None:
+    pass
+
+
+# A forked child's SIGTERM and os._exit are its own: the default (or
+# --follow-children's, set by its own at-fork hook, which runs after this
+# one).  SIGTERM is blocked across the fork so that none reaches the child
+# before SIG_DFL is back: CPython would drop it (caught by the inherited
+# handler, then found SIG_DFL), where untraced it kills the child.
+_blocked_at_fork = False
+
+
+def _before_fork() -> None:
+    global _blocked_at_fork
+    run = _active
+    if run is not None and run._handler and not run._forked:
+        _blocked_at_fork = _block_sigterm()
+
+
+def _after_fork_in_parent() -> None:
+    global _blocked_at_fork
+    if _blocked_at_fork:
+        _blocked_at_fork = False
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+
+
+def _after_fork_in_child() -> None:
+    global _blocked_at_fork
+    run = _active
+    if run is not None:
+        run._forked = True
+        if run._handler:
+            run._handler = False
+            try:
+                signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            except (ValueError, OSError):
+                pass
+    if _blocked_at_fork:
+        _blocked_at_fork = False
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})  # one pending kills now
+
+
+def _block_sigterm() -> bool:
+    try:
+        return signal.SIGTERM not in signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+    except (AttributeError, OSError, ValueError):
+        return False
+
+
+# At import: before frametrace._children's hook, which sets a child's own
+# SIGTERM handler only where SIGTERM has none.
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent,
+                        after_in_child=_after_fork_in_child)
