@@ -1,9 +1,10 @@
-"""``frametrace attach PID --dump`` (issue 20, part 2): a real program
+"""``frametrace attach PID --dump``: a real program
 under a flight recorder (tests/targets/flight_target.py) is asked from
 outside to dump.  The request goes through sys.remote_exec (CPython
 3.14+); when that cannot serve it (an older target, remote debugging
 disabled, the main thread blocked in C), the recorder's advertised signal
 is sent instead.  Each dump is read back whole and its reason checked."""
+import concurrent.futures
 import json
 import os
 import pathlib
@@ -181,13 +182,19 @@ def test_one_request_handed_over_at_a_time(tmp_path, targets):
     try:
         wait_for_a_child_to_come_and_go(first.pid)  # its script handed over, pending
         second = subprocess.Popen(command + ["--reason", "second"], **pipes)
+        # Watched from now on: its hand-over may come and go while the
+        # first's conversation still runs.
+        watch = concurrent.futures.ThreadPoolExecutor(1)
+        second_handed_over = watch.submit(wait_for_a_child_to_come_and_go, second.pid)
+        watch.shutdown(wait=False)
         time.sleep(1.0)  # long enough for it to hand over its own, if it could
+        assert not second_handed_over.done()
         target.proc.stdin.write("x")  # the main thread runs Python: one script
         target.proc.stdin.flush()
         out, err = first.communicate(timeout=60)
         assert first.returncode == 0, err
         check_dump(out.strip(), "first")
-        wait_for_a_child_to_come_and_go(second.pid)
+        second_handed_over.result(timeout=70)
         target.proc.stdin.write("x")
         target.proc.stdin.flush()
         out2, err = second.communicate(timeout=60)

@@ -1,4 +1,4 @@
-"""frametrace.flight_recorder (issue 20, part 2): a tracer for the whole
+"""frametrace.flight_recorder: a tracer for the whole
 job, and a dump of the last steps when a step is slow, hangs, an exception
 leaves the block or a thread, the signal comes, or the program asks.
 Every dump is loaded back and checked: the steps it covers, its reason,
@@ -22,8 +22,8 @@ from support import TESTS_DIR, child_env
 pytestmark = pytest.mark.usefixtures("clock")
 
 
-def work(i, slow_at, slow_s):
-    time.sleep(slow_s if i == slow_at else 0.005)
+def work(i, slow_at, slow_s, step_s=0.005):
+    time.sleep(slow_s if i == slow_at else step_s)
     return sum(range(50))
 
 
@@ -45,7 +45,9 @@ def works(trace):
 def test_one_slow_step_gives_one_dump_holding_it(tmp_path):
     with frametrace.flight_recorder(tmp_path, watchdog=False, min_interval=0, steps=3) as rec:
         for i in range(20):
-            work(i, 12, 0.2)
+            # 20 ms steps: the dump's writer holding the GIL (slow under
+            # ASan) must not make a 5 ms step after it three times slower.
+            work(i, 12, 0.2, step_s=0.02)
             frametrace.step()
     assert rec.errors == []
     (path,) = rec.dumps
