@@ -6,7 +6,7 @@ shown, and the importer's stats report no error and no data loss.
 
 A fault the UI shows is a Mismatch: a test of a known fault can be marked
 xfail(strict=True, raises=Mismatch), which a UI that fails to load still
-fails.  Before issue 18's fixes (main at 7725d30) the session's Chrome JSON,
+fails.  Before the tracks were fixed, the session's Chrome JSON,
 merged session ranks, the pytest failure trace, frametrace.save()'s file
 and the window-spanning range were such xfails.
 """
@@ -95,7 +95,7 @@ def test_the_check_sees_a_slice_the_ui_drops(perfetto_ui, report, plain, tmp_pat
 
 # The session has steps, a range open when the window opens (each
 # iteration's holds prof.step(), so it starts before the frames around it)
-# and one spanning the window: what Perfetto dropped before issue 18's tracks.
+# and one spanning the window: what Perfetto dropped before the tracks were fixed.
 SESSION_FILES = {
     "to_chrome": "session.json",
     "to_perfetto": "session.pftrace",

@@ -429,7 +429,7 @@ def test_regression_float_times_reached_the_flame_graph_as_overflow(tmp_path):
 
 def test_regression_trace_with_a_tracer_that_is_not_one(tmp_path):
     """Trace(tracer=True).save() raised AttributeError from the events
-    built on first read (issue 17's lazy Trace.events)."""
+    built on first read (the lazy Trace.events)."""
     for method in ("save", "summary"):
         with pytest.raises(TypeError, match="Trace.tracer must be a frametrace.Tracer or None, not bool"):
             getattr(Trace(tracer=True), method)(*([tmp_path / "t.json"] if method == "save" else []))

@@ -1,4 +1,4 @@
-"""frametrace.torch.flight_recorder (issue 20, part 3): a flight recorder
+"""frametrace.torch.flight_recorder: a flight recorder
 with torch.profiler beside it in rolling cycles, on the real training loop
 of torch_support.  Each dump is read back: torch's ops of the dumped steps
 nested in the Python frames that ran them, nothing after the snapshot

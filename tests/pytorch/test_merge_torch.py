@@ -1,6 +1,5 @@
 """frametrace merge takes torch.profiler's Chrome traces
-(export_chrome_trace), placing them by their baseTimeNanoseconds (issue
-19, part 2)."""
+(export_chrome_trace), placing them by their baseTimeNanoseconds."""
 import json
 import subprocess
 import sys

@@ -1,5 +1,4 @@
-"""torch's C functions are named as torch users know them (issue 19, part
-1): pybind11 bindings by module and name (torch._C._get_tracing_state, not
+"""torch's C functions are named as torch users know them: pybind11 bindings by module and name (torch._C._get_tracing_state, not
 pybind11_detail_function_record_..._get_tracing_state), torch.relu (a
 static method of _VariableFunctionsClass whose __module__ torch sets), no
 empty name, no memory address in any name, on a real training step."""

@@ -1,6 +1,6 @@
 """frametrace.torch on a real training loop (an MLP, a DataLoader, SGD):
 torch.profiler's ops joined into frametrace's trace, one file, the ops
-nested under the Python C calls that ran them (issue 19, part 2), and
+nested under the Python C calls that ran them, and
 nn.Module calls as ranges (part 3)."""
 import json
 

@@ -1,5 +1,4 @@
-"""torch.profiler's Python tracer (with_stack=True) and frametrace (issue 16,
-item 1).  On 3.10/3.11 it installs its own profile function on every thread
+"""torch.profiler's Python tracer (with_stack=True) and frametrace.  On 3.10/3.11 it installs its own profile function on every thread
 with PyEval_SetProfile(), and removes it from every thread at its end.
 
 Started after frametrace, it displaces frametrace on every thread: stop()

@@ -1,4 +1,4 @@
-"""frametrace run --flight-recorder DIR (issue 20, part 2): the program runs
+"""frametrace run --flight-recorder DIR: the program runs
 under a flight recorder; the dumps of its slow steps and its exception
 are written to DIR, named on stderr, and read back whole."""
 import glob

@@ -1,5 +1,5 @@
 """The frametrace command counts and names each OS thread that recorded, also
-where CPython reused threading idents (issue 16, item 3): a program starts
+where CPython reused threading idents: a program starts
 and joins 50 named threads in turn."""
 import re
 

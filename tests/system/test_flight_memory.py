@@ -1,4 +1,4 @@
-"""Days, not minutes (issue 20, part 4): a flight recorder over 20,000 steps
+"""Days, not minutes: a flight recorder over 20,000 steps
 that each make and run a new function (as exec, dataclasses or
 torch.compile do), with dumps along the way, keeps its memory flat: the
 function table is swept, the code objects no record names are let go, and

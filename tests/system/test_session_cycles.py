@@ -1,4 +1,4 @@
-"""Long jobs (issue 17, item 3): a session with repeat=0 and run --steps
+"""Long jobs: a session with repeat=0 and run --steps
 keep nothing of past cycles."""
 import os
 import subprocess

@@ -1,7 +1,7 @@
 """Write errors of every writer, the CLI and the pytest plugin, in processes
 under a file-size limit (RLIMIT_FSIZE, SIGXFSZ ignored: write(2) fails
 with EFBIG): the error says why, the target keeps what it had, and no
-temporary is left (issue 16, item 2).  Interruptions, modes, devices and
+temporary is left.  Interruptions, modes, devices and
 FIFOs: tests/tracer/test_atomic_writes.py."""
 import errno
 import os

@@ -1,4 +1,4 @@
-"""A trace file that exists is complete (issue 16, item 2): every writer
+"""A trace file that exists is complete: every writer
 writes a temporary next to the target and renames it over the target only
 once complete; an interruption or a write error leaves the target as it
 was, no temporary behind, and an error that says why.  Targets that are not

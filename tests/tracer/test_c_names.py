@@ -1,4 +1,4 @@
-"""How C functions made by binding generators are named (issue 19, part 1).
+"""How C functions made by binding generators are named.
 
 pybind11 (and nanobind, and torch's own bindings) make C functions whose
 self is neither a module nor an instance of a class that defines them: a

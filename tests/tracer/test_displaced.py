@@ -1,4 +1,4 @@
-"""Another tool takes the hook (issue 16, item 1).
+"""Another tool takes the hook.
 
 On the setprofile backend, code inside the traced region that replaces or
 removes frametrace's profile function (sys.setprofile(), cProfile on

@@ -1,5 +1,5 @@
 """The C writers replay one thread at a time straight into the file, with
-the GIL released (issue 17, items 4 and 5): the files are the bytes the
+the GIL released: the files are the bytes the
 format defines (rendered here from getEvents(), independently of the C
 code), an export's peak memory is bounded by the largest thread, other
 threads run meanwhile, and clear() or dropping the tracer from another

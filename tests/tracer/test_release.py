@@ -1,4 +1,4 @@
-"""The function table's sweep (issue 20, part 4): entries no retained record
+"""The function table's sweep: entries no retained record
 references are released, so that code made at run time does not grow the
 table for as long as the tracer records; what the records name stays
 right through any number of sweeps and reused ids."""

@@ -1,4 +1,4 @@
-"""Sessions at window close (issue 17, items 3 and 4): on_trace_ready on
+"""Sessions at window close: on_trace_ready on
 the session's writer thread, events built only when read, failures raised
 at the next step() or at exit, windows kept apart, nothing kept over
 cycles."""

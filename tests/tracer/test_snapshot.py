@@ -1,4 +1,4 @@
-"""Tracer.snapshot() (issue 20, part 1): the records so far, as a stopped
+"""Tracer.snapshot(): the records so far, as a stopped
 tracer, while the tracer goes on recording.  A snapshot reads like a tracer
 stopped at the snapshot time: the frames running then end exactly there
 (open_at_stop), no event ends after it, and every event that had ended is

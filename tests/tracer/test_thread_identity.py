@@ -1,5 +1,4 @@
-"""Each OS thread that recorded is its own thread everywhere (issue 16, item
-3), although CPython reuses threading idents: a program starts and joins 50
+"""Each OS thread that recorded is its own thread everywhere, although CPython reuses threading idents: a program starts and joins 50
 named threads in turn (glibc reuses a joined thread's stack, so they share
 one or two idents), and thread w<i> calls leaf() exactly i + 1 times.  And
 where Linux reuses a native tid within one trace, the exports give the later

@@ -1,5 +1,5 @@
 """Where a session's steps and ranges go in the files, so that Perfetto
-drops none of them (issue 18): steps on a track of their own that no OS
+drops none of them: steps on a track of their own that no OS
 thread can have, each thread's ranges on a track of its own (not the
 Python frames' track, which they may partly overlap), ranges open across
 the whole window recorded, the metadata first in the file, and every

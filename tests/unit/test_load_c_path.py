@@ -74,7 +74,7 @@ def other_layout(ev: dict, how: str) -> str:
 def document(lines: list[str], stop_ns: int, tids: list[int], origin: int = ORIGIN,
              wall: int = 1_700_000_000_000_000_000, other_first: bool = False) -> str:
     """other_first: otherData before traceEvents (where write_chrome puts it
-    since issue 18), else after them (where it put it before)."""
+    since the tracks were made), else after them (where it put it before)."""
     head = ['{"ph":"M","name":"process_name","cat":"__metadata","pid":%d,"tid":0,'
             '"args":{"name":"python x.py"}}' % PID]
     for serial, tid in enumerate(tids, 1):
