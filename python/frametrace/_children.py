@@ -46,6 +46,7 @@ import warnings
 from typing import Any, Callable, Optional
 
 from . import _tracer
+from ._endings import block_sigterm, die_of_sigterm
 from ._output import say
 
 _plan: Optional["Plan"] = None  # this process traces its children
@@ -221,13 +222,7 @@ def _on_sigterm(signum: int, frame: Any) -> None:
     try:
         finish()
     finally:  # whatever finish() met, the child dies of SIGTERM as it would have
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        try:
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
-        except (AttributeError, OSError, ValueError):
-            pass
-        os.kill(os.getpid(), signal.SIGTERM)
-        os._exit(128 + signal.SIGTERM)  # a SIGTERM that could not kill
+        die_of_sigterm()
 
 
 def step() -> bool:
@@ -270,7 +265,7 @@ def finish() -> None:
     tracer.stop()
     # A SIGTERM now (a Pool's terminate() while a worker that ended
     # normally writes) waits for the write: blocked, then delivered.
-    blocked = _block_sigterm()
+    blocked = block_sigterm()
     try:
         if run.session is not None:
             _end_session(run)
@@ -287,13 +282,6 @@ def _end_session(run: _ChildRun) -> None:
     except BaseException:  # noqa: B036 - a child's end: told, never raised into it
         say(f"frametrace: the session of child process {run.pid} failed:\n"
             f"{traceback.format_exc().rstrip()}")
-
-
-def _block_sigterm() -> bool:
-    try:
-        return signal.SIGTERM not in signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
-    except (AttributeError, OSError, ValueError):
-        return False
 
 
 def _deliver(run: _ChildRun, tracer: Any) -> None:
@@ -340,7 +328,7 @@ atexit.register(finish)
 # Never in a child's trace.
 _OWN_CODE = tuple(f.__code__ for f in (
     _bootstrap_child, _after_fork_in_child, _start, _arm_exits, _after_multiprocessing_bootstrap,
-    _on_sigterm, step, finish, _end_session, _block_sigterm, _deliver, _process_name,
+    _on_sigterm, die_of_sigterm, step, finish, _end_session, block_sigterm, _deliver, _process_name,
     _preparation_data))
 
 

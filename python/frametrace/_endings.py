@@ -91,65 +91,88 @@ class Endings:
             os._exit = self._real_exit
         self._written.set()
         if self._sigterm:
-            self._die_of_sigterm()
+            die_of_sigterm()
 
     def _on_sigterm(self, signum: int, frame: Any) -> None:
-        if self._forked or self._closed:
-            self._die_of_sigterm()
-        self._stop()
-        if not self._claim.acquire(blocking=False):
-            self._sigterm = True  # the trace is being written: ends once it is (close)
-            return
-        self._owner = threading.get_ident()
+        dies = True  # whatever happens below, as SIGTERM would have ended it
         try:
+            if self._forked or self._closed:
+                return
+            self._stop_quietly()
+            if not self._claim.acquire(blocking=False):
+                dies = False
+                self._sigterm = True  # the trace is being written: ends once it is (close)
+                return
+            self._owner = threading.get_ident()
             if self._end is not None:
                 self._end(-signal.SIGTERM, "was ended by SIGTERM")
         finally:
-            self._die_of_sigterm()
+            if dies:
+                die_of_sigterm()
 
     def _os_exit(self, status: int) -> NoReturn:
-        if self._forked or self._end is None:
-            self._real_exit(status)
-        self._stop()
+        code = status
+        try:  # never returns, whatever the write meets
+            if not self._forked and self._end is not None:
+                code = self._write_before_exit(status)
+        finally:
+            _flush_stderr()
+            self._real_exit(code)
+
+    def _write_before_exit(self, status: int) -> int:
+        """The exit status once the trace is written (by this thread, or
+        by the one already writing it)."""
+        self._stop_quietly()
         if not self._claim.acquire(blocking=False):
             if self._owner != threading.get_ident():
                 self._written.wait()  # the write under way, then this exit
-            self._real_exit(status)
+            return status
         self._owner = threading.get_ident()
-        code = status
-        try:
-            code = self._end(status, f"called os._exit({status})")
-        finally:
-            self._flush_stderr()
-            self._real_exit(code)
+        assert self._end is not None
+        return self._end(status, f"called os._exit({status})")
 
-    def _die_of_sigterm(self) -> None:
-        self._flush_stderr()
+    def _stop_quietly(self) -> None:
+        # An interrupt stop() kept, or a session's refusal (stop() from its
+        # own writer thread), must not keep the process from ending.
         try:
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
-        except (AttributeError, ValueError, OSError):
-            pass
-        os.kill(os.getpid(), signal.SIGTERM)  # delivered before kill() returns
-        self._real_exit(128 + signal.SIGTERM)  # a SIGTERM that could not kill
-
-    @staticmethod
-    def _flush_stderr() -> None:
-        try:
-            if sys.stderr is not None:
-                sys.stderr.flush()
-        except (OSError, ValueError):
+            self._stop()
+        except BaseException:  # noqa: B036 - the process ends below all the same
             pass
 
     def own_code(self) -> tuple:
         """What runs in the program's process, kept out of its trace."""
         return tuple(f.__code__ for f in (
-            Endings._on_sigterm, Endings._os_exit, Endings._die_of_sigterm,
-            Endings._flush_stderr, Endings.claim, Endings.close, _nothing))
+            Endings._on_sigterm, Endings._os_exit, Endings._write_before_exit,
+            Endings._stop_quietly, die_of_sigterm, _flush_stderr,
+            Endings.claim, Endings.close, _nothing))
 
 
 def _nothing() -> None:
     pass
+
+
+_real_exit = os._exit  # before any run wraps it
+
+
+def die_of_sigterm() -> NoReturn:
+    """Ends this process as SIGTERM ends one with no handler (status -15),
+    whatever its handler and mask are now."""
+    _flush_stderr()
+    try:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+    except (AttributeError, ValueError, OSError):
+        pass
+    os.kill(os.getpid(), signal.SIGTERM)  # delivered before kill() returns
+    _real_exit(128 + signal.SIGTERM)  # a SIGTERM that could not kill
+
+
+def _flush_stderr() -> None:
+    try:
+        if sys.stderr is not None:
+            sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
 
 
 # A forked child's SIGTERM and os._exit are its own: the default (or
@@ -164,7 +187,7 @@ def _before_fork() -> None:
     global _blocked_at_fork
     run = _active
     if run is not None and run._handler and not run._forked:
-        _blocked_at_fork = _block_sigterm()
+        _blocked_at_fork = block_sigterm()
 
 
 def _after_fork_in_parent() -> None:
@@ -190,7 +213,8 @@ def _after_fork_in_child() -> None:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})  # one pending kills now
 
 
-def _block_sigterm() -> bool:
+def block_sigterm() -> bool:
+    """Blocks SIGTERM in this thread: True if it was not blocked before."""
     try:
         return signal.SIGTERM not in signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
     except (AttributeError, OSError, ValueError):
