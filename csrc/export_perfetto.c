@@ -630,7 +630,9 @@ parse_spans(PyObject *list, track_t *track)
             out->cat = PyTuple_GET_SIZE(span) == 4
                        ? Py_NewRef(PyTuple_GET_ITEM(span, 3)) : NULL;
             out->name8 = encoded(out->name);
-            out->cat8 = out->cat != NULL ? encoded(out->cat) : NULL;
+            /* Not with an exception set: name8 may have failed. */
+            out->cat8 = out->cat != NULL && out->name8 != NULL
+                        ? encoded(out->cat) : NULL;
             track->nspans++;
             if (out->name8 == NULL || (out->cat != NULL && out->cat8 == NULL)) {
                 rc = -1;
@@ -699,13 +701,15 @@ emit_spans(out_t *out, const track_t *track, uint64_t uuid, uint64_t category,
         }
         pb_varint(&ev, TE_TYPE, SLICE_BEGIN);
         pb_varint(&ev, TE_TRACK_UUID, uuid);
-        if (span->cat != NULL) {
-            pb_str(&ev, TE_CATEGORIES, span->cat);
+        if (span->cat8 != NULL) {
+            pb_bytes(&ev, TE_CATEGORIES, PyBytes_AS_STRING(span->cat8),
+                     (size_t)PyBytes_GET_SIZE(span->cat8));
         }
         else {
             pb_varint(&ev, TE_CATEGORY_IIDS, category);
         }
-        pb_str(&ev, TE_NAME, span->name);
+        pb_bytes(&ev, TE_NAME, PyBytes_AS_STRING(span->name8),
+                 (size_t)PyBytes_GET_SIZE(span->name8));
         pb_varint(&pkt, PKT_TIMESTAMP, (uint64_t)span->start);
         pb_varint(&pkt, PKT_SEQUENCE_ID, SEQUENCE_ID);
         pb_message(&pkt, PKT_TRACK_EVENT, &ev);
