@@ -977,28 +977,27 @@ def _cpython_version(pid: int) -> tuple[Optional[tuple[int, int, int]], bool]:
     file's name tells the version; None where nothing does (not CPython)."""
     embedded = False
     minor = None
-    source: tuple[str, Optional[tuple[int, int]]]
     try:
         with open(f"/proc/{pid}/maps", "rb") as f:
             maps = f.read(_MAPS_LIMIT)
     except OSError:
         maps = b""
-    found = re.search(rb"^\S+ \S+ \S+ ([0-9a-f]+):([0-9a-f]+) (\d+) +"
+    found = re.search(rb"^([0-9a-f]+-[0-9a-f]+) \S+ \S+ ([0-9a-f]+):([0-9a-f]+) (\d+) +"
                       rb"(/\S*/libpython3\.(\d+)[a-z]*\.so[^\n]*)$", maps, re.MULTILINE)
-    if found:
-        embedded = True
-        minor = int(found.group(5))
-        device = os.makedev(int(found.group(1), 16), int(found.group(2), 16))
-        path = os.fsdecode(found.group(4))
-        source = (path, (device, int(found.group(3))))
-    else:
-        name = os.path.basename(_readlink(f"/proc/{pid}/exe"))
-        named = re.fullmatch(r"python3\.(\d+)[a-z]*(?: \(deleted\))?", name)
-        minor = int(named.group(1)) if named else None
-        source = (f"/proc/{pid}/exe", None)
     version = None
     try:
-        fd = _open_regular(*source)
+        if found:
+            embedded = True
+            minor = int(found.group(6))
+            device = os.makedev(int(found.group(2), 16), int(found.group(3), 16))
+            fd = _open_mapped(pid, os.fsdecode(found.group(1)), os.fsdecode(found.group(5)),
+                              (device, int(found.group(4))))
+        else:
+            name = os.path.basename(_readlink(f"/proc/{pid}/exe"))
+            named = re.fullmatch(r"python3\.(\d+)[a-z]*(?: \(deleted\))?", name)
+            minor = int(named.group(1)) if named else None
+            # A magic link: the very file the process runs, no lookup by name.
+            fd = _open_regular(f"/proc/{pid}/exe")
     except OSError:
         fd = -1
     if fd >= 0:
@@ -1035,17 +1034,44 @@ def _readlink(path: str) -> str:
         return ""
 
 
-def _open_regular(path: str, identity: Optional[tuple[int, int]] = None) -> int:
+def _open_mapped(pid: int, span: str, path: str, identity: tuple[int, int]) -> int:
+    """A file descriptor for reading the file process pid maps at span
+    ("start-end" in its maps), whose maps line names path and (device,
+    inode) identity.  The path is the target's user's to change (replace
+    it with a symlink to a device, a FIFO, a FUSE file whose open never
+    returns), so it is never opened by name: /proc/PID/map_files/SPAN is
+    the mapped file itself (it needs CAP_SYS_ADMIN or
+    CAP_CHECKPOINT_RESTORE); without it, the path is looked up with
+    O_PATH and O_NOFOLLOW, which opens nothing, and reopened only once it
+    is that regular file (_open_regular)."""
+    try:
+        return _open_regular(f"/proc/{pid}/map_files/{span}", identity)
+    except OSError:
+        return _open_regular(path, identity, follow=False)
+
+
+def _open_regular(path: str, identity: Optional[tuple[int, int]] = None,
+                  follow: bool = True) -> int:
     """A file descriptor of path for reading, which must be a regular file
-    (never a FIFO or a device that blocks or never ends), and, given
-    (device, inode), that file."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
-    st = os.fstat(fd)
-    if not stat.S_ISREG(st.st_mode) or (
-            identity is not None and (st.st_dev, st.st_ino) != identity):
-        os.close(fd)
-        raise OSError(f"{path} is not the file expected")
-    return fd
+    (never a FIFO or a device that blocks, never ends or acts when opened),
+    and, given (device, inode), that file.  What path names is only
+    opened (for reading) once it is checked: it is looked up with O_PATH
+    (no open of the file itself: no driver, FIFO or FUSE server sees it),
+    then reopened through /proc/self/fd.  follow=False: a symlink as the
+    last component is refused, not followed (a path by name); True for
+    /proc's magic links (/proc/PID/exe, map_files, fd), which name the
+    file itself."""
+    flags = os.O_PATH | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW)
+    handle = os.open(path, flags)
+    try:
+        st = os.fstat(handle)
+        if not stat.S_ISREG(st.st_mode) or (
+                identity is not None and (st.st_dev, st.st_ino) != identity):
+            raise OSError(f"{path} is not the file expected")
+        return os.open(f"/proc/self/fd/{handle}",
+                       os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    finally:
+        os.close(handle)
 
 
 def _elf_version(fd: int) -> Optional[tuple[int, int, int]]:

@@ -6,6 +6,7 @@ the same output, nothing on stderr, the same exit status.
 Below CPython 3.14 only the refusals run: an older target is refused with
 a clear error, and bad arguments too."""
 import contextlib
+import errno
 import glob
 import os
 import pathlib
@@ -13,6 +14,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 import pytest
@@ -540,5 +542,69 @@ def test_output_its_user_cannot_write_is_refused_first(tmp_path, targets, user_p
             f"writable by uid {other_user[1]}): give -o a path that uid {other_user[1]} can "
             f"write; the target is untouched") in proc.stderr, proc.stderr
     assert not os.listdir(tmp_path)
+    status, out, err = target.finish()
+    assert (status, err) == (3, "") and "result" in out
+
+
+@needs_root
+@pytest.mark.parametrize("map_files", [True, False], ids=["map_files", "without_map_files"])
+def test_the_version_read_opens_no_file_by_the_name_the_user_controls(targets, user_python,
+                                                                      monkeypatch, map_files):
+    """Root reads a target's CPython version from the libpython it maps,
+    whose name (in /proc/PID/maps) its user controls: here the user's
+    folder holds, at that name, a symlink to a FIFO (as it could to a
+    device, or a FUSE file whose open never returns).  The read opens
+    the mapped file itself (/proc/PID/map_files), or, where that cannot
+    be opened, refuses the symlink; never the FIFO.  It returns promptly
+    with the exact version, or the one the name tells."""
+    from frametrace import remote
+
+    target = targets("busy", python=user_python)
+    with open(f"/proc/{target.pid}/maps") as f:
+        mapped = [line.split(None, 5)[5].strip() for line in f
+                  if "/libpython3" in line and len(line.split(None, 5)) == 6]
+    if not mapped:
+        pytest.skip("this CPython maps no libpython (a static build)")
+    path = mapped[0]
+    assert path.startswith(user_python.home + "/")
+    fifo = os.path.join(user_python.home, f"fifo-{target.pid}")
+    kept = f"{path}.kept-{target.pid}"
+    named = f"{path} (deleted)"  # what maps says once the mapped name is gone
+    os.mkfifo(fifo)
+    os.link(path, kept)
+    os.unlink(path)
+    os.symlink(fifo, named)
+    opened = threading.Event()
+
+    def writer():  # its open returns once the FIFO is opened for reading
+        os.close(os.open(fifo, os.O_WRONLY))
+        opened.set()
+
+    threading.Thread(target=writer, daemon=True).start()
+    if not map_files:
+        real_open = os.open
+
+        def no_map_files(file, *args, **kwargs):
+            if "/map_files/" in os.fsdecode(file):
+                raise PermissionError(errno.EPERM, "Operation not permitted", file)
+            return real_open(file, *args, **kwargs)
+
+        monkeypatch.setattr(os, "open", no_map_files)
+    result = []
+    try:
+        reader = threading.Thread(target=lambda: result.append(remote._cpython_version(target.pid)),
+                                  daemon=True)
+        reader.start()
+        reader.join(30)
+        assert not reader.is_alive(), "the version read is blocked"
+        assert not opened.wait(0.5), "the version read opened the FIFO named in maps"
+    finally:
+        monkeypatch.undo()
+        os.close(os.open(fifo, os.O_RDONLY | os.O_NONBLOCK))  # lets the writer go
+        os.unlink(named)
+        os.rename(kept, path)
+        os.unlink(fifo)
+    version = tuple(sys.version_info[:3]) if map_files else (*sys.version_info[:2], -1)
+    assert result == [(version, True)]
     status, out, err = target.finish()
     assert (status, err) == (3, "") and "result" in out
