@@ -23,6 +23,26 @@ bad_env(const char *name, const char *takes)
     return -1;
 }
 
+/* What FRAMETRACE_BACKEND asks for; unset or empty: auto. */
+enum { BACKEND_ENV_AUTO, BACKEND_ENV_SETPROFILE, BACKEND_ENV_MONITORING,
+       BACKEND_ENV_BAD };
+
+static int
+backend_env(void)
+{
+    const char *env = getenv("FRAMETRACE_BACKEND");
+    if (env == NULL || env[0] == '\0' || strcmp(env, "auto") == 0) {
+        return BACKEND_ENV_AUTO;
+    }
+    if (strcmp(env, "setprofile") == 0) {
+        return BACKEND_ENV_SETPROFILE;
+    }
+    if (strcmp(env, "monitoring") == 0) {
+        return BACKEND_ENV_MONITORING;
+    }
+    return BACKEND_ENV_BAD;
+}
+
 /* Settings are checked where a tracer is made: a value not understood is
  * refused, never taken for the default. */
 static int
@@ -32,9 +52,7 @@ check_env(void)
         return bad_env("FRAMETRACE_CLOCK", "\"auto\" (the default: the CPU's "
                        "cycle counter where it is usable) or \"monotonic\"");
     }
-    const char *env = getenv("FRAMETRACE_BACKEND");
-    if (env != NULL && env[0] != '\0' && strcmp(env, "auto") != 0
-        && strcmp(env, "setprofile") != 0 && strcmp(env, "monitoring") != 0) {
+    if (backend_env() == BACKEND_ENV_BAD) {
         return bad_env("FRAMETRACE_BACKEND", "\"auto\" (the default), "
                        "\"setprofile\" or \"monitoring\"");
     }
@@ -47,11 +65,11 @@ check_env(void)
 static int
 default_backend(void)
 {
-    const char *env = getenv("FRAMETRACE_BACKEND");
-    if (env != NULL && strcmp(env, "setprofile") == 0) {
+    int env = backend_env();
+    if (env == BACKEND_ENV_SETPROFILE) {
         return FT_BACKEND_SETPROFILE;
     }
-    if (env != NULL && strcmp(env, "monitoring") == 0 && !FT_HAVE_MONITORING) {
+    if (env == BACKEND_ENV_MONITORING && !FT_HAVE_MONITORING) {
         PyErr_SetString(PyExc_ValueError, "FRAMETRACE_BACKEND=monitoring needs "
                         "sys.monitoring (CPython 3.12+); this Python has only "
                         "\"setprofile\" (or leave FRAMETRACE_BACKEND unset)");
