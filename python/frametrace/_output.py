@@ -26,6 +26,7 @@ import re
 import secrets
 import stat
 import sys
+import tempfile
 import zlib
 from typing import IO, Any, Iterator, Optional
 
@@ -117,6 +118,35 @@ def _create_temp(target: str, name: str) -> tuple[int, str]:
         except OSError as exc:  # named after the target: the temporary is ours
             raise _write_error(exc, name) from None
     raise FileExistsError(f"could not create a temporary file next to {name}")
+
+
+def why_unwritable(path: str) -> Optional[str]:
+    """Why this process could not write a trace to path, or None: path is
+    a folder, or no file can be made where the writers would make one (the
+    folder of the file a link names, created if missing).  Tried as they
+    do: a temporary made there and removed."""
+    if os.path.isdir(path):
+        return "is a folder; give the trace's file name"
+    if writes_in_place(path):
+        return None  # a device, a FIFO or an open descriptor: written as it is
+    target = os.path.realpath(path)
+    folder = os.path.dirname(target)
+    existing = folder
+    while not os.path.exists(existing):
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing):
+        return f"cannot create folder {folder}: {existing} is not a folder"
+    try:
+        if existing == folder:
+            fd, tmp = _create_temp(target, path)
+            os.close(fd)
+            os.unlink(tmp)
+        else:
+            os.rmdir(tempfile.mkdtemp(prefix=".frametrace-check.", dir=existing))
+    except OSError as exc:
+        where = folder if existing == folder else f"folder {folder} (in {existing})"
+        return f"cannot write to {where}: {reason(exc)}"
+    return None
 
 
 @contextlib.contextmanager

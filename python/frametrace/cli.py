@@ -104,7 +104,7 @@ import types
 from typing import Any, Optional, Sequence
 
 from . import _children, _endings
-from ._output import reason, say, writes_in_place
+from ._output import reason, say, why_unwritable
 from ._ranks import distributed_info, numbered, output_name
 from ._ranks import process_name as rank_name
 from .export import TerminalProgress as Progress
@@ -250,32 +250,10 @@ def _check_program(script: Optional[str], module: Optional[str]) -> Optional[str
 
 def _check_output(output: str) -> None:
     """Refuses, before the program runs, an output its trace could not be
-    written to: a folder, or a place where no file can be created."""
-    import tempfile
-
-    path = output_name(output)
-    if os.path.isdir(path):
-        raise ValueError(f"-o {output}: is a folder; give the trace's file name")
-    if writes_in_place(path):
-        return  # a device, a FIFO or an open descriptor: written as it is
-    folder = os.path.dirname(path)
-    existing = folder
-    while not os.path.exists(existing):
-        existing = os.path.dirname(existing)
-    if not os.path.isdir(existing):
-        raise ValueError(f"-o {output}: cannot create folder {folder}: {existing} is not a folder")
-    try:
-        # As the writers do (a temporary next to the file, its folder
-        # created): proves the rights and a writable file system.
-        if existing == folder:
-            fd, probe = tempfile.mkstemp(prefix=".frametrace-check.", suffix=".tmp", dir=folder)
-            os.close(fd)
-            os.unlink(probe)
-        else:
-            os.rmdir(tempfile.mkdtemp(prefix=".frametrace-check.", dir=existing))
-    except OSError as exc:
-        where = folder if existing == folder else f"folder {folder} (in {existing})"
-        raise ValueError(f"-o {output}: cannot write to {where}: {reason(exc)}") from None
+    written to."""
+    why = why_unwritable(output_name(output))
+    if why is not None:
+        raise ValueError(f"-o {output}: {why}")
 
 
 def _run(ns: argparse.Namespace, script: Optional[str], module: Optional[str],

@@ -504,9 +504,9 @@ class _Attach:
                 f"sys.prefix is {info.get('prefix')}), then attach again; the target is "
                 f"untouched")
         if info.get("unwritable"):
-            raise self._fail(f"it would write the trace to {self.config['output']} as its "
-                             f"user, who cannot ({info['unwritable']}): give -o a path that "
-                             f"uid {self.uid} can write; the target is untouched")
+            raise self._fail(f"it writes the trace as its user, uid {self.uid}, and "
+                             f"{self.config['output']} {info['unwritable']}: give -o a path "
+                             f"that uid {self.uid} can write; the target is untouched")
         self.sock.sendall(b"go\n")
         self.going = True
         what = (f"{self.config['steps']} call{'s' if self.config['steps'] != 1 else ''} of "
@@ -1337,7 +1337,9 @@ def _begin(sock: Any, config: dict, hello: dict, script_codes: tuple) -> None:
     Never raises: the target must not see frametrace's failures."""
     try:
         hello["frametrace"] = getattr(sys.modules.get("frametrace"), "__version__", "?")
-        hello["unwritable"] = _unwritable(config["output"])
+        from ._output import why_unwritable
+
+        hello["unwritable"] = why_unwritable(config["output"])
         _send(sock, {"hello": hello})
         if _recv_line(sock) != b"go":
             sock.close()
@@ -1348,21 +1350,6 @@ def _begin(sock: Any, config: dict, hello: dict, script_codes: tuple) -> None:
         sock.close()
         return
     agent.start()
-
-
-def _unwritable(path: str) -> Optional[str]:
-    """Why this process (the target, which writes the trace as itself)
-    cannot write path; None when it can."""
-    from ._output import writes_in_place
-
-    where, mode = ((path, os.W_OK) if writes_in_place(path)
-                   else (os.path.dirname(path), os.W_OK | os.X_OK))  # a temporary, renamed
-    try:
-        if os.access(where, mode, effective_ids=os.access in os.supports_effective_ids):
-            return None
-    except OSError as exc:
-        return f"{where}: {exc.strerror}"
-    return f"{where} is not writable by uid {os.geteuid()}"
 
 
 def _recv_line(sock: Any) -> bytes:
