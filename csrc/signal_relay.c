@@ -13,7 +13,16 @@
  * A signal handler reaches no module state: the relays are static, one a
  * signal number, changed only with the GIL held; the handler reads them
  * with atomics and counts itself in `running` so that the end can wait
- * until no handler still uses the socket. */
+ * until no handler still uses the socket.  The action passed on to is
+ * published through two slots: the spare one written (once no handler
+ * runs, so none still reads it), then `current` switched to it; the
+ * handler loads `current` once.
+ *
+ * A handler that replaced the relay may have saved it and chain to it;
+ * relayed again behind that one, the signal would go relay, theirs,
+ * relay, theirs... for ever.  A thread-local mark stops it: the relay
+ * reached again on the thread that is relaying that signal returns at
+ * once (the byte written once, theirs run once). */
 #include "state.h"
 
 #include <errno.h>
@@ -29,7 +38,8 @@
 #endif
 
 typedef struct {
-    struct sigaction prev;  /* the action the relay replaced */
+    struct sigaction prev[2];  /* the action the relay replaced: ... */
+    atomic_int current;        /* ... prev[current] */
     atomic_int fd;          /* the recorder's socket; -1: none */
     atomic_int pid;         /* its process: a forked child writes nothing */
     atomic_int running;     /* handlers inside now, in any thread */
@@ -38,12 +48,30 @@ typedef struct {
 
 static ft_relay relays[NSIG];
 
+/* The signals this thread is relaying now, bit signum - 1 (NSIG <= 65).
+ * initial-exec: static TLS, no allocation (__tls_get_addr) on the first
+ * use in a thread, which may be in a signal handler. */
+#if defined(__GNUC__) || defined(__clang__)
+#  define FT_TLS_MODEL __attribute__((tls_model("initial-exec")))
+#else
+#  define FT_TLS_MODEL
+#endif
+static _Thread_local unsigned long long relaying FT_TLS_MODEL;
+
+_Static_assert(NSIG <= 65, "a signal's bit in relaying");
+
 static void
 relay_handler(int signum, siginfo_t *info, void *context)
 {
+    unsigned long long bit = 1ULL << ((unsigned)(signum - 1) & 63);
+    if (relaying & bit) {
+        return;  /* reached again through a handler it passed the signal on to */
+    }
+    relaying |= bit;
     int saved_errno = errno;
     ft_relay *relay = &relays[signum];
     atomic_fetch_add(&relay->running, 1);
+    const struct sigaction *prev = &relay->prev[atomic_load(&relay->current)];
     int fd = atomic_load(&relay->fd);
     if (fd >= 0 && atomic_load(&relay->pid) == (int)getpid()) {
         unsigned char byte = (unsigned char)signum;
@@ -51,17 +79,17 @@ relay_handler(int signum, siginfo_t *info, void *context)
         ssize_t written = write(fd, &byte, 1);
         (void)written;
     }
-    if (relay->prev.sa_flags & SA_SIGINFO) {
-        if (relay->prev.sa_sigaction != NULL) {
-            relay->prev.sa_sigaction(signum, info, context);
+    if (prev->sa_flags & SA_SIGINFO) {
+        if (prev->sa_sigaction != NULL) {
+            prev->sa_sigaction(signum, info, context);
         }
     }
-    else if (relay->prev.sa_handler != SIG_DFL
-             && relay->prev.sa_handler != SIG_IGN) {
-        relay->prev.sa_handler(signum);
+    else if (prev->sa_handler != SIG_DFL && prev->sa_handler != SIG_IGN) {
+        prev->sa_handler(signum);
     }
     atomic_fetch_sub(&relay->running, 1);
     errno = saved_errno;
+    relaying &= ~bit;
 }
 
 /* The ints of args (n of them), or -1 with TypeError/OverflowError. */
@@ -134,11 +162,14 @@ relay_signal(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
                         && current.sa_handler != SIG_IGN);
     int restart = passes_on ? current.sa_flags & SA_RESTART : SA_RESTART;
     action.sa_flags = SA_SIGINFO | SA_ONSTACK | restart;
-    /* A handler of the relay replaced may still be passing a signal on. */
+    /* A handler of the relay replaced may still be passing a signal on,
+     * reading the slot before the current one: the spare written next. */
     while (atomic_load(&relay->running) > 0) {
         sched_yield();
     }
-    relay->prev = current;
+    int spare = 1 - atomic_load(&relay->current);
+    relay->prev[spare] = current;
+    atomic_store(&relay->current, spare);
     relay->installed = 1;
     if (sigaction(signum, &action, NULL) < 0) {
         relay->installed = 0;
@@ -168,7 +199,9 @@ unrelay_signal(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     struct sigaction current;
     memset(&current, 0, sizeof(current));
     int ours = sigaction(signum, NULL, &current) == 0 && is_relay(&current);
-    int restored = ours && sigaction(signum, &relay->prev, NULL) == 0;
+    int restored = ours && sigaction(signum,
+                                     &relay->prev[atomic_load(&relay->current)],
+                                     NULL) == 0;
     /* No handler writes to the socket once this returns (the caller
      * closes it): one running now, on another thread, ends first. */
     atomic_store(&relay->fd, -1);

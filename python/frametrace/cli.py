@@ -461,7 +461,7 @@ def _run_program(ns: argparse.Namespace, script: Optional[str], module: Optional
         for path in recorder.dumps:
             say(f"{PROG} run: flight recorder dump: {path}")
         for failure in recorder.errors:
-            say(f"{PROG} run: a flight recorder dump failed: {failure}")
+            say(f"{PROG} run: flight recorder error: {failure}")
         if not recorder.dumps and not recorder.errors:
             say(f"{PROG} run: flight recorder: nothing dumped")
         return status

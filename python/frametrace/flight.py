@@ -120,7 +120,7 @@ class FlightRecorder:
         self.tracer = Tracer(buffer_size=buffer_size, c_calls=c_calls, backend=backend,
                              max_memory=max_memory, ignore=ignore, include=include)
         self.dumps: list[str] = []  # the files written, in order
-        self.errors: list[BaseException] = []  # raised while writing a dump
+        self.errors: list[BaseException] = []  # raised writing a dump, or relaying the signal
         self.step_number = 0
         self._lock = threading.RLock()
         self._marks: collections.deque = collections.deque(maxlen=steps)  # (step, mark, ns)
@@ -138,6 +138,7 @@ class FlightRecorder:
         self._sockets: Optional[tuple] = None  # the signal's: (watchdog's, handler's)
         self._requests: collections.deque = collections.deque()  # (reason, done)
         self._advert = -1  # the memfd naming the signal (Linux), or -1
+        self._relay_error: Optional[OSError] = None  # the watchdog's last relay failure
         # A companion recording beside the tracer (frametrace.torch's
         # flight recorder): _between_steps() runs in step() after a step
         # ended, before the next begins (under the lock, outside both
@@ -162,18 +163,18 @@ class FlightRecorder:
                                                   name="frametrace-watchdog"))
         if self.signal is not None:
             self._install_signal()
-        for thread in self._threads:
-            # The recorder's own threads are not the job: started before the
-            # tracer, their work between dumps is a wait in C.
-            thread.start()
         self._old_excepthook = threading.excepthook
-        threading.excepthook = self._thread_exception
-        self._advertise()  # before the start: the job's trace has none of it
         try:
+            for thread in self._threads:
+                # The recorder's own threads are not the job: started before
+                # the tracer, their work between dumps is a wait in C.
+                thread.start()
+            threading.excepthook = self._thread_exception
+            self._advertise()  # before the start: the job's trace has none of it
             self.tracer.start()
-        except BaseException:  # refused (another profiler), or interrupted
+        except BaseException:  # refused (another profiler), no thread, or interrupted
             self._unadvertise()
-            self._close()  # the signal, threading.excepthook, the threads
+            self._close()  # the signal, threading.excepthook, the threads started
             raise
         _active = self
         _running.append(self)
@@ -208,7 +209,8 @@ class FlightRecorder:
         if self._sockets is not None:
             self._sockets[1].send(b"\0")  # the watchdog's select returns
         for thread in self._threads:
-            thread.join()
+            if thread.ident is not None:  # started (a failed start: not)
+                thread.join()
         if self._sockets is not None:
             for sock in self._sockets:
                 sock.close()
@@ -381,7 +383,12 @@ class FlightRecorder:
                     # Chained again behind a handler installed since
                     # (signal.signal, loop.add_signal_handler for this
                     # signal); under the lock: never after _close() ended it.
-                    _tracer._relay_signal(self.signal, self._sockets[1].fileno())
+                    try:
+                        _tracer._relay_signal(self.signal, self._sockets[1].fileno())
+                    except OSError as exc:  # the watchdog goes on: hangs, the signal
+                        self._relay_failed(exc)
+                    else:
+                        self._relay_error = None
                 bound = self._bound if self.watchdog else None
                 running = time.monotonic_ns() - self._step_start
                 if (bound is not None and running > bound
@@ -396,6 +403,17 @@ class FlightRecorder:
                 data = self._sockets[0].recv(256)
                 if self.signal is not None and self.signal in data and _active is self:
                     self._dump(f"signal {_signal_name(self.signal)}", limited=True, kind="signal")
+
+    def _relay_failed(self, exc: OSError) -> None:
+        """(Lock held) relaying the signal again failed: kept in errors, as a
+        failed dump is, once until it succeeds again (tried every period)."""
+        if self._relay_error is not None and str(self._relay_error) == str(exc):
+            return
+        self._relay_error = exc
+        failure = OSError(exc.errno, f"relaying {_signal_name(self.signal)} again failed "
+                                     f"(its dumps may not come): {exc.strerror or exc}")
+        failure.__cause__ = exc
+        self.errors.append(failure)
 
     def _thread_exception(self, args: Any) -> None:
         self._dump(f"exception {args.exc_type.__name__} in {getattr(args.thread, 'name', '?')}",

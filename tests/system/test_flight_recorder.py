@@ -196,6 +196,125 @@ def test_a_refused_start_leaves_nothing_behind(tmp_path):
     assert len(rec.dumps) == 1
 
 
+@pytest.mark.skipif(not hasattr(signal, "SIGUSR2"), reason="no SIGUSR2 here")
+def test_a_thread_that_fails_to_start_leaves_nothing_behind(tmp_path, monkeypatch):
+    """A recorder thread's start() raising (no thread left to start) ends
+    the signal's relay: the action found is back, at the C level too."""
+    hook = threading.excepthook
+    found = signal.getsignal(signal.SIGUSR2)
+    started = []
+
+    def start(thread):
+        if thread.name.startswith("frametrace-") and started:
+            raise RuntimeError("can't start new thread")
+        started.append(thread)
+        real_start(thread)
+
+    real_start = threading.Thread.start
+    monkeypatch.setattr(threading.Thread, "start", start)
+    with pytest.raises(RuntimeError, match="can't start new thread"):
+        frametrace.flight_recorder(tmp_path).__enter__()
+    monkeypatch.undo()
+    assert threading.excepthook is hook
+    assert signal.getsignal(signal.SIGUSR2) is found
+    assert frametrace._tracer._unrelay_signal(signal.SIGUSR2) is False  # no relay there
+    assert [t.name for t in threading.enumerate() if t.name.startswith("frametrace-")] == []
+    with frametrace.flight_recorder(tmp_path, watchdog=False, min_interval=0) as rec:
+        os.kill(os.getpid(), signal.SIGUSR2)
+        time.sleep(0.3)
+    assert len(rec.dumps) == 1
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGUSR2"), reason="no SIGUSR2 here")
+def test_a_failed_relay_again_keeps_the_watchdog_going(tmp_path, monkeypatch):
+    """The watchdog's periodic relay raising OSError: kept in errors (once),
+    the watchdog goes on and still dumps a hung step."""
+    def refused(signum, fd):
+        raise OSError(22, "Invalid argument")
+
+    with frametrace.flight_recorder(tmp_path, slow_ms=300, min_interval=0) as rec:
+        monkeypatch.setattr(frametrace._tracer, "_relay_signal", refused)
+        time.sleep(0.6)  # many periods, one hang past 300 ms
+        watchdogs = [t for t in threading.enumerate() if t.name == "frametrace-watchdog"]
+        monkeypatch.undo()
+        assert [t.is_alive() for t in watchdogs] == [True]
+    assert len(rec.errors) == 1 and isinstance(rec.errors[0], OSError)
+    assert "relaying SIGUSR2 again failed" in str(rec.errors[0])
+    assert [loaded(path)[1]["reason"] for path in rec.dumps] == ["hung step 0"]
+
+
+CHAINING_HANDLER = r"""
+#include <signal.h>
+#include <string.h>
+
+static struct sigaction saved;  /* the action this replaced: the recorder's */
+
+static void
+chaining(int signum, siginfo_t *info, void *context)
+{
+    if (saved.sa_flags & SA_SIGINFO) {
+        if (saved.sa_sigaction != NULL) {
+            saved.sa_sigaction(signum, info, context);
+        }
+    }
+    else if (saved.sa_handler != SIG_DFL && saved.sa_handler != SIG_IGN) {
+        saved.sa_handler(signum);
+    }
+}
+
+int
+install_chaining(int signum)
+{
+    struct sigaction action;
+    memset(&action, 0, sizeof(action));
+    action.sa_sigaction = chaining;
+    action.sa_flags = SA_SIGINFO;
+    sigemptyset(&action.sa_mask);
+    return sigaction(signum, &action, &saved);
+}
+"""
+
+CHAINING_CHILD = r"""
+import ctypes, os, signal, sys, time
+import frametrace
+
+lib = ctypes.CDLL(sys.argv[1])
+with frametrace.flight_recorder(sys.argv[2], watchdog=False, min_interval=0) as rec:
+    assert lib.install_chaining(signal.SIGUSR2) == 0  # saves the recorder's relay
+    time.sleep(0.3)  # the watchdog relays again, behind the chaining handler
+    os.kill(os.getpid(), signal.SIGUSR2)
+    deadline = time.monotonic() + 20
+    while not rec.dumps and time.monotonic() < deadline:
+        time.sleep(0.02)
+print(len(rec.dumps), rec.errors, flush=True)
+"""
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGUSR2"), reason="no SIGUSR2 here")
+def test_a_later_c_handler_chaining_to_the_relay_does_not_recurse(tmp_path):
+    """A C handler installed after the recorder started that saved the
+    relay and chains to it: the watchdog relays again behind it, and the
+    signal goes relay, theirs, relay once more, where it stops (no stack
+    overflow); the dump comes."""
+    import shutil
+    cc = shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc")
+    if cc is None:
+        pytest.skip("no C compiler to build the chaining handler")
+    (tmp_path / "chaining.c").write_text(CHAINING_HANDLER)
+    target = tmp_path / "libchaining.so"
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("LD_PRELOAD", "ASAN_", "UBSAN_", "LSAN_"))}
+    subprocess.run([cc, "-O1", "-Wall", "-Wextra", "-Werror", "-shared", "-fPIC",
+                    str(tmp_path / "chaining.c"), "-o", str(target)], check=True, env=env)
+    proc = subprocess.run([sys.executable, "-c", CHAINING_CHILD, str(target),
+                           str(tmp_path / "dumps")],
+                          capture_output=True, text=True, timeout=60,
+                          env=child_env(PYTHONPATH=TESTS_DIR))
+    assert proc.returncode == 0, (proc.returncode, proc.stderr)
+    assert proc.stdout == "1 []\n", proc.stderr
+    assert len(os.listdir(tmp_path / "dumps")) == 1
+
+
 def test_requested_dumps_and_the_limit(tmp_path):
     with frametrace.flight_recorder(tmp_path, max_dumps=2, watchdog=False, signal=None) as rec:
         first = rec.dump("first look")
