@@ -607,7 +607,9 @@ def test_the_version_read_opens_no_file_by_the_name_the_user_controls(targets, u
         os.unlink(named)
         os.rename(kept, path)
         os.unlink(fifo)
-    version = tuple(sys.version_info[:3]) if map_files else (*sys.version_info[:2], -1)
+    # 3.10's files hold no micro version (no Py_Version, no debug offsets).
+    exact = map_files and sys.version_info >= (3, 11)
+    version = tuple(sys.version_info[:3]) if exact else (*sys.version_info[:2], -1)
     assert result == [(version, True)]
     status, out, err = target.finish()
     assert (status, err) == (3, "") and "result" in out
