@@ -410,6 +410,7 @@ class FlightRecorder:
         if self._relay_error is not None and str(self._relay_error) == str(exc):
             return
         self._relay_error = exc
+        assert self.signal is not None  # only a recorder with a signal relays it
         failure = OSError(exc.errno, f"relaying {_signal_name(self.signal)} again failed "
                                      f"(its dumps may not come): {exc.strerror or exc}")
         failure.__cause__ = exc
