@@ -57,7 +57,19 @@ wall_anchor(PyObject *Py_UNUSED(module), PyObject *Py_UNUSED(ignored))
                          (long long)width);
 }
 
+/* The Tracer armed or active in this interpreter, or None: lets code that
+ * would start one (attach's agent) refuse before it changes anything. */
+static PyObject *
+active_tracer(PyObject *module, PyObject *Py_UNUSED(ignored))
+{
+    ft_tracer *active = ft_get_state(module)->active;
+    return Py_NewRef(active != NULL ? (PyObject *)active : Py_None);
+}
+
 static PyMethodDef module_methods[] = {
+    {"_active_tracer", active_tracer, METH_NOARGS,
+     "_active_tracer($module, /)\n--\n\nThe Tracer armed or active in this "
+     "interpreter, or None."},
     {"_clock_ns", monotonic_ns, METH_NOARGS,
      "_clock_ns($module, /)\n--\n\nThe tracer's clock, in ns."},
     {"_wall_anchor", wall_anchor, METH_NOARGS,

@@ -1381,6 +1381,7 @@ class _Agent:
             options["buffer_size"] = config["buffer_size"]
         self.tracer = Tracer(**options)
         self.now = _tracer._clock_ns  # a C function of the extension: never traced
+        self.active_tracer = _tracer._active_tracer
         self.atexit = atexit
         self.lock = threading.Lock()  # held by the one that writes the trace
         self.finished = False
@@ -1439,10 +1440,25 @@ class _Agent:
 
     # -- in the target's main thread -------------------------------------------------------
 
+    def _refuse(self, why: str) -> None:
+        """Ends the attach before any thread of its runs."""
+        self.start_error = why
+        self._finish()
+        fds, self.wake_r, self.wake_w = (self.wake_r, self.wake_w), -1, -1
+        for fd in fds:
+            os.close(fd)
+
     def start(self) -> None:
         import _thread
 
         self.begin_ns = self.now()
+        active = self.active_tracer()
+        if active is not None:
+            # Refused before the thread below starts: the target's own
+            # tracer would see a thread it does not record.
+            self._refuse("could not start tracing: another frametrace Tracer is already "
+                         f"{'armed' if active.armed else 'active'} in this interpreter")
+            return
         try:
             # Launched before the tracer starts: its own start is not
             # traced, and it is no threading.Thread, so that no frame of
@@ -1454,11 +1470,7 @@ class _Agent:
             self.thread_id = _thread.start_new_thread(self._wait, ())
             self.running.acquire()
         except BaseException as exc:  # noqa: B036
-            self.start_error = f"could not start a thread: {exc}"
-            self._finish()
-            fds, self.wake_r, self.wake_w = (self.wake_r, self.wake_w), -1, -1
-            for fd in fds:
-                os.close(fd)
+            self._refuse(f"could not start a thread: {exc}")
             return
         try:
             self.atexit.register(self._at_exit)
