@@ -344,9 +344,10 @@ class _Attach:
         runner, version, uid = self.inspect()
         self.python = ".".join(map(str, version))
         claims = []
+        attachers = frozenset({0, uid, os.geteuid()})  # who may attach to it
         try:
             if self.exclusive:
-                claim = _claim(f"frametrace-attach-{self.pid}")
+                claim = _claim(f"frametrace-attach-{self.pid}", attachers)
                 if claim is None:
                     raise AttachError(f"another attach is tracing PID {self.pid} (one at a "
                                       f"time): attach again once it has ended; the target is "
@@ -354,7 +355,7 @@ class _Attach:
                 claims.append(claim)
             # One script at a time: a second sys.remote_exec before the
             # target runs the first would replace it.
-            claim = _claim(f"frametrace-handover-{self.pid}", self.timeout)
+            claim = _claim(f"frametrace-handover-{self.pid}", attachers, self.timeout)
             if claim is None:
                 raise self._fail(f"another frametrace attach has been handing it a script for "
                                  f"{self.timeout:g} s: try again later; the target is untouched")
@@ -827,24 +828,63 @@ def _check_advert(data: bytes, pid: int, where: str) -> Optional[dict]:
     return about
 
 
-def _claim(name: str, wait: float = 0.0) -> Optional[socket.socket]:
+def _claim(name: str, uids: frozenset[int], wait: float = 0.0) -> Optional[socket.socket]:
     """A claim on name, held until the socket returned is closed or this
     process ends: a Unix socket bound in the abstract namespace (no file
-    anyone could plant, remove or leave behind).  None when another holds
-    it for wait seconds."""
+    anyone could plant, remove or leave behind).  None when an attach of
+    uid in uids holds it for wait seconds.  A name taken by anyone else
+    (any local user can bind any name) is no attach of this target's: it
+    is passed over, so that no one can keep root or the target's user from
+    attaching, and the socket returned then claims nothing."""
     deadline = time.monotonic() + wait
+    unanswered = 0
+    held_by_attach = False
     while True:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             sock.bind("\0" + name)
+            # Lets the next attaches ask who holds it: each asks once (a
+            # connection stays queued, never accepted, until this closes).
+            sock.listen(16)
             return sock
         except OSError as exc:
             sock.close()
             if exc.errno != errno.EADDRINUSE:
                 raise AttachError(f"cannot claim {name}: {exc.strerror}") from None
+        if held_by_attach:
+            if time.monotonic() >= deadline:
+                return None
+            time.sleep(0.05)
+            continue
+        holder = _claim_holder(name)
+        if holder is None:
+            # Between an attach's bind and its listen, or released: asked
+            # again; a holder that never answers is no attach.
+            unanswered += 1
+            if unanswered == 2:
+                return socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            time.sleep(0.1)
+            continue
+        if holder not in uids:
+            return socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        held_by_attach = True
         if time.monotonic() >= deadline:
             return None
         time.sleep(0.05)
+
+
+def _claim_holder(name: str) -> Optional[int]:
+    """The uid of the process that listens on the claim name, or None."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.settimeout(1.0)  # whoever holds it may be hostile
+    try:
+        sock.connect("\0" + name)
+        ucred = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+        return int(struct.unpack("3i", ucred)[1])
+    except OSError:
+        return None
+    finally:
+        sock.close()
 
 
 class _Workdir:

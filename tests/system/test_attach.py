@@ -528,6 +528,43 @@ def test_one_attach_at_a_time(tmp_path, targets):
     assert target.finish() == untraced(tmp_path, "busy")
 
 
+SQUATTER = """\
+import socket, sys, time
+socks = []
+for name in sys.argv[2:]:
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.bind("\\0" + name)
+    if sys.argv[1] == "listening":
+        sock.listen(0)
+    socks.append(sock)
+print("holding", flush=True)
+time.sleep(600)
+"""
+
+
+@needs_remote_exec
+@needs_root
+@pytest.mark.parametrize("how", ["listening", "silent"])
+def test_another_users_claim_keeps_no_one_from_attaching(tmp_path, targets, other_user, how):
+    """Any local user can bind any abstract socket name: the names attach
+    claims, held by a process of another user, are passed over."""
+    target = targets("busy")
+    _, uid, gid = other_user
+    squatter = subprocess.Popen(
+        [sys.executable, "-I", "-c", SQUATTER, how, f"frametrace-attach-{target.pid}",
+         f"frametrace-handover-{target.pid}"],
+        stdout=subprocess.PIPE, text=True, user=uid, group=gid, extra_groups=[], cwd="/")
+    try:
+        assert squatter.stdout.readline() == "holding\n"
+        frametrace.attach(target.pid, duration=0.3, output=str(tmp_path / "t.json"), timeout=60)
+        assert squatter.poll() is None  # still holding them
+    finally:
+        squatter.kill()
+        squatter.communicate()
+    check_trace(tmp_path / "t.json")
+    assert target.finish() == untraced(tmp_path, "busy")
+
+
 @needs_remote_exec
 @needs_root
 def test_output_its_user_cannot_write_is_refused_first(tmp_path, targets, user_python,
