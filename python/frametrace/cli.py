@@ -356,7 +356,8 @@ def _run_program(ns: argparse.Namespace, script: Optional[str], module: Optional
         if ns.follow_children:
             skip.update(_children.parent_code())
             plan = _children.Plan({"buffer_size": ns.buffer_size, "c_calls": not ns.no_c_calls,
-                                   "backend": ns.backend, "max_memory": ns.max_memory},
+                                   "backend": ns.backend, "max_memory": ns.max_memory,
+                                   "ignore": ns.ignore, "include": ns.include},
                                   _ChildFile(output, metadata), tuple(skip),
                                   ns.steps, ns.python_steps)
             _children.enable(plan)
@@ -1131,9 +1132,6 @@ def _parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
 
     run = sub.add_parser(
         "run", help="run a Python program under the tracer and write its trace",
-        usage=f"{PROG} run [-o trace.json|.pftrace] [--buffer-size N] [--max-memory BYTES] [--no-c-calls] "
-              f"[--ignore PATTERN ...] [--include PATTERN ...] [--fork-traces] [--follow-children] "
-              f"[--steps SPEC [--python-steps N]] (script.py | -m module) [args ...]",
         description="Run a program as python would (same sys.argv, as __main__, its exit "
                     "code), traced from its first line to its last; write the trace "
                     "(Chrome trace JSON, or Perfetto's .pftrace, by the extension) and print "
@@ -1188,11 +1186,6 @@ def _parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
 
     att = sub.add_parser(
         "attach", help="trace a running CPython 3.14+ process for a while",
-        usage=f"{PROG} attach PID [--duration SECONDS | --steps N [--step-function "
-              f"module:qualname]] [-o trace.json|.pftrace] [--buffer-size N] [--no-c-calls] "
-              f"[--ignore PATTERN ...] [--include PATTERN ...] [--timeout SECONDS]\n"
-              f"       {PROG} attach PID --dump [--reason TEXT] [--timeout SECONDS] "
-              f"[--no-signal]",
         description="Trace a running CPython 3.14+ process without restarting it "
                     "(sys.remote_exec, PEP 768): the target starts a tracer on all its "
                     "threads, stops it after the duration or the steps, writes the trace, and "

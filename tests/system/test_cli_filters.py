@@ -1,4 +1,4 @@
-"""frametrace run --ignore/--include (repeatable), with --fork-traces too, and bad patterns refused before the program runs."""
+"""frametrace run --ignore/--include (repeatable), with --fork-traces and --follow-children too, and bad patterns refused before the program runs."""
 import os
 import subprocess
 import sys
@@ -89,3 +89,33 @@ def test_bad_patterns_refused(tmp_path, args, message):
     proc = run(tmp_path, *args, "-o", "t.json", "p.py", check=2)
     assert message in proc.stderr and proc.stdout == ""
     assert not (tmp_path / "t.json").exists()
+
+
+CHILDREN = """\
+import multiprocessing, sys
+import helper
+
+def work():
+    helper.g()
+
+if __name__ == "__main__":
+    p = multiprocessing.get_context(sys.argv[1]).Process(target=work)
+    p.start()
+    p.join()
+    print(p.pid)
+"""
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_follow_children_filters_the_children(tmp_path, method):
+    (tmp_path / "helper.py").write_text(HELPER)
+    (tmp_path / "kids.py").write_text(CHILDREN)
+    package_root = os.path.dirname(os.path.dirname(frametrace.__file__))
+    proc = subprocess.run([sys.executable, "-m", "frametrace", "run", "--follow-children",
+                           "--ignore", "helper.h", "-o", "t.json", "kids.py", method],
+                          cwd=tmp_path, env=child_env(PYTHONPATH=package_root),
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    names = {e.name for e in frametrace.load(tmp_path / f"t.{int(proc.stdout)}.json").events}
+    assert {"work", "g", "sorted"} <= names  # h's own call of sorted is still recorded
+    assert "h" not in names
