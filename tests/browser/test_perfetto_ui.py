@@ -19,7 +19,7 @@ import textwrap
 
 import pytest
 
-from ui_compare import Expected, Mismatch, compare, expected_of, snapshot
+from ui_compare import Expected, Mismatch, bad_stats, compare, expected_of, snapshot
 from support import child_env
 
 pytestmark = pytest.mark.browser
@@ -183,3 +183,44 @@ def test_pytest_failure_trace(perfetto_ui, report, tmp_path):
     with open(pickled, "rb") as f:
         recorded = pickle.load(f)
     check(perfetto_ui, report, "pytest --frametrace-failures", path, expected_of(recorded))
+
+
+NOT_UTF8 = """\
+import sys
+import frametrace
+from frametrace.export import write_chrome, write_perfetto
+
+namespace = {}
+exec(compile("def f():\\n    return len('x')\\n", "/nowhere/caf\\udce9.py", "exec"), namespace)
+f = namespace["f"]
+f.__code__ = f.__code__.replace(co_name="bad\\udcffname", co_qualname="bad\\udcffname")
+
+def g():
+    f()
+    f()
+
+with frametrace.trace() as tracer:
+    g()
+write_chrome(sys.argv[1] + ".json", tracer)
+write_perfetto(sys.argv[1] + ".pftrace", tracer)
+print(sum(e.name == "bad\\udcffname" for e in tracer.getEvents()))
+"""
+
+
+@pytest.mark.parametrize("ext", [".json", ".pftrace"])
+def test_names_that_are_not_utf8(perfetto_ui, report, tmp_path, ext):
+    """A function named from bytes that are not UTF-8 (a lone surrogate):
+    the file loads whole; JSON shows the name's escape, .pftrace U+FFFD."""
+    (tmp_path / "odd.py").write_text(NOT_UTF8)
+    proc = subprocess.run([sys.executable, "odd.py", "odd"], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=120, env=child_env())
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout == "2\n"
+    with perfetto_ui.open(tmp_path / ("odd" + ext)) as loaded:
+        seen = snapshot(loaded)
+    shown = "bad\\udcffname" if ext == ".json" else "bad\ufffdname"
+    names = [s["name"] for s in seen["slices"]]
+    report.append(f"== names not UTF-8, {ext}: {names}")
+    assert names.count(shown) == 2, names
+    assert {"g", "len"} <= set(names)
+    assert not bad_stats(seen), seen["stats"]
