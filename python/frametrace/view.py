@@ -577,7 +577,9 @@ def view(path: str, ui_dir: Optional[str] = None, port: int = DEFAULT_PORT,
                 if not opened:
                     server.forget_page()
             if opened:
-                tell(f"opened the Perfetto UI in the browser: {url}")
+                tell(f"opened the Perfetto UI in the browser; if it shows no trace (a snap or "
+                     f"flatpak browser cannot read {tempfile.gettempdir()}), "
+                     f"open this URL: {url}")
             else:
                 tell(f"open this URL in a browser: {url}")
             if ui_dir is None:

@@ -99,7 +99,7 @@ class Viewer:
             if line is None:
                 self.proc.wait(WAIT)
                 raise AssertionError(f"no URL printed: {''.join(self.out)}{''.join(self.err)}")
-            for said in ("open this URL in a browser: ", "opened the Perfetto UI in the browser: "):
+            for said in ("open this URL in a browser: ", "open this URL: "):
                 if said in line:
                     return line.split(said, 1)[1].strip()
 
@@ -398,7 +398,7 @@ def test_browser(trace, monkeypatch):
             assert t.is_alive(), (out.getvalue(), err.getvalue())
         page = urllib.parse.unquote(urls[0][len("file://"):])
         assert urls[0].startswith("file:///") and os.path.exists(page) == opened
-        said = "opened the Perfetto UI in the browser: " if opened else "open this URL in a browser: "
+        said = "open this URL: " if opened else "open this URL in a browser: "
         url = out.getvalue().split(said, 1)[1].split("\n", 1)[0]
         if opened:
             assert html.escape(url) in open(page, encoding="utf-8").read()
