@@ -1042,7 +1042,7 @@ def _cpython_version(pid: int) -> tuple[Optional[tuple[int, int, int]], bool]:
         fd = -1
     if fd >= 0:
         try:
-            version = _elf_version(fd)
+            version = None if _on_fuse(fd) else _elf_version(fd)
         except (OSError, ValueError, struct.error):
             version = None
         finally:
@@ -1050,6 +1050,29 @@ def _cpython_version(pid: int) -> tuple[Optional[tuple[int, int, int]], bool]:
     if version is None and minor is not None:
         version = (3, minor, -1)
     return version, embedded
+
+
+_MOUNTINFO = "/proc/self/mountinfo"
+
+
+def _on_fuse(fd: int) -> bool:
+    """Whether the file open as fd is on a FUSE filesystem: its server, which
+    any user may run, can keep a read blocked for good (not even Ctrl-C
+    ends it)."""
+    device = os.fstat(fd).st_dev
+    wanted = f"{os.major(device)}:{os.minor(device)}".encode()
+    try:
+        with open(_MOUNTINFO, "rb") as f:
+            mounts = f.read(_MAPS_LIMIT)
+    except OSError:
+        return False
+    for line in mounts.splitlines():
+        # "ID PARENT MAJOR:MINOR ROOT POINT OPTIONS [TAGS...] - FSTYPE SOURCE ..."
+        head, sep, tail = line.partition(b" - ")
+        fields = head.split()
+        if sep and len(fields) > 2 and fields[2] == wanted and tail.startswith(b"fuse"):
+            return True
+    return False
 
 
 def _environment(pid: int) -> dict:
