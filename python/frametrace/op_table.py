@@ -21,8 +21,8 @@ What counts, as torch counts it:
 - share is self time over all ops' self time (torch's "Self CPU %").
 - ``group_by_input_shape=True``: a row per op name and input shapes
   (``record_shapes``' "Input Dims", written as torch writes them in its
-  table, ``[]`` for an op without any), as ``key_averages(
-  group_by_input_shape=True)``.
+  table, ``[]`` for an op without any and for a list of tensors), as
+  ``key_averages(group_by_input_shape=True)``.
 """
 from __future__ import annotations
 
@@ -118,9 +118,14 @@ def _ms(ns: float) -> str:
 
 def _shapes(args: Optional[dict]) -> str:
     """torch's key for an op's input shapes: str() of the list of its
-    inputs' dims ("Input Dims"), [] without one."""
+    inputs' dims ("Input Dims"), [] without one.  A list of tensors (its
+    dims a list of lists) is [] there: key_averages' shapes hold tensors'
+    only."""
     dims = args.get("Input Dims") if isinstance(args, dict) else None
-    return str(dims if isinstance(dims, list) else [])
+    if not isinstance(dims, list):
+        return "[]"
+    return str([[] if not isinstance(d, list) or any(isinstance(v, list) for v in d) else d
+                for d in dims])
 
 
 def _threads_of(trace: Any) -> list[list]:
