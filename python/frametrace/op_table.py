@@ -26,6 +26,7 @@ What counts, as torch counts it:
 """
 from __future__ import annotations
 
+import re
 import sys
 from typing import IO, Any, Iterable, NamedTuple, Optional
 
@@ -38,8 +39,9 @@ SORT_KEYS: tuple[str, ...] = ("self", "total", "calls", "mean", "name")
 DEVICE_CATEGORIES = frozenset({"kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation",
                                "concurrent_kernel", "mtia_ccp_events", "hpu_op"})
 # frametrace.torch's track of a thread's ops that cross its frames:
-# "torch: <thread's name> (not nested in its frames)" (torch_trace_slices).
-_CROSSING = ("torch: ", " (not nested in its frames)")
+# "torch: <thread's name> (not nested in its frames)" (torch_trace_slices),
+# with " [pid N]" after it and after the thread's name in a merged trace.
+_CROSSING = re.compile(r"torch: (.*) \(not nested in its frames\)((?: \[pid \d+\])?)", re.S)
 
 
 class OpRow(NamedTuple):
@@ -139,8 +141,9 @@ def _threads_of(trace: Any) -> list[list]:
         groups.setdefault(("serial", serial), []).extend(items)
     for k, (name, items) in enumerate(trace.slice_tracks or ()):
         key: Any = ("track", k)
-        if name.startswith(_CROSSING[0]) and name.endswith(_CROSSING[1]):
-            serials = by_name.get(name[len(_CROSSING[0]):-len(_CROSSING[1])], [])
+        crossing = _CROSSING.fullmatch(name)
+        if crossing:
+            serials = by_name.get(crossing[1] + crossing[2], [])
             if len(serials) == 1:  # one thread of that name: it is its
                 key = ("serial", serials[0])
         groups.setdefault(key, []).extend(items)

@@ -92,16 +92,18 @@ def write_trace(path):
     return path
 
 
-def memory_trace():
-    """The same ops in a Trace made in memory, as frametrace.torch's join leaves them."""
+def memory_trace(suffix=""):
+    """The same ops in a Trace made in memory, as frametrace.torch's join
+    leaves them (suffix: after every thread's and track's name, as a merge
+    writes " [pid N]")."""
     def sl(op):
         tid, cat, name, start, end, dims = op
         return Slice(name, cat, ORIGIN + start, ORIGIN + end,
                      {"Input Dims": dims, "Ev Idx": 3} if dims else None)
 
-    tracks = [(name, [sl(op) for op in OPS if op[0] == SLICE_TRACKS_TID_BASE + k])
+    tracks = [(name + suffix, [sl(op) for op in OPS if op[0] == SLICE_TRACKS_TID_BASE + k])
               for k, name in enumerate(TRACKS)]
-    return Trace(events=[], threads=[ThreadInfo((1, TID + 7, TID, "T1", None))],
+    return Trace(events=[], threads=[ThreadInfo((1, TID + 7, TID, "T1" + suffix, None))],
                  slices={1: [sl(op) for op in OPS if op[0] == TID]}, slice_tracks=tracks)
 
 
@@ -177,3 +179,13 @@ def test_the_loaded_ops_are_the_written_ones_and_saved_again(tmp_path):
     assert trace.slices[1][0].args == {"Input Dims": LINEAR1, "Ev Idx": 3}
     again = load(trace.save(tmp_path / "again.json"))
     assert rows(op_table(again, limit=None)) == EXPECTED
+
+
+def test_the_crossing_ops_of_a_merged_process_nest_with_its_thread():
+    assert rows(op_table(memory_trace(" [pid 7]"), limit=None)) == EXPECTED
+    # Another thread's crossing track is not this thread's.
+    other = memory_trace()
+    other.slice_tracks[0] = ("torch: T2 (not nested in its frames)", other.slice_tracks[0][1])
+    got = rows(op_table(other, limit=None))
+    assert got["enumerate(DataLoader)#next"] == (1, 4000, 4000)
+    assert got["aten::linear"] == EXPECTED["aten::linear"]
