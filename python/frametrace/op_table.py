@@ -30,9 +30,9 @@ import re
 import sys
 from typing import IO, Any, Iterable, NamedTuple, Optional
 
-__all__ = ["OpRow", "OpTable", "has_ops", "op_table"]
+from .reports import SORT_KEYS, _check_choice, _check_limit
 
-SORT_KEYS: tuple[str, ...] = ("self", "total", "calls", "mean", "name")
+__all__ = ["OpRow", "OpTable", "has_ops", "op_table"]
 
 # Kineto's activity types (its category names) that run on a device, not
 # on a CPU thread.
@@ -193,8 +193,6 @@ def op_table(trace: Any, *, sort: str = "self", limit: Optional[int] = 30,
     and mean time and self share per op name (per name and input shapes
     with group_by_input_shape), over all threads.  sort and limit as for
     ``frametrace.reports.summary``."""
-    from .reports import _check_choice, _check_limit
-
     sort = _check_choice("sort", sort, SORT_KEYS)
     limit = _check_limit(limit)
     if not isinstance(group_by_input_shape, bool):
