@@ -9,6 +9,7 @@
                       [-o trace.json|.pftrace] [--buffer-size N] [--no-c-calls] [--timeout SECONDS]
     frametrace attach PID --dump [--reason TEXT] [--timeout SECONDS] [--no-signal]
     frametrace summary trace.json [--sort self|total|calls|mean|name] [--limit N] [--per-thread]
+                       [--group-by-input-shape]
     frametrace flamegraph trace.json [-o out.svg]
     frametrace merge a.json b.json ... -o all.json
 
@@ -1061,7 +1062,8 @@ def _summary(ns: argparse.Namespace) -> int:
     dropped = f", {trace.dropped:,} dropped" if trace.dropped else ""
     print(f"{ns.trace}: {what}, {len(trace.events):,} events, {threads} "
           f"thread{'s' if threads != 1 else ''}{span}{extra}{dropped}")
-    table = reports.summary(trace, sort=ns.sort, limit=ns.limit or None, per_thread=ns.per_thread)
+    table = reports.summary(trace, sort=ns.sort, limit=ns.limit or None, per_thread=ns.per_thread,
+                            group_by_input_shape=ns.group_by_input_shape)
     print(table)
     return 0
 
@@ -1231,12 +1233,15 @@ def _parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
 
     summ = sub.add_parser("summary", help="print a per-function table of a trace",
                           description="Print a per-function table of a trace file "
-                                      "(calls, total, self and mean time, share).")
+                                      "(calls, total, self and mean time, share), and one "
+                                      "of torch's ops when it has them (frametrace.torch).")
     summ.add_argument("trace", help="a trace frametrace wrote (.json or .json.gz)")
     summ.add_argument("--sort", choices=SORT_KEYS, default="self", help="order (default self)")
     summ.add_argument("--limit", type=_non_negative, default=30, metavar="N",
                       help="at most N functions (default 30; 0: all)")
     summ.add_argument("--per-thread", action="store_true", help="a table per thread")
+    summ.add_argument("--group-by-input-shape", action="store_true",
+                      help="torch's ops: a row per op and input shapes (record_shapes)")
 
     flame = sub.add_parser("flamegraph", help="write an SVG flame graph of a trace",
                            description="Write a self-contained SVG flame graph of a trace file.")

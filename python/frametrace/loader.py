@@ -15,7 +15,10 @@ whatever its name says).
   or stop only has a parent open there too (an event of zero duration
   starting where the previous one ended reads as its child).  A Chrome tid
   missing from ``otherData.frametrace.thread_ids`` keeps the tid as its
-  ``thread_id``.
+  ``thread_id``.  Complete events of any other category (torch's ops,
+  which ``frametrace.torch`` writes) become ``Slice``s: on a traced
+  thread's tid ``Trace.slices``, on a track of their own
+  ``Trace.slice_tracks``, named by its thread_name event.
 - A file ``frametrace merge`` wrote loads as a ``MergedTrace``: the events
   of every process, process after process, on the monotonic clock of the
   one that started first.  A thread id an earlier process has becomes the
@@ -46,9 +49,10 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 from ._reader import (PathLike, Progress, _Bad, _by_thread, _check, _frametrace_other, _get,
-                      _int, _named_errors, _plain, _processes, _read, _show, _Sink, _tail_other)
+                      _int, _named_errors, _plain, _processes, _ns, _read, _show, _Sink,
+                      _tail_other)
 from ._tracer import Event, ThreadInfo, _load_chrome_calls
-from .export import EVENT_FIELDS, FORMAT, VERSION
+from .export import EVENT_FIELDS, FORMAT, VERSION, Slice
 from .merge import merge
 from .session import RangeRecord, StepRecord, Trace
 
@@ -153,6 +157,8 @@ class _ChromeEvents(_Sink):
         self.natives: dict[tuple[int, int], int] = {}
         self.used_serials: set[int] = set()
         self.max_serial = 0
+        # Other tools' complete events (torch's ops): ((pid, tid), Slice), in file order.
+        self.slices: list[tuple[tuple[int, int], Slice]] = []
         # For the C path: the functions met ({py, c}: their JSON text from the
         # name's opening quote to args.file's closing quote -> (name, filename, lineno, kind)).
         self.infos: tuple[dict, dict] = ({}, {})
@@ -179,9 +185,28 @@ class _ChromeEvents(_Sink):
             self.max_serial = max(self.max_serial, wanted)
         return self.serials[key]
 
+    def _slice(self, ev: dict, n: int) -> None:
+        """traceEvents[n], a complete event of another tool, as a Slice."""
+        what = f"traceEvents[{n}]"
+        cat = _get(ev, "cat", str, what, "")
+        what += f" ({cat})"
+        # Not _span: another tool's op may begin before the window's origin.
+        pid, tid = _get(ev, "pid", int, what), _get(ev, "tid", int, what)
+        ts, dur = (_ns(_get(ev, k, None, what), f"{what}.{k}") for k in ("ts", "dur"))
+        if dur < 0:
+            raise _Bad(f"{what}.dur: negative ({ev['dur']})")
+        end = ts + dur
+        args = ev.get("args")
+        args = _plain(_check(args, dict, f"{what}.args")) if args else None
+        self.slices.append(((pid, tid), Slice(self.strings.name(_get(ev, "name", str, what, "")),
+                                              cat, ts + self.plan.origin, end + self.plan.origin,
+                                              args)))
+
     def on_event(self, ev: Any, key: Optional[str] = None) -> None:
         parsed = super().on_event(ev, key)
         if parsed is None:
+            if ev.get("ph") == "X":
+                self._slice(ev, self.n - 1)
             return
         what, data = parsed
         n = self.n - 1
@@ -240,11 +265,13 @@ def _chrome_trace(col: _ChromeEvents) -> Trace:
         if t is not None:  # else the steps track, or a thread without events
             names[t] = name
     threads = []
+    serial_of: dict[tuple[int, int], int] = {}
     # Each thread its own, in serial order: those named and those with events.
     for key in sorted(col.threads.keys() | col.thread_names.keys(), key=col.serials.__getitem__):
         pid, ctid = key
         if (pid if merged else procs[0].pid, ctid) not in plan.tid_map and key not in col.threads:
-            continue  # the steps track
+            continue  # the steps track, or a track of other tools' slices
+        serial_of[key] = col.serials[key]
         own = col.thread_names.get(key)
         threads.append(ThreadInfo((col.serials[key], plan.thread_id(pid, ctid),
                                    col.natives.get(key, ctid),
@@ -255,9 +282,21 @@ def _chrome_trace(col: _ChromeEvents) -> Trace:
         for ctid, n in p.dropped_by_thread.items():
             t = plan.thread_id(p.pid, ctid)
             dropped_by_thread[t] = dropped_by_thread.get(t, 0) + n
+    slices: dict[int, list] = {}
+    tracks: dict[tuple[int, int], list] = {}
+    for key, x in col.slices:
+        serial = serial_of.get(key)
+        if serial is not None:
+            slices.setdefault(serial, []).append(x)
+        else:
+            tracks.setdefault(key, []).append(x)
+    slice_tracks = []
+    for (pid, ctid), items in tracks.items():
+        track = col.thread_names.get((pid, ctid), f"tid {ctid}")
+        slice_tracks.append((f"{track} [pid {pid}]" if merged else track, items))
     common: dict[str, Any] = dict(events=col.calls, ranges=ranges, steps=steps, pid=procs[0].pid,
                                   dropped_by_thread=dropped_by_thread, thread_names=names,
-                                  threads=threads)
+                                  threads=threads, slices=slices, slice_tracks=slice_tracks)
     if not merged:
         p = procs[0]
         md = p.metadata

@@ -435,6 +435,9 @@ class SummaryTable:
         self.ident_shared = False  # another thread of the events had this thread_id
         self.thread_name = thread_name
         self.threads: dict[Any, SummaryTable] = threads if threads is not None else {}
+        self.ops: Any = None
+        """The op table (``frametrace.op_table.OpTable``) of a Trace with
+        torch's ops, printed after the functions; else None."""
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -448,14 +451,15 @@ class SummaryTable:
                 f"sort={self.sort!r}{per}>")
 
     def __str__(self) -> str:
+        ops = [str(self.ops)] if self.ops is not None else []
         if self.threads:
             n = len(self.threads)
             parts = [f"{n} thread{'s' if n != 1 else ''}, {self.calls} calls, "
                      f"{_ms(self.traced_ns)} ms traced (sum of root durations)"]
             for table in self.threads.values():
                 parts.append(table._render())
-            return "\n\n".join(parts)
-        return self._render()
+            return "\n\n".join(parts + ops)
+        return "\n\n".join([self._render()] + ops)
 
     def print(self, file: Optional[IO[str]] = None) -> None:
         """Prints the table (to sys.stdout by default)."""
@@ -537,7 +541,8 @@ def _table(acc: dict[tuple[Any, ...], list[Any]], traced: int, sort: str, limit:
 
 def summary(events: Any, *, sort: str = "self", limit: Optional[int] = 30,
             per_thread: bool = False,
-            thread_names: Optional[Mapping[Any, str]] = None) -> SummaryTable:
+            thread_names: Optional[Mapping[Any, str]] = None,
+            group_by_input_shape: bool = False) -> SummaryTable:
     """A table of the functions of a trace: calls, total (inclusive) time,
     self time, mean (total / calls), share and capped, per function
     ``(name, filename, lineno, kind)``.
@@ -558,9 +563,28 @@ def summary(events: Any, *, sort: str = "self", limit: Optional[int] = 30,
     then holds their rows one thread after another, each with its thread_id
     and thread_serial.
     thread_names ({thread_id: name}, default a Trace's) label the threads.
+
+    A ``frametrace.Trace`` with torch's ops (``frametrace.torch``) also
+    gets their table, ``table.ops`` (``frametrace.op_table.op_table``, of
+    all threads, with the same sort and limit; a row per op and input
+    shapes with group_by_input_shape), printed after the functions.
     """
+    from .op_table import has_ops, op_table
+
     sort = _check_choice("sort", sort, SORT_KEYS)
     limit = _check_limit(limit)
+    if not isinstance(group_by_input_shape, bool):
+        raise TypeError(f"group_by_input_shape must be a bool, not "
+                        f"{type(group_by_input_shape).__name__}")
+    table = _summary(events, sort, limit, per_thread, thread_names)
+    if has_ops(events):
+        table.ops = op_table(events, sort=sort, limit=limit,
+                             group_by_input_shape=group_by_input_shape)
+    return table
+
+
+def _summary(events: Any, sort: str, limit: Optional[int], per_thread: bool,
+             thread_names: Optional[Mapping[Any, str]]) -> SummaryTable:
     evs, default_names = _source(events)
     names = _thread_names(default_names, thread_names)
     fs = _Functions(evs)

@@ -200,13 +200,18 @@ class Trace:
                             distributed=self.distributed)
 
     def summary(self, sort: str = "self", limit: Optional[int] = 30, *,
-                per_thread: bool = False, print: bool = True) -> Any:
+                per_thread: bool = False, group_by_input_shape: bool = False,
+                print: bool = True) -> Any:
         """A table per function: calls, total, self and mean time, share of
-        the traced time; functions capped at the stop are marked.  Printed
-        unless print=False; returned either way (frametrace.reports)."""
+        the traced time; functions capped at the stop are marked.  With
+        torch's ops (``frametrace.torch``), their table too, as torch's
+        ``key_averages().table()`` (a row per op and input shapes with
+        group_by_input_shape).  Printed unless print=False; returned
+        either way (frametrace.reports)."""
         from .reports import summary
 
-        table = summary(self, sort=sort, limit=limit, per_thread=per_thread)
+        table = summary(self, sort=sort, limit=limit, per_thread=per_thread,
+                        group_by_input_shape=group_by_input_shape)
         if print:
             table.print()
         return table
