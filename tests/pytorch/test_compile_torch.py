@@ -2,6 +2,7 @@
 (its modules' hooks traced out by dynamo, the step unchanged), inductor's
 kernels and torch's operator overloads named apart, and a lazy compile
 inside a window that overflows the rings said so, naming buffer_size."""
+import re
 import warnings
 
 import pytest
@@ -72,6 +73,19 @@ def test_the_compiled_model_is_one_range_a_step_its_modules_none_said_once(compi
     from torch.nn.modules import module as nn_module
     assert not nn_module._global_forward_pre_hooks and not nn_module._global_forward_hooks
     assert not [f for f in warnings.filters if "global hooks" in str(f[1])]
+
+
+def test_inductor_kernels_are_named_by_their_graph(compiled_run):
+    """Each CPU kernel is "kernel" of its own "<hash>.kernel" module: it is
+    named by the compiled graph's module and the name the graph calls it
+    by (cpp_fused_...), forward's and backward's apart."""
+    _, _, traces, _ = compiled_run
+    names = {e.name for e in traces[0].events if e.filename == "<built-in>"}
+    kernels = {n for n in names if "cpp_fused_" in n}
+    assert not [n for n in names if n.endswith(".kernel.kernel") or "<unnamed>" in n]
+    assert all(re.fullmatch(r"torch\._inductor\.runtime\.compile_tasks\.\w+\.cpp_fused_\w+", n)
+               for n in kernels), kernels
+    assert any("backward" in n for n in kernels) and len(kernels) >= 3, kernels
 
 
 def test_a_lazy_compile_that_overflows_the_rings_names_buffer_size(compiled_run):
