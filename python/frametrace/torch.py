@@ -37,7 +37,7 @@ import math
 import os
 import threading
 import warnings
-from typing import Any, Callable, Iterable, Literal, Optional, Sequence, Union
+from typing import Any, Callable, Iterable, Literal, Optional, Sequence, Union, cast
 
 from . import _tracer
 from .export import Slice, _json_document
@@ -76,7 +76,7 @@ class _ModuleNames:
     op), so that a compiled step is what it is without them (the same
     graph, no graph break).  The compiled model's own call (its
     OptimizedModule, run eagerly) is the range "NAME (compiled)"; the
-    modules it runs have none, said once (``compiled``)."""
+    modules it runs have none, which a RuntimeWarning says once."""
 
     def __init__(self, models: Any):
         import torch
@@ -101,15 +101,15 @@ class _ModuleNames:
         self.filter: Any = None  # the warnings filter install() adds
         self.counts: dict = {}
         self.handles: list = []
-        # The name of a compiled model that ran (its modules had no ranges).
+        # The name of a model that ran compiled (its modules had no ranges).
         self.compiled: Optional[str] = None
 
     def _unnamed(self, module: Any) -> Any:
         orig = getattr(module, "_orig_mod", None) if _is_compiled_module(module) else None
         if orig is not None and orig in self.ranges:
-            name = f"{self.ranges[orig].name} (compiled)"
             if self.compiled is None:
-                self.compiled = name
+                self.compiled = self.ranges[orig].name
+            name = f"{self.ranges[orig].name} (compiled)"
         else:
             cls = type(module).__name__
             n = self.counts.get(cls, 0)
@@ -170,15 +170,15 @@ class _ModuleNames:
             self.told = True
             warnings.warn(f"frametrace.torch: module_names: {name!r} runs compiled "
                           f"(torch.compile): the modules compiled code runs have no ranges "
-                          f"(dynamo traces the module hooks out, so that the compiled step "
-                          f"is unchanged)", RuntimeWarning, stacklevel=3)
+                          f"(dynamo traces frametrace's module hooks out, so that the "
+                          f"compiled step is unchanged)", RuntimeWarning, stacklevel=3)
 
     def remove(self) -> None:
         for h in self.handles:
             h.remove()
         self.handles = []
         try:
-            warnings.filters.remove(self.filter)
+            cast(list, warnings.filters).remove(self.filter)  # a list, typed a Sequence
         except ValueError:  # never added, or the filters were reset
             pass
         self.ranges.clear()

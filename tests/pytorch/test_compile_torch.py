@@ -65,9 +65,9 @@ def test_the_compiled_model_is_one_range_a_step_its_modules_none_said_once(compi
     names = [r.name for t in traces for r in t.ranges]
     assert names == ["MLP (compiled)"] * STEPS
     ours = [m for c, m in told if "module_names" in m]
-    assert ours == ["frametrace.torch: module_names: 'MLP (compiled)' runs compiled "
-                    "(torch.compile): the modules compiled code runs have no ranges (dynamo "
-                    "traces the module hooks out, so that the compiled step is unchanged)"]
+    assert ours == ["frametrace.torch: module_names: 'MLP' runs compiled (torch.compile): the "
+                    "modules compiled code runs have no ranges (dynamo traces frametrace's "
+                    "module hooks out, so that the compiled step is unchanged)"]
     # torch's own warning about global module hooks is frametrace's to answer, not the program's.
     assert not [m for c, m in told if "global hooks" in m]
     from torch.nn.modules import module as nn_module
