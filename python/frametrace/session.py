@@ -905,10 +905,16 @@ def _warn_dropped(trace: Trace, buffer_size: int) -> None:
     (a lazy torch.compile, an import or any first call may record far more
     than a step does)."""
     steps = f", steps {trace.steps[0].step}-{trace.steps[-1].step}" if trace.steps else ""
+    # Told at the program's line (its step() or with), whichever of
+    # frametrace's step()s or exits it went through.
+    package = os.path.dirname(__file__) + os.sep
+    level, frame = 2, sys._getframe(1)  # stacklevel 2: the caller of this function
+    while frame is not None and frame.f_code.co_filename.startswith(package):
+        level, frame = level + 1, frame.f_back
     warnings.warn(f"frametrace: {trace.dropped:,} events of cycle {trace.cycle}{steps} were lost "
                   f"entirely (the oldest, per thread: buffer_size is {buffer_size:,} records, a "
                   f"call and a return are two); a larger buffer_size keeps them",
-                  RuntimeWarning, stacklevel=4)
+                  RuntimeWarning, stacklevel=level)
 
 
 def _thread_names(tracer: Optional[Tracer]) -> dict:
