@@ -84,6 +84,153 @@ module_function_name(PyObject *modname, const char *ml_name)
     return PyUnicode_FromFormat("%U.%s", modname, ml_name);
 }
 
+/* torch gives its operators the module "torch._ops.NS", no module one can
+ * import; they are called as torch.ops.NS.  Strong: module, or that name. */
+static PyObject *
+public_module(PyObject *module)
+{
+    static const char prefix[] = "torch._ops.";
+    Py_ssize_t n = (Py_ssize_t)sizeof(prefix) - 1;
+    PyObject *head = PyUnicode_FromStringAndSize(prefix, n);
+    if (head == NULL) {
+        return NULL;
+    }
+    Py_ssize_t match = PyUnicode_Tailmatch(module, head, 0, n, -1);
+    Py_DECREF(head);
+    if (match < 0) {
+        return NULL;
+    }
+    if (match == 0 || PyUnicode_GetLength(module) == n) {
+        return Py_NewRef(module);
+    }
+    PyObject *rest = PyUnicode_Substring(module, n, PyUnicode_GetLength(module));
+    if (rest == NULL) {
+        return NULL;
+    }
+    PyObject *out = PyUnicode_FromFormat("torch.ops.%U", rest);
+    Py_DECREF(rest);
+    return out;
+}
+
+/* Borrowed str value of key in dict, or NULL (no exception). */
+static PyObject *
+dict_str(PyObject *dict, PyObject *key)
+{
+    PyObject *value = PyDict_GetItemWithError(dict, key);
+    if (value == NULL || !PyUnicode_Check(value)) {
+        PyErr_Clear();
+        return NULL;
+    }
+    return value;
+}
+
+/* Whether a module named modname was loaded outside the import system: a
+ * dotted name whose parent package was never imported. */
+static int
+module_made_outside_import(PyObject *modname)
+{
+    Py_ssize_t dot = PyUnicode_FindChar(modname, '.', 0,
+                                        PyUnicode_GetLength(modname), -1);
+    if (dot <= 0) {
+        PyErr_Clear();
+        return 0;
+    }
+    PyObject *modules = PyImport_GetModuleDict();  /* borrowed */
+    PyObject *parent = PyUnicode_Substring(modname, 0, dot);
+    int outside = 0;
+    if (parent != NULL && modules != NULL && PyDict_Check(modules)) {
+        outside = PyDict_GetItemWithError(modules, parent) == NULL
+                  && !PyErr_Occurred();
+    }
+    Py_XDECREF(parent);
+    PyErr_Clear();
+    return outside;
+}
+
+/* The names the calling code knows a C function by, where its own say
+ * nothing: strong *module and *qualname, and 1; else 0 (no exception).
+ * - A method with no name (pybind11 makes torch's operator overloads'
+ *   functions so): by the object whose method calls it and holds it in its
+ *   instance dict, that dict's __module__ and __name__ (an OpOverload's
+ *   __call__: torch.ops.aten.add.Tensor).
+ * - A function of a module loaded outside the import system (inductor
+ *   loads each CPU kernel from the file it built as "<hash>.kernel", every
+ *   one named "kernel"): by the calling module and the global name it
+ *   holds the function under (the compiled graph's module and
+ *   cpp_fused_relu_0).
+ * Reads frames and dicts only: runs no Python code.  Either way the
+ * function is keyed by its own method definition, so one caller names it. */
+static int
+caller_parts(ft_tracer *tracer, PyCFunctionObject *cf, PyObject **module,
+             PyObject **qualname)
+{
+    *module = *qualname = NULL;
+    PyObject *self = cf->m_self;
+    if (self == NULL) {
+        return 0;
+    }
+    int unnamed = cf->m_ml->ml_name[0] == '\0' && !PyModule_Check(self);
+    if (!unnamed) {
+        if (!PyModule_Check(self)) {
+            return 0;
+        }
+        PyObject *own = PyModule_GetNameObject(self);
+        int outside = own != NULL && module_made_outside_import(own);
+        Py_XDECREF(own);
+        PyErr_Clear();
+        if (!outside) {
+            return 0;
+        }
+    }
+    PyFrameObject *frame = PyEval_GetFrame();  /* borrowed: the caller's */
+    if (frame == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    PyObject *dict = NULL;
+    if (unnamed) {
+        PyObject *holder = ft_frame_first_arg(frame);
+        if (holder != NULL) {
+            dict = PyObject_GenericGetDict(holder, NULL);
+            Py_DECREF(holder);
+        }
+    }
+    else {
+        dict = ft_frame_globals(frame);
+    }
+    if (dict == NULL || !PyDict_Check(dict)) {
+        Py_XDECREF(dict);
+        PyErr_Clear();
+        return 0;
+    }
+    PyObject *key, *value, *held = NULL;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(dict, &pos, &key, &value)) {
+        if (value == (PyObject *)cf && PyUnicode_Check(key)) {
+            held = key;
+            break;
+        }
+    }
+    PyObject *mod = NULL, *name = NULL;
+    if (held != NULL) {
+        mod = dict_str(dict, unnamed ? tracer->state->str_module
+                                     : tracer->state->str_name);
+        name = unnamed ? dict_str(dict, tracer->state->str_name) : held;
+    }
+    int found = 0;
+    if (mod != NULL && name != NULL) {
+        *module = unnamed ? public_module(mod) : Py_NewRef(mod);
+        *qualname = Py_NewRef(name);
+        found = *module != NULL;
+        if (!found) {
+            Py_CLEAR(*qualname);
+        }
+    }
+    Py_DECREF(dict);
+    PyErr_Clear();
+    return found;
+}
+
 /* Builds the table entry of the C function called through arg.  Sets
  * *ignored for the tracer's own methods. */
 static int
@@ -105,6 +252,16 @@ describe_c_function(ft_tracer *tracer, PyObject *arg, ft_func *func,
     PyMethodDef *ml = cf->m_ml;
     PyObject *self = cf->m_self;
 
+    PyObject *caller_module, *caller_qualname;
+    if (caller_parts(tracer, cf, &caller_module, &caller_qualname)) {
+        /* self (a module, pybind11's function record) owns the method
+         * definition (the key). */
+        func->owner = Py_NewRef(self);
+        func->name = PyUnicode_FromFormat("%U.%U", caller_module, caller_qualname);
+        Py_DECREF(caller_module);
+        Py_DECREF(caller_qualname);
+        return func->name ? 0 : -1;
+    }
     if (self == NULL || PyModule_Check(self)) {
         PyObject *modname = NULL;
         if (self != NULL) {
@@ -141,7 +298,12 @@ describe_c_function(ft_tracer *tracer, PyObject *arg, ft_func *func,
          * names the binding machinery, not the function.  self owns the
          * method definition (the key): keep it, not its type. */
         func->owner = Py_NewRef(self);
-        func->name = module_function_name(cf->m_module, method_name(ml));
+        PyObject *modname = public_module(cf->m_module);
+        if (modname == NULL) {
+            return -1;
+        }
+        func->name = module_function_name(modname, method_name(ml));
+        Py_DECREF(modname);
         return func->name ? 0 : -1;
     }
     func->owner = Py_NewRef((PyObject *)type);
@@ -188,6 +350,9 @@ c_function_parts(ft_tracer *tracer, PyObject *arg, PyObject **module,
         return *qualname ? 0 : -1;
     }
     PyCFunctionObject *cf = (PyCFunctionObject *)arg;
+    if (caller_parts(tracer, cf, module, qualname)) {
+        return 0;
+    }
     PyObject *self = cf->m_self;
     int has_module = cf->m_module != NULL && PyUnicode_Check(cf->m_module);
     if (self != NULL && !PyModule_Check(self)) {
@@ -212,7 +377,10 @@ c_function_parts(ft_tracer *tracer, PyObject *arg, PyObject **module,
         }
     }
     else if (has_module) {
-        *module = Py_NewRef(cf->m_module);
+        *module = public_module(cf->m_module);
+        if (*module == NULL) {
+            return -1;
+        }
     }
     *qualname = PyUnicode_FromString(method_name(cf->m_ml));
     return *qualname ? 0 : -1;

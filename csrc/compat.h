@@ -151,6 +151,47 @@ ft_frame_globals(PyFrameObject *frame)
 #endif
 }
 
+/* Strong reference to the value of a frame's first argument (the self of
+ * a method), or NULL (no exception): with no argument, or unbound.  3.10
+ * and 3.11 copy the fast locals into the frame's locals dict first, as
+ * reading frame.f_locals does; 3.12+ read the one variable. */
+static inline PyObject *
+ft_frame_first_arg(PyFrameObject *frame)
+{
+    PyCodeObject *code = ft_frame_code(frame);
+    if (code->co_argcount < 1) {
+        return NULL;
+    }
+#if PY_VERSION_HEX >= 0x030B0000
+    PyObject *names = PyCode_GetVarnames(code);
+#else
+    PyObject *names = Py_XNewRef(code->co_varnames);
+#endif
+    PyObject *value = NULL;
+    if (names != NULL && PyTuple_Check(names) && PyTuple_GET_SIZE(names) > 0) {
+        PyObject *name = PyTuple_GET_ITEM(names, 0);
+#if PY_VERSION_HEX >= 0x030C0000
+        value = PyFrame_GetVar(frame, name);
+#elif PY_VERSION_HEX >= 0x030B0000
+        PyObject *locals = PyFrame_GetLocals(frame);
+        if (locals != NULL && PyDict_Check(locals)) {
+            value = Py_XNewRef(PyDict_GetItemWithError(locals, name));
+        }
+        Py_XDECREF(locals);
+#else
+        if (PyFrame_FastToLocalsWithError(frame) == 0 && frame->f_locals != NULL
+            && PyDict_Check(frame->f_locals)) {
+            value = Py_XNewRef(PyDict_GetItemWithError(frame->f_locals, name));
+        }
+#endif
+    }
+    Py_XDECREF(names);
+    if (value == NULL) {
+        PyErr_Clear();
+    }
+    return value;
+}
+
 /* Strong reference to the name shown for a code object. */
 static inline PyObject *
 ft_code_name(PyCodeObject *code)

@@ -430,7 +430,6 @@ def _run_program(ns: argparse.Namespace, script: Optional[str], module: Optional
             session._ignored += tuple(skip)
             writer.process_name = process_name
             writer.metadata = dict(metadata, steps=ns.steps_text)
-            writer.buffer_size = ns.buffer_size
             try:
                 session.__enter__()
             except RuntimeError as exc:
@@ -707,9 +706,9 @@ def _write_run_trace(tracer: Any, output: str, process_name: str, metadata: dict
     return status
 
 
-def _report_dropped(dropped: int, buffer_size: int, where: str = "") -> None:
+def _report_dropped(dropped: int, buffer_size: int) -> None:
     if dropped:
-        say(f"{PROG}: {dropped:,} events{where} were lost entirely (the oldest, per thread: "
+        say(f"{PROG}: {dropped:,} events were lost entirely (the oldest, per thread: "
             f"--buffer-size is {buffer_size:,} records, a call and a return are two)")
 
 
@@ -730,7 +729,6 @@ class _CycleWriter:
         self.written = 0
         self.failed: list[tuple[str, str]] = []  # (path, error), the first MAX_FAILED
         self.failed_count = 0
-        self.buffer_size = 0
         self.summary: Any = None  # of the first cycle written
         self.summary_cycle = -1
         self.pid = os.getpid()
@@ -762,7 +760,7 @@ class _CycleWriter:
         say(f"{PROG}: steps {trace.steps[0].step}-{trace.steps[-1].step} (cycle {trace.cycle}): "
             f"{count:,} events of {threads} thread{'s' if threads != 1 else ''} written to "
             f"{path} ({seconds:.2f} s)")
-        _report_dropped(trace.dropped, self.buffer_size, f" of cycle {trace.cycle}")
+        # Events a cycle lost: the session's warning says so, at its close.
         if self.summary is None and trace.tracer is not None:
             from . import reports
 

@@ -102,6 +102,7 @@ TORCH_PLUMBING: tuple[str, ...] = (
     "torch.autograd.profiler._maybe_cupti_monitor",
     "torch.profiler._cupti_monitor",
     "torch._ops",
+    "torch.ops.profiler",  # record_function's enter and exit, operators called as torch.ops
     # torch.compile's guards around eager code
     "torch._compile._disable_dynamo.<locals>.inner",
     "torch._dynamo.eval_frame.DisableContext.__call__.<locals>._fn",

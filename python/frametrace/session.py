@@ -23,6 +23,7 @@ import os
 import sys
 import threading
 import traceback
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Literal, NamedTuple, Optional, Sequence, Union
 
@@ -825,6 +826,8 @@ class Profile:
             distributed=distributed_info(),
             **self._trace_extra,
         )
+        if trace.dropped:
+            _warn_dropped(trace, self._tracer_options["buffer_size"])
         previous, self.last_trace = self.last_trace, trace
         if previous is not None and previous.tracer is None:
             previous = None  # nothing costly to free
@@ -900,6 +903,23 @@ def _report_at_exit() -> None:
 
 
 atexit.register(_report_at_exit)
+
+
+def _warn_dropped(trace: Trace, buffer_size: int) -> None:
+    """Says, at the step() that closes it, that a window's rings overflowed
+    (a lazy torch.compile, an import or any first call may record far more
+    than a step does)."""
+    steps = f", steps {trace.steps[0].step}-{trace.steps[-1].step}" if trace.steps else ""
+    # Told at the program's line (its step() or with), whichever of
+    # frametrace's step()s or exits it went through.
+    package = os.path.dirname(__file__) + os.sep
+    level, frame = 2, sys._getframe(1)  # stacklevel 2: the caller of this function
+    while frame is not None and frame.f_code.co_filename.startswith(package):
+        level, frame = level + 1, frame.f_back
+    warnings.warn(f"frametrace: {trace.dropped:,} events of cycle {trace.cycle}{steps} were lost "
+                  f"entirely (the oldest, per thread: buffer_size is {buffer_size:,} records, a "
+                  f"call and a return are two); a larger buffer_size keeps them",
+                  RuntimeWarning, stacklevel=level)
 
 
 def _thread_names(tracer: Optional[Tracer]) -> dict:

@@ -37,7 +37,7 @@ import math
 import os
 import threading
 import warnings
-from typing import Any, Callable, Iterable, Literal, Optional, Sequence, Union
+from typing import Any, Callable, Iterable, Literal, Optional, Sequence, Union, cast
 
 from . import _tracer
 from .export import Slice, _json_document
@@ -58,6 +58,10 @@ _TORCH_RESULT_TIMEOUT_S = 600.0
 _TOLERANCE_NS = 200
 
 
+# torch.compile's wrapper warns at each call while a global module hook is set.
+_GLOBAL_HOOKS_WARNING = r"Using `torch\.compile\(module\)` when there are global hooks"
+
+
 class _ModuleNames:
     """nn.Module calls as frametrace ranges, through torch's global module
     hooks: each call of a module of the given models is a range named by its
@@ -65,7 +69,14 @@ class _ModuleNames:
     other module ``ClassName_N`` (N counting that class's modules in the
     order first called, as torch.profiler names them).  The hooks are
     Python functions the session's tracers ignore; the ranges are
-    frametrace's C type, whose methods are never traced."""
+    frametrace's C type, whose methods are never traced.
+
+    Code torch.compile compiled runs no hook: dynamo traces the hooks as
+    part of the model, and they trace to nothing (a range is no tensor
+    op), so that a compiled step is what it is without them (the same
+    graph, no graph break).  The compiled model's own call (its
+    OptimizedModule, run eagerly) is the range "NAME (compiled)"; the
+    modules it runs have none, which a RuntimeWarning says once."""
 
     def __init__(self, models: Any):
         import torch
@@ -86,25 +97,41 @@ class _ModuleNames:
             for path, module in m.named_modules():
                 if module not in self.ranges:
                     self.ranges[module] = _tracer.Range(path or type(module).__name__)
+        self.told = False
+        self.filter: Any = None  # the warnings filter install() adds
         self.counts: dict = {}
         self.handles: list = []
+        # The name of a model that ran compiled (its modules had no ranges).
+        self.compiled: Optional[str] = None
 
     def _unnamed(self, module: Any) -> Any:
-        cls = type(module).__name__
-        n = self.counts.get(cls, 0)
-        self.counts[cls] = n + 1
-        r = self.ranges[module] = _tracer.Range(f"{cls}_{n}")
+        orig = getattr(module, "_orig_mod", None) if _is_compiled_module(module) else None
+        if orig is not None and orig in self.ranges:
+            if self.compiled is None:
+                self.compiled = self.ranges[orig].name
+            name = f"{self.ranges[orig].name} (compiled)"
+        else:
+            cls = type(module).__name__
+            n = self.counts.get(cls, 0)
+            self.counts[cls] = n + 1
+            name = f"{cls}_{n}"
+        r = self.ranges[module] = _tracer.Range(name)
         return r
 
     def install(self) -> None:
+        from torch.compiler import is_dynamo_compiling
         from torch.nn.modules import module as nn_module
 
         ranges = self.ranges
         unnamed = self._unnamed
 
-        # No call in the common path but the Range's own (ignored) method:
-        # a dict subscript is no call event.
+        # No call in the common path but is_dynamo_compiling() (ignored)
+        # and the Range's own (ignored) method: a dict subscript is no call
+        # event.  Dynamo folds is_dynamo_compiling() to True: a hook it
+        # traces is an empty function, no graph break, no side effect.
         def pre_hook(module: Any, args: Any) -> None:
+            if is_dynamo_compiling():
+                return
             try:
                 r = ranges[module]
             except KeyError:
@@ -112,21 +139,59 @@ class _ModuleNames:
             r.__enter__()
 
         def post_hook(module: Any, args: Any, output: Any) -> None:
+            if is_dynamo_compiling():
+                return
             try:
                 r = ranges[module]
             except KeyError:  # entered before the hooks were installed
                 return
             r.__exit__(None, None, None)
 
-        self.code = (pre_hook, post_hook, _ModuleNames._unnamed)
+        self.code = (pre_hook, post_hook, _ModuleNames._unnamed, is_dynamo_compiling)
         self.handles = [nn_module.register_module_forward_pre_hook(pre_hook),
                         nn_module.register_module_forward_hook(post_hook, always_call=True)]
+        # A compiled model's call warns while any global module hook is set
+        # (its wrapper's hooks fire too: that call is named "NAME
+        # (compiled)"): not the program's to see, nor to raise under -W error.
+        warnings.filterwarnings("ignore", message=_GLOBAL_HOOKS_WARNING, category=UserWarning)
+        self.filter = warnings.filters[0]
+
+    def tell_compiled(self) -> None:
+        """Says once that modules run by compiled code have no ranges:
+        when a compiled model ran, or one was compiled in place
+        (``module.compile()``), whose call runs no hook at all."""
+        if self.told:
+            return
+        name = self.compiled
+        if name is None:
+            name = next((r.name for m, r in self.ranges.items()
+                         if getattr(m, "_compiled_call_impl", None) is not None), None)
+        if name is not None:
+            self.told = True
+            warnings.warn(f"frametrace.torch: module_names: {name!r} runs compiled "
+                          f"(torch.compile): the modules compiled code runs have no ranges "
+                          f"(dynamo traces frametrace's module hooks out, so that the "
+                          f"compiled step is unchanged)", RuntimeWarning, stacklevel=3)
 
     def remove(self) -> None:
         for h in self.handles:
             h.remove()
         self.handles = []
+        try:
+            cast(list, warnings.filters).remove(self.filter)  # a list, typed a Sequence
+        except ValueError:  # never added, or the filters were reset
+            pass
         self.ranges.clear()
+
+
+def _is_compiled_module(module: Any) -> bool:
+    """Whether module is torch.compile's wrapper of a model (dynamo is
+    imported then)."""
+    import sys
+
+    eval_frame = sys.modules.get("torch._dynamo.eval_frame")
+    compiled = getattr(eval_frame, "OptimizedModule", None)
+    return compiled is not None and isinstance(module, compiled)
 
 
 def _torch_activities(torch: Any, activities: Optional[Sequence[Any]]) -> list:
@@ -273,6 +338,7 @@ class Profile:
         prof.record_steps = False
         if modules is not None:
             modules.install()
+            modules.tell_compiled()
             session._ignored += modules.code
         if torch_schedule is not None:
             session._ignored += (torch_schedule,)
@@ -297,6 +363,8 @@ class Profile:
             raise RuntimeError("step() called outside a session: use it inside "
                                "'with frametrace.torch.profile(...) as prof:'")
         self.session.step()
+        if self._modules is not None and self._modules.compiled is not None:
+            self._modules.tell_compiled()
 
     def stop(self) -> None:
         """Stops Python tracing now; torch's ops, the steps and the ranges
@@ -311,6 +379,8 @@ class Profile:
                 session.__exit__(*exc_info)  # torch's exit runs inside (its hook)
         finally:
             if self._modules is not None:
+                if self._modules.compiled is not None:
+                    self._modules.tell_compiled()
                 self._modules.remove()
                 self._modules = None
         return False

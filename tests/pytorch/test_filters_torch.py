@@ -36,7 +36,8 @@ PLUMBING_NAMES = {
     "torch._C.is_grad_enabled", "VFModule.__getattr__", "torch._C._get_tracing_state",
     "DisableTorchFunctionSubclass.__exit__", "torch._C._are_functorch_transforms_active",
     "torch._C._get_privateuse1_backend_name", "torch._C._stash_obj_in_tls",
-    "torch._C._remove_obj_from_tls",
+    "torch._C._remove_obj_from_tls", "torch.ops.profiler._record_function_enter_new",
+    "torch.ops.profiler._record_function_exit._RecordFunction",
 }
 
 
@@ -82,7 +83,7 @@ def test_torch_plumbing_ignored():
     # The plumbing is there without the filter, and gone with it.
     assert {n for n in full_names if is_plumbing(n)} >= {
         "Module._wrapped_call_impl", "Module._call_impl", "Module.__getattr__",
-        "is_scripting"}
+        "is_scripting", "torch.ops.profiler._record_function_exit._RecordFunction"}
     assert not [n for n in kept_names if is_plumbing(n)]
     # What the user's step does stays, as often as without the filter.
     for name in ("Linear.forward", "ReLU.forward", "Sequential.forward", "mse_loss",

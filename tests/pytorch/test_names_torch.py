@@ -46,3 +46,23 @@ def test_torch_names():
     assert not [n for n in names if re.search(r"0x[0-9a-fA-F]{6,}", n)]
     assert not [n for n in c_names if n.startswith("_VariableFunctionsClass.")]
     assert {"torch.relu", "torch._C._nn.linear", "torch._C._get_tracing_state"} <= c_names
+    # The optimizer's step ends its record_function through an operator overload.
+    assert not [n for n in names if "<unnamed>" in n]
+    assert "torch.ops.profiler._record_function_exit._RecordFunction" in c_names
+
+
+def test_operator_overloads_are_named_as_called():
+    """torch.ops.aten.add.Tensor(...) calls a pybind11 function with no
+    name; it is named as the overload is called, each overload apart, and
+    a packet's call by its own name."""
+    x = torch.ones(2)
+    torch.ops.aten.add.Tensor(x, x)  # first-call paths
+    with frametrace.trace() as tracer:
+        torch.ops.aten.add.Tensor(x, x)
+        torch.ops.aten.mul.Tensor(x, x)
+        torch.ops.aten.add.Scalar(x, 2)
+        torch.ops.aten.add(x, x)
+    c_names = [ev.name for ev in tracer.getEvents() if ev.filename == "<built-in>"]
+    assert [n for n in c_names if n.startswith("torch.ops.")] == [
+        "torch.ops.aten.add.Tensor", "torch.ops.aten.mul.Tensor", "torch.ops.aten.add.Scalar",
+        "torch.ops.aten.add"]

@@ -231,6 +231,22 @@ def test_run_steps_writes_each_cycle(tmp_path, step_program):
             "<module>", "train", "step_work", qual("step_work.<locals>.<genexpr>"), "sum"}
 
 
+def test_run_steps_says_once_per_cycle_what_its_rings_lost(tmp_path, step_program):
+    """A cycle that lost events is told at the program's frametrace.step()
+    that closed it, naming buffer_size, once (not again by the CLI)."""
+    proc = frametrace_cmd("run", "--steps", "active=1,repeat=2", "--buffer-size", "64",
+                          "-o", "t.json", "loop.py", "3", cwd=tmp_path, check=0)
+    lost = [line for line in proc.stderr.splitlines() if "were lost entirely" in line]
+    dropped = [load(tmp_path / f"t.{cycle}.json").dropped for cycle in (0, 1)]
+    assert all(dropped)
+    line = STEP_PROGRAM.splitlines().index("        frametrace.step()") + 1
+    assert [x.split(": ", 1)[0].endswith(f"loop.py:{line}") for x in lost] == [True, True], lost
+    assert [x.split(": ", 1)[1] for x in lost] == [f"RuntimeWarning: frametrace: {n:,} events of "
+                    f"cycle {cycle}, steps {cycle}-{cycle} were lost entirely (the oldest, per "
+                    f"thread: buffer_size is 64 records, a call and a return are two); a larger "
+                    f"buffer_size keeps them" for cycle, n in enumerate(dropped)]
+
+
 def test_run_steps_python_steps_and_failures(tmp_path, step_program):
     proc = frametrace_cmd("run", "--steps", "3", "--python-steps", "1", "loop.py", "6",
                           "--fail", cwd=tmp_path, check=1)

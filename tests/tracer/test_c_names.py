@@ -62,8 +62,108 @@ def test_no_empty_names(backend):
         nameless_no_module()
 
     # Without a module, the function record's type is all there is.
+    # torch's "torch._ops.NS" is called as torch.ops.NS.
     assert names_of_calls(backend, program) == [
-        "torch._ops.profiler.<unnamed>", "PyCapsule.<unnamed>"]
+        "torch.ops.profiler.<unnamed>", "PyCapsule.<unnamed>"]
+
+
+class Overload:
+    """A stand-in for torch's OpOverload: it holds a C function with no name
+    (pybind11's) and names itself in its instance dict."""
+
+    def __init__(self, module, name):
+        self._op = _testing.bound_function("", module)
+        self.__module__ = module
+        self.__name__ = name
+
+    def __call__(self, /, *args, **kwargs):
+        return self._op(*args, **kwargs)
+
+
+class Loud:
+    """Names that would run code if read through attributes."""
+    reads = 0
+
+    def __init__(self):
+        self._op = _testing.bound_function("", "torch._ops.aten")
+
+    @property
+    def __name__(self):
+        Loud.reads += 1
+        return "from a property"
+
+    def __call__(self):
+        return self._op()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_nameless_function_is_named_by_the_object_that_holds_and_calls_it(backend):
+    """torch.ops.aten.add.Tensor(...) calls the overload's pybind11 function,
+    which has no name: it is named by the overload's instance dict, its
+    __module__ and __name__ (never through attributes: no Python code
+    runs), each function apart; a nameless function called by other code,
+    or by an object whose dict names nothing, keeps the module's name."""
+    add = Overload("torch._ops.aten", "add.Tensor")
+    mul = Overload("torch._ops.aten", "mul.Tensor")
+    custom = Overload("torch._ops.mylib", "foo.default")
+    plain = Overload("mypkg.ops", "thing")
+    loose = _testing.bound_function("", "torch._ops.aten")
+    loud = Loud()
+
+    class Caller:
+        def __init__(self, op):
+            self.op = op
+
+        def call(self):  # its self holds no nameless function: not the one called
+            return loose()
+
+    def program():
+        add(1)
+        mul(2)
+        add(3)
+        custom()
+        plain()
+        Caller(loose).call()
+        loud()
+
+    assert names_of_calls(backend, program) == [
+        "torch.ops.aten.add.Tensor", "torch.ops.aten.mul.Tensor", "torch.ops.aten.add.Tensor",
+        "torch.ops.mylib.foo.default", "mypkg.ops.thing", "torch.ops.aten.<unnamed>",
+        "torch.ops.aten.<unnamed>"]
+    assert Loud.reads == 0
+
+
+def load_outside_import(name):
+    """frametrace._testing's extension loaded again as module `name`, from
+    its file, by no import of its package: as inductor loads each kernel
+    it builds ("<hash>.kernel")."""
+    import importlib.machinery
+    import importlib.util
+
+    path = _testing.__file__
+    loader = importlib.machinery.ExtensionFileLoader(name, path)
+    spec = importlib.util.spec_from_file_location(name, path, loader=loader)
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_function_of_a_module_made_outside_import_is_named_as_its_caller_holds_it(backend):
+    """Inductor's kernels are each "kernel" of a module "<hash>.kernel"
+    loaded from a file: named by the compiled graph's global that holds it
+    (cpp_fused_relu_0) and the graph's module.  A module whose package is
+    imported keeps its own name, whatever its callers call it."""
+    kernel = load_outside_import("c3jgnrunzp7akfdpsspm._testing")
+    assert "c3jgnrunzp7akfdpsspm" not in sys.modules
+    graph = {"__name__": "torch._inductor.runtime.compile_tasks.cabc",
+             "cpp_fused_relu_0": kernel.pattern_match, "alias": _testing.ticks_to_ns}
+    code = compile("def call():\n    cpp_fused_relu_0('x', 'x')\n    alias([(0, 0), (1, 1)], [1])\n",
+                   "<graph>", "exec")
+    exec(code, graph)
+    assert names_of_calls(backend, graph["call"]) == [
+        "torch._inductor.runtime.compile_tasks.cabc.cpp_fused_relu_0",
+        "frametrace._testing.ticks_to_ns"]
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

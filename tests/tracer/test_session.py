@@ -231,3 +231,30 @@ def test_trace_reports(tmp_path, capsys):
     assert any("model" in line for line in lines)
     root = ET.parse(trace.to_flamegraph_svg(tmp_path / "t.svg")).getroot()
     assert root.tag.endswith("svg")
+
+
+def test_a_window_that_lost_events_says_so_naming_buffer_size():
+    """A window whose rings overflowed (a first call that records far more
+    than a step, such as a lazy torch.compile) warns at the step() that
+    closes it, with the count the trace holds; a window that kept all says
+    nothing."""
+    traces = []
+
+    def burst(n):
+        for _ in range(n):
+            abs(-1)
+
+    with pytest.warns(RuntimeWarning) as told:
+        with frametrace.profile(schedule=frametrace.schedule(wait=0, warmup=0, active=1, repeat=2),
+                                buffer_size=256, on_trace_ready=traces.append) as prof:
+            burst(10)       # cycle 0: within the ring
+            prof.step()
+            burst(1000)     # cycle 1: overflows it
+            prof.step()
+    assert [t.cycle for t in traces] == [0, 1]
+    assert traces[0].dropped == 0 and traces[1].dropped > 0
+    messages = [str(w.message) for w in told if "lost" in str(w.message)]
+    assert messages == [f"frametrace: {traces[1].dropped:,} events of cycle 1, steps 1-1 were lost "
+                        f"entirely (the oldest, per thread: buffer_size is 256 records, a call "
+                        f"and a return are two); a larger buffer_size keeps them"]
+    assert told[0].filename == __file__  # the step() that closed the window
