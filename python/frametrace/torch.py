@@ -35,7 +35,9 @@ from __future__ import annotations
 
 import math
 import os
+import socket
 import threading
+import uuid
 import warnings
 from typing import Any, Callable, Iterable, Literal, Optional, Sequence, Union
 
@@ -46,7 +48,7 @@ from .schedule import ProfilerAction, Schedule
 from .session import Profile as _Session
 from .session import Trace
 
-__all__ = ["PLUMBING", "profile", "Profile", "flight_recorder", "join_torch", "torch_trace_slices", "read_torch_chrome",
+__all__ = ["PLUMBING", "profile", "Profile", "flight_recorder", "tensorboard_trace_handler", "join_torch", "torch_trace_slices", "read_torch_chrome",
            "torch_chrome_as_frametrace", "is_torch_chrome"]
 
 # How long a window's handler waits for torch's results of the same
@@ -151,6 +153,7 @@ class Profile:
                  record_shapes: bool = False, buffer_size: int = _tracer.DEFAULT_BUFFER_SIZE,
                  c_calls: bool = True, backend: str = "auto",
                  max_memory: int = _tracer.DEFAULT_MAX_MEMORY,
+                 trace_children: bool = False,
                  ignore: Optional[Iterable[str]] = None,
                  include: Optional[Iterable[str]] = None):
         if on_trace_ready is not None and not callable(on_trace_ready):
@@ -159,9 +162,11 @@ class Profile:
             raise TypeError(f"record_shapes must be a bool, not {type(record_shapes).__name__}")
         self._options: dict[str, Any] = dict(
             schedule=schedule, python_steps=python_steps, buffer_size=buffer_size,
-            c_calls=c_calls, backend=backend, max_memory=max_memory)
+            c_calls=c_calls, backend=backend, max_memory=max_memory,
+            trace_children=trace_children)
         # Checked now, not at enter; kept as the checked tuples.
-        checked = _Session(**self._options, ignore=ignore, include=include)
+        checked = _Session(**self._options, on_trace_ready=on_trace_ready, ignore=ignore,
+                           include=include)
         self._options.update(ignore=checked._tracer_options["ignore"],
                              include=checked._tracer_options["include"])
         self.schedule = schedule
@@ -246,8 +251,10 @@ class Profile:
             raise ImportError(f"frametrace.torch needs torch, which does not import here "
                               f"({exc}): pip install torch") from exc
 
+        # The children (trace_children) trace Python only, and hand their
+        # traces to the user's handler, in the child.
         session = _Session(on_trace_ready=self._ready, **self._options,
-                           _ignore=_ignored_code(tp))
+                           _ignore=_ignored_code(tp), _children_ready=self.on_trace_ready)
         torch_schedule = None
         if self.schedule is not None:
             # Called by torch's step() while Python may be traced: no call
@@ -323,6 +330,7 @@ def profile(*, schedule: Optional[Callable[[int], ProfilerAction]] = None,
             record_shapes: bool = False, buffer_size: int = _tracer.DEFAULT_BUFFER_SIZE,
             c_calls: bool = True, backend: str = "auto",
             max_memory: int = _tracer.DEFAULT_MAX_MEMORY,
+            trace_children: bool = False,
             ignore: Optional[Iterable[str]] = None,
             include: Optional[Iterable[str]] = None) -> Profile:
     """Profiles a torch training loop: Python with frametrace, torch's ops
@@ -330,7 +338,10 @@ def profile(*, schedule: Optional[Callable[[int], ProfilerAction]] = None,
     manager; ``prof.step()`` ends each step of both).
 
     schedule, python_steps, buffer_size, c_calls, backend, max_memory,
-    ignore, include: as for ``frametrace.profile`` (``ignore=PLUMBING``,
+    trace_children, ignore, include: as for ``frametrace.profile``
+    (trace_children: each child, a DataLoader worker say, traces its Python
+    and hands that trace to on_trace_ready in the child; torch's ops are
+    the parent's) (``ignore=PLUMBING``,
     ``frametrace.torch.PLUMBING``, leaves nn.Module's call machinery out) (torch.profiler follows the same schedule;
     Python tracing may stop after python_steps active steps of a window
     while torch's ops are recorded to its end).  on_trace_ready(trace) is
@@ -345,7 +356,8 @@ def profile(*, schedule: Optional[Callable[[int], ProfilerAction]] = None,
     return Profile(schedule=schedule, python_steps=python_steps, on_trace_ready=on_trace_ready,
                    module_names=module_names, activities=activities, record_shapes=record_shapes,
                    buffer_size=buffer_size, c_calls=c_calls, backend=backend,
-                   max_memory=max_memory, ignore=ignore, include=include)
+                   max_memory=max_memory, trace_children=trace_children, ignore=ignore,
+                   include=include)
 
 
 def flight_recorder(dump_dir: Union[str, "os.PathLike[str]"], *,
@@ -702,7 +714,73 @@ def join_torch(trace: Trace, activities: Iterable[Any]) -> Trace:
     tolerance = _TOLERANCE_NS + int(anchor.get("width_ns") or 0)
     slices, tracks = torch_trace_slices(trace, activities, offset_ns=offset, pid=trace.pid,
                                         tolerance_ns=tolerance)
+    if trace.steps:
+        # torch.profiler's step annotations, by which Holistic Trace Analysis
+        # and TensorBoard's profiler find the iterations: on a track of
+        # their own (a step spans two steps' Python frames).
+        tracks.append(("ProfilerStep", [Slice(f"ProfilerStep#{s.step}", "user_annotation",
+                                              s.start_ns, s.end_ns) for s in trace.steps]))
     trace.slices = slices
     trace.slice_tracks = tracks
+    trace.chrome_top_level = {
+        "schemaVersion": _SCHEMA_VERSION,
+        "deviceProperties": _device_properties(),
+        "trace_id": uuid.uuid4().hex.upper(),
+        "host_name": socket.gethostname(),
+        # ts (us from the window's start) + this = the wall clock, as in
+        # torch's files.
+        "baseTimeNanoseconds": trace.session_start_ns + offset,
+    }
     return trace
+
+
+# The schemaVersion kineto writes (torch 2.x).
+_SCHEMA_VERSION = 1
+
+
+def _device_properties() -> list:
+    """torch.profiler's deviceProperties: each CUDA device's, as kineto
+    lists them ([] without CUDA; not run here: no GPU)."""
+    import sys
+
+    torch = sys.modules.get("torch")
+    if torch is None or not torch.cuda.is_available():
+        return []
+    out = []
+    for i in range(torch.cuda.device_count()):
+        p = torch.cuda.get_device_properties(i)
+        out.append({"id": i, "name": p.name, "totalGlobalMem": p.total_memory,
+                    "computeMajor": p.major, "computeMinor": p.minor,
+                    "numSms": p.multi_processor_count})
+    return out
+
+
+class tensorboard_trace_handler:  # noqa: N801 - named as torch.profiler's
+    """An on_trace_ready that writes each trace to dir_name as torch.profiler's
+    ``tensorboard_trace_handler`` does: ``{worker_name}.{time_ns}.pt.trace.json``
+    (``.gz`` with use_gzip), worker_name by default ``{hostname}_{pid}``:
+    the directory TensorBoard's profiler plugin and Holistic Trace
+    Analysis read.  It pickles: spawned children (``trace_children``) use
+    it too."""
+
+    def __init__(self, dir_name: Union[str, "os.PathLike[str]"], worker_name: Optional[str] = None,
+                 use_gzip: bool = False):
+        self.dir_name = os.fspath(dir_name)
+        if worker_name is not None and not isinstance(worker_name, str):
+            raise TypeError(f"worker_name must be a str or None, not {type(worker_name).__name__}")
+        if not isinstance(use_gzip, bool):
+            raise TypeError(f"use_gzip must be a bool, not {type(use_gzip).__name__}")
+        self.worker_name = worker_name
+        self.use_gzip = use_gzip
+
+    def __call__(self, trace: Trace) -> str:
+        import time
+
+        os.makedirs(self.dir_name, exist_ok=True)
+        worker = self.worker_name or f"{socket.gethostname()}_{trace.pid}"
+        name = f"{worker}.{time.time_ns()}.pt.trace.json" + (".gz" if self.use_gzip else "")
+        return trace.to_chrome(os.path.join(self.dir_name, name))
+
+    def __repr__(self) -> str:
+        return f"frametrace.torch.tensorboard_trace_handler({self.dir_name!r})"
 
