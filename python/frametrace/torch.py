@@ -237,6 +237,7 @@ class Profile:
         kineto = getattr(result, "kineto_results", None)
         if kineto is not None:
             join_torch(trace, _activities_of(kineto, with_args=self.record_shapes))
+            _as_torch_writes(trace)
         self.last_trace = trace
         if self.on_trace_ready is not None:
             self.on_trace_ready(trace)
@@ -714,14 +715,22 @@ def join_torch(trace: Trace, activities: Iterable[Any]) -> Trace:
     tolerance = _TOLERANCE_NS + int(anchor.get("width_ns") or 0)
     slices, tracks = torch_trace_slices(trace, activities, offset_ns=offset, pid=trace.pid,
                                         tolerance_ns=tolerance)
-    if trace.steps:
-        # torch.profiler's step annotations, by which Holistic Trace Analysis
-        # and TensorBoard's profiler find the iterations: on a track of
-        # their own (a step spans two steps' Python frames).
-        tracks.append(("ProfilerStep", [Slice(f"ProfilerStep#{s.step}", "user_annotation",
-                                              s.start_ns, s.end_ns) for s in trace.steps]))
     trace.slices = slices
     trace.slice_tracks = tracks
+    return trace
+
+
+def _as_torch_writes(trace: Trace) -> None:
+    """What readers of torch.profiler's files (Holistic Trace Analysis,
+    TensorBoard's profiler) look for, added to a joined trace: the
+    ProfilerStep#N annotations by which they find the iterations, on a
+    track of their own (a step spans two steps' Python frames), and
+    torch's top-level members."""
+    anchor = trace.clock_anchor or {}
+    if trace.steps:
+        trace.slice_tracks.append(("ProfilerStep", [
+            Slice(f"ProfilerStep#{s.step}", "user_annotation", s.start_ns, s.end_ns)
+            for s in trace.steps]))
     trace.chrome_top_level = {
         "schemaVersion": _SCHEMA_VERSION,
         "deviceProperties": _device_properties(),
@@ -729,9 +738,8 @@ def join_torch(trace: Trace, activities: Iterable[Any]) -> Trace:
         "host_name": socket.gethostname(),
         # ts (us from the window's start) + this = the wall clock, as in
         # torch's files.
-        "baseTimeNanoseconds": trace.session_start_ns + offset,
+        "baseTimeNanoseconds": trace.session_start_ns + anchor["wall_ns"] - anchor["monotonic_ns"],
     }
-    return trace
 
 
 # The schemaVersion kineto writes (torch 2.x).
