@@ -182,6 +182,7 @@ class Profile:
         self._results: dict = {}  # cycle -> torch's profile object of that window
         self._torch_cycles = 0
         self._torch_failed: Optional[BaseException] = None
+        self._stepping_thread = 0  # the native id of the thread that entered
         self._cond = threading.Condition(threading.Lock())
 
     @property
@@ -237,7 +238,7 @@ class Profile:
         kineto = getattr(result, "kineto_results", None)
         if kineto is not None:
             join_torch(trace, _activities_of(kineto, with_args=self.record_shapes))
-            _as_torch_writes(trace)
+            _as_torch_writes(trace, self._stepping_thread, steps=self.schedule is not None)
         self.last_trace = trace
         if self.on_trace_ready is not None:
             self.on_trace_ready(trace)
@@ -285,6 +286,7 @@ class Profile:
         if torch_schedule is not None:
             session._ignored += (torch_schedule,)
         session._step_hook = self._torch_step
+        self._stepping_thread = threading.get_native_id()  # torch's ProfilerStep's thread
         self.session, self._modules = session, modules
         try:
             prof.__enter__()  # torch first: its start is not in the Python trace
@@ -675,7 +677,7 @@ def torch_trace_slices(trace: Trace, activities: Iterable[Any], *, offset_ns: in
             if serial is not None:
                 per_serial.setdefault(serial, []).append(s)
             else:
-                own.setdefault(f"torch: thread {a.resource}", []).append(s)
+                own.setdefault(_outside_track(names, None, a.resource), []).append(s)
         else:
             own.setdefault(f"torch: device {a.device} stream {a.resource}", []).append(s)
     frames_of: dict[int, list] = {}
@@ -698,9 +700,18 @@ def torch_trace_slices(trace: Trace, activities: Iterable[Any], *, offset_ns: in
         if nested:
             slices[serial] = nested
         if crossing:
-            own.setdefault(f"torch: {names.get(serial, serial)} (not nested in its frames)",
+            own.setdefault(_outside_track(names, serial, 0),
                            []).extend(crossing)
     return slices, sorted(own.items())
+
+
+def _outside_track(names: dict, serial: Optional[int], native_id: int) -> str:
+    """The track of a thread's ops outside its frames: those of a thread
+    not traced (serial None: by its native id), or those that cross the
+    frames of a traced one (names: {serial: its name})."""
+    if serial is None:
+        return f"torch: thread {native_id}"
+    return f"torch: {names.get(serial, serial)} (not nested in its frames)"
 
 
 def join_torch(trace: Trace, activities: Iterable[Any]) -> Trace:
@@ -720,17 +731,30 @@ def join_torch(trace: Trace, activities: Iterable[Any]) -> Trace:
     return trace
 
 
-def _as_torch_writes(trace: Trace) -> None:
+def _as_torch_writes(trace: Trace, stepping_thread: int, steps: bool) -> None:
     """What readers of torch.profiler's files (Holistic Trace Analysis,
-    TensorBoard's profiler) look for, added to a joined trace: the
-    ProfilerStep#N annotations by which they find the iterations, on a
-    track of their own (a step spans two steps' Python frames), and
-    torch's top-level members."""
+    TensorBoard's profiler) look for, added to a joined trace: torch's
+    top-level members, and with steps (a schedule: torch.profiler records
+    steps only with one) the ProfilerStep#N annotations by which they find
+    the iterations, as ops of the thread that stepped (native id
+    stepping_thread) outside its frames (a step spans two steps' Python
+    frames)."""
     anchor = trace.clock_anchor or {}
-    if trace.steps:
-        trace.slice_tracks.append(("ProfilerStep", [
-            Slice(f"ProfilerStep#{s.step}", "user_annotation", s.start_ns, s.end_ns)
-            for s in trace.steps]))
+    if steps and trace.steps:
+        names: dict = {}
+        serial = None
+        for t in trace.threads:  # the latest thread that had the native id, as the join
+            if t.native_thread_id == stepping_thread:
+                serial, names[t.serial] = t.serial, t.name or f"thread {t.thread_id}"
+        track = _outside_track(names, serial, stepping_thread)
+        steps = [Slice(f"ProfilerStep#{s.step}", "user_annotation", s.start_ns, s.end_ns)
+                 for s in trace.steps]
+        for name, items in trace.slice_tracks:
+            if name == track:
+                items.extend(steps)
+                break
+        else:
+            trace.slice_tracks.append((track, steps))
     trace.chrome_top_level = {
         "schemaVersion": _SCHEMA_VERSION,
         "deviceProperties": _device_properties(),
