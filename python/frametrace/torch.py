@@ -747,14 +747,14 @@ def _as_torch_writes(trace: Trace, stepping_thread: int, steps: bool) -> None:
             if t.native_thread_id == stepping_thread:
                 serial, names[t.serial] = t.serial, t.name or f"thread {t.thread_id}"
         track = _outside_track(names, serial, stepping_thread)
-        steps = [Slice(f"ProfilerStep#{s.step}", "user_annotation", s.start_ns, s.end_ns)
+        marks = [Slice(f"ProfilerStep#{s.step}", "user_annotation", s.start_ns, s.end_ns)
                  for s in trace.steps]
         for name, items in trace.slice_tracks:
             if name == track:
-                items.extend(steps)
+                items.extend(marks)
                 break
         else:
-            trace.slice_tracks.append((track, steps))
+            trace.slice_tracks.append((track, marks))
     trace.chrome_top_level = {
         "schemaVersion": _SCHEMA_VERSION,
         "deviceProperties": _device_properties(),
