@@ -309,18 +309,37 @@ def _deliver(run: _ChildRun, tracer: Any) -> None:
 
 
 def _process_name(run: _ChildRun) -> str:
-    """"child PID of PARENT", with multiprocessing's name of the process,
-    after "rank N " in a rank."""
+    """"child PID of PARENT", with multiprocessing's name of the process, or
+    "DataLoader worker N of PARENT" in torch's DataLoader worker N (as
+    torch calls its workers), after "rank N " in a rank."""
     from ._ranks import distributed_info, rank_of
 
+    rank = rank_of(distributed_info())
+    where = "" if rank is None else f"rank {rank} "
+    worker = _dataloader_worker_id()
+    if worker is not None:
+        return f"{where}DataLoader worker {worker} of {run.parent_pid}"
     what = ""
     process = sys.modules.get("multiprocessing.process")
     if process is not None:
         current = process.current_process()
         if current is not None and current.name != "MainProcess":
             what = f" ({current.name})"
-    rank = rank_of(distributed_info())
-    return f"{'' if rank is None else f'rank {rank} '}child {run.pid}{what} of {run.parent_pid}"
+    return f"{where}child {run.pid}{what} of {run.parent_pid}"
+
+
+def _dataloader_worker_id() -> Optional[int]:
+    """Which worker of a torch DataLoader this process is (torch's
+    ``get_worker_info().id``), None in any other; torch is not imported."""
+    data = sys.modules.get("torch.utils.data")
+    get = getattr(data, "get_worker_info", None)
+    if get is None:
+        return None
+    try:
+        worker_id = get().id
+    except Exception:  # noqa: BLE001 - not a worker (None), or a torch without it
+        return None
+    return worker_id if isinstance(worker_id, int) and not isinstance(worker_id, bool) else None
 
 
 atexit.register(finish)
@@ -329,7 +348,7 @@ atexit.register(finish)
 _OWN_CODE = tuple(f.__code__ for f in (
     _bootstrap_child, _after_fork_in_child, _start, _arm_exits, _after_multiprocessing_bootstrap,
     _on_sigterm, die_of_sigterm, step, finish, _end_session, block_sigterm, _deliver, _process_name,
-    _preparation_data))
+    _dataloader_worker_id, _preparation_data))
 
 
 def parent_code() -> tuple:

@@ -384,14 +384,37 @@ def _anchor(given: Mapping[str, int] | None) -> dict:
     return out
 
 
-def _chrome_head(other: Mapping[str, Any], distributed: Mapping[str, Any] | None = None) -> str:
+def _chrome_head(other: Mapping[str, Any], distributed: Mapping[str, Any] | None = None,
+                 top_level: Mapping[str, Any] | None = None) -> str:
     """The members before traceEvents: otherData first, so that a reader
-    has the metadata before the events; a rank's distributedInfo (the
-    member torch.profiler writes, which Holistic Trace Analysis reads)."""
-    rank = ('"distributedInfo":' + json.dumps(dict(distributed), separators=(",", ":")) + ","
+    has the metadata before the events; a rank's distributedInfo, the
+    member torch.profiler writes, laid out as torch lays it out (Holistic
+    Trace Analysis finds a file's rank by the text ``"rank": N``); then
+    top_level's (other tools' members, frametrace.torch's), each on its
+    own line as torch writes them."""
+    rank = ('\n"distributedInfo":' + json.dumps(dict(distributed)) + ","
             if distributed is not None else "")
+    more = "".join(f"\n{json.dumps(str(k))}:{json.dumps(v, separators=(',', ':'))},"
+                   for k, v in _top_level(top_level).items())
     return ('"otherData":' + json.dumps({"frametrace": other}, separators=(",", ":"))
-            + ',"displayTimeUnit":"ns",' + rank)
+            + ',"displayTimeUnit":"ns",' + rank + more + "\n")
+
+
+# Members frametrace writes itself, which top_level cannot replace.
+_OWN_MEMBERS = frozenset(("otherData", "displayTimeUnit", "distributedInfo", "traceEvents"))
+
+
+def _top_level(given: Mapping[str, Any] | None) -> dict:
+    if given is None:
+        return {}
+    if not isinstance(given, Mapping):
+        raise TypeError(f"top_level must be a mapping, not {type(given).__name__}")
+    for key in given:
+        if not isinstance(key, str):
+            raise TypeError(f"top_level keys must be str, not {type(key).__name__}")
+        if key in _OWN_MEMBERS:
+            raise ValueError(f"top_level[{key!r}]: a member frametrace writes itself")
+    return dict(given)
 
 
 def _distributed(given: Any) -> dict | None:
@@ -426,6 +449,7 @@ def write_chrome(
     distributed: Any = "auto",
     thread_slices: Mapping[int, Sequence[Slice]] | None = None,
     slice_tracks: Sequence[tuple] = (),
+    top_level: Mapping[str, Any] | None = None,
 ) -> int:
     """Writes a stopped tracer's events as Chrome trace event JSON, straight
     from its records in C (``.json.gz``: gzip-compressed); returns how many
@@ -454,6 +478,9 @@ def write_chrome(
     ``thread_slices`` ({thread serial: [Slice]}, slices that nest with that
     thread's frames) and ``slice_tracks`` ([(track name, [Slice])]): other
     tools' slices (``frametrace.torch``), cat their ``category``.
+    ``top_level``: more top-level members, before traceEvents
+    (``frametrace.torch``: torch.profiler's ``schemaVersion``,
+    ``deviceProperties``, ``baseTimeNanoseconds``).
     ``progress(done, total)`` is called every 2**20 events (see
     ``terminal_progress``; total is exact for the threads written, an
     estimate for the others).  The file replaces path only once complete:
@@ -508,7 +535,7 @@ def write_chrome(
         "clock_anchor": _anchor(clock_anchor),
         "metadata": dict(metadata or {}),
     }
-    head = _chrome_head(other, rank)
+    head = _chrome_head(other, rank, top_level)
     prelude = ",\n".join(lines)
     compress = path.endswith(".gz")
     with output_path(path) as where:
@@ -536,7 +563,8 @@ def write_chrome(
 def _write_chrome_events(path: str, trace: Any, *, process_name: str | None = None,
                          metadata: Mapping[str, Any] | None = None,
                          thread_slices: Mapping[int, Sequence[Slice]] | None = None,
-                         slice_tracks: Sequence[tuple] = ()) -> int:
+                         slice_tracks: Sequence[tuple] = (),
+                         top_level: Mapping[str, Any] | None = None) -> int:
     """A Trace without tracer records (one load() read, or a session window
     that traced no Python) as Chrome trace JSON, laid out as write_chrome
     lays it out, from its Events; returns how many Python/C events."""
@@ -601,7 +629,7 @@ def _write_chrome_events(path: str, trace: Any, *, process_name: str | None = No
     depth = 0
     level = 1 if path.endswith(".gz") else None
     with open_output(path, "w", compresslevel=level, encoding="utf-8") as fh:
-        fh.write("{" + _chrome_head(other, rank) + '"traceEvents":[\n' + ",\n".join(lines))
+        fh.write("{" + _chrome_head(other, rank, top_level) + '"traceEvents":[\n' + ",\n".join(lines))
         chunk: list[str] = []
         for e in events:
             cat = "c" if e.kind == "c" else "python"

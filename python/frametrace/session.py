@@ -123,6 +123,11 @@ class Trace:
     parent_pid: Optional[int] = None
     """Set in the trace of a child process traced with
     ``trace_children=True``: its parent's pid."""
+    chrome_top_level: dict = field(default_factory=dict)
+    """More top-level members of the Chrome JSON written (JSON-ready):
+    ``frametrace.torch`` gives torch.profiler's (``schemaVersion``,
+    ``deviceProperties``, ``baseTimeNanoseconds``), which Holistic Trace
+    Analysis and TensorBoard's profiler read."""
 
     def _get_events(self) -> list:
         events = self.__dict__.get("_events")
@@ -190,7 +195,8 @@ class Trace:
             return _write_chrome_events(os.fspath(path), self, process_name=process_name,
                                         metadata={**(metadata or {}), "cycle": self.cycle,
                                                   "session_end_ns": self.session_end_ns},
-                                        thread_slices=self.slices, slice_tracks=self.slice_tracks)
+                                        thread_slices=self.slices, slice_tracks=self.slice_tracks,
+                                        top_level=self.chrome_top_level)
         return write_chrome(path, self.tracer, pid=self.pid, process_name=process_name,
                             thread_names=self.thread_names, ranges=self.ranges,
                             steps=self.steps, origin_ns=self.session_start_ns,
@@ -198,7 +204,7 @@ class Trace:
                                       "session_end_ns": self.session_end_ns},
                             progress=progress, clock_anchor=self.clock_anchor,
                             thread_slices=self.slices, slice_tracks=self.slice_tracks,
-                            distributed=self.distributed)
+                            distributed=self.distributed, top_level=self.chrome_top_level)
 
     def summary(self, sort: str = "self", limit: Optional[int] = 30, *,
                 per_thread: bool = False, group_by_input_shape: bool = False,
@@ -561,6 +567,7 @@ class Profile:
         ignore: Optional[Iterable[str]] = None,
         include: Optional[Iterable[str]] = None,
         _ignore: Sequence[Any] = (),
+        _children_ready: Optional[Callable[[Trace], Any]] = None,
     ):
         if schedule is not None and not callable(schedule):
             raise TypeError(f"schedule must be frametrace.schedule(...) or a callable, "
@@ -581,7 +588,10 @@ class Profile:
                          max_memory=max_memory, ignore=ignore, include=include)
         if not isinstance(trace_children, bool):
             raise TypeError(f"trace_children must be True or False, not {type(trace_children).__name__}")
-        if trace_children and on_trace_ready is None:
+        # What a child hands its trace to: on_trace_ready, or another
+        # profiler's handler of Python-only traces (frametrace.torch's).
+        deliver = on_trace_ready if _children_ready is None else _children_ready
+        if trace_children and deliver is None:
             raise ValueError("trace_children=True needs on_trace_ready (frametrace.save(dir), say): "
                              "each child hands its trace to it")
         self.schedule = schedule
@@ -599,9 +609,9 @@ class Profile:
         self._ignored = _SESSION_CODE + tuple(_ignore)
         self._children: Optional[_children.Plan] = None
         if trace_children:
-            assert on_trace_ready is not None  # checked above
+            assert deliver is not None  # checked above
             self._ignored += _children.parent_code()
-            self._children = _children.Plan(self._tracer_options, on_trace_ready, self._ignored,
+            self._children = _children.Plan(self._tracer_options, deliver, self._ignored,
                                             schedule, python_steps)
         self.step_num = 0
         self.last_trace: Optional[Trace] = None

@@ -35,7 +35,9 @@ from __future__ import annotations
 
 import math
 import os
+import socket
 import threading
+import uuid
 import warnings
 from typing import Any, Callable, Iterable, Literal, Optional, Sequence, Union, cast
 
@@ -46,7 +48,7 @@ from .schedule import ProfilerAction, Schedule
 from .session import Profile as _Session
 from .session import Trace
 
-__all__ = ["PLUMBING", "profile", "Profile", "flight_recorder", "join_torch", "torch_trace_slices", "read_torch_chrome",
+__all__ = ["PLUMBING", "profile", "Profile", "flight_recorder", "tensorboard_trace_handler", "join_torch", "torch_trace_slices", "read_torch_chrome",
            "torch_chrome_as_frametrace", "is_torch_chrome"]
 
 # How long a window's handler waits for torch's results of the same
@@ -216,6 +218,7 @@ class Profile:
                  record_shapes: bool = False, buffer_size: int = _tracer.DEFAULT_BUFFER_SIZE,
                  c_calls: bool = True, backend: str = "auto",
                  max_memory: int = _tracer.DEFAULT_MAX_MEMORY,
+                 trace_children: bool = False,
                  ignore: Optional[Iterable[str]] = None,
                  include: Optional[Iterable[str]] = None):
         if on_trace_ready is not None and not callable(on_trace_ready):
@@ -224,9 +227,11 @@ class Profile:
             raise TypeError(f"record_shapes must be a bool, not {type(record_shapes).__name__}")
         self._options: dict[str, Any] = dict(
             schedule=schedule, python_steps=python_steps, buffer_size=buffer_size,
-            c_calls=c_calls, backend=backend, max_memory=max_memory)
+            c_calls=c_calls, backend=backend, max_memory=max_memory,
+            trace_children=trace_children)
         # Checked now, not at enter; kept as the checked tuples.
-        checked = _Session(**self._options, ignore=ignore, include=include)
+        checked = _Session(**self._options, on_trace_ready=on_trace_ready, ignore=ignore,
+                           include=include)
         self._options.update(ignore=checked._tracer_options["ignore"],
                              include=checked._tracer_options["include"])
         self.schedule = schedule
@@ -242,6 +247,7 @@ class Profile:
         self._results: dict = {}  # cycle -> torch's profile object of that window
         self._torch_cycles = 0
         self._torch_failed: Optional[BaseException] = None
+        self._stepping_thread = 0  # the native id of the thread that entered
         self._cond = threading.Condition(threading.Lock())
 
     @property
@@ -297,6 +303,7 @@ class Profile:
         kineto = getattr(result, "kineto_results", None)
         if kineto is not None:
             join_torch(trace, _activities_of(kineto, with_args=self.record_shapes))
+            _as_torch_writes(trace, self._stepping_thread, steps=self.schedule is not None)
         self.last_trace = trace
         if self.on_trace_ready is not None:
             self.on_trace_ready(trace)
@@ -311,8 +318,10 @@ class Profile:
             raise ImportError(f"frametrace.torch needs torch, which does not import here "
                               f"({exc}): pip install torch") from exc
 
+        # The children (trace_children) trace Python only, and hand their
+        # traces to the user's handler, in the child.
         session = _Session(on_trace_ready=self._ready, **self._options,
-                           _ignore=_ignored_code(tp))
+                           _ignore=_ignored_code(tp), _children_ready=self.on_trace_ready)
         torch_schedule = None
         if self.schedule is not None:
             # Called by torch's step() while Python may be traced: no call
@@ -343,6 +352,7 @@ class Profile:
         if torch_schedule is not None:
             session._ignored += (torch_schedule,)
         session._step_hook = self._torch_step
+        self._stepping_thread = threading.get_native_id()  # torch's ProfilerStep's thread
         self.session, self._modules = session, modules
         try:
             prof.__enter__()  # torch first: its start is not in the Python trace
@@ -393,6 +403,7 @@ def profile(*, schedule: Optional[Callable[[int], ProfilerAction]] = None,
             record_shapes: bool = False, buffer_size: int = _tracer.DEFAULT_BUFFER_SIZE,
             c_calls: bool = True, backend: str = "auto",
             max_memory: int = _tracer.DEFAULT_MAX_MEMORY,
+            trace_children: bool = False,
             ignore: Optional[Iterable[str]] = None,
             include: Optional[Iterable[str]] = None) -> Profile:
     """Profiles a torch training loop: Python with frametrace, torch's ops
@@ -400,7 +411,10 @@ def profile(*, schedule: Optional[Callable[[int], ProfilerAction]] = None,
     manager; ``prof.step()`` ends each step of both).
 
     schedule, python_steps, buffer_size, c_calls, backend, max_memory,
-    ignore, include: as for ``frametrace.profile`` (``ignore=PLUMBING``,
+    trace_children, ignore, include: as for ``frametrace.profile``
+    (trace_children: each child, a DataLoader worker say, traces its Python
+    and hands that trace to on_trace_ready in the child; torch's ops are
+    the parent's) (``ignore=PLUMBING``,
     ``frametrace.torch.PLUMBING``, leaves nn.Module's call machinery out) (torch.profiler follows the same schedule;
     Python tracing may stop after python_steps active steps of a window
     while torch's ops are recorded to its end).  on_trace_ready(trace) is
@@ -415,7 +429,8 @@ def profile(*, schedule: Optional[Callable[[int], ProfilerAction]] = None,
     return Profile(schedule=schedule, python_steps=python_steps, on_trace_ready=on_trace_ready,
                    module_names=module_names, activities=activities, record_shapes=record_shapes,
                    buffer_size=buffer_size, c_calls=c_calls, backend=backend,
-                   max_memory=max_memory, ignore=ignore, include=include)
+                   max_memory=max_memory, trace_children=trace_children, ignore=ignore,
+                   include=include)
 
 
 def flight_recorder(dump_dir: Union[str, "os.PathLike[str]"], *,
@@ -732,7 +747,7 @@ def torch_trace_slices(trace: Trace, activities: Iterable[Any], *, offset_ns: in
             if serial is not None:
                 per_serial.setdefault(serial, []).append(s)
             else:
-                own.setdefault(f"torch: thread {a.resource}", []).append(s)
+                own.setdefault(_outside_track(names, None, a.resource), []).append(s)
         else:
             own.setdefault(f"torch: device {a.device} stream {a.resource}", []).append(s)
     frames_of: dict[int, list] = {}
@@ -755,9 +770,18 @@ def torch_trace_slices(trace: Trace, activities: Iterable[Any], *, offset_ns: in
         if nested:
             slices[serial] = nested
         if crossing:
-            own.setdefault(f"torch: {names.get(serial, serial)} (not nested in its frames)",
+            own.setdefault(_outside_track(names, serial, 0),
                            []).extend(crossing)
     return slices, sorted(own.items())
+
+
+def _outside_track(names: dict, serial: Optional[int], native_id: int) -> str:
+    """The track of a thread's ops outside its frames: those of a thread
+    not traced (serial None: by its native id), or those that cross the
+    frames of a traced one (names: {serial: its name})."""
+    if serial is None:
+        return f"torch: thread {native_id}"
+    return f"torch: {names.get(serial, serial)} (not nested in its frames)"
 
 
 def join_torch(trace: Trace, activities: Iterable[Any]) -> Trace:
@@ -775,4 +799,90 @@ def join_torch(trace: Trace, activities: Iterable[Any]) -> Trace:
     trace.slices = slices
     trace.slice_tracks = tracks
     return trace
+
+
+def _as_torch_writes(trace: Trace, stepping_thread: int, steps: bool) -> None:
+    """What readers of torch.profiler's files (Holistic Trace Analysis,
+    TensorBoard's profiler) look for, added to a joined trace: torch's
+    top-level members, and with steps (a schedule: torch.profiler records
+    steps only with one) the ProfilerStep#N annotations by which they find
+    the iterations, as ops of the thread that stepped (native id
+    stepping_thread) outside its frames (a step spans two steps' Python
+    frames)."""
+    anchor = trace.clock_anchor or {}
+    if steps and trace.steps:
+        names: dict = {}
+        serial = None
+        for t in trace.threads:  # the latest thread that had the native id, as the join
+            if t.native_thread_id == stepping_thread:
+                serial, names[t.serial] = t.serial, t.name or f"thread {t.thread_id}"
+        track = _outside_track(names, serial, stepping_thread)
+        marks = [Slice(f"ProfilerStep#{s.step}", "user_annotation", s.start_ns, s.end_ns)
+                 for s in trace.steps]
+        for name, items in trace.slice_tracks:
+            if name == track:
+                items.extend(marks)
+                break
+        else:
+            trace.slice_tracks.append((track, marks))
+    trace.chrome_top_level = {
+        "schemaVersion": _SCHEMA_VERSION,
+        "deviceProperties": _device_properties(),
+        "trace_id": uuid.uuid4().hex.upper(),
+        "host_name": socket.gethostname(),
+        # ts (us from the window's start) + this = the wall clock, as in
+        # torch's files.
+        "baseTimeNanoseconds": trace.session_start_ns + anchor["wall_ns"] - anchor["monotonic_ns"],
+    }
+
+
+# The schemaVersion kineto writes (torch 2.x).
+_SCHEMA_VERSION = 1
+
+
+def _device_properties() -> list:
+    """torch.profiler's deviceProperties: each CUDA device's, as kineto
+    lists them ([] without CUDA; not run here: no GPU)."""
+    import sys
+
+    torch = sys.modules.get("torch")
+    if torch is None or not torch.cuda.is_available():
+        return []
+    out = []
+    for i in range(torch.cuda.device_count()):
+        p = torch.cuda.get_device_properties(i)
+        out.append({"id": i, "name": p.name, "totalGlobalMem": p.total_memory,
+                    "computeMajor": p.major, "computeMinor": p.minor,
+                    "numSms": p.multi_processor_count})
+    return out
+
+
+class tensorboard_trace_handler:  # noqa: N801 - named as torch.profiler's
+    """An on_trace_ready that writes each trace to dir_name as torch.profiler's
+    ``tensorboard_trace_handler`` does: ``{worker_name}.{time_ns}.pt.trace.json``
+    (``.gz`` with use_gzip), worker_name by default ``{hostname}_{pid}``:
+    the directory TensorBoard's profiler plugin and Holistic Trace
+    Analysis read.  It pickles: spawned children (``trace_children``) use
+    it too."""
+
+    def __init__(self, dir_name: Union[str, "os.PathLike[str]"], worker_name: Optional[str] = None,
+                 use_gzip: bool = False):
+        self.dir_name = os.fspath(dir_name)
+        if worker_name is not None and not isinstance(worker_name, str):
+            raise TypeError(f"worker_name must be a str or None, not {type(worker_name).__name__}")
+        if not isinstance(use_gzip, bool):
+            raise TypeError(f"use_gzip must be a bool, not {type(use_gzip).__name__}")
+        self.worker_name = worker_name
+        self.use_gzip = use_gzip
+
+    def __call__(self, trace: Trace) -> str:
+        import time
+
+        os.makedirs(self.dir_name, exist_ok=True)
+        worker = self.worker_name or f"{socket.gethostname()}_{trace.pid}"
+        name = f"{worker}.{time.time_ns()}.pt.trace.json" + (".gz" if self.use_gzip else "")
+        return trace.to_chrome(os.path.join(self.dir_name, name))
+
+    def __repr__(self) -> str:
+        return f"frametrace.torch.tensorboard_trace_handler({self.dir_name!r})"
 

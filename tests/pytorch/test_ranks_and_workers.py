@@ -194,7 +194,7 @@ if __name__ == "__main__":
 def test_ddp_with_dataloader_workers_under_run_follow_children(tmp_path):
     """torchrun, frametrace run --follow-children: each rank's trace and its
     DataLoader worker's, four files, merged: "rank 0", "rank 1" and their
-    workers named after them."""
+    workers, "rank N DataLoader worker 0 of PARENT"."""
     (tmp_path / "ddp.py").write_text(DDP_LOADER)
     torchrun(tmp_path, "-m", "frametrace", "run", "--follow-children", "-o", "trace.json", "ddp.py")
     files = sorted(f for f in os.listdir(tmp_path) if f.startswith("trace"))
@@ -210,12 +210,13 @@ def test_ddp_with_dataloader_workers_under_run_follow_children(tmp_path):
     names = {p["process_name"] for p in trace.processes}
     assert {"rank 0", "rank 1"} < names
     children = sorted(names - {"rank 0", "rank 1"})
-    assert [n.split(" child ")[0] for n in children] == ["rank 0", "rank 1"], names
-    assert all(" (Process-1) of " in n for n in children), names
+    # Named as torch calls its workers, after their rank.
+    assert [n.split(" DataLoader worker 0 of ")[0] for n in children] == ["rank 0", "rank 1"], names
     rank_pid = {p["process_name"]: p["pid"] for p in trace.processes}
     for p in trace.processes:
         if p["process_name"] in children:  # a worker: its rank's child
-            assert p["metadata"]["parent_pid"] == rank_pid[p["process_name"].split(" child ")[0]]
+            rank, parent = p["process_name"].split(" DataLoader worker 0 of ")
+            assert p["metadata"]["parent_pid"] == rank_pid[rank] == int(parent)
     getitems = [e for e in trace.events if e.name == "Pairs.__getitem__"]
     assert len(getitems) == 16  # 8 items on each rank, all in the workers
 

@@ -5,6 +5,7 @@ JSON's top-level distributedInfo, write one file per rank (never the
 same one), and frametrace merge names the ranks."""
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -129,6 +130,12 @@ def test_session_outputs_per_rank(tmp_path, rank, local):
     assert os.listdir(tmp_path / "out") == [f"frametrace.rank{r}.{pid}.0.json"]
     doc = document(tmp_path / "out" / f"frametrace.rank{r}.{pid}.0.json")
     assert doc["distributedInfo"]["rank"] == r
+    # Laid out as torch.profiler lays it out: Holistic Trace Analysis finds
+    # a file's rank by this text, on the first line that has it.
+    for name in (f"out/frametrace.rank{r}.{pid}.0.json", f"t.rank{r}.json"):
+        with open(tmp_path / name) as fh:
+            found = [re.search(r'"rank":\s+(\d+)', line) for line in fh]
+        assert [int(m.group(1)) for m in found if m][:1] == [r], name
     assert b"rank %d" % r in (tmp_path / f"t.rank{r}.pftrace").read_bytes()
 
 

@@ -104,3 +104,28 @@ def test_bad_slices_are_refused(tmp_path):
                        thread_slices={tracer.threads[0].serial: [("x", 1, 2)]})
     with pytest.raises(TypeError, match="slice_tracks"):
         write_perfetto(tmp_path / "t.pftrace", tracer, slice_tracks=["gpu"])
+
+
+def test_other_tools_top_level_members(tmp_path):
+    """top_level (frametrace.torch: torch.profiler's members) goes before
+    traceEvents, each member on a line of its own as torch writes them,
+    from the tracer's records and from a loaded trace alike; the file
+    loads back; frametrace's own members cannot be replaced."""
+    tracer, _ = traced()
+    top = {"schemaVersion": 1, "deviceProperties": [], "baseTimeNanoseconds": 1234}
+    write_chrome(tmp_path / "t.json", tracer, top_level=top, distributed={"rank": 1})
+    loaded = frametrace.load(str(tmp_path / "t.json"))
+    loaded.chrome_top_level = top
+    loaded.to_chrome(tmp_path / "u.json")
+    for name in ("t.json", "u.json"):
+        text = (tmp_path / name).read_text()
+        doc = json.loads(text)
+        assert list(doc) == ["otherData", "displayTimeUnit", "distributedInfo", *top, "traceEvents"]
+        assert {k: doc[k] for k in top} == top
+        lines = text.splitlines()
+        assert '"baseTimeNanoseconds":1234,' in lines and '"distributedInfo":{"rank": 1},' in lines
+        assert frametrace.load(str(tmp_path / name)).events
+    for bad, error in (({"traceEvents": []}, ValueError), ({"otherData": 1}, ValueError),
+                       ({1: 2}, TypeError), ([("a", 1)], TypeError)):
+        with pytest.raises(error, match="top_level"):
+            write_chrome(tmp_path / "bad.json", tracer, top_level=bad)
