@@ -204,7 +204,9 @@ def op_table(trace: Any, *, sort: str = "self", limit: Optional[int] = 30,
         for x, self_ns in _self_times(items):
             shapes = _shapes(x.args)
             shapes_recorded = shapes_recorded or shapes != "[]"
-            key = (x.name, shapes if group_by_input_shape else None)
+            # torch's table folds its step annotations into one row.
+            name = "ProfilerStep*" if x.name.startswith("ProfilerStep#") else x.name
+            key = (name, shapes if group_by_input_shape else None)
             a = acc.get(key)
             if a is None:
                 acc[key] = [1, x.end_ns - x.start_ns, self_ns]

@@ -189,3 +189,10 @@ def test_the_crossing_ops_of_a_merged_process_nest_with_its_thread():
     got = rows(op_table(other, limit=None))
     assert got["enumerate(DataLoader)#next"] == (1, 4000, 4000)
     assert got["aten::linear"] == EXPECTED["aten::linear"]
+
+
+def test_the_step_annotations_are_one_row_as_in_torch():
+    steps = [Slice(f"ProfilerStep#{n}", "user_annotation", ORIGIN + 1000 * n, ORIGIN + 1000 * n + 900)
+             for n in (2, 3)]
+    trace = Trace(events=[], slice_tracks=[("torch: T1 (not nested in its frames)", steps)])
+    assert rows(op_table(trace, limit=None)) == {"ProfilerStep*": (2, 1800, 1800)}
