@@ -24,7 +24,7 @@ ends after the snapshot time: frames running then end there, flagged
   machine's delays and steps that vary are not slow for it; a few slow
   steps do not move it); and that median plus ``slow_margin_ms`` (100).
   Steps of 0.3 ms on a 2-core machine kept busy by other processes made no
-  slow-step dump in 200,000 (``benchmarks/flight_noise.py``);
+  slow-step dump in 100,000 (``benchmarks/flight_noise.py``);
 - the running step passes the hang bound before it ends (it may never
   reach ``step()``): the watchdog thread dumps it while it runs ("hung step
   N", once per step: where it hangs; a torch recorder's running cycle is
@@ -101,7 +101,7 @@ ADVERT_PREFIX = "frametrace-flight-recorder-"  # + pid: the memfd's name
 # slow steps do not move it; a busy machine's delays or steps that vary
 # do).  A step is slow past SPREAD times the noise's distance above the
 # median: on a 2-core machine kept busy by other processes, 0.3 ms steps
-# stayed under it in 200,000 (benchmarks/flight_noise.py).
+# stayed under it in 100,000 (benchmarks/flight_noise.py).
 WINDOW = 101
 NOISE_WINDOW = 5000
 NOISE_QUANTILE = 0.999
