@@ -125,15 +125,17 @@ class StepBounds:
     steps, without slow_ms); ``hang_ns`` likewise."""
 
     __slots__ = ("slow_factor", "slow_ms", "margin_ms", "hang_ms", "warmup", "durations",
-                 "_noise", "_ordered", "slow_ns", "hang_ns")
+                 "_recent", "_noise", "_ordered", "slow_ns", "hang_ns")
 
     def __init__(self, *, slow_factor: Optional[float], slow_ms: Optional[float],
                  margin_ms: float, hang_ms: Optional[float], warmup: int):
         self.slow_factor, self.slow_ms, self.margin_ms = slow_factor, slow_ms, margin_ms
         self.hang_ms, self.warmup = hang_ms, warmup
-        self.durations: collections.deque = collections.deque(maxlen=WINDOW)
+        # Each window in order and sorted (kept so, not sorted every step).
+        self.durations: collections.deque = collections.deque()  # the last WINDOW
+        self._recent: list = []
         self._noise: collections.deque = collections.deque()  # the last NOISE_WINDOW
-        self._ordered: list = []  # the same, sorted
+        self._ordered: list = []
         self.slow_ns: Optional[float] = None
         self.hang_ns: Optional[float] = None
         self._update()
@@ -142,11 +144,12 @@ class StepBounds:
         """Counts a step that ended; whether it was slow (against the bound
         of the steps before it)."""
         bound = self.slow_ns
-        self.durations.append(duration_ns)
-        self._noise.append(duration_ns)
-        bisect.insort(self._ordered, duration_ns)
-        if len(self._noise) > NOISE_WINDOW:
-            del self._ordered[bisect.bisect_left(self._ordered, self._noise.popleft())]
+        for window, ordered, size in ((self.durations, self._recent, WINDOW),
+                                      (self._noise, self._ordered, NOISE_WINDOW)):
+            window.append(duration_ns)
+            bisect.insort(ordered, duration_ns)
+            if len(window) > size:
+                del ordered[bisect.bisect_left(ordered, window.popleft())]
         self._update()
         return bound is not None and duration_ns > bound
 
@@ -155,7 +158,7 @@ class StepBounds:
         bound = self.slow_ms * 1e6 if self.slow_ms is not None else None
         n = len(self.durations)
         if self.slow_factor is not None and n >= max(self.warmup, 1):
-            ordered = sorted(self.durations)
+            ordered = self._recent
             median = ordered[n // 2] if n % 2 else (ordered[n // 2 - 1] + ordered[n // 2]) / 2
             noise = self._ordered[int(NOISE_QUANTILE * len(self._ordered))]
             recent = max(self.slow_factor * median, median + SPREAD * (noise - median),
