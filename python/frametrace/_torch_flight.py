@@ -16,7 +16,9 @@ the Python frames of the thread that ran them, on one clock.  The dump of a
 hung step (the watchdog's), a signal's and ``request_dump()``'s (``frametrace
 attach --dump``'s, whose caller waits for the path) do not wait: the
 running cycle's part of their window is Python only, and a hung step's dump lets the dumps
-waiting for that cycle go the same way.  ``metadata.dump.torch`` says which
+waiting for that cycle go the same way; a hung step that then ends is
+dumped again as a slow step (``frametrace.flight``), and that dump waits
+for its cycle: the hung step's torch ops follow in it.  ``metadata.dump.torch`` says which
 ("included", or "python only ...: why"), ``torch_ops`` how many ops were
 joined, ``torch_ops_cut`` how many met the window but crossed its edges
 (left out, like anything after the snapshot time).

@@ -17,10 +17,23 @@ covers and the snapshot time.  Like any stopped tracer's, nothing in it
 ends after the snapshot time: frames running then end there, flagged
 ``open_at_stop``.  A dump is taken when:
 
-- a step took longer than ``slow_factor`` times the median of the recent
-  steps (the first ``warmup`` steps only count), or than ``slow_ms``;
-- the running step passes that bound before it ends (a hang: it never
-  reaches ``step()``): the watchdog thread dumps it, once per step;
+- a step ended slow: it took longer than ``slow_ms``, or (``slow_factor``
+  set, once ``warmup`` steps ended) longer than each of: ``slow_factor``
+  times the median of the last 101 steps; that median plus three times the
+  distance to it of the last 5,000 steps' 99.9th percentile (a busy
+  machine's delays and steps that vary are not slow for it; a few slow
+  steps do not move it); and that median plus ``slow_margin_ms`` (100).
+  Steps of 0.3 ms on a 2-core machine kept busy by other processes made no
+  slow-step dump in 100,000 (``benchmarks/flight_noise.py``);
+- the running step passes the hang bound before it ends (it may never
+  reach ``step()``): the watchdog thread dumps it while it runs ("hung step
+  N", once per step: where it hangs; a torch recorder's running cycle is
+  Python only).  The bound is ``hang_ms``, or (None) ten times the
+  slow-step bound, at least one second; a slow step below it is dumped
+  once, when it ends.  A hung step that then ends is dumped again as a
+  slow step, whole (in the torch recorder with its torch ops), whatever
+  ``min_interval`` says, its metadata's ``after_hang`` naming the hung
+  step's dump;
 - an exception leaves the recorder's block, or a thread (through
   ``threading.excepthook``, chained);
 - the signal ``signal`` arrives (default SIGUSR2; SIGUSR1 is SLURM's
@@ -57,6 +70,7 @@ sends that signal when it cannot ask through ``sys.remote_exec``.
 """
 from __future__ import annotations
 
+import bisect
 import collections
 import json
 import os
@@ -82,11 +96,87 @@ _running: list = []  # entered, not yet exited: what frametrace attach --dump as
 ADVERT_PREFIX = "frametrace-flight-recorder-"  # + pid: the memfd's name
 
 
+# The slow-step bound's statistics: the median of the last WINDOW steps,
+# and the noise: the NOISE_QUANTILE of the last NOISE_WINDOW steps (a few
+# slow steps do not move it; a busy machine's delays or steps that vary
+# do).  A step is slow past SPREAD times the noise's distance above the
+# median: on a 2-core machine kept busy by other processes, 0.3 ms steps
+# stayed under it in 100,000 (benchmarks/flight_noise.py).
+WINDOW = 101
+NOISE_WINDOW = 5000
+NOISE_QUANTILE = 0.999
+SPREAD = 3.0
+# ... and past the median plus SLOW_MARGIN_MS (slow_margin_ms): a quiet
+# machine's rare delays.
+SLOW_MARGIN_MS = 100.0
+# A hang (hang_ms=None): HANG_FACTOR times the slow-step bound, at least
+# HANG_MIN_NS.
+HANG_FACTOR = 10.0
+HANG_MIN_NS = 1_000_000_000
+
+
+class StepBounds:
+    """Which step is slow, and when a running one has hung, from the
+    durations (ns) of the recent steps; see ``frametrace.flight.__doc__``.
+    The flight recorders' one implementation (the torch one inherits it),
+    kept apart so its statistics are tested on made-up durations.
+
+    ``slow_ns`` is None while no step would be slow (the first ``warmup``
+    steps, without slow_ms); ``hang_ns`` likewise."""
+
+    __slots__ = ("slow_factor", "slow_ms", "margin_ms", "hang_ms", "warmup", "durations",
+                 "_recent", "_noise", "_ordered", "slow_ns", "hang_ns")
+
+    def __init__(self, *, slow_factor: Optional[float], slow_ms: Optional[float],
+                 margin_ms: float, hang_ms: Optional[float], warmup: int):
+        self.slow_factor, self.slow_ms, self.margin_ms = slow_factor, slow_ms, margin_ms
+        self.hang_ms, self.warmup = hang_ms, warmup
+        # Each window in order and sorted (kept so, not sorted every step).
+        self.durations: collections.deque = collections.deque()  # the last WINDOW
+        self._recent: list = []
+        self._noise: collections.deque = collections.deque()  # the last NOISE_WINDOW
+        self._ordered: list = []
+        self.slow_ns: Optional[float] = None
+        self.hang_ns: Optional[float] = None
+        self._update()
+
+    def add(self, duration_ns: int) -> bool:
+        """Counts a step that ended; whether it was slow (against the bound
+        of the steps before it)."""
+        bound = self.slow_ns
+        for window, ordered, size in ((self.durations, self._recent, WINDOW),
+                                      (self._noise, self._ordered, NOISE_WINDOW)):
+            window.append(duration_ns)
+            bisect.insort(ordered, duration_ns)
+            if len(window) > size:
+                del ordered[bisect.bisect_left(ordered, window.popleft())]
+        self._update()
+        return bound is not None and duration_ns > bound
+
+    def _update(self) -> None:
+        # Runs every step, traced: inline, no statistics.median() frames.
+        bound = self.slow_ms * 1e6 if self.slow_ms is not None else None
+        n = len(self.durations)
+        if self.slow_factor is not None and n >= max(self.warmup, 1):
+            ordered = self._recent
+            median = ordered[n // 2] if n % 2 else (ordered[n // 2 - 1] + ordered[n // 2]) / 2
+            noise = self._ordered[int(NOISE_QUANTILE * len(self._ordered))]
+            recent = max(self.slow_factor * median, median + SPREAD * (noise - median),
+                         median + self.margin_ms * 1e6)
+            bound = recent if bound is None or recent < bound else bound
+        self.slow_ns = bound
+        if self.hang_ms is not None:
+            self.hang_ns = self.hang_ms * 1e6
+        else:
+            self.hang_ns = None if bound is None else max(HANG_FACTOR * bound, HANG_MIN_NS)
+
+
 class FlightRecorder:
     """See ``frametrace.flight_recorder``."""
 
     def __init__(self, dump_dir: Union[str, "os.PathLike[str]"], *, steps: int = 3,
                  slow_factor: Optional[float] = 3.0, slow_ms: Optional[float] = None,
+                 slow_margin_ms: float = SLOW_MARGIN_MS, hang_ms: Optional[float] = None,
                  warmup: int = 5, format: str = "json", signal: Any = _DEFAULT_SIGNAL,
                  max_dumps: int = 10, min_interval: float = 60.0, watchdog: bool = True,
                  buffer_size: int = _tracer.DEFAULT_BUFFER_SIZE, c_calls: bool = True,
@@ -98,16 +188,18 @@ class FlightRecorder:
                 raise TypeError(f"{name} must be an int, not {type(value).__name__}")
             if value < (1 if name == "steps" else 0):
                 raise ValueError(f"{name} must be >= {1 if name == 'steps' else 0}, got {value}")
-        numbers: tuple[tuple[str, Any], ...] = (("slow_factor", slow_factor), ("slow_ms", slow_ms),
-                                                ("min_interval", min_interval))
+        numbers: tuple[tuple[str, Any], ...] = (
+            ("slow_factor", slow_factor), ("slow_ms", slow_ms), ("slow_margin_ms", slow_margin_ms),
+            ("hang_ms", hang_ms), ("min_interval", min_interval))
         for name, number in numbers:
-            if number is None and name != "min_interval":
+            if number is None and name in ("slow_factor", "slow_ms", "hang_ms"):
                 continue
             if isinstance(number, bool) or not isinstance(number, (int, float)):
                 raise TypeError(f"{name} must be a number, not {type(number).__name__}")
-            if number < 0 or (name == "slow_factor" and number <= 1):
-                raise ValueError(f"{name} must be {'> 1' if name == 'slow_factor' else '>= 0'}, "
-                                 f"got {number}")
+            if not number >= 0 or (name == "slow_factor" and number <= 1) \
+                    or (name == "hang_ms" and number <= 0):
+                least = {"slow_factor": "> 1", "hang_ms": "> 0"}.get(name, ">= 0")
+                raise ValueError(f"{name} must be {least}, got {number}")
         if slow_factor is None and slow_ms is None:
             raise ValueError("slow_factor and slow_ms are both None: no step would be slow")
         if format not in ("json", "json.gz", "pftrace"):
@@ -115,6 +207,7 @@ class FlightRecorder:
         if signal is not None and not isinstance(signal, int):
             raise TypeError(f"signal must be a signal number or None, not {type(signal).__name__}")
         self.steps, self.slow_factor, self.slow_ms = steps, slow_factor, slow_ms
+        self.slow_margin_ms, self.hang_ms = slow_margin_ms, hang_ms
         self.warmup, self.format, self.signal = warmup, format, signal
         self.max_dumps, self.min_interval, self.watchdog = max_dumps, float(min_interval), watchdog
         self.tracer = Tracer(buffer_size=buffer_size, c_calls=c_calls, backend=backend,
@@ -124,10 +217,11 @@ class FlightRecorder:
         self.step_number = 0
         self._lock = threading.RLock()
         self._marks: collections.deque = collections.deque(maxlen=steps)  # (step, mark, ns)
-        self._durations: collections.deque = collections.deque(maxlen=50)
+        self._bounds = StepBounds(slow_factor=slow_factor, slow_ms=slow_ms,
+                                  margin_ms=slow_margin_ms, hang_ms=hang_ms, warmup=warmup)
         self._step_start = 0
-        self._bound: Optional[float] = self._bound_ns()  # a slow step's, in ns
         self._hang_dumped = -1  # the step the watchdog dumped
+        self._hang_path: Optional[str] = None  # its dump, if one was taken
         self._last_dump = float("-inf")
         self._taken = 0
         self._queue: collections.deque = collections.deque()
@@ -221,13 +315,13 @@ class FlightRecorder:
         if it was slow."""
         now = time.monotonic_ns()
         with self._lock:
-            duration = now - self._step_start
-            bound = self._bound
-            self._durations.append(duration)
-            self._bound = self._bound_ns()
-            slow = bound is not None and duration > bound and self._hang_dumped != self.step_number
-            if slow:
-                self._dump(f"slow step {self.step_number}", limited=True, kind="slow")
+            if self._bounds.add(now - self._step_start):
+                # A step the watchdog dumped as hung is dumped again now
+                # that it ended, whole (with torch's ops, in the torch
+                # recorder), whatever min_interval says.
+                hung = self._hang_path if self._hang_dumped == self.step_number else None
+                self._dump(f"slow step {self.step_number}", limited=hung is None, kind="slow",
+                           about=None if hung is None else {"after_hang": hung})
             self.step_number += 1
             if self._between_steps is not None:
                 self._between_steps()
@@ -258,21 +352,10 @@ class FlightRecorder:
         self._step_start = time.monotonic_ns()
         self._marks.append((self.step_number, self.tracer.mark(), self._step_start))
 
-    def _bound_ns(self) -> Optional[float]:
-        # Runs every step, traced: inline, no statistics.median() frames.
-        bound = self.slow_ms * 1e6 if self.slow_ms is not None else None
-        n = len(self._durations)
-        if self.slow_factor is not None and n >= max(self.warmup, 1):
-            ordered = sorted(self._durations)
-            median = ordered[n // 2] if n % 2 else (ordered[n // 2 - 1] + ordered[n // 2]) / 2
-            recent = self.slow_factor * median
-            bound = recent if bound is None or recent < bound else bound
-        return bound
-
     def _dump(self, reason: str, *, limited: bool, kind: str = "requested",
-              done: Any = None) -> Optional[str]:
+              done: Any = None, about: Optional[dict] = None) -> Optional[str]:
         """kind: what asked (slow, hung, signal, exception, requested, request:
-        request_dump's); done: request_dump's."""
+        request_dump's); done: request_dump's; about: more for its metadata."""
         with self._lock:
             now = time.monotonic()
             if self._taken >= self.max_dumps or not self.tracer.active:
@@ -293,6 +376,8 @@ class FlightRecorder:
                      for i, (n, _, _) in enumerate(self._marks)]
             info = {"reason": reason, "steps": [first_step, self.step_number],
                     "snapshot_ns": snap.stop_ns, "window_start_ns": snap.start_ns}
+            if about:
+                info.update(about)
             extra = self._dump_taken(snap, info, kind)
             self._queue.append((path, snap, steps, info, done, extra))
             self._wake.notify_all()
@@ -389,12 +474,13 @@ class FlightRecorder:
                         self._relay_failed(exc)
                     else:
                         self._relay_error = None
-                bound = self._bound if self.watchdog else None
+                bound = self._bounds.hang_ns if self.watchdog else None
                 running = time.monotonic_ns() - self._step_start
                 if (bound is not None and running > bound
                         and self._hang_dumped != self.step_number and _active is self):
                     self._hang_dumped = self.step_number
-                    self._dump(f"hung step {self.step_number}", limited=True, kind="hung")
+                    self._hang_path = self._dump(f"hung step {self.step_number}", limited=True,
+                                                 kind="hung")
             if self._sockets is None:
                 time.sleep(period)
                 continue
@@ -485,7 +571,8 @@ def _call(done: Any, path: Optional[str], error: Optional[str]) -> None:
 def flight_recorder(dump_dir: Union[str, "os.PathLike[str]"], **options: Any) -> FlightRecorder:
     """A flight recorder writing its dumps to dump_dir (a context manager);
     see ``frametrace.flight.__doc__`` for what it does and its options:
-    steps=3, slow_factor=3.0, slow_ms=None, warmup=5, format="json"
+    steps=3, slow_factor=3.0, slow_ms=None, slow_margin_ms=100.0, hang_ms=None,
+    warmup=5, format="json"
     ("json.gz", "pftrace"), signal=SIGUSR2 (None: no signal), max_dumps=10,
     min_interval=60.0, watchdog=True, and the Tracer's buffer_size, c_calls,
     backend, max_memory, ignore, include."""

@@ -443,13 +443,15 @@ def flight_recorder(dump_dir: Union[str, "os.PathLike[str]"], *,
     whole job in cycles of cycle_steps steps (default: 10, or ``steps`` if
     more), the last completed cycle's ops kept in memory; a dump waits on
     the writer thread for the cycle its window ends in (a hung step's and
-    a signal's do not: that part is Python only), and
+    a signal's do not: that part is Python only; a hung step that then
+    ends is dumped again, whole, with its ops), and
     ``metadata.dump.torch`` says "included" or from which step on it is
     Python only, and why (``frametrace.flight``, ``frametrace._torch_flight``).
     torch.profiler costs far more than frametrace's tracer (README, "Flight
     recorder"): ``frametrace.flight_recorder`` records Python only, without
     importing torch.  activities, record_shapes: torch.profiler's; options:
-    ``frametrace.flight_recorder``'s (steps, slow_factor, slow_ms, warmup,
+    ``frametrace.flight_recorder``'s (steps, slow_factor, slow_ms,
+    slow_margin_ms, hang_ms, warmup,
     format, signal, max_dumps, min_interval, watchdog and the Tracer's)."""
     from ._torch_flight import TorchFlightRecorder
 

@@ -106,12 +106,14 @@ def in_frames(ops, frames):
     return all(any(f[0] <= o[0] and o[1] <= f[1] for f in frames) for o in ops)
 
 
-def test_slow_step_gives_one_dump_with_its_torch_ops(tmp_path):
+@pytest.mark.parametrize("watchdog", [True, False])
+def test_slow_step_gives_one_dump_with_its_torch_ops(tmp_path, watchdog):
     model, opt, loader = warmed(20)
     # slow_ms, not slow_factor: a cycle's first step is several times
     # slower (kineto's new session); min_interval: the writer's join takes
-    # the GIL beside the loop and may slow a later step.
-    with frametrace.torch.flight_recorder(tmp_path, steps=3, cycle_steps=5, watchdog=False,
+    # the GIL beside the loop and may slow a later step.  The watchdog's
+    # hang bound (10 x 500 ms) is not reached: not dumped as hung.
+    with frametrace.torch.flight_recorder(tmp_path, steps=3, cycle_steps=5, watchdog=watchdog,
                                           signal=None, min_interval=60, slow_factor=None,
                                           slow_ms=500) as rec:
         written = []
@@ -181,14 +183,15 @@ def test_exception_dump_has_the_failing_steps_ops(tmp_path):
                 if s[2] == "cpu_op" and "Backward" in s[3] and s[0] >= step6.start_ns]
 
 
-def test_hung_step_dump_is_python_only_from_its_cycle_on(tmp_path):
+def test_hung_step_dump_is_python_only_from_its_cycle_on_then_its_ops_follow(tmp_path):
     model, opt, loader = warmed(9)
     with frametrace.torch.flight_recorder(tmp_path, steps=3, cycle_steps=3, slow_ms=500,
-                                          slow_factor=None, signal=None,
-                                          min_interval=0) as rec:
+                                          slow_factor=None, hang_ms=500, signal=None,
+                                          min_interval=60) as rec:
         loop(rec, model, opt, loader, slow_at=6, slow_s=1.5)
     assert rec.errors == []
-    (path,) = rec.dumps  # the watchdog's; the step that ended slow was dumped already
+    # The watchdog's while step 6 ran, then step 6's as it ended.
+    path, after = rec.dumps
     trace, info, spans = read(path)
     assert info["reason"] == "hung step 6" and info["steps"] == [4, 6]
     assert info["torch"] == ("python only from step 6 on: its torch.profiler cycle was still "
@@ -202,13 +205,32 @@ def test_hung_step_dump_is_python_only_from_its_cycle_on(tmp_path):
     # Step 6's Python is there, hung in the sleep.
     assert [e.name for e in trace.events if e.open_at_stop and e.name == "time.sleep"] == [
         "time.sleep"]
+    # The second dump: step 6 whole, its torch ops nested in its frames
+    # (its cycle, 6-8, ended at the exit).
+    trace, info, spans = read(after)
+    assert info["reason"] == "slow step 6" and info["after_hang"] == path
+    assert info["steps"] == [4, 6] and info["torch"] == "included"
+    (sleep,) = [e for e in trace.events if e.name == "time.sleep"
+                and e.end_ns - e.start_ns >= 1_500_000_000]  # not the watchdog's
+    assert not sleep.open_at_stop
+    mine = main_spans(trace, spans)
+    frames = [s for s in mine if s[2] in ("python", "c")]
+    linears = [s for s in mine if s[3] == "aten::linear"]
+    assert {step.step: sum(step.start_ns <= s[0] < step.end_ns for s in linears)
+            for step in trace.steps} == {4: LINEARS, 5: LINEARS, 6: LINEARS}
+    step6 = trace.steps[-1]
+    backward = [s for s in mine if s[2] == "cpu_op" and "Backward" in s[3]
+                and s[0] >= step6.start_ns]
+    assert backward and in_frames(linears + backward, frames)
+    for track in spans.values():
+        assert_nested(track)
 
 
 def test_a_hang_lets_a_waiting_dump_go_python_only(tmp_path):
     model, opt, loader = warmed(8)
     seen = []
     with frametrace.torch.flight_recorder(tmp_path, steps=2, cycle_steps=5, slow_ms=500,
-                                          slow_factor=None, signal=None,
+                                          slow_factor=None, hang_ms=500, signal=None,
                                           min_interval=0) as rec:
         def check(i):
             if i == 6:  # the hang is over: both dumps were written during it

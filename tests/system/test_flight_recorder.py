@@ -46,8 +46,9 @@ def test_one_slow_step_gives_one_dump_holding_it(tmp_path):
     with frametrace.flight_recorder(tmp_path, watchdog=False, min_interval=0, steps=3) as rec:
         for i in range(20):
             # 20 ms steps: the dump's writer holding the GIL (slow under
-            # ASan) must not make a 5 ms step after it three times slower.
-            work(i, 12, 0.2, step_s=0.02)
+            # ASan) must not make a 5 ms step after it three times slower;
+            # 0.5 s: past the bound of a busy machine's 20 ms steps.
+            work(i, 12, 0.5, step_s=0.02)
             frametrace.step()
     assert rec.errors == []
     (path,) = rec.dumps
@@ -57,25 +58,49 @@ def test_one_slow_step_gives_one_dump_holding_it(tmp_path):
     assert [s.step for s in trace.steps] == [10, 11, 12]
     # Steps 10-12 whole: the slow one is the last, the dump cut after it.
     assert [(ev.open_at_start, ev.open_at_stop) for ev in works(trace)] == [(False, False)] * 3
-    assert works(trace)[-1].end_ns - works(trace)[-1].start_ns >= 200_000_000
+    assert works(trace)[-1].end_ns - works(trace)[-1].start_ns >= 500_000_000
 
 
-def test_a_hung_step_is_dumped_by_the_watchdog_while_it_runs(tmp_path):
-    with frametrace.flight_recorder(tmp_path, slow_ms=100, min_interval=0) as rec:
+def test_a_hung_step_is_dumped_while_it_runs_and_again_when_it_ends(tmp_path):
+    # min_interval: the second dump is not held back by the first.
+    with frametrace.flight_recorder(tmp_path, slow_ms=100, hang_ms=300, min_interval=60) as rec:
         for i in range(8):
             work(i, 6, 1.0)
             if i == 6:
                 woke = time.monotonic_ns()
+                during = list(rec.dumps)
             frametrace.step()
-    (path,) = rec.dumps  # one: the step that ended slow was dumped already
-    trace, info = loaded(path)
-    assert info["reason"] == "hung step 6"
+    assert rec.errors == []
+    first, second = rec.dumps
+    assert during == [first]  # written during the sleep
+    trace, info = loaded(first)
+    assert info["reason"] == "hung step 6" and "after_hang" not in info
     assert info["snapshot_ns"] < woke  # taken during the sleep
     hung = works(trace)[-1]
     assert hung.open_at_stop and hung.end_ns == info["snapshot_ns"]
     sleeping = [ev for ev in trace.events if ev.name == "time.sleep" and ev.parent is not None
                 and trace.events[ev.parent] is hung]
     assert len(sleeping) == 1 and sleeping[0].open_at_stop
+    # Then the step ended: dumped whole, naming the dump of its hang.
+    trace, info = loaded(second)
+    assert info["reason"] == "slow step 6" and info["after_hang"] == first
+    assert info["steps"] == [4, 6] and info["snapshot_ns"] > woke
+    ended = works(trace)[-1]
+    assert not ended.open_at_stop and ended.end_ns - ended.start_ns >= 1_000_000_000
+
+
+def test_a_slow_step_below_the_hang_bound_is_dumped_once_when_it_ends(tmp_path):
+    """The watchdog on (the default): a step past the slow-step bound but
+    not the hang bound is not dumped while it runs, but whole, once."""
+    with frametrace.flight_recorder(tmp_path, slow_ms=100, min_interval=0) as rec:
+        for i in range(8):
+            work(i, 6, 0.4)
+            frametrace.step()
+    assert rec.errors == []
+    (path,) = rec.dumps
+    trace, info = loaded(path)
+    assert info["reason"] == "slow step 6" and "after_hang" not in info
+    assert [(ev.open_at_start, ev.open_at_stop) for ev in works(trace)] == [(False, False)] * 3
 
 
 def test_exception_out_of_the_block_is_dumped(tmp_path):
@@ -232,7 +257,7 @@ def test_a_failed_relay_again_keeps_the_watchdog_going(tmp_path, monkeypatch):
     def refused(signum, fd):
         raise OSError(22, "Invalid argument")
 
-    with frametrace.flight_recorder(tmp_path, slow_ms=300, min_interval=0) as rec:
+    with frametrace.flight_recorder(tmp_path, hang_ms=300, min_interval=0) as rec:
         monkeypatch.setattr(frametrace._tracer, "_relay_signal", refused)
         time.sleep(0.6)  # many periods, one hang past 300 ms
         watchdogs = [t for t in threading.enumerate() if t.name == "frametrace-watchdog"]
@@ -345,6 +370,16 @@ def test_bad_options(tmp_path):
         frametrace.flight_recorder(tmp_path, slow_factor=0.5)
     with pytest.raises(ValueError, match="no step would be slow"):
         frametrace.flight_recorder(tmp_path, slow_factor=None)
+    with pytest.raises(ValueError, match="slow_margin_ms must be >= 0, got -1"):
+        frametrace.flight_recorder(tmp_path, slow_margin_ms=-1)
+    with pytest.raises(TypeError, match="slow_margin_ms must be a number, not NoneType"):
+        frametrace.flight_recorder(tmp_path, slow_margin_ms=None)
+    with pytest.raises(ValueError, match="hang_ms must be > 0, got 0"):
+        frametrace.flight_recorder(tmp_path, hang_ms=0)
+    with pytest.raises(ValueError, match="hang_ms must be > 0, got nan"):
+        frametrace.flight_recorder(tmp_path, hang_ms=float("nan"))
+    with pytest.raises(TypeError, match="hang_ms must be a number, not str"):
+        frametrace.flight_recorder(tmp_path, hang_ms="1")
     with pytest.raises(ValueError, match="format must be"):
         frametrace.flight_recorder(tmp_path, format="csv")
     with pytest.raises(TypeError, match="signal must be a signal number"):
