@@ -1,24 +1,26 @@
 """How many of torch's aten ops frametrace.torch nests exactly inside the
 Python/C call that ran them, on a transformer encoder trained with AdamW.
 
-    python benchmarks/torch_nesting.py             # 10 runs, about a minute
+    python benchmarks/torch_nesting.py             # 10 runs of 20 steps, about 3 minutes
     python benchmarks/torch_nesting.py --runs 20 --steps 40
 
 Each run is a child process of its own (--child: a fresh clock, its first
 anchors cold): one frametrace.torch.profile window over STEPS training
-steps.  An aten op on a traced thread is "nested" when it lies inside the
-frames of its thread as recorded, unmoved: frametrace.torch moves an op
-that crosses a frame's edge by at most its tolerance (saying so in the
-op's args, ``frametrace_moved_*``) and puts one that crosses by more on a
-track "not nested in its frames".  Both count against the figure: they
-are what an error of the clocks' conversion makes.  Printed per run:
-aten ops, nested %, moved, not nested, and the trace's anchor widths.
+steps.  An aten op is "nested" when it lies inside the frame of the call
+that ran it (see nesting()): an error of the clocks puts an op across a
+frame's edge (frametrace.torch then moves it onto the frame when it
+crosses by at most its tolerance, else puts it on a track "not nested in
+its frames") or inside a neighbouring call.  Printed per run: aten ops
+(the first step's left out), nested %, moved by the join's tolerance, not
+nested, and the trace's anchor widths.
 A report, nothing asserted; the figure depends on the clocks, not on the
 machine's load.
 """
 from __future__ import annotations
 
 import argparse
+import bisect
+import collections
 import json
 import os
 import subprocess
@@ -36,26 +38,65 @@ def transformer(torch):
                                torch.nn.Linear(64, 10))
 
 
+def _innermost(frames: list, ops: list) -> list:
+    """The innermost frame (an Event) holding each op (sorted by start),
+    None for one outside every frame: frames and ops properly nested."""
+    out, stack, i = [], [], 0
+    for op in ops:
+        while i < len(frames) and frames[i].start_ns <= op.start_ns:
+            while stack and stack[-1].end_ns < frames[i].start_ns:
+                stack.pop()
+            stack.append(frames[i])
+            i += 1
+        while stack and stack[-1].end_ns < op.start_ns:
+            stack.pop()
+        holder = next((f for f in reversed(stack) if f.end_ns >= op.end_ns), None)
+        out.append(holder)
+    return out
+
+
 def nesting(trace) -> dict:
-    """The aten ops of trace (frametrace.torch's): how many are nested
-    unmoved, moved to nest, and on the "not nested" tracks."""
-    nested = moved = crossing = 0
-    for ops in trace.slices.values():
-        for s in ops:
-            if s.name.startswith("aten::"):
-                if any(k in (s.args or {}) for k in MOVED):
-                    moved += 1
-                else:
-                    nested += 1
-    for name, ops in trace.slice_tracks:
-        if name.endswith("(not nested in its frames)"):
-            crossing += sum(1 for s in ops if s.name.startswith("aten::"))
-    total = nested + moved + crossing
+    """The aten ops of trace (frametrace.torch's): how many are nested in
+    the call that ran them.  The loop is the same every step, so the n-th
+    op of a name in a step has the same caller in every step: its frame's
+    name in most steps (the first step, which sets the optimizer's state
+    up, left out) is the right one, and an op nested under another name
+    (moved by a clock's error into a neighbouring call) is not nested.
+    Also counted: ops frametrace.torch moved onto their frame by at most its
+    tolerance (``frametrace_moved_*``), and those on its "not nested"
+    tracks, which count against the figure."""
+    starts = [s.start_ns for s in trace.steps]
+    placed = []  # (step, name, n-th of its name in the step, caller's name)
+    moved = 0
+    for serial, ops in trace.slices.items():
+        ops = sorted((s for s in ops if s.name.startswith("aten::")),
+                     key=lambda s: (s.start_ns, -s.end_ns))
+        frames = sorted((e for e in trace.events if e.thread_serial == serial),
+                        key=lambda e: (e.start_ns, -e.end_ns))
+        seen: dict = {}
+        for op, frame in zip(ops, _innermost(frames, ops)):
+            moved += any(k in (op.args or {}) for k in MOVED)
+            step = bisect.bisect_right(starts, op.start_ns) - 1
+            nth = seen[(step, op.name)] = seen.get((step, op.name), -1) + 1
+            placed.append((step, op.name, nth, frame.name if frame is not None else None))
+    crossing = sum(1 for name, ops in trace.slice_tracks
+                   if name.endswith("(not nested in its frames)")
+                   for s in ops if s.name.startswith("aten::"))
+    votes: dict = {}
+    for step, name, nth, caller in placed:
+        if step >= 1:
+            votes.setdefault((name, nth), collections.Counter())[caller] += 1
+    right = {key: c.most_common(1)[0][0] for key, c in votes.items()}
+    counted = [p for p in placed if p[0] >= 1]
+    nested = sum(1 for step, name, nth, caller in counted
+                 if caller is not None and right[(name, nth)] == caller)
+    total = len(counted) + crossing
     return {"aten_ops": total, "nested": nested, "moved": moved, "not_nested": crossing,
             "nested_pct": 100.0 * nested / total if total else 0.0}
 
 
-def child(steps: int) -> dict:
+def run(steps: int):
+    """One window of the loop: its frametrace.torch Trace."""
     import torch
 
     import frametrace.torch
@@ -75,9 +116,13 @@ def child(steps: int) -> dict:
             opt.step()
             prof.step()
     (trace,) = traces
+    return trace
+
+
+def child(steps: int) -> dict:
+    trace = run(steps)
     out = nesting(trace)
     out["anchor_widths_ns"] = trace.metadata().get("anchor_widths_ns")
-    out["clock"] = trace.tracer.clock
     return out
 
 
