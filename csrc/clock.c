@@ -97,14 +97,34 @@ ft_clock_cycles_usable(void)
 ft_anchor
 ft_clock_anchor(ft_clock *clock)
 {
-    ft_anchor a;
+    ft_anchor a = {0, 0, 0};
     if (clock->use_cycles) {
-        /* Bracket the clock read: the pair is off by at most half of one
-         * clock_gettime(). */
-        int64_t before = ft_cycles();
-        a.ns = ft_clock_now();
-        int64_t after = ft_cycles();
-        a.ticks = before + (after - before) / 2;
+        /* An interrupt, a migration or a cache miss inside a bracket widens
+         * it: the tightest is kept, and the reads stop early once one is
+         * within an eighth of the tightest seen. */
+        a.width = INT64_MAX;
+        int64_t good = clock->best_width + clock->best_width / 8;
+        for (int i = 0; i < FT_ANCHOR_TRIES; i++) {
+            int64_t before = ft_cycles();
+            int64_t ns = ft_clock_now();
+            int64_t after = ft_cycles();
+            if (after >= before && after - before < a.width) {
+                a.width = after - before;
+                a.ns = ns;
+                a.ticks = before + a.width / 2;
+                if (a.width <= good) {
+                    break;
+                }
+            }
+        }
+        if (a.width == INT64_MAX) {  /* the counter went back every time */
+            a.ns = ft_clock_now();
+            a.ticks = ft_cycles();
+            a.width = 0;
+        }
+        else if (clock->best_width == 0 || a.width < clock->best_width) {
+            clock->best_width = a.width > 0 ? a.width : 1;
+        }
     }
     else {
         a.ns = ft_clock_now();
@@ -144,11 +164,11 @@ void
 ft_clock_note_boottime(ft_clock *clock, int at_stop)
 {
 #ifdef CLOCK_BOOTTIME
-    /* The tightest of a few bracketed reads: a preemption between two
+    /* The tightest of several bracketed reads: a preemption between two
      * reads would skew the pair by as long as it lasted. */
     ft_boot_pair best = {0, 0};
     int64_t best_gap = INT64_MAX;
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < FT_ANCHOR_TRIES; i++) {
         struct timespec ts;
         int64_t before = ft_clock_now();
         if (clock_gettime(CLOCK_BOOTTIME, &ts) != 0) {
@@ -209,6 +229,25 @@ ft_clock_wall_pair(int tries, int64_t *mono_ns, int64_t *wall_ns,
     *mono_ns = best_mono;
     *wall_ns = best_wall;
     *width_ns = best_width;
+}
+
+int64_t
+ft_clock_width_ns(const ft_clock *clock, size_t i)
+{
+    if (!clock->use_cycles || i >= clock->nanchors) {
+        return 0;
+    }
+    const ft_anchor *first = &clock->anchors[0];
+    const ft_anchor *last = &clock->anchors[clock->nanchors - 1];
+    int64_t dticks = last->ticks - first->ticks, dns = last->ns - first->ns;
+    if (dticks <= 0) {
+        dticks = ft_cycles() - first->ticks;
+        dns = ft_clock_now() - first->ns;
+    }
+    if (dticks <= 0 || dns <= 0) {
+        return clock->anchors[i].width;
+    }
+    return (int64_t)((long double)clock->anchors[i].width * dns / dticks + 0.5L);
 }
 
 void

@@ -46,6 +46,7 @@ ft_cycles(void)
 typedef struct {
     int64_t ticks;
     int64_t ns;
+    int64_t width;        /* the bracket's width in ticks: 0 on the ns clock */
 } ft_anchor;
 
 /* CLOCK_MONOTONIC and CLOCK_BOOTTIME read together, for the .pftrace's
@@ -62,6 +63,7 @@ typedef struct {
     size_t cap;
     ft_boot_pair boot[2]; /* at start, and at stop if taken */
     int nboot;
+    int64_t best_width;   /* the tightest bracket seen so far, 0: none */
 } ft_clock;
 
 /* What FRAMETRACE_CLOCK asks for: unset, empty or "auto" (the cycle
@@ -95,8 +97,18 @@ void ft_clock_note_boottime(ft_clock *clock, int at_stop);
 void ft_clock_wall_pair(int tries, int64_t *mono_ns, int64_t *wall_ns,
                         int64_t *width_ns);
 /* Appends an anchor (pure C, never fails: without memory it is skipped)
- * and returns it. */
+ * and returns it: the tightest of up to FT_ANCHOR_TRIES bracketed reads
+ * (ticks, CLOCK_MONOTONIC, ticks), fewer once one is about as tight as the
+ * tightest this clock has seen; its ns paired with the bracket's
+ * midpoint, off by at most half its width. */
 ft_anchor ft_clock_anchor(ft_clock *clock);
+/* Anchor i's width in ns (the tick rate: the clock's mean, from its first
+ * anchor to its last or to now); 0 on the ns clock. */
+int64_t ft_clock_width_ns(const ft_clock *clock, size_t i);
+
+/* A cold read (the vDSO's data out of cache) can be 30x as wide as a warm
+ * one; 16 reads cost about 0.5 us in all. */
+#define FT_ANCHOR_TRIES 16
 
 /* Anchors closer together than this add nothing. */
 #define FT_ANCHOR_MIN_TICKS ((int64_t)1 << 30)

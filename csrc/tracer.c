@@ -720,6 +720,21 @@ tracer_get_clock(ft_tracer *self, void *Py_UNUSED(closure))
 }
 
 static PyObject *
+tracer_get_anchor_widths_ns(ft_tracer *self, void *Py_UNUSED(closure))
+{
+    PyObject *widths = PyTuple_New((Py_ssize_t)self->clock.nanchors);
+    for (size_t i = 0; widths != NULL && i < self->clock.nanchors; i++) {
+        PyObject *w = PyLong_FromLongLong(ft_clock_width_ns(&self->clock, i));
+        if (w == NULL) {
+            Py_CLEAR(widths);
+            break;
+        }
+        PyTuple_SET_ITEM(widths, (Py_ssize_t)i, w);
+    }
+    return widths;
+}
+
+static PyObject *
 tracer_get_ignore(ft_tracer *self, void *Py_UNUSED(closure))
 {
     return Py_NewRef(self->filters.ignore_obj);
@@ -954,6 +969,10 @@ static PyGetSetDef tracer_getset[] = {
      "\"cycles\" (the CPU counter, converted to monotonic ns) or "
      "\"monotonic\" (CLOCK_MONOTONIC read directly); FRAMETRACE_CLOCK="
      "monotonic forces the latter", NULL},
+    {"anchor_widths_ns", (getter)tracer_get_anchor_widths_ns, NULL,
+     "the widths in ns of the clock's anchors (start, those taken while "
+     "recording, stop), a tuple: each times pair is off by at most half "
+     "its width; 0 with the \"monotonic\" clock", NULL},
     {"backend", (getter)tracer_get_backend, NULL,
      "\"setprofile\" (the PyEval_SetProfile hook) or \"monitoring\" "
      "(sys.monitoring, CPython 3.12+).", NULL},

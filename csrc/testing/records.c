@@ -291,6 +291,7 @@ ftt_ticks_to_ns(PyObject *Py_UNUSED(module), PyObject *args)
         }
         clock.anchors[i].ticks = t;
         clock.anchors[i].ns = ns;
+        clock.anchors[i].width = 0;
     }
     clock.nanchors = (size_t)n;
     for (Py_ssize_t i = 0; i < nticks; i++) {

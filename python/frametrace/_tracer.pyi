@@ -130,6 +130,8 @@ class Tracer:
     @property
     def clock(self) -> str: ...  # "cycles" or "monotonic"
     @property
+    def anchor_widths_ns(self) -> tuple[int, ...]: ...
+    @property
     def thread_names(self) -> dict[int, str]: ...
     @property
     def _threads(self) -> list[tuple[int, int]]: ...  # (thread_id, native_thread_id)

@@ -530,6 +530,9 @@ def write_chrome(
         "pid": pid,
         "dropped": tracer.dropped,  # events lost entirely
         "dropped_records": tracer.dropped_records,
+        # The clock's own uncertainty: each anchor converting ticks to ns is
+        # off by at most half its width.
+        "anchor_widths_ns": list(tracer.anchor_widths_ns),
         **maps,
         # For merging traces of several processes: this moment on both clocks.
         "clock_anchor": _anchor(clock_anchor),

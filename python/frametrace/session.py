@@ -170,6 +170,8 @@ class Trace:
             "threads": [list(t) for t in self.threads],
             **({"distributed": self.distributed} if self.distributed is not None else {}),
             **({"parent_pid": self.parent_pid} if self.parent_pid is not None else {}),
+            **({"anchor_widths_ns": list(self.tracer.anchor_widths_ns)}
+               if isinstance(self.tracer, _tracer.Tracer) else {}),
         }
 
     def to_chrome(self, path: Union[str, "os.PathLike[str]"], *,
