@@ -208,3 +208,26 @@ def join_slices(trace: Any, activities: Iterable[Any], *, offset_ns: int,
             own.setdefault(f"torch: {names.get(serial, serial)} (not nested in its frames)",
                            []).extend(crossing)
     return slices, sorted(own.items())
+
+
+class Activity:
+    """One torch activity as the reference reads it: times in wall-clock ns."""
+
+    def __init__(self, name, category, start, end, device, resource, args=None):
+        self.name, self.category, self.start, self.end = name, category, start, end
+        self.device, self.resource, self.args = device, resource, args
+
+
+def read_activities(raw: Iterable[Any], args_of: Any = None) -> list:
+    """torch's own activities (trace_activities()) read in Python (others,
+    with the reference's attributes, as they are)."""
+    out = []
+    for a in raw:
+        if not hasattr(a, "timestamp"):
+            out.append(a)
+            continue
+        start = a.timestamp()
+        args = args_of(a.metadata_json()) if args_of is not None else None
+        out.append(Activity(a.name(), a.type(), start, start + max(a.duration(), 0),
+                            a.device_id(), abs(a.resource_id()), args))
+    return out
