@@ -287,9 +287,10 @@ join_ops(PyObject *module, PyObject *args)
         return NULL;
     }
     ft_state *state = ft_get_state(module);
-    if (!PyObject_TypeCheck(tracer_obj, state->tracer_type)) {
-        PyErr_Format(PyExc_TypeError, "_join_ops(): a frametrace.Tracer "
-                     "expected, not %.100s", Py_TYPE(tracer_obj)->tp_name);
+    if (tracer_obj != Py_None
+        && !PyObject_TypeCheck(tracer_obj, state->tracer_type)) {
+        PyErr_Format(PyExc_TypeError, "_join_ops(): a frametrace.Tracer or "
+                     "None expected, not %.100s", Py_TYPE(tracer_obj)->tp_name);
         return NULL;
     }
     if (!PyType_Check(slice_type)
@@ -298,7 +299,9 @@ join_ops(PyObject *module, PyObject *args)
                         "NamedTuple");
         return NULL;
     }
-    ft_tracer *tracer = (ft_tracer *)tracer_obj;
+    /* None: no Python traced, every op on a track of its own. */
+    ft_tracer *tracer = tracer_obj != Py_None ? (ft_tracer *)tracer_obj
+                                              : NULL;
     PyObject *seq = PySequence_Fast(activities, "_join_ops(): activities "
                                     "must be a sequence");
     if (seq == NULL) {
@@ -326,7 +329,7 @@ join_ops(PyObject *module, PyObject *args)
         PyErr_NoMemory();
         goto done;
     }
-    Py_ssize_t ntracer = tracer->nthreads;
+    Py_ssize_t ntracer = tracer != NULL ? tracer->nthreads : 0;
     /* Per tracer thread: where its ops go (index in threads), its serial
      * and its label. */
     size_t *slot = malloc(((size_t)ntracer + 1) * sizeof(size_t));

@@ -17,7 +17,8 @@ One ``step()`` drives both: frametrace's session (``frametrace.profile``)
 and a ``torch.profiler.profile`` with ``with_stack=False`` (torch's ops;
 with ``ProfilerActivity.CUDA`` too where ``torch.cuda.is_available()``) on
 the same schedule.  At the end of each active window the two are joined
-into the window's ``frametrace.Trace``: torch's timestamps (wall-clock ns)
+into the window's ``frametrace.Trace``, on the session's writer thread and
+in C, the replay and the sweep without the GIL (``_tracer._join_ops``): torch's timestamps (wall-clock ns)
 are moved onto frametrace's CLOCK_MONOTONIC through the trace's clock
 anchor, each op of a thread frametrace traced goes on that thread's track,
 nested under the Python frame (the C call) that ran it, and GPU kernels on
@@ -568,17 +569,18 @@ def torch_trace_slices(trace: Trace, activities: Iterable[Any], *, offset_ns: in
 
 def _join(trace: Trace, activities: Iterable[Any], *, offset_ns: int, pid: Optional[int],
           tolerance_ns: int, args_of: Optional[Callable[[str], Any]]) -> tuple[dict, list]:
-    if trace.tracer is None:
+    tracer = trace.tracer
+    if tracer is None and trace.threads:
         raise ValueError("torch's ops are joined with a tracer's records: this trace has "
-                         "none (read from a file, or a window that traced no Python)")
+                         "threads but no tracer (read from a file?)")
     pid = os.getpid() if pid is None else pid
-    thread_of: dict[int, tuple] = {}
-    for i, t in enumerate(trace.tracer.threads):  # the latest thread that had a native id
-        if t.native_thread_id:
+    thread_of: dict[int, tuple] = {}  # no tracer (no Python traced): every op on a track
+    for i, t in enumerate(tracer.threads if tracer is not None else ()):
+        if t.native_thread_id:  # the latest thread that had a native id
             thread_of[t.native_thread_id] = (i, t.serial, t.name or f"thread {t.thread_id}")
     if not isinstance(activities, (list, tuple)):
         activities = list(activities)
-    return _tracer._join_ops(trace.tracer, activities, Slice, thread_of, offset_ns, pid,
+    return _tracer._join_ops(tracer, activities, Slice, thread_of, offset_ns, pid,
                              tolerance_ns, args_of)
 
 
