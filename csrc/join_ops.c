@@ -281,9 +281,13 @@ join_ops(PyObject *module, PyObject *args)
 {
     PyObject *tracer_obj, *activities, *slice_type, *thread_of, *args_of;
     long long offset, pid, tol;
-    if (!PyArg_ParseTuple(args, "OOOO!LLLO:_join_ops", &tracer_obj,
-                          &activities, &slice_type, &PyDict_Type, &thread_of,
-                          &offset, &pid, &tol, &args_of)) {
+    /* Positional only (every name ""): the _Tuple_SizeT variant is not
+     * in compat.h's list, ParseTupleAndKeywords is. */
+    static char *kwlist[] = {"", "", "", "", "", "", "", "", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, NULL, "OOOO!LLLO:_join_ops",
+                                     kwlist, &tracer_obj, &activities,
+                                     &slice_type, &PyDict_Type, &thread_of,
+                                     &offset, &pid, &tol, &args_of)) {
         return NULL;
     }
     ft_state *state = ft_get_state(module);
