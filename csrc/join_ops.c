@@ -306,8 +306,9 @@ join_ops(PyObject *module, PyObject *args)
     /* None: no Python traced, every op on a track of its own. */
     ft_tracer *tracer = tracer_obj != Py_None ? (ft_tracer *)tracer_obj
                                               : NULL;
-    PyObject *seq = PySequence_Fast(activities, "_join_ops(): activities "
-                                    "must be a sequence");
+    /* A tuple of its own: reading an activity may run Python code, which
+     * must not shrink what is being read. */
+    PyObject *seq = PySequence_Tuple(activities);
     if (seq == NULL) {
         return NULL;
     }
@@ -322,7 +323,7 @@ join_ops(PyObject *module, PyObject *args)
             return NULL;
         }
     }
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    Py_ssize_t n = PyTuple_GET_SIZE(seq);
     op_rec *recs = calloc((size_t)n + 1, sizeof(op_rec));
     thread_ops *threads = NULL;
     size_t nthreads = 0;
@@ -357,7 +358,7 @@ join_ops(PyObject *module, PyObject *args)
     int methods = 0;
     int failed = 0;
     for (Py_ssize_t i = 0; i < n && !failed; i++) {
-        PyObject *a = PySequence_Fast_GET_ITEM(seq, i);
+        PyObject *a = PyTuple_GET_ITEM(seq, i);
         if (Py_TYPE(a) != last_type) {
             last_type = Py_TYPE(a);
             methods = PyObject_HasAttrString(a, "timestamp");
