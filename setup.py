@@ -79,8 +79,8 @@ class BuildExt(build_ext):
 
 
 headers = sorted(glob.glob("csrc/*.h") + glob.glob("csrc/testing/*.h"))
-testing_shares = ["csrc/clock.c", "csrc/glob.c", "csrc/monitor_tool.c", "csrc/replay.c",
-                  "csrc/ring.c"]
+testing_shares = ["csrc/clock.c", "csrc/glob.c", "csrc/monitor_tool.c", "csrc/nest.c",
+                  "csrc/replay.c", "csrc/ring.c"]
 
 setup(
     cmdclass={"build_ext": BuildExt},

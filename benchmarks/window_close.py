@@ -4,6 +4,7 @@ a session's memory over many cycles.  A report, never a test.
     python benchmarks/window_close.py pause [--events N] [--rounds R]
                                             [--handler chrome|perfetto|save|none]
     python benchmarks/window_close.py memory [--cycles N] [--cli]
+    python benchmarks/window_close.py torch [--reps R] [--active N]
 
 pause: each round is a window of one active step that records about N
 events (a recursive function, --events, default 1M); the figure is how long
@@ -17,10 +18,25 @@ memory: a session with repeat=0 and one active step per cycle, each writing
 its trace with to_chrome() over the previous one; RSS (/proc/self/statm)
 and Python's own allocations (tracemalloc) after 10, 100, ... cycles.
 --cli: the same under ``frametrace run --steps``, in a child process.
+
+torch: a transformer encoder trained with AdamW (CPU, one intra-op thread),
+one window (schedule(wait=8, warmup=1, active=N, repeat=1)), each writing
+its file as its users do: frametrace.torch (``frametrace.save(dir)``, on its
+writer thread), torch.profiler without stacks and with_stack=True
+(``export_chrome_trace`` in on_trace_ready, inside step()), and the loop
+untraced (the noise).  Each configuration in a child process of its own,
+the order rotated each repetition.  A "normal" step is the median wall of
+the wait steps (nothing recorded yet).  Figures, medians over the
+repetitions: "added" is the wall from the closing step's step() call to the
+end of the 5th step after it, less 5 normal steps (the closing step's own
+traced work is the per-step overhead, not the close's); "close" that
+step() call alone; "max after" the slowest of the 5 steps after the close
+as a ratio to a normal step; "write" the handler's time.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import os
 import statistics
@@ -30,6 +46,8 @@ import tempfile
 import textwrap
 import threading
 import time
+import types
+from typing import Any
 
 import frametrace
 
@@ -159,6 +177,116 @@ def memory(args: argparse.Namespace) -> None:
         print(proc.stderr[-2000:])
 
 
+TORCH_CONFIGS = ("untraced", "torch_ops", "torch_stack", "frametrace.torch")
+AFTER = 5  # steps after the close that are measured
+WAIT = 8
+
+
+def torch_child(config: str, active: int, out_dir: str) -> dict:
+    import torch
+
+    import frametrace.torch
+
+    torch.manual_seed(0)
+    torch.set_num_threads(1)
+    layer = torch.nn.TransformerEncoderLayer(d_model=128, nhead=4, dim_feedforward=512,
+                                             batch_first=True)
+    model = torch.nn.TransformerEncoder(layer, num_layers=2, enable_nested_tensor=False)
+    head = torch.nn.Linear(128, 10)
+    params = list(model.parameters()) + list(head.parameters())
+    opt = torch.optim.AdamW(params, lr=1e-4)
+    x = torch.randn(16, 32, 128)
+    y = torch.randint(0, 10, (16,))
+
+    def train_step() -> None:
+        loss = torch.nn.functional.cross_entropy(head(model(x).mean(dim=1)), y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+
+    for _ in range(3):  # untraced: the first steps allocate
+        train_step()
+    written: dict = {}
+
+    def ft_handler(trace):
+        t0 = time.perf_counter_ns()
+        frametrace.save(out_dir)(trace)
+        written["write_ms"] = (time.perf_counter_ns() - t0) / 1e6
+        written["ops"] = sum(len(v) for v in trace.slices.values()) + sum(
+            len(v) for _n, v in trace.slice_tracks)
+
+    def torch_handler(prof):
+        t0 = time.perf_counter_ns()
+        prof.export_chrome_trace(os.path.join(out_dir, f"{config}.json"))
+        written["write_ms"] = (time.perf_counter_ns() - t0) / 1e6
+
+    sched = dict(wait=WAIT, warmup=1, active=active, repeat=1)
+    if config == "untraced":
+        cm: Any = contextlib.nullcontext(types.SimpleNamespace(step=lambda: None))
+    elif config == "frametrace.torch":
+        cm = frametrace.torch.profile(schedule=frametrace.schedule(**sched),
+                                      on_trace_ready=ft_handler)
+    else:
+        from torch.profiler import ProfilerActivity, profile, schedule
+        cm = profile(activities=[ProfilerActivity.CPU], schedule=schedule(**sched),
+                     with_stack=config == "torch_stack", on_trace_ready=torch_handler)
+    close = WAIT + active  # the step whose step() closes the window
+    ends, calls = [], []
+    with cm as prof:
+        last = time.perf_counter_ns()
+        for _ in range(close + AFTER + 3):
+            train_step()
+            before = time.perf_counter_ns()
+            prof.step()
+            now = time.perf_counter_ns()
+            ends.append(now - last)
+            calls.append(now - before)
+            last = now
+    normal = statistics.median(ends[1:WAIT])
+    after = ends[close + 1:close + 1 + AFTER]
+    return {"config": config, "normal_ms": normal / 1e6, "close_ms": calls[close] / 1e6,
+            "added_ms": (calls[close] + sum(after) - AFTER * normal) / 1e6,
+            "max_ratio": max(after) / normal,
+            "after_ms": [round(a / 1e6, 1) for a in after], **written}
+
+
+def torch_report(args: argparse.Namespace) -> None:
+    import json
+
+    runs: dict = {c: [] for c in TORCH_CONFIGS}
+    with tempfile.TemporaryDirectory(prefix="frametrace-close-torch-") as tmp:
+        for rep in range(args.reps):
+            order = TORCH_CONFIGS[rep % len(TORCH_CONFIGS):] + TORCH_CONFIGS[:rep % len(TORCH_CONFIGS)]
+            for config in order:
+                out = os.path.join(tmp, f"{config}-{rep}")
+                os.mkdir(out)
+                proc = subprocess.run([sys.executable, os.path.abspath(__file__), "torch",
+                                       "--child", config, "--active", str(args.active), "--out", out],
+                                      capture_output=True, text=True)
+                if proc.returncode:
+                    print(proc.stderr[-3000:], file=sys.stderr)
+                    raise SystemExit(f"{config}: exit {proc.returncode}")
+                result = json.loads(proc.stdout.strip().splitlines()[-1])
+                runs[config].append(result)
+                if args.verbose:
+                    print(f"  rep {rep} {config}: {result}", flush=True)
+    print(f"transformer encoder (2 layers, d_model 128, batch 16 x 32) + AdamW, 1 thread; "
+          f"{args.active} active steps; medians of {args.reps} runs; added = close call + "
+          f"{AFTER} steps after it - {AFTER} normal steps")
+    print(f"{'configuration':18} {'normal ms':>9} {'close ms':>9} {'added ms':>9} "
+          f"{'max after':>9} {'write ms':>9}   added per run")
+    for config in TORCH_CONFIGS:
+        rs = runs[config]
+
+        def med(key: str) -> float:
+            vals = [r[key] for r in rs if key in r]
+            return statistics.median(vals) if vals else float("nan")
+
+        print(f"{config:18} {med('normal_ms'):9.1f} {med('close_ms'):9.1f} {med('added_ms'):+9.1f} "
+              f"{med('max_ratio'):8.2f}x {med('write_ms'):9.1f}   "
+              + " ".join(f"{r['added_ms']:+.0f}" for r in rs))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="what", required=True)
@@ -169,8 +297,22 @@ def main() -> None:
     m = sub.add_parser("memory")
     m.add_argument("--cycles", type=int, default=1000)
     m.add_argument("--cli", action="store_true")
+    t = sub.add_parser("torch")
+    t.add_argument("--reps", type=int, default=5)
+    t.add_argument("--active", type=int, default=3)
+    t.add_argument("--verbose", action="store_true")
+    t.add_argument("--child", choices=TORCH_CONFIGS, help=argparse.SUPPRESS)
+    t.add_argument("--out", help=argparse.SUPPRESS)
     args = parser.parse_args()
     gc.collect()
+    if args.what == "torch":
+        if args.child:
+            import json
+
+            print(json.dumps(torch_child(args.child, args.active, args.out)))
+        else:
+            torch_report(args)
+        return
     (pause if args.what == "pause" else memory)(args)
 
 

@@ -191,33 +191,306 @@ describe_all(ft_tracer *tracer, uint32_t nfuncs, long long pid,
     return 0;
 }
 
+/* Other tools' slices (frametrace.torch's ops), written after the frames:
+ * each rendered as far as it needs Python with the GIL (its name, category
+ * and args as JSON text), then sorted and written without it. */
+typedef struct {
+    char *head;         /* {"ph":"X","name":N,"cat":C,"pid":P,"tid":T,"ts": */
+    size_t head_len;
+    char *args;         /* ,"args":{...}, or NULL */
+    size_t args_len;
+    int64_t start, end;
+    size_t order;       /* its position in its list: ties keep it */
+} slice_json;
+
+typedef struct {
+    slice_json *items;
+    size_t n;
+} slice_list;
+
+static void
+free_slice_lists(slice_list *lists, Py_ssize_t n)
+{
+    if (lists == NULL) {
+        return;
+    }
+    for (Py_ssize_t k = 0; k < n; k++) {
+        for (size_t i = 0; i < lists[k].n; i++) {
+            free(lists[k].items[i].head);
+            free(lists[k].items[i].args);
+        }
+        free(lists[k].items);
+    }
+    free(lists);
+}
+
+/* A slice's field: from a Slice (a NamedTuple: by position) or any object
+ * with the attribute.  New reference, or NULL with an exception (or, for
+ * an optional one, NULL and none). */
+static PyObject *
+slice_field(PyObject *x, Py_ssize_t pos, const char *attr, int optional)
+{
+    if (PyTuple_Check(x)) {
+        if (pos < PyTuple_GET_SIZE(x)) {
+            return Py_NewRef(PyTuple_GET_ITEM(x, pos));
+        }
+        if (optional) {
+            return NULL;
+        }
+    }
+    PyObject *v = PyObject_GetAttrString(x, attr);
+    if (v == NULL && optional && PyErr_ExceptionMatches(PyExc_AttributeError)) {
+        PyErr_Clear();
+    }
+    return v;
+}
+
+static int
+slice_time(PyObject *x, Py_ssize_t pos, const char *attr, int64_t *out)
+{
+    PyObject *v = slice_field(x, pos, attr, 0);
+    if (v == NULL) {
+        return -1;
+    }
+    int overflow = 0;
+    long long t = PyLong_Check(v) && !PyBool_Check(v)
+                  ? PyLong_AsLongLongAndOverflow(v, &overflow) : -1;
+    int bad = !PyLong_Check(v) || PyBool_Check(v) || overflow;
+    Py_DECREF(v);
+    if (bad) {
+        PyErr_Format(PyExc_TypeError, "thread_slices, slice_tracks: a "
+                     "slice's %s must be an int64", attr);
+        return -1;
+    }
+    if (t == -1 && PyErr_Occurred()) {
+        return -1;
+    }
+    *out = t;
+    return 0;
+}
+
+static int
+describe_slice(PyObject *x, long long pid, unsigned long long tid,
+               PyObject *args_text, slice_json *sj)
+{
+    PyObject *name = slice_field(x, 0, "name", 0);
+    PyObject *cat = name != NULL ? slice_field(x, 1, "category", 0) : NULL;
+    char *name_s = NULL, *cat_s = NULL;
+    size_t name_len = 0, cat_len = 0;
+    int rc = -1;
+    if (cat == NULL) {
+        goto done;
+    }
+    if (!PyUnicode_Check(name) || !PyUnicode_Check(cat)) {
+        PyErr_Format(PyExc_TypeError, "thread_slices, slice_tracks: a "
+                     "slice's name and category must be str, not %.100s and "
+                     "%.100s", Py_TYPE(name)->tp_name,
+                     Py_TYPE(cat)->tp_name);
+        goto done;
+    }
+    if (slice_time(x, 2, "start_ns", &sj->start) < 0
+        || slice_time(x, 3, "end_ns", &sj->end) < 0) {
+        goto done;
+    }
+    name_s = json_string(name, &name_len);
+    cat_s = name_s != NULL ? json_string(cat, &cat_len) : NULL;
+    if (cat_s == NULL) {
+        goto done;
+    }
+    char ids[64];
+    int ids_len = snprintf(ids, sizeof(ids), ",\"pid\":%lld,\"tid\":%llu,"
+                           "\"ts\":", pid, tid);
+    static const char a[] = "{\"ph\":\"X\",\"name\":", b[] = ",\"cat\":";
+    sj->head_len = sizeof(a) - 1 + name_len + sizeof(b) - 1 + cat_len
+                   + (size_t)ids_len;
+    sj->head = malloc(sj->head_len + 1);
+    if (sj->head == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    char *p = sj->head;
+    p = PUT_LIT(p, a);
+    memcpy(p, name_s, name_len);
+    p = PUT_LIT(p + name_len, b);
+    memcpy(p, cat_s, cat_len);
+    memcpy(p + cat_len, ids, (size_t)ids_len);
+    /* args: written when not empty, as json.dumps writes them. */
+    PyObject *args = slice_field(x, 4, "args", 1);
+    if (args == NULL && PyErr_Occurred()) {
+        goto done;
+    }
+    int truth = args != NULL ? PyObject_IsTrue(args) : 0;
+    if (truth > 0) {
+        PyObject *text = PyObject_CallOneArg(args_text, args);
+        Py_ssize_t len;
+        const char *t = text != NULL ? PyUnicode_AsUTF8AndSize(text, &len)
+                                     : NULL;
+        if (t != NULL) {
+            sj->args = malloc((size_t)len + 9);
+            if (sj->args == NULL) {
+                PyErr_NoMemory();
+            }
+            else {
+                sj->args_len = (size_t)len + 8;
+                memcpy(sj->args, ",\"args\":", 8);
+                memcpy(sj->args + 8, t, (size_t)len);
+            }
+        }
+        Py_XDECREF(text);
+        if (sj->args == NULL) {
+            truth = -1;
+        }
+    }
+    Py_XDECREF(args);
+    if (truth < 0) {
+        goto done;
+    }
+    rc = 0;
+done:
+    free(name_s);
+    free(cat_s);
+    Py_XDECREF(name);
+    Py_XDECREF(cat);
+    return rc;
+}
+
+/* slices: [(tid, [Slice])]; args_text(args) -> their JSON text. */
+static int
+describe_slices(PyObject *slices, long long pid, PyObject *args_text,
+                slice_list **lists, Py_ssize_t *nlists)
+{
+    *lists = NULL;
+    *nlists = 0;
+    if (slices == NULL || slices == Py_None) {
+        return 0;
+    }
+    if (!PyList_Check(slices) || args_text == NULL) {
+        PyErr_SetString(PyExc_TypeError, "_write_chrome(): slices must be a "
+                        "list of (tid, [Slice]), with args_text");
+        return -1;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(slices);
+    *lists = calloc((size_t)n + 1, sizeof(slice_list));
+    if (*lists == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    *nlists = n;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        PyObject *pair = PyList_GET_ITEM(slices, k);
+        unsigned long long tid;
+        PyObject *items;
+        if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2
+            || !PyList_Check(PyTuple_GET_ITEM(pair, 1))) {
+            PyErr_SetString(PyExc_TypeError, "_write_chrome(): slices must "
+                            "be a list of (tid, [Slice])");
+            return -1;
+        }
+        tid = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(pair, 0));
+        if (tid == (unsigned long long)-1 && PyErr_Occurred()) {
+            return -1;
+        }
+        items = PyTuple_GET_ITEM(pair, 1);
+        Py_ssize_t m = PyList_GET_SIZE(items);
+        (*lists)[k].items = calloc((size_t)m + 1, sizeof(slice_json));
+        if ((*lists)[k].items == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        for (Py_ssize_t i = 0; i < m && i < PyList_GET_SIZE(items); i++) {
+            slice_json *sj = &(*lists)[k].items[i];
+            (*lists)[k].n = (size_t)i + 1;
+            sj->order = (size_t)i;
+            PyObject *x = Py_NewRef(PyList_GET_ITEM(items, i));
+            int rc = describe_slice(x, pid, tid, args_text, sj);
+            Py_DECREF(x);
+            if (rc < 0) {
+                return -1;
+            }
+        }
+    }
+    return 0;
+}
+
+static int
+slice_order(const void *a, const void *b)
+{
+    const slice_json *x = a, *y = b;
+    if (x->start != y->start) {
+        return x->start < y->start ? -1 : 1;
+    }
+    if (x->end != y->end) {
+        return x->end > y->end ? -1 : 1;
+    }
+    return x->order < y->order ? -1 : x->order > y->order;
+}
+
+/* Writes the slices, each list sorted by start then longest first (ties
+ * in their order): pure C.  first: nothing written yet. */
+static void
+write_slices(out_t *out, slice_list *lists, Py_ssize_t nlists,
+             int64_t origin_ns, int *first)
+{
+    for (Py_ssize_t k = 0; k < nlists && !out->failed; k++) {
+        slice_list *l = &lists[k];
+        qsort(l->items, l->n, sizeof(*l->items), slice_order);
+        for (size_t i = 0; i < l->n && !out->failed; i++) {
+            const slice_json *sj = &l->items[i];
+            char *p = out_reserve(out, 2 + sj->head_len + FT_US_MAX + 7
+                                       + FT_US_MAX + sj->args_len + 1);
+            if (p == NULL) {
+                return;
+            }
+            if (!*first) {
+                p = PUT_LIT(p, ",\n");
+            }
+            *first = 0;
+            memcpy(p, sj->head, sj->head_len);
+            p = put_us(p + sj->head_len, sj->start - origin_ns);
+            p = PUT_LIT(p, ",\"dur\":");
+            p = put_us(p, sj->end - sj->start);
+            if (sj->args != NULL) {
+                memcpy(p, sj->args, sj->args_len);
+                p += sj->args_len;
+            }
+            *p++ = '}';
+            out_commit(out, p);
+        }
+    }
+}
+
 /* The most an event writes besides its thread's head and its function's
  * tail: the separator, ts, dur, both open flags and the closing braces. */
 #define EVENT_FIXED_MAX (2 + FT_US_MAX + 7 + FT_US_MAX + 21 + 20 + 20 + 2)
 
 /* _write_chrome(path, *, pid, origin_ns, head, prelude, compress,
- *               progress, name, postlude) -- the document is
- * {head"traceEvents":[prelude, events, postlude]}: head (members ending
- * with a comma) first, so that a reader has the metadata before the
- * events; postlude (default none): events after the frames, which a
- * reader that keeps file order for equal times nests inside them.  name: the path errors show
- * (default path; the caller writes to a temporary and renames it). */
+ *               progress, name, postlude, slices, args_text) -- the
+ * document is {head"traceEvents":[prelude, events, postlude, slices]}:
+ * head (members ending with a comma) first, so that a reader has the
+ * metadata before the events; postlude (default none) and slices
+ * ([(tid, [Slice])], each list sorted by start then longest first;
+ * args_text(args) their args' JSON text): events after the frames, which
+ * a reader that keeps file order for equal times nests inside them.
+ * name: the path errors show (default path; the caller writes to a
+ * temporary and renames it). */
 PyObject *
 ft_write_chrome(ft_tracer *tracer, PyObject *args, PyObject *kwargs)
 {
     static char *kwlist[] = {"path", "pid", "origin_ns", "head", "prelude",
-                             "compress", "progress", "name", "postlude", NULL};
+                             "compress", "progress", "name", "postlude",
+                             "slices", "args_text", NULL};
     PyObject *path_obj, *name_obj = NULL, *prelude = NULL, *head = NULL;
-    PyObject *postlude = NULL;
+    PyObject *postlude = NULL, *slices = NULL, *args_text = NULL;
     PyObject *progress = NULL;
     long long pid = -1, origin_ns = 0;
     int compress = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&|$LLUUpOO&U:_write_chrome",
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs,
+                                     "O&|$LLUUpOO&UOO:_write_chrome",
                                      kwlist, PyUnicode_FSConverter, &path_obj,
                                      &pid, &origin_ns, &head, &prelude,
                                      &compress, &progress,
                                      PyUnicode_FSConverter, &name_obj,
-                                     &postlude)) {
+                                     &postlude, &slices, &args_text)) {
         return NULL;
     }
     if (name_obj == NULL) {
@@ -236,6 +509,8 @@ ft_write_chrome(ft_tracer *tracer, PyObject *args, PyObject *kwargs)
     thread_json *tids = NULL;
     out_t out = {0};
     PyObject *result = NULL;
+    slice_list *lists = NULL;
+    Py_ssize_t nlists = 0;
     uint32_t nfuncs = tracer->funcs.nfuncs;
 
     const char *prelude_s = PyUnicode_AsUTF8(prelude);
@@ -247,6 +522,9 @@ ft_write_chrome(ft_tracer *tracer, PyObject *args, PyObject *kwargs)
     /* The records pinned, then what needs Python (the names), with the
      * GIL and the collector off: no finalizer can let another thread
      * clear() the function table meanwhile. */
+    if (describe_slices(slices, pid, args_text, &lists, &nlists) < 0) {
+        goto done;
+    }
     if (ft_export_begin(&ex, tracer, "_write_chrome()") < 0) {
         goto done;
     }
@@ -338,7 +616,9 @@ ft_write_chrome(ft_tracer *tracer, PyObject *args, PyObject *kwargs)
                 OUT_LIT(&out, ",\n");
             }
             out_bytes(&out, postlude_s, strlen(postlude_s));
+            first = 0;
         }
+        write_slices(&out, lists, nlists, origin_ns, &first);
         OUT_LIT(&out, "]}\n");
     }
     write_err = out_end(&out, interrupted);
@@ -368,6 +648,7 @@ done:
         free(funcs);
     }
     free(tids);
+    free_slice_lists(lists, nlists);
     Py_DECREF(path_obj);
     Py_DECREF(name_obj);
     return result;

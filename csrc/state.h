@@ -600,6 +600,9 @@ extern PyMethodDef ft_report_pass_def;
 extern PyMethodDef ft_collapse_labels_def;
 extern PyMethodDef ft_collapsed_batch_def;
 
+/* ==== join_ops.c: frametrace.torch's join, _join_ops() ==== */
+extern PyMethodDef ft_join_ops_def;
+
 /* ==== signal_relay.c: the flight recorder's signal, caught in C ==== */
 extern PyMethodDef ft_relay_signal_def;
 extern PyMethodDef ft_unrelay_signal_def;

@@ -51,6 +51,12 @@ static PyMethodDef testing_methods[] = {
      "pattern_match($module, pattern, name, /)\n--\n\n"
      "Whether the filters' pattern matches the name module.qualname "
      "(csrc/glob.c): for checking it against fnmatch."},
+    {"nest", ftt_nest, METH_VARARGS,
+     "nest($module, frames, ops, tolerance_ns, /)\n--\n\n"
+     "The join's sweep (csrc/nest.c): frames (start, end, parent index) in "
+     "call order, ops (start, end); returns ([(start, end, op index)] of "
+     "the ops that nest, as placed, in order, [op index] of those that "
+     "cross)."},
     {"ticks_to_ns", ftt_ticks_to_ns, METH_VARARGS,
      "ticks_to_ns($module, anchors, ticks, /)\n--\n\n"
      "Convert ticks to ns through (ticks, ns) anchors."},

@@ -35,6 +35,9 @@ PyObject *ftt_set_noop_monitoring(PyObject *module, PyObject *args,
                                   PyObject *kwargs);
 #endif
 
+/* nest.c: nest(frames, ops, tolerance_ns). */
+PyObject *ftt_nest(PyObject *module, PyObject *args);
+
 /* bindings.c: bound_function(name, module). */
 PyObject *ftt_bound_function(PyObject *module, PyObject *args);
 

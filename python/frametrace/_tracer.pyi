@@ -1,4 +1,4 @@
-from typing import Any, Final, Iterable, Iterator, Optional, TypeVar, overload
+from typing import Any, Callable, Final, Iterable, Iterator, Optional, Sequence, TypeVar, overload
 
 _T = TypeVar("_T", bound="Tracer")
 
@@ -169,3 +169,7 @@ def _collapsed_batch(label_up: Any, label_frame: Any, label_value: Any, frames: 
                      self_weight: bool, start: int, count: int, /) -> tuple[list[str], int]: ...
 def _relay_signal(signum: int, fd: int, /) -> bool: ...
 def _unrelay_signal(signum: int, /) -> bool: ...
+def _join_ops(tracer: Optional[Tracer], activities: Sequence[Any], slice_type: type,
+              thread_of: dict[int, tuple[int, int, str]], offset_ns: int, pid: int,
+              tolerance_ns: int, args_of: Optional[Callable[[str], Any]],
+              /) -> tuple[dict[int, list[Any]], list[tuple[str, list[Any]]]]: ...

@@ -199,6 +199,38 @@ def _chrome_slices(pid: int, origin: int, by_serial: dict, tid_of_serial: Mappin
     return lines, after
 
 
+def _slice_lists(pid: int, thread_slices: Optional[Mapping[int, Sequence[Slice]]],
+                 slice_tracks: Sequence[tuple], tid_of_serial: Mapping[int, int]
+                 ) -> tuple[list, list]:
+    """What the C writer writes of other tools' slices: (the metadata
+    events naming the tracks of their own, SLICE_TRACKS_TID_BASE + k;
+    [(tid, [Slice])]: each slice checked, sorted and written there without
+    the GIL, after the frames, as _chrome_slices does for a trace read
+    from a file)."""
+    lists: list = []
+    for serial, items in (thread_slices or {}).items():
+        if serial not in tid_of_serial:
+            raise ValueError(f"thread_slices: no traced thread has serial {serial!r}")
+        if isinstance(items, (str, bytes)) or not isinstance(items, Iterable):
+            raise TypeError(f"thread_slices must be a list of records, not {type(items).__name__}")
+        lists.append((tid_of_serial[serial], list(items)))
+    lines = []
+    for k, track in enumerate(slice_tracks or ()):
+        if not (isinstance(track, tuple) and len(track) == 2 and isinstance(track[0], str)):
+            raise TypeError(f"slice_tracks[{k}] must be a (name, [Slice]) tuple")
+        if isinstance(track[1], (str, bytes)) or not isinstance(track[1], Iterable):
+            raise TypeError(f"slice_tracks must be a list of records, not {type(track[1]).__name__}")
+        tid = SLICE_TRACKS_TID_BASE + k
+        lines.append(_chrome_event("M", "thread_name", "__metadata", pid, tid, args={"name": track[0]}))
+        lists.append((tid, list(track[1])))
+    return lines, lists
+
+
+def _args_text(args: Any) -> str:
+    """A slice's args as the Chrome writers write them."""
+    return json.dumps(args, separators=(",", ":"))
+
+
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
@@ -514,13 +546,9 @@ def write_chrome(
     lines += _chrome_tracks(pid, origin, lambda tid: native.get(tid, tid),
                             lambda tid: names.get(tid) or label.get(tid, f"thread {tid}"),
                             ranges, steps)
-    by_serial, extra_tracks = _check_slices(thread_slices, slice_tracks,
-                                            [t.serial for t in threads])
-    own_tracks, after = _chrome_slices(pid, origin, by_serial,
-                                       {t.serial: ctid for t, ctid in zip(threads, chrome_tids)},
-                                       extra_tracks)
-    lines += own_tracks
-    postlude = ",\n".join(after)
+    track_lines, slices = _slice_lists(pid, thread_slices, slice_tracks,
+                                       {t.serial: ctid for t, ctid in zip(threads, chrome_tids)})
+    lines += track_lines
     other = {
         "format": FORMAT,
         "version": VERSION,
@@ -545,7 +573,8 @@ def write_chrome(
         try:
             count, depth = tracer._write_chrome(where, pid=pid, origin_ns=origin, head=head,
                                                 prelude=prelude, compress=compress,
-                                                progress=progress, name=path, postlude=postlude)
+                                                progress=progress, name=path, slices=slices,
+                                                args_text=_args_text)
         except RuntimeError as exc:
             if not compress or "zlib" not in str(exc):
                 raise
@@ -554,8 +583,8 @@ def write_chrome(
                                              prefix=".frametrace.", suffix=".tmp") as plain:
                 count, depth = tracer._write_chrome(plain.name, pid=pid, origin_ns=origin,
                                                     head=head, prelude=prelude, compress=False,
-                                                    progress=progress, name=path,
-                                                    postlude=postlude)
+                                                    progress=progress, name=path, slices=slices,
+                                                    args_text=_args_text)
                 with open(where, "wb") as raw, gzip.GzipFile(os.path.basename(path), "wb",
                                                              fileobj=raw) as dst:
                     shutil.copyfileobj(plain, dst, 1 << 20)

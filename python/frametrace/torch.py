@@ -17,7 +17,8 @@ One ``step()`` drives both: frametrace's session (``frametrace.profile``)
 and a ``torch.profiler.profile`` with ``with_stack=False`` (torch's ops;
 with ``ProfilerActivity.CUDA`` too where ``torch.cuda.is_available()``) on
 the same schedule.  At the end of each active window the two are joined
-into the window's ``frametrace.Trace``: torch's timestamps (wall-clock ns)
+into the window's ``frametrace.Trace``, on the session's writer thread and
+in C, the replay and the sweep without the GIL (``_tracer._join_ops``): torch's timestamps (wall-clock ns)
 are moved onto frametrace's CLOCK_MONOTONIC through the trace's clock
 anchor, each op of a thread frametrace traced goes on that thread's track,
 nested under the Python frame (the C call) that ran it, and GPU kernels on
@@ -302,7 +303,12 @@ class Profile:
         result = self._wait_torch(trace.cycle)
         kineto = getattr(result, "kineto_results", None)
         if kineto is not None:
-            join_torch(trace, _activities_of(kineto, with_args=self.record_shapes))
+            if hasattr(kineto, "trace_activities"):
+                # torch's own objects, read in C: no Python object per op.
+                join_torch(trace, kineto.trace_activities(),
+                           args_of=_metadata_args if self.record_shapes else None)
+            else:
+                join_torch(trace, _activities_of(kineto, with_args=self.record_shapes))
             _as_torch_writes(trace, self._stepping_thread, steps=self.schedule is not None)
         self.last_trace = trace
         if self.on_trace_ready is not None:
@@ -487,19 +493,11 @@ def _activities_of(kineto: Any, with_args: bool = False) -> list:
     ``trace_activities()``; older ones: through its Chrome export).
     with_args: each one's metadata (record_shapes' "Input Dims", ...) as
     its args, parsed from torch's JSON text of it."""
-    import json
-
     if hasattr(kineto, "trace_activities"):
         out = []
         for a in kineto.trace_activities():
             start = a.timestamp()
-            args = None
-            if with_args:
-                text = a.metadata_json()
-                try:
-                    args = json.loads("{" + text + "}") if text else None
-                except ValueError:
-                    args = {"torch_metadata": text}  # kept as torch wrote it
+            args = _metadata_args(a.metadata_json()) if with_args else None
             out.append(_Activity(a.name(), a.type(), start, start + max(a.duration(), 0),
                                  a.device_id(), abs(a.resource_id()), args))
         return out
@@ -509,6 +507,17 @@ def _activities_of(kineto: Any, with_args: bool = False) -> list:
         path = os.path.join(d, "torch.json")
         kineto.save(path)
         return read_torch_chrome(path)[1]
+
+
+def _metadata_args(text: str) -> Optional[dict]:
+    """An activity's args from torch's JSON text of its metadata (the
+    members of an object, without the braces)."""
+    import json
+
+    try:
+        return json.loads("{" + text + "}") if text else None
+    except ValueError:
+        return {"torch_metadata": text}  # kept as torch wrote it
 
 
 def read_torch_chrome(path: Union[str, "os.PathLike[str]"]) -> tuple[dict, list]:
@@ -625,170 +634,59 @@ def _us_to_ns(value: Any) -> int:
     return round(value * 1000)
 
 
-def _nest(frames: list, ops: list, tolerance_ns: int) -> tuple[list, list]:
-    """ops (Slices sorted by start, longest first) split into those that
-    nest with frames ((start, end, parent index) of one thread's events,
-    in call order) and those that cross a frame's boundary or another op's
-    (annotations such as record_function's, which begin in one call and
-    end in another): these go on a track of their own, unchanged, where
-    Perfetto neither drops nor misnests them.  An op that crosses a
-    frame's edge by at most tolerance_ns (the clocks' join is that close)
-    is moved onto the side of the edge where the rest of it lies, and says
-    so in its args (``frametrace_moved_start_ns``/``_end_ns``).  The sweep
-    is the .pftrace writer's: an op goes before the frame it starts before
-    (or at, and outlasts)."""
-    work = [(x, i) for i, x in enumerate(ops)]  # (Slice as placed, index in ops)
-    crossing: set = set()
-    for _ in range(10000):
-        moved, found = _crossing_pass(frames, work, crossing, tolerance_ns)
-        if not moved and not found:
-            break
-        crossing |= found
-        for k, x in moved.items():
-            work[k] = (x, work[k][1])
-        if moved:
-            work.sort(key=lambda w: (w[0].start_ns, -w[0].end_ns))
-    nested = []
-    for x, i in work:
-        if i in crossing:
-            continue
-        orig = ops[i]
-        if (x.start_ns, x.end_ns) != (orig.start_ns, orig.end_ns):
-            args = dict(orig.args or {})
-            if x.start_ns != orig.start_ns:
-                args["frametrace_moved_start_ns"] = x.start_ns - orig.start_ns
-            if x.end_ns != orig.end_ns:
-                args["frametrace_moved_end_ns"] = x.end_ns - orig.end_ns
-            x = x._replace(args=args)
-        nested.append(x)
-    return nested, [ops[i] for i in sorted(crossing)]
-
-
-def _crossing_pass(frames: list, work: list, skip: set, tol: int) -> tuple[dict, set]:
-    """One sweep: {position in work: the op moved} for ops that cross a
-    frame's edge by at most tol, and (only when none moved) the indices (in
-    ops) of ops that cross more.  Passes repeat until none moves: as many
-    as moves cascade (an op's children after it), not one per move."""
-    found: set = set()
-    moved: dict = {}
-    stack: list = []  # (start, end, is_op, index: frame's, or op's position in work)
-    i = x = 0
-    nf, nx = len(frames), len(work)
-    while i < nf or x < nx:
-        while x < nx and work[x][1] in skip:
-            x += 1
-        f = frames[i] if i < nf else None
-        op = work[x][0] if x < nx else None
-        if op is not None and (f is None or op.start_ns < f[0]
-                               or (op.start_ns == f[0] and op.end_ns > f[1])):
-            take_op, start, end = True, op.start_ns, op.end_ns
-        elif f is not None:
-            take_op, start, end = False, f[0], f[1]
-        else:
-            break
-        while stack:
-            t_start, t_end, t_op, t_idx = stack[-1]
-            keep = ((t_start <= start and end <= t_end) if (t_op or take_op)
-                    else t_idx == f[2])  # type: ignore[index]
-            if keep:
-                break
-            stack.pop()
-            if t_end <= start or (t_op and take_op):
-                # Ended before; or two ops: torch's own nesting, kept.
-                if t_op and take_op and t_end > start and work[x][1] not in found:
-                    found.add(work[x][1])
-                continue
-            # They cross: t began before what begins now and ends after.
-            if t_op and t_idx not in moved:  # an op, then a frame
-                t = work[t_idx][0]
-                if start - t_start <= tol and t_end <= end:
-                    moved[t_idx] = t._replace(start_ns=start)  # into the frame
-                elif t_end - start <= tol:
-                    moved[t_idx] = t._replace(end_ns=start)  # before it
-                else:
-                    found.add(work[t_idx][1])
-            elif take_op and op is not None and x not in moved:  # a frame, then an op
-                if end - t_end <= tol and t_start <= start:
-                    moved[x] = op._replace(end_ns=t_end)  # into the frame
-                elif t_end - start <= tol:
-                    moved[x] = op._replace(start_ns=t_end)  # after it
-                else:
-                    found.add(work[x][1])
-        if take_op:
-            if work[x][1] not in found:
-                stack.append((start, end, True, x))
-            x += 1
-        else:
-            stack.append((start, end, False, i))
-            i += 1
-    # After a move the order may change: what this sweep found crossing is
-    # decided again by the next one.
-    return moved, (set() if moved else found)
-
-
 def torch_trace_slices(trace: Trace, activities: Iterable[Any], *, offset_ns: int,
                        pid: Optional[int] = None,
                        tolerance_ns: int = 250) -> tuple[dict, list]:
     """torch's activities as frametrace Slices of trace: ({thread serial:
-    [Slice]}, [(track name, [Slice])]).  offset_ns: wall-clock minus
-    monotonic ns (from the trace's clock anchor); tolerance_ns: how far an
-    op may cross a frame's edge and still be moved to nest (see _nest)."""
+    [Slice]}, [(track name, [Slice])]).  activities: torch's own
+    (``_ProfilerResult.trace_activities()``) or ``_Activity``s; offset_ns:
+    wall-clock minus monotonic ns (from the trace's clock anchor);
+    tolerance_ns: how far an op may cross a frame's edge and still be
+    moved to nest.  An op of a traced thread goes on its track, nested in
+    the frames of the trace's tracer (an op that crosses a frame's edge by
+    at most tolerance_ns is moved onto the side of the edge where the rest
+    of it lies, and says so in its args: ``frametrace_moved_start_ns`` /
+    ``_end_ns``; one that crosses more, such as record_function's
+    annotations, goes unchanged on a track of its own, where Perfetto
+    neither drops nor misnests it).  The replay and the sweep run in C
+    with the GIL released (``_tracer._join_ops``)."""
+    return _join(trace, activities, offset_ns=offset_ns, pid=pid, tolerance_ns=tolerance_ns,
+                 args_of=None)
+
+
+def _join(trace: Trace, activities: Iterable[Any], *, offset_ns: int, pid: Optional[int],
+          tolerance_ns: int, args_of: Optional[Callable[[str], Any]]) -> tuple[dict, list]:
+    tracer = trace.tracer
+    if tracer is None and trace.threads:
+        raise ValueError("torch's ops are joined with a tracer's records: this trace has "
+                         "threads but no tracer (read from a file?)")
     pid = os.getpid() if pid is None else pid
-    serial_of: dict[int, int] = {}
-    names: dict[int, str] = {}
-    for t in trace.threads:  # the latest thread that had a native id
-        if t.native_thread_id:
-            serial_of[t.native_thread_id] = t.serial
-            names[t.serial] = t.name or f"thread {t.thread_id}"
-    per_serial: dict[int, list] = {}
-    own: dict[str, list] = {}
-    for a in activities:
-        s = Slice(a.name, a.category, a.start - offset_ns, a.end - offset_ns, a.args)
-        if a.device == pid or a.device < 0:
-            serial = serial_of.get(a.resource)
-            if serial is not None:
-                per_serial.setdefault(serial, []).append(s)
-            else:
-                own.setdefault(_outside_track(names, None, a.resource), []).append(s)
-        else:
-            own.setdefault(f"torch: device {a.device} stream {a.resource}", []).append(s)
-    frames_of: dict[int, list] = {}
-    if per_serial:
-        for e in trace.events:
-            if e.thread_serial in per_serial:
-                frames_of.setdefault(e.thread_serial, []).append(e)
-    slices: dict[int, list] = {}
-    for serial, items in per_serial.items():
-        items.sort(key=lambda s: (s.start_ns, -s.end_ns))
-        events = frames_of.get(serial, [])
-        # Parent indices within this thread's list.
-        index = {id(e): k for k, e in enumerate(events)}
-        frames = [(e.start_ns, e.end_ns, -1) for e in events]
-        all_events = trace.events
-        for k, e in enumerate(events):
-            if e.parent >= 0:
-                frames[k] = (e.start_ns, e.end_ns, index.get(id(all_events[e.parent]), -1))
-        nested, crossing = _nest(frames, items, tolerance_ns)
-        if nested:
-            slices[serial] = nested
-        if crossing:
-            own.setdefault(_outside_track(names, serial, 0),
-                           []).extend(crossing)
-    return slices, sorted(own.items())
+    thread_of: dict[int, tuple] = {}  # no tracer (no Python traced): every op on a track
+    for i, t in enumerate(tracer.threads if tracer is not None else ()):
+        if t.native_thread_id:  # the latest thread that had a native id
+            thread_of[t.native_thread_id] = (i, t.serial, t.name or f"thread {t.thread_id}")
+    if not isinstance(activities, (list, tuple)):
+        activities = list(activities)
+    return _tracer._join_ops(tracer, activities, Slice, thread_of, offset_ns, pid,
+                             tolerance_ns, args_of)
 
 
 def _outside_track(names: dict, serial: Optional[int], native_id: int) -> str:
     """The track of a thread's ops outside its frames: those of a thread
     not traced (serial None: by its native id), or those that cross the
-    frames of a traced one (names: {serial: its name})."""
+    frames of a traced one (names: {serial: its name}), named as the C
+    join (csrc/join_ops.c) names them."""
     if serial is None:
         return f"torch: thread {native_id}"
     return f"torch: {names.get(serial, serial)} (not nested in its frames)"
 
 
-def join_torch(trace: Trace, activities: Iterable[Any]) -> Trace:
+def join_torch(trace: Trace, activities: Iterable[Any], *,
+               args_of: Optional[Callable[[str], Any]] = None) -> Trace:
     """Puts torch's activities (wall-clock ns) into trace, on its clock,
-    through trace.clock_anchor."""
+    through trace.clock_anchor (see torch_trace_slices).  args_of: for
+    torch's own activities, what makes an op's args of its metadata's
+    JSON text (None: no args)."""
     anchor = trace.clock_anchor
     if not anchor:
         raise ValueError("the trace has no clock_anchor: torch's times cannot be placed on it")
@@ -796,8 +694,8 @@ def join_torch(trace: Trace, activities: Iterable[Any]) -> Trace:
     # The join is off by the anchor's width at most, plus torch's own
     # conversion of its counter to the wall clock (tens of ns, measured).
     tolerance = _TOLERANCE_NS + int(anchor.get("width_ns") or 0)
-    slices, tracks = torch_trace_slices(trace, activities, offset_ns=offset, pid=trace.pid,
-                                        tolerance_ns=tolerance)
+    slices, tracks = _join(trace, activities, offset_ns=offset, pid=trace.pid,
+                           tolerance_ns=tolerance, args_of=args_of)
     trace.slices = slices
     trace.slice_tracks = tracks
     return trace

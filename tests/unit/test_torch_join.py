@@ -2,8 +2,24 @@
 on hand-made frames and ops (no torch needed): what nests stays, what
 crosses a frame's edge by a little is moved (and says so), what crosses by
 more goes to a track of its own, unchanged."""
+from frametrace import _testing
 from frametrace.export import Slice
-from frametrace.torch import _nest
+
+
+def _nest(frames, ops, tolerance_ns):
+    """The C sweep frametrace.torch joins with, on Slices: (nested, as
+    placed, moved ones saying so in their args; crossing, unchanged)."""
+    placed, crossing = _testing.nest(frames, [(x.start_ns, x.end_ns) for x in ops], tolerance_ns)
+    nested = []
+    for start, end, i in placed:
+        x = ops[i]
+        args = dict(x.args or {})
+        if start != x.start_ns:
+            args["frametrace_moved_start_ns"] = start - x.start_ns
+        if end != x.end_ns:
+            args["frametrace_moved_end_ns"] = end - x.end_ns
+        nested.append(x._replace(start_ns=start, end_ns=end, args=args or x.args))
+    return nested, [ops[i] for i in crossing]
 
 
 def op(name, start, end):
