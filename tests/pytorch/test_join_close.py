@@ -36,8 +36,11 @@ def joined_window(monkeypatch, tmp_path, record_shapes):
 
     def spy(trace, activities, **kw):
         activities = list(activities)
-        calls.append((activities, kw.get("args_of")))
-        return real(trace, activities, **kw)
+        joined = real(trace, activities, **kw)
+        # What the join made, before the ProfilerStep marks are added.
+        calls.append((activities, kw.get("args_of"),
+                      [(name, list(items)) for name, items in trace.slice_tracks]))
+        return joined
 
     monkeypatch.setattr(frametrace.torch, "join_torch", spy)
     traces = []
@@ -65,7 +68,8 @@ def us(ns):
 
 @pytest.mark.parametrize("record_shapes", [False, True], ids=["plain", "record_shapes"])
 def test_the_join_and_the_file_are_the_references(monkeypatch, tmp_path, record_shapes):
-    trace, (activities, args_of) = joined_window(monkeypatch, tmp_path, record_shapes)
+    trace, (activities, args_of, joined_tracks) = joined_window(monkeypatch, tmp_path,
+                                                                record_shapes)
     slices, tracks = oracle(trace, activities, args_of)
     nested = sum(len(v) for v in slices.values())
     crossing = sum(len(v) for _, v in tracks)
@@ -74,7 +78,7 @@ def test_the_join_and_the_file_are_the_references(monkeypatch, tmp_path, record_
     if record_shapes:
         assert any(x.args and "Input Dims" in x.args for v in slices.values() for x in v)
     assert trace.slices == slices
-    assert trace.slice_tracks == tracks
+    assert joined_tracks == tracks
 
     # The file holds each of them as the Python writer wrote it.
     with open(tmp_path / "t.json") as fh:
@@ -84,7 +88,7 @@ def test_the_join_and_the_file_are_the_references(monkeypatch, tmp_path, record_
     expected = []
     for serial, items in slices.items():
         expected += [(tid_of[serial], x) for x in items]
-    for k, (_, items) in enumerate(tracks):
+    for k, (_, items) in enumerate(trace.slice_tracks):  # the join's and the steps'
         expected += [(SLICE_TRACKS_TID_BASE + k, x) for x in items]
     expected = sorted((x.name, x.category, tid, us(x.start_ns - origin),
                        us(x.end_ns - x.start_ns), json.dumps(x.args or None, sort_keys=True))
@@ -103,7 +107,7 @@ def test_the_join_lets_another_thread_run(monkeypatch, tmp_path):
     import threading
     import time
 
-    trace, (activities, _) = joined_window(monkeypatch, tmp_path, False)
+    trace, (activities, _, _) = joined_window(monkeypatch, tmp_path, False)
     # More ops, for a longer sweep: each of the window's ops ten times.
     ops = join_oracle.read_activities(activities) * 10
     count = [0]
