@@ -38,6 +38,7 @@
 #include <limits.h>
 #include <pthread.h>
 #include <sched.h>
+#include <semaphore.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -231,7 +232,20 @@ typedef struct {
     int fd;
     int grace_ms;
     PyObject *callback;  /* strong */
+    sem_t *started;      /* posted once the thread waits: the creator's */
 } ft_watch;
+
+/* The latest watch, until its thread frees it: a forked child, which has
+ * none of the parent's threads, still reaches it (no leak reported). */
+static _Atomic(ft_watch *) latest_watch;
+
+static void
+free_watch(ft_watch *watch)
+{
+    ft_watch *expected = watch;
+    atomic_compare_exchange_strong(&latest_watch, &expected, NULL);
+    free(watch);
+}
 
 /* signum's default action back, unblocked in this thread, raised: a
  * signal whose default ends the process ends it here.  -1 if it could not
@@ -269,6 +283,7 @@ watch_main(void *arg)
     pthread_sigmask(SIG_BLOCK, &all, NULL);
     unsigned char byte = 0;
     ssize_t got;
+    sem_post(watch->started);  /* never touched again */
     do {
         got = read(watch->fd, &byte, 1);
     } while (got < 0 && errno == EINTR);
@@ -289,7 +304,7 @@ watch_main(void *arg)
         if (got == 1) {
             die_of((int)byte);
         }
-        free(watch);
+        free_watch(watch);
         return NULL;
     }
     PyGILState_STATE gil = PyGILState_Ensure();
@@ -302,7 +317,7 @@ watch_main(void *arg)
     }
     Py_DECREF(watch->callback);
     PyGILState_Release(gil);
-    free(watch);
+    free_watch(watch);
     return NULL;
 }
 
@@ -336,21 +351,39 @@ watch_relayed(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     watch->fd = values[0];
     watch->grace_ms = values[1];
     watch->callback = Py_NewRef(args[2]);
+    /* Returns once the thread is started and waiting: a fork from now on
+     * finds it in read(), holding no lock (an allocator's included). */
+    sem_t started;
+    if (sem_init(&started, 0, 0) < 0) {
+        Py_DECREF(watch->callback);
+        free(watch);
+        return PyErr_SetFromErrno(PyExc_OSError);
+    }
+    watch->started = &started;
     pthread_attr_t attr;
     pthread_t thread;
     int err = pthread_attr_init(&attr);
     if (err == 0) {
         pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
         pthread_attr_setstacksize(&attr, 256 * 1024);
+        atomic_store(&latest_watch, watch);
         err = pthread_create(&thread, &attr, watch_main, watch);
         pthread_attr_destroy(&attr);
     }
     if (err != 0) {
+        sem_destroy(&started);
+        ft_watch *expected = watch;
+        atomic_compare_exchange_strong(&latest_watch, &expected, NULL);
         Py_DECREF(watch->callback);
         free(watch);
         errno = err;
         return PyErr_SetFromErrno(PyExc_OSError);
     }
+    Py_BEGIN_ALLOW_THREADS
+    while (sem_wait(&started) < 0 && errno == EINTR) {
+    }
+    Py_END_ALLOW_THREADS
+    sem_destroy(&started);
     Py_RETURN_NONE;
 }
 
