@@ -22,15 +22,27 @@
  * relayed again behind that one, the signal would go relay, theirs,
  * relay, theirs... for ever.  A thread-local mark stops it: the relay
  * reached again on the thread that is relaying that signal returns at
- * once (the byte written once, theirs run once). */
+ * once (the byte written once, theirs run once).
+ *
+ * frametrace run's SIGTERM goes through a relay too (frametrace/_endings.py):
+ * Python runs its handler in the main thread between bytecodes, which a
+ * main thread blocked in C never reaches (a SIGTERM caught just before a
+ * sem_wait: an idle Pool worker at the Pool's exit).  _watch_relayed()
+ * starts a C thread that waits for the relay's byte, then a grace period,
+ * then takes a thread state (none before: no thread of the trace) and
+ * calls back, which ends the run; _die_of_signal() ends the process from
+ * any thread. */
 #include "state.h"
 
 #include <errno.h>
 #include <limits.h>
+#include <pthread.h>
 #include <sched.h>
+#include <semaphore.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #ifndef NSIG
@@ -213,6 +225,206 @@ unrelay_signal(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     }
     return PyBool_FromLong(restored);
 }
+
+/* A watch: a thread of its own, with no thread state (no thread of the
+ * trace) until it calls back. */
+typedef struct {
+    int fd;
+    int grace_ms;
+    PyObject *callback;  /* strong */
+    sem_t *started;      /* posted once the thread waits: the creator's */
+} ft_watch;
+
+/* The latest watch, until its thread frees it: a forked child, which has
+ * none of the parent's threads, still reaches it (no leak reported). */
+static _Atomic(ft_watch *) latest_watch;
+
+static void
+free_watch(ft_watch *watch)
+{
+    ft_watch *expected = watch;
+    atomic_compare_exchange_strong(&latest_watch, &expected, NULL);
+    free(watch);
+}
+
+/* signum's default action back, unblocked in this thread, raised: a
+ * signal whose default ends the process ends it here.  -1 if it could not
+ * be set (errno). */
+static int
+die_of(int signum)
+{
+    struct sigaction dfl;
+    memset(&dfl, 0, sizeof(dfl));
+    dfl.sa_handler = SIG_DFL;
+    sigemptyset(&dfl.sa_mask);
+    sigset_t one;
+    sigemptyset(&one);
+    sigaddset(&one, signum);
+    if (sigaction(signum, &dfl, NULL) < 0) {
+        return -1;
+    }
+    int err = pthread_sigmask(SIG_UNBLOCK, &one, NULL);
+    if (err != 0) {
+        errno = err;
+        return -1;
+    }
+    raise(signum);
+    return 0;
+}
+
+static void *
+watch_main(void *arg)
+{
+    ft_watch *watch = arg;
+    /* The signals go to the process's other threads: a blocked main
+     * thread's wait is interrupted where it can be. */
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, NULL);
+    unsigned char byte = 0;
+    ssize_t got;
+    sem_post(watch->started);  /* never touched again */
+    do {
+        got = read(watch->fd, &byte, 1);
+    } while (got < 0 && errno == EINTR);
+    if (got == 1) {
+        struct timespec left = {watch->grace_ms / 1000,
+                                (watch->grace_ms % 1000) * 1000000L};
+        while (nanosleep(&left, &left) < 0 && errno == EINTR) {
+        }
+    }
+    if (got <= 0) {
+        close(watch->fd);  /* closed at the other end: the watch is over */
+    }
+    /* else left open: the watch's owner closes it in a forked child. */
+    if (FT_FINALIZING()) {
+        /* The run is over (its trace written) and no thread state can be
+         * had: the signal ends the process as it would untraced.  A
+         * closed watch leaves its callback (the process is ending). */
+        if (got == 1) {
+            die_of((int)byte);
+        }
+        free_watch(watch);
+        return NULL;
+    }
+    PyGILState_STATE gil = PyGILState_Ensure();
+    if (got == 1) {
+        PyObject *result = PyObject_CallNoArgs(watch->callback);
+        if (result == NULL) {
+            PyErr_WriteUnraisable(watch->callback);
+        }
+        Py_XDECREF(result);
+    }
+    Py_DECREF(watch->callback);
+    PyGILState_Release(gil);
+    free_watch(watch);
+    return NULL;
+}
+
+static PyObject *
+watch_relayed(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    if (nargs != 3) {
+        PyErr_Format(PyExc_TypeError, "_watch_relayed() takes 3 arguments "
+                     "(%zd given)", nargs);
+        return NULL;
+    }
+    int values[2];
+    if (int_args("_watch_relayed", args, 2, 2, values) < 0) {
+        return NULL;
+    }
+    if (values[0] < 0 || values[1] < 0) {
+        PyErr_Format(PyExc_ValueError, "_watch_relayed(): fd %d or grace %d "
+                     "ms out of range", values[0], values[1]);
+        return NULL;
+    }
+    if (!PyCallable_Check(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "_watch_relayed(): callback is not "
+                        "callable");
+        return NULL;
+    }
+    ft_watch *watch = malloc(sizeof(*watch));
+    if (watch == NULL) {
+        return PyErr_NoMemory();
+    }
+    watch->fd = values[0];
+    watch->grace_ms = values[1];
+    watch->callback = Py_NewRef(args[2]);
+    /* Returns once the thread is started and waiting: a fork from now on
+     * finds it in read(), holding no lock (an allocator's included). */
+    sem_t started;
+    if (sem_init(&started, 0, 0) < 0) {
+        Py_DECREF(watch->callback);
+        free(watch);
+        return PyErr_SetFromErrno(PyExc_OSError);
+    }
+    watch->started = &started;
+    pthread_attr_t attr;
+    pthread_t thread;
+    int err = pthread_attr_init(&attr);
+    if (err == 0) {
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        pthread_attr_setstacksize(&attr, 256 * 1024);
+        atomic_store(&latest_watch, watch);
+        err = pthread_create(&thread, &attr, watch_main, watch);
+        pthread_attr_destroy(&attr);
+    }
+    if (err != 0) {
+        sem_destroy(&started);
+        ft_watch *expected = watch;
+        atomic_compare_exchange_strong(&latest_watch, &expected, NULL);
+        Py_DECREF(watch->callback);
+        free(watch);
+        errno = err;
+        return PyErr_SetFromErrno(PyExc_OSError);
+    }
+    Py_BEGIN_ALLOW_THREADS
+    while (sem_wait(&started) < 0 && errno == EINTR) {
+    }
+    Py_END_ALLOW_THREADS
+    sem_destroy(&started);
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+die_of_signal(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    int signum;
+    if (int_args("_die_of_signal", args, nargs, 1, &signum) < 0) {
+        return NULL;
+    }
+    if (signum < 1 || signum >= NSIG) {
+        PyErr_Format(PyExc_ValueError, "_die_of_signal(): signal %d out of "
+                     "range", signum);
+        return NULL;
+    }
+    if (die_of(signum) < 0) {
+        return PyErr_SetFromErrno(PyExc_OSError);
+    }
+    Py_RETURN_NONE;
+}
+
+PyMethodDef ft_watch_relayed_def = {
+    "_watch_relayed", (PyCFunction)(void (*)(void))watch_relayed,
+    METH_FASTCALL,
+    "_watch_relayed($module, fd, grace_ms, callback, /)\n--\n\n"
+    "Starts a thread that waits for a byte on fd (the read end of a\n"
+    "_relay_signal() pipe), then grace_ms more, then calls callback() on\n"
+    "a thread state of its own.  Every signal is blocked in that thread.\n"
+    "Once fd's other end is closed, the thread closes fd and ends.\n"
+    "Internal: frametrace._endings'.",
+};
+
+PyMethodDef ft_die_of_signal_def = {
+    "_die_of_signal", (PyCFunction)(void (*)(void))die_of_signal,
+    METH_FASTCALL,
+    "_die_of_signal($module, signum, /)\n--\n\n"
+    "From any thread: signum's default action back, unblocked in this\n"
+    "thread, and raised.  Returns only if that action does not end the\n"
+    "process.  Internal: frametrace._endings'.",
+};
 
 PyMethodDef ft_relay_signal_def = {
     "_relay_signal", (PyCFunction)(void (*)(void))relay_signal, METH_FASTCALL,

@@ -603,9 +603,11 @@ extern PyMethodDef ft_collapsed_batch_def;
 /* ==== join_ops.c: frametrace.torch's join, _join_ops() ==== */
 extern PyMethodDef ft_join_ops_def;
 
-/* ==== signal_relay.c: the flight recorder's signal, caught in C ==== */
+/* ==== signal_relay.c: signals caught in C (flight recorder, run's SIGTERM) ==== */
 extern PyMethodDef ft_relay_signal_def;
 extern PyMethodDef ft_unrelay_signal_def;
+extern PyMethodDef ft_watch_relayed_def;
+extern PyMethodDef ft_die_of_signal_def;
 
 /* ==== events.c ==== */
 /* Replays a stopped tracer's records into a list of events. */

@@ -27,11 +27,12 @@ killed by SIGTERM (``Process.terminate()``, a Pool's exit), where a handler
 is installed if SIGTERM had none: it writes, then dies of SIGTERM as before,
 whatever the write or its message met (stderr gone: the message is lost,
 never raised into the child).  Python runs that handler in the main thread
-between bytecodes: a child busy in a long C call is killed once that call
-returns, and one whose SIGTERM comes just as it starts to wait for a lock
-(an idle Pool worker at the Pool's exit, inside sem_wait) waits on, with
-the signal caught and its handler not yet run.  A child killed by SIGKILL
-writes nothing.
+between bytecodes; a child whose main thread is blocked in C (an idle Pool
+worker at the Pool's exit, whose SIGTERM came just as it started to wait
+for the queue's lock) has it run by frametrace's thread instead
+(``_endings.SigtermWatch``).  The first ending claims the write; another
+that comes meanwhile waits for it.  A child killed by SIGKILL writes
+nothing.
 """
 from __future__ import annotations
 
@@ -46,12 +47,13 @@ import warnings
 from typing import Any, Callable, Optional
 
 from . import _tracer
-from ._endings import block_sigterm, die_of_sigterm
+from ._endings import SigtermWatch, block_sigterm, die_of_sigterm, new_watch, watch_sigterm
 from ._output import say
 
 _plan: Optional["Plan"] = None  # this process traces its children
 _enabled: list = []  # the plans enabled, innermost last
 _child: Optional["_ChildRun"] = None  # this process is a traced child
+_ending: Optional["_ChildRun"] = None  # its trace is being written (or was)
 _original_preparation: Optional[Callable[[str], dict]] = None
 _fork_hook = False
 _warned_pickle = False
@@ -81,7 +83,8 @@ class Plan:
 
 
 class _ChildRun:
-    __slots__ = ("plan", "tracer", "method", "pid", "parent_pid", "session")
+    __slots__ = ("plan", "tracer", "method", "pid", "parent_pid", "session", "claim",
+                 "writer", "written", "sigterm")
 
     def __init__(self, plan: Plan, tracer: Any, method: str, parent_pid: int):
         self.plan = plan
@@ -90,6 +93,10 @@ class _ChildRun:
         self.pid = os.getpid()
         self.parent_pid = parent_pid
         self.session: Any = None  # its own session, once it steps
+        self.claim = threading.Lock()  # acquire(False) is one C call: safe in a handler
+        self.writer: Optional[int] = None  # the thread that writes its trace
+        self.written = threading.Event()
+        self.sigterm = False  # came to the writing thread: dies once written
 
 
 def enable(plan: Plan) -> None:
@@ -165,8 +172,8 @@ def _bootstrap_child(plan: Plan, parent_pid: int) -> None:
 
 
 def _after_fork_in_child() -> None:
-    global _child
-    _child = None  # a traced child's child: its own trace
+    global _child, _ending
+    _child = _ending = None  # a traced child's child: its own trace
     plan = _plan
     if plan is not None:
         _start(plan, "fork", os.getppid())
@@ -176,32 +183,50 @@ def _start(plan: Plan, method: str, parent_pid: int) -> None:
     global _child
     from .tracer import Tracer
 
+    # Made before the tracer starts: its calls are not the child's.
+    watch = new_watch() if _sigterm_is_free() else None
     try:
         tracer = Tracer(**plan.options)
         for code in _OWN_CODE + plan.ignore:
             tracer._ignore(code)
         tracer.start()
     except (RuntimeError, TypeError, ValueError) as exc:
+        if watch is not None:
+            watch.close()
         # Another profiler in the child: said, not silently untraced.
         say(f"frametrace: child process {os.getpid()} is not traced: {exc}")
         return
     _child = _ChildRun(plan, tracer, method, parent_pid)
-    _arm_exits()
+    _arm_exits(watch)
 
 
-def _arm_exits() -> None:
+def _sigterm_is_free() -> bool:
+    """SIGTERM has no handler, and this thread may set one."""
+    try:
+        return (threading.current_thread() is threading.main_thread()
+                and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL)
+    except (ValueError, OSError):
+        return False
+
+
+def _arm_exits(watch: Any) -> None:
     """The ways a child ends, each made to write its trace first (atexit
     is registered once, at import)."""
     util = sys.modules.get("multiprocessing.util")
     if util is not None:
         # Run after the process object's bootstrap clears the finalizers.
         util.register_after_fork(_KEEP, _after_multiprocessing_bootstrap)
-    if threading.current_thread() is threading.main_thread():
+    handled = False
+    if _sigterm_is_free():
         try:
-            if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
-                signal.signal(signal.SIGTERM, _on_sigterm)
+            signal.signal(signal.SIGTERM, _on_sigterm)
+            handled = True
         except (ValueError, OSError):  # not allowed here: SIGTERM kills untraced
             pass
+    if handled:
+        watch_sigterm(watch, _on_sigterm)
+    elif watch is not None:
+        watch.close()
 
 
 class _Keep:
@@ -219,10 +244,12 @@ def _after_multiprocessing_bootstrap(_: Any) -> None:
 
 
 def _on_sigterm(signum: int, frame: Any) -> None:
+    dies = True
     try:
-        finish()
+        dies = _finish(sigterm=True)
     finally:  # whatever finish() met, the child dies of SIGTERM as it would have
-        die_of_sigterm()
+        if dies:
+            die_of_sigterm()
 
 
 def step() -> bool:
@@ -255,12 +282,30 @@ def step() -> bool:
 
 
 def finish() -> None:
-    """In a traced child: stops its tracer and delivers its trace (once)."""
-    global _child
+    """In a traced child: stops its tracer and delivers its trace (once;
+    one under way on another thread is waited for)."""
+    _finish(sigterm=False)
+
+
+def _finish(sigterm: bool) -> bool:
+    """finish(); for SIGTERM's handler, False if it came to the thread
+    that writes (which dies of it once written)."""
+    global _child, _ending
     run = _child
     if run is None or run.pid != os.getpid():
-        return
-    _child = None
+        run = _ending
+        if run is None or run.pid != os.getpid():
+            return True
+    me = threading.get_ident()
+    if not run.claim.acquire(blocking=False):
+        if run.writer not in (None, me):
+            run.written.wait()  # another thread's write, then this ending
+        elif sigterm:
+            run.sigterm = True
+            return False
+        return True
+    run.writer = me
+    _child, _ending = None, run
     tracer = run.tracer
     tracer.stop()
     # A SIGTERM now (a Pool's terminate() while a worker that ended
@@ -272,8 +317,12 @@ def finish() -> None:
         else:
             _deliver(run, tracer)
     finally:
+        run.written.set()
         if blocked:
             signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+    if run.sigterm and not sigterm:
+        die_of_sigterm()
+    return True
 
 
 def _end_session(run: _ChildRun) -> None:
@@ -347,8 +396,9 @@ atexit.register(finish)
 # Never in a child's trace.
 _OWN_CODE = tuple(f.__code__ for f in (
     _bootstrap_child, _after_fork_in_child, _start, _arm_exits, _after_multiprocessing_bootstrap,
-    _on_sigterm, die_of_sigterm, step, finish, _end_session, block_sigterm, _deliver, _process_name,
-    _dataloader_worker_id, _preparation_data))
+    _on_sigterm, die_of_sigterm, step, finish, _finish, _end_session, block_sigterm, _deliver,
+    _process_name, _dataloader_worker_id, _preparation_data, _sigterm_is_free, new_watch,
+    watch_sigterm, SigtermWatch._fire, SigtermWatch.relay, SigtermWatch.close, SigtermWatch._end_thread))
 
 
 def parent_code() -> tuple:

@@ -4,12 +4,14 @@ the process as it would have ended untraced:
 
 - SIGTERM (what ``timeout``, job schedulers, Kubernetes and ``docker stop``
   send), when the process has no handler of its own for it: a handler,
-  run by Python in the main thread between two bytecodes (a main thread
-  busy in a long C call runs it once that call returns), writes the trace,
-  then restores the default disposition and sends SIGTERM again: the
-  process dies of it (exit status -15, 143 in a shell).  A program that
-  sets a handler of its own decides what SIGTERM does; if it then exits,
-  its trace is written as at any exit.
+  run by Python in the main thread between two bytecodes, writes the
+  trace, then the process dies of SIGTERM (exit status -15, 143 in a
+  shell).  A main thread blocked in C never runs it (a wait entered just
+  after the signal came: an idle Pool worker at the Pool's exit): the
+  signal is caught in C too (``SigtermWatch``), and a thread of
+  frametrace's runs the same handler GRACE_MS later if the process is
+  still there.  A program that sets a handler of its own decides what
+  SIGTERM does; if it then exits, its trace is written as at any exit.
 - ``os._exit(n)`` from any thread: while the program runs, ``os._exit``
   is a wrapper that writes the trace, then calls the real one with n (2
   in place of 0 if the trace could not be written).  In a forked child it
@@ -19,18 +21,24 @@ the process as it would have ended untraced:
 
 The first ending to come claims the write.  One that comes while the trace
 is being written waits for it: ``os._exit`` from another thread calls the
-real one once the write is done; a SIGTERM is kept, and the process dies
-of it once the write is done (``close``).
+real one once the write is done; a SIGTERM's handler run by the writing
+thread is kept, and the process dies of it once the write is done
+(``close``); run by another thread, it waits for the write to end the
+process.
 """
 from __future__ import annotations
 
+import _thread
 import os
 import signal
 import sys
 import threading
 from typing import Any, Callable, NoReturn, Optional
 
+from . import _tracer
+
 _active: Optional["Endings"] = None  # the run under way in this process
+GRACE_MS = 1000  # the main thread's time to run its SIGTERM handler first
 
 
 class Endings:
@@ -66,6 +74,7 @@ class Endings:
                                                  and previous._closed):
                     signal.signal(signal.SIGTERM, self._on_sigterm)
                     self._handler = True
+                    watch_sigterm(new_watch(), self._on_sigterm)
             except (ValueError, OSError):  # not allowed here: SIGTERM kills untraced
                 pass
 
@@ -100,8 +109,11 @@ class Endings:
                 return
             self._stop_quietly()
             if not self._claim.acquire(blocking=False):
+                if self._owner not in (None, threading.get_ident()):
+                    self._written.wait()  # another thread's write: it ends the process
+                    return
                 dies = False
-                self._sigterm = True  # the trace is being written: ends once it is (close)
+                self._sigterm = True  # this thread writes: ends once written (close)
                 return
             self._owner = threading.get_ident()
             if self._end is not None:
@@ -144,7 +156,8 @@ class Endings:
         return tuple(f.__code__ for f in (
             Endings._on_sigterm, Endings._os_exit, Endings._write_before_exit,
             Endings._stop_quietly, die_of_sigterm, _flush_stderr,
-            Endings.claim, Endings.close, _nothing))
+            Endings.claim, Endings.close, _nothing, SigtermWatch._fire, SigtermWatch.relay,
+            SigtermWatch.close, SigtermWatch._end_thread, watch_sigterm, new_watch))
 
 
 def _nothing() -> None:
@@ -156,15 +169,85 @@ _real_exit = os._exit  # before any run wraps it
 
 def die_of_sigterm() -> NoReturn:
     """Ends this process as SIGTERM ends one with no handler (status -15),
-    whatever its handler and mask are now."""
+    from any thread, whatever its handler and mask are now."""
     _flush_stderr()
     try:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
-    except (AttributeError, ValueError, OSError):
+        _tracer._die_of_signal(signal.SIGTERM)
+    except OSError:
         pass
-    os.kill(os.getpid(), signal.SIGTERM)  # delivered before kill() returns
     _real_exit(128 + signal.SIGTERM)  # a SIGTERM that could not kill
+
+
+class SigtermWatch:
+    """SIGTERM caught in C as well as by its Python handler (which Python
+    runs in the main thread between bytecodes): a C thread of the
+    extension's, with no thread state (no thread of the trace), is woken
+    by it and GRACE_MS later, if the process is still there (its main
+    thread blocked in C), runs the handler itself.  One a process: a new
+    one ends the one before; a forked child has none."""
+
+    def __init__(self) -> None:
+        read, self._write = os.pipe()
+        try:
+            os.set_blocking(self._write, False)  # a signal handler writes to it
+            self._handler: Optional[Callable[[int, Any], Any]] = None
+            self._fds = (read, self._write)
+            _tracer._watch_relayed(read, GRACE_MS, self._fire)  # its thread's from now on
+        except BaseException:
+            os.close(read)
+            os.close(self._write)
+            raise
+
+    def relay(self, handler: Callable[[int, Any], Any]) -> None:
+        """From now on (SIGTERM's Python handler being handler, set in the
+        main thread) SIGTERM wakes this watch, no longer the one before.
+        OSError if it cannot."""
+        global _watching
+        self._handler = handler
+        _tracer._relay_signal(signal.SIGTERM, self._write)  # the relay's fd: this one's
+        previous, _watching = _watching, self
+        if previous is not None and previous is not self:
+            previous._end_thread()
+
+    def close(self) -> None:
+        """Its thread ends; SIGTERM goes to its Python handler alone."""
+        global _watching
+        if _watching is self:
+            _watching = None
+            _tracer._unrelay_signal(signal.SIGTERM)
+        self._end_thread()
+
+    def _end_thread(self) -> None:
+        if self._write >= 0:
+            os.close(self._write)  # its thread reads the end, closes its side and ends
+            self._write = -1
+
+    def _fire(self) -> None:
+        """On the watch's thread, GRACE_MS after a SIGTERM."""
+        if self._handler is not None:
+            self._handler(signal.SIGTERM, None)
+
+
+_watching: Optional[SigtermWatch] = None  # this process's
+
+
+def watch_sigterm(watch: Optional[SigtermWatch], handler: Callable[[int, Any], Any]) -> None:
+    """watch relays SIGTERM to handler (just set); where it cannot, or
+    there is no watch, the handler alone runs it, as Python runs it."""
+    if watch is None:
+        return
+    try:
+        watch.relay(handler)
+    except OSError:
+        watch.close()
+
+
+def new_watch() -> Optional[SigtermWatch]:
+    """A SigtermWatch, or None where no thread or pipe can be had."""
+    try:
+        return SigtermWatch()
+    except (OSError, RuntimeError):
+        return None
 
 
 def _flush_stderr() -> None:
@@ -198,7 +281,13 @@ def _after_fork_in_parent() -> None:
 
 
 def _after_fork_in_child() -> None:
-    global _blocked_at_fork
+    global _blocked_at_fork, _watching
+    watch = _watching
+    if watch is not None:  # its thread is the parent's
+        _watching = None
+        for fd in watch._fds:
+            os.close(fd)
+        watch._write = -1
     run = _active
     if run is not None:
         run._forked = True

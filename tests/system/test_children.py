@@ -154,30 +154,28 @@ def test_run_follow_children(tmp_path, method, output):
     assert "leaf" not in {e.name for e in frametrace.load(str(tmp_path / "trace.json")).events}
 
 
-# A Pool's exit terminates its workers (SIGTERM) in the middle of their
-# tasks, after the reader of stderr has gone (`... 2>&1 | head -1`): each
-# worker writes its trace, cannot say so, and dies of SIGTERM as
-# untraced.  (A worker that did not die would take its next task from a
-# queue whose lock the exiting Pool holds: a hang.)
+# A Pool's exit terminates its workers (SIGTERM) once they are idle,
+# after the reader of stderr has gone (`... 2>&1 | head -1`): each worker
+# writes its trace, cannot say so, and dies of SIGTERM as untraced.  (A
+# worker that did not die would wait for the queue's lock, which the
+# exiting Pool holds: a hang.)
 POOL_NO_READER = '''\
 import multiprocessing, os, sys, time
 
 def ready(barrier):
-    global started
-    started = barrier
+    barrier.wait(60)  # each worker is started (and traced)
 
 def task(x):
-    started.wait(60)
-    time.sleep(60)  # until the Pool's exit
+    return x + 1
 
 if __name__ == "__main__":
     ctx = multiprocessing.get_context(sys.argv[1])
     barrier = ctx.Barrier(3)
     with ctx.Pool(2, initializer=ready, initargs=(barrier,)) as pool:
         workers = list(pool._pool)
-        pool.map_async(task, range(2), chunksize=1)
-        barrier.wait(60)  # each worker is in a task
-        while True:  # until the reader of stderr has gone
+        barrier.wait(60)
+        assert pool.map(task, range(4), chunksize=1) == [1, 2, 3, 4]
+        while True:  # until the reader of stderr has gone; the workers wait for tasks
             try:
                 print("waiting", file=sys.stderr, flush=True)
             except BrokenPipeError:
@@ -221,6 +219,57 @@ def test_run_follow_children_pool_exit_with_stderr_gone(tmp_path, method):
     assert exitcodes == f"{-signal.SIGTERM}, {-signal.SIGTERM}]\n", out
     assert sorted(os.listdir(tmp_path)) == sorted(
         ["prog.py", "trace.json"] + [f"trace.{pid}.json" for pid in json.loads(pids + "]")])
+
+
+# A child whose main thread blocks in C for ever, the GIL released (a
+# second lock of a mutex it holds: no signal interrupts it, as a sem_wait
+# entered just after SIGTERM came), is terminated: Python never runs its
+# SIGTERM handler, yet it writes its trace and dies of SIGTERM.
+BLOCKED_CHILD = '''\
+import ctypes, multiprocessing, sys
+
+def blocked(ready):
+    libc = ctypes.CDLL(None)
+    mutex = ctypes.create_string_buffer(64)  # zeros: PTHREAD_MUTEX_INITIALIZER
+    libc.pthread_mutex_lock(mutex)
+    ready.set()
+    libc.pthread_mutex_lock(mutex)
+
+if __name__ == "__main__":
+    ctx = multiprocessing.get_context(sys.argv[1])
+    ready = ctx.Event()
+    p = ctx.Process(target=blocked, args=(ready,))
+    p.start()
+    assert ready.wait(60)
+    p.terminate()
+    p.join(60)
+    print(p.pid, p.exitcode, flush=True)
+'''
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs glibc's pthread_mutex_t")
+@pytest.mark.parametrize("method", METHODS)
+def test_run_follow_children_sigterm_to_a_child_blocked_in_c(tmp_path, method):
+    (tmp_path / "prog.py").write_text(BLOCKED_CHILD)
+    env = child_env(PYTHONPATH=os.pathsep.join([PACKAGE_ROOT, TESTS_DIR]), PYTHONFAULTHANDLER="1")
+    proc = subprocess.Popen([sys.executable, "-m", "frametrace", "run", "--follow-children", "-o",
+                             "trace.json", "prog.py", method], cwd=tmp_path, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        _, err = proc.communicate()
+        pytest.fail(f"still running after 60 s (the child survived SIGTERM):\n{err}")
+    assert proc.returncode == 0, err
+    pid, exitcode = map(int, out.split())
+    assert exitcode == -signal.SIGTERM, err
+    assert f"of child process {pid} written to" in err, err
+    trace = frametrace.load(str(tmp_path / f"trace.{pid}.json"))
+    assert_valid_trace(trace.events, trace.tracer_start_ns, trace.tracer_stop_ns)
+    blocked = [e for e in trace.events if e.name == "blocked"]
+    assert len(blocked) == 1 and blocked[0].open_at_stop  # cut at the signal
 
 
 def test_trace_children_needs_a_handler():

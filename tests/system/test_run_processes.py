@@ -278,6 +278,51 @@ def test_sigterm_writes_the_trace_then_ends_as_sigterm_does(tmp_path, steps):
         assert exit_code(path) == -signal.SIGTERM
 
 
+# Says it is ready on stdout, then blocks in C for ever with the GIL
+# released: a second lock of a mutex it holds, a wait no signal interrupts
+# (as a sem_wait entered just after SIGTERM came), so Python never runs its
+# SIGTERM handler.
+BLOCKED_IN_C = '''\
+import ctypes
+
+def started():
+    print("ready", flush=True)
+
+def blocked():
+    libc = ctypes.CDLL(None)
+    mutex = ctypes.create_string_buffer(64)  # zeros: PTHREAD_MUTEX_INITIALIZER
+    libc.pthread_mutex_lock(mutex)
+    started()
+    libc.pthread_mutex_lock(mutex)
+
+blocked()
+'''
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs glibc's pthread_mutex_t")
+@pytest.mark.parametrize("steps", [False, True], ids=["run", "steps"])
+def test_sigterm_to_a_main_thread_blocked_in_c_writes_the_trace(tmp_path, steps):
+    (tmp_path / "blocked.py").write_text(BLOCKED_IN_C)
+    proc = start(tmp_path, *(["--steps", "1000000"] if steps else []), "blocked.py",
+                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout.readline() == "ready\n"
+    time.sleep(0.2)
+    sent = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    status, _, err = finish(proc, timeout=30)
+    assert status == -signal.SIGTERM, err
+    assert time.monotonic() - sent < 15, err  # a second's grace, then the write
+    assert "the program was ended by SIGTERM" in err, err
+    path = tmp_path / ("trace.0.json" if steps else "trace.json")
+    assert f"written to {path}" in err, err
+    trace, called = names(path)
+    assert "started" in called
+    blocked = [e for e in trace.events if e.name == "blocked"]
+    assert len(blocked) == 1 and blocked[0].open_at_stop  # cut at the signal
+    if not steps:
+        assert exit_code(path) == -signal.SIGTERM
+
+
 # The main thread, or another one while the main thread works, ends the
 # process with os._exit; a forked child's os._exit first, which must not
 # write the parent's trace.
