@@ -25,6 +25,7 @@ import threading
 import traceback
 import warnings
 from dataclasses import dataclass, field
+from types import FrameType
 from typing import Any, Callable, Iterable, Literal, NamedTuple, Optional, Sequence, Union
 
 from . import _children, _tracer
@@ -925,7 +926,8 @@ def _warn_dropped(trace: Trace, buffer_size: int) -> None:
     # Told at the program's line (its step() or with), whichever of
     # frametrace's step()s or exits it went through.
     package = os.path.dirname(__file__) + os.sep
-    level, frame = 2, sys._getframe(1)  # stacklevel 2: the caller of this function
+    level = 2  # the caller of this function
+    frame: Optional[FrameType] = sys._getframe(1)
     while frame is not None and frame.f_code.co_filename.startswith(package):
         level, frame = level + 1, frame.f_back
     warnings.warn(f"frametrace: {trace.dropped:,} events of cycle {trace.cycle}{steps} were lost "
