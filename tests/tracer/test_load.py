@@ -223,14 +223,14 @@ def handle_request():
 
 
 @pytest.mark.one_setup
-@pytest.mark.skipif(UNDER_ASAN, reason="a test of scale (2 min under ASan): the writers and "
+@pytest.mark.skipif(UNDER_ASAN, reason="a test of scale (200 s under ASan): the writers and "
                                        "readers it runs are checked there by the smaller tests")
-def test_a_trace_of_120000_threads_loads_summarises_and_merges(tmp_path):
-    """A thread per request, 120,000 of them: otherData, which maps every
-    thread, is some 10 MB (1 MB compressed), more than any fixed bound on
+def test_a_trace_of_200000_threads_loads_summarises_and_merges(tmp_path):
+    """A thread per request, 200,000 of them: otherData, which maps every
+    thread, is some 16 MB (2 MB compressed), more than any fixed bound on
     a value the reader held; the file loads, its summary and its merge
     work, and the merge loads."""
-    n = 120_000
+    n = 200_000
     with frametrace.trace(include=[__name__]) as tracer:
         for _ in range(n // 8):
             batch = [threading.Thread(target=handle_request) for _ in range(8)]
