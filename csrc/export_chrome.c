@@ -321,7 +321,7 @@ describe_slice(PyObject *x, long long pid, unsigned long long tid,
     }
     int truth = args != NULL ? PyObject_IsTrue(args) : 0;
     if (truth > 0) {
-        PyObject *text = PyObject_CallOneArg(args_text, args);
+        PyObject *text = PyObject_CallFunctionObjArgs(args_text, args, NULL);
         Py_ssize_t len;
         const char *t = text != NULL ? PyUnicode_AsUTF8AndSize(text, &len)
                                      : NULL;

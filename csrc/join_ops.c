@@ -98,7 +98,7 @@ read_activity(PyObject *a, Py_ssize_t i, int methods, PyObject *args_of,
             if (text == NULL) {
                 return -1;
             }
-            r->args = PyObject_CallOneArg(args_of, text);
+            r->args = PyObject_CallFunctionObjArgs(args_of, text, NULL);
             Py_DECREF(text);
             if (r->args == NULL) {
                 return -1;

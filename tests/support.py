@@ -33,6 +33,29 @@ def child_env(**extra):
     return env
 
 
+def run_stderr_gone(command, cwd, env, first_line=None, timeout=120):
+    """(status, stdout) of command run with stderr a pipe that is closed
+    once it has said first_line (at once with None): a reader that went
+    away (`... 2>&1 | head -1`).  Its process group is killed, and the
+    test fails, if it runs past timeout."""
+    import signal
+    import subprocess
+
+    proc = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    if first_line is not None:
+        assert proc.stderr.readline() == first_line
+    proc.stderr.close()
+    proc.stderr = None  # gone: communicate() reads stdout only
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        pytest.fail(f"{command} still running after {timeout} s")
+    return proc.returncode, out
+
+
 def torch_installed() -> bool:
     """Whether the real torch is importable.  tests/ is on sys.path and
     tests/pytorch/ (the torch tests, no __init__.py) is then a namespace

@@ -14,7 +14,7 @@ import pytest
 
 import frametrace
 from frametrace.testing import assert_valid_trace
-from support import TESTS_DIR, child_env
+from support import TESTS_DIR, child_env, run_stderr_gone
 
 METHODS = [m for m in ("fork", "spawn", "forkserver") if m in multiprocessing.get_all_start_methods()]
 PACKAGE_ROOT = os.path.dirname(os.path.dirname(frametrace.__file__))
@@ -156,7 +156,8 @@ def test_run_follow_children(tmp_path, method, output):
 
 # A Pool's exit terminates its workers (SIGTERM) once they are idle,
 # after the reader of stderr has gone (`... 2>&1 | head -1`): each worker
-# writes its trace, cannot say so, and dies of SIGTERM as untraced.  (A
+# writes its trace, cannot say so, and dies of SIGTERM as untraced (or
+# exits, having taken the Pool's "no more tasks" first).  (A
 # worker that did not die would wait for the queue's lock, which the
 # exiting Pool holds: a hang.)
 POOL_NO_READER = '''\
@@ -190,24 +191,13 @@ if __name__ == "__main__":
 @pytest.mark.parametrize("method", METHODS)
 def test_run_follow_children_pool_exit_with_stderr_gone(tmp_path, method):
     """Nothing frametrace prints changes how a process ends: no hang, the
-    workers die of the Pool's SIGTERM, the command exits as the program."""
+    workers end as the Pool ends them, the command exits as the program."""
     (tmp_path / "prog.py").write_text(POOL_NO_READER)
     env = child_env(PYTHONPATH=os.pathsep.join([PACKAGE_ROOT, TESTS_DIR]), PYTHONFAULTHANDLER="1")
 
     def without_reader(*command):
-        proc = subprocess.Popen([sys.executable, *command, "prog.py", method], cwd=tmp_path,
-                                env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True, start_new_session=True)
-        assert proc.stderr.readline() == "waiting\n"
-        proc.stderr.close()
-        proc.stderr = None  # gone: communicate() reads stdout only
-        try:
-            out, _ = proc.communicate(timeout=120)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.communicate()
-            pytest.fail(f"{command} still running after 120 s")
-        return proc.returncode, out
+        return run_stderr_gone([sys.executable, *command, "prog.py", method], tmp_path, env,
+                               first_line="waiting\n")
 
     # Untraced: 0, or 120 where Python's exit fails to flush the program's
     # "waiting" left in stderr's buffer (3.14).
@@ -216,7 +206,9 @@ def test_run_follow_children_pool_exit_with_stderr_gone(tmp_path, method):
                                  "trace.json")
     assert status == untraced, out
     pids, exitcodes = out.split("] [")
-    assert exitcodes == f"{-signal.SIGTERM}, {-signal.SIGTERM}]\n", out
+    # An idle worker may take the Pool's "no more tasks" and exit before its
+    # SIGTERM comes, untraced too.
+    assert set(json.loads("[" + exitcodes)) <= {0, -signal.SIGTERM}, out
     assert sorted(os.listdir(tmp_path)) == sorted(
         ["prog.py", "trace.json"] + [f"trace.{pid}.json" for pid in json.loads(pids + "]")])
 

@@ -13,7 +13,7 @@ import textwrap
 
 import pytest
 
-from support import child_env, run_json
+from support import child_env, run_json, run_stderr_gone
 
 pytestmark = pytest.mark.usefixtures("clock")
 
@@ -191,20 +191,8 @@ def test_no_stderr_still_writes_the_trace(tmp_path, how):
     (tmp_path / "prog.py").write_text(STDERR_GONE)
 
     def without_stderr(*command):
-        proc = subprocess.Popen([sys.executable, *command, "prog.py", how], cwd=tmp_path,
-                                env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True, start_new_session=True)
-        if how == "broken":
-            assert proc.stderr.readline() == "waiting\n"
-        proc.stderr.close()
-        proc.stderr = None  # gone: communicate() reads stdout only
-        try:
-            out, _ = proc.communicate(timeout=120)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.communicate()
-            raise
-        return proc.returncode, out
+        return run_stderr_gone([sys.executable, *command, "prog.py", how], tmp_path, child_env(),
+                               first_line="waiting\n" if how == "broken" else None)
 
     # Untraced: 0, or 120 where Python's exit fails to flush the program's
     # "waiting" left in stderr's buffer (3.14).
