@@ -111,58 +111,6 @@ def _crossing_pass(frames: list, work: list, skip: set, tol: int) -> tuple[dict,
     return moved, (set() if moved else found)
 
 
-def torch_trace_slices(trace: Trace, activities: Iterable[Any], *, offset_ns: int,
-                       pid: Optional[int] = None,
-                       tolerance_ns: int = 250) -> tuple[dict, list]:
-    """torch's activities as frametrace Slices of trace: ({thread serial:
-    [Slice]}, [(track name, [Slice])]).  offset_ns: wall-clock minus
-    monotonic ns (from the trace's clock anchor); tolerance_ns: how far an
-    op may cross a frame's edge and still be moved to nest (see _nest)."""
-    pid = os.getpid() if pid is None else pid
-    serial_of: dict[int, int] = {}
-    names: dict[int, str] = {}
-    for t in trace.threads:  # the latest thread that had a native id
-        if t.native_thread_id:
-            serial_of[t.native_thread_id] = t.serial
-            names[t.serial] = t.name or f"thread {t.thread_id}"
-    per_serial: dict[int, list] = {}
-    own: dict[str, list] = {}
-    for a in activities:
-        s = Slice(a.name, a.category, a.start - offset_ns, a.end - offset_ns, a.args)
-        if a.device == pid or a.device < 0:
-            serial = serial_of.get(a.resource)
-            if serial is not None:
-                per_serial.setdefault(serial, []).append(s)
-            else:
-                own.setdefault(f"torch: thread {a.resource}", []).append(s)
-        else:
-            own.setdefault(f"torch: device {a.device} stream {a.resource}", []).append(s)
-    frames_of: dict[int, list] = {}
-    if per_serial:
-        for e in trace.events:
-            if e.thread_serial in per_serial:
-                frames_of.setdefault(e.thread_serial, []).append(e)
-    slices: dict[int, list] = {}
-    for serial, items in per_serial.items():
-        items.sort(key=lambda s: (s.start_ns, -s.end_ns))
-        events = frames_of.get(serial, [])
-        # Parent indices within this thread's list.
-        index = {id(e): k for k, e in enumerate(events)}
-        frames = [(e.start_ns, e.end_ns, -1) for e in events]
-        all_events = trace.events
-        for k, e in enumerate(events):
-            if e.parent >= 0:
-                frames[k] = (e.start_ns, e.end_ns, index.get(id(all_events[e.parent]), -1))
-        nested, crossing = _nest(frames, items, tolerance_ns)
-        if nested:
-            slices[serial] = nested
-        if crossing:
-            own.setdefault(f"torch: {names.get(serial, serial)} (not nested in its frames)",
-                           []).extend(crossing)
-    return slices, sorted(own.items())
-
-
-
 def join_slices(trace: Any, activities: Iterable[Any], *, offset_ns: int,
                 pid: Optional[int] = None, tolerance_ns: int = 250) -> tuple[dict, list]:
     """({thread serial: [Slice]}, [(track name, [Slice])]) of activities
