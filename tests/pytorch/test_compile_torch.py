@@ -7,7 +7,7 @@ import warnings
 
 import pytest
 
-from torch_support import torch, training  # skips the module without torch
+from torch_support import torch, train, training  # skips the module without torch
 
 import frametrace
 import frametrace.torch
@@ -19,17 +19,8 @@ BUFFER = 1 << 16
 
 
 def loop(model, opt, loader, prof=None):
-    """Forward, backward and the optimizer's step of each batch; the losses
-    and the parameters after them."""
-    losses = []
-    for x, y in loader:
-        loss = torch.nn.functional.cross_entropy(model(x), y)
-        loss.backward()
-        opt.step()
-        opt.zero_grad()
-        losses.append(loss.item())
-        if prof is not None:
-            prof.step()
+    """torch_support.train's loop; the losses and the parameters after them."""
+    losses = train(prof, model, opt, loader)
     return losses, [p.detach().clone() for p in opt.param_groups[0]["params"]]
 
 

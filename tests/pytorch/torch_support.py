@@ -53,7 +53,7 @@ def training(steps, batch=16, seed=0):
 
 
 def train(prof, model, opt, loader):
-    """The loop: one prof.step() per batch; the losses."""
+    """The loop: one prof.step() per batch (none with prof None); the losses."""
     losses = []
     for x, y in loader:
         loss = torch.nn.functional.cross_entropy(model(x), y)
@@ -61,5 +61,6 @@ def train(prof, model, opt, loader):
         opt.step()
         opt.zero_grad()
         losses.append(loss.item())
-        prof.step()
+        if prof is not None:
+            prof.step()
     return losses
