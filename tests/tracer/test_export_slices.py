@@ -87,8 +87,8 @@ def test_slices_on_the_threads_tid_in_the_chrome_json(tmp_path):
     assert cats.index("cpu_op") > max(i for i, c in enumerate(cats) if c != "cpu_op")
     kernel = [e for e in doc["traceEvents"] if e.get("name") == "kernel"]
     assert kernel[0]["tid"] == SLICE_TRACKS_TID_BASE and kernel[0]["args"] == {"stream": 7}
-    assert kernel[0]["ts"] == 0.005 - (doc["otherData"]["frametrace"]["origin_ns"]
-                                       - tracer.start_ns) / 1000
+    assert round(kernel[0]["ts"] * 1000) == 5 - (doc["otherData"]["frametrace"]["origin_ns"]
+                                                 - tracer.start_ns)
     # load() reads the file's frametrace events back, leaving the others out.
     loaded = frametrace.load(tmp_path / "t.json")
     assert [(e.name, e.start_ns, e.end_ns) for e in loaded.events] == [

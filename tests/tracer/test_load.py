@@ -505,8 +505,9 @@ BAD = {
     "ts-negative-compact": (lambda g: re.sub(rb'"ts":[0-9]+[.][0-9]{3}', b'"ts":-5.000', g, count=1),
                             ".ts: negative"),
     "ends-after-stop": (lambda g: edit(g, lambda d: first_x(d).update(
-        dur=(d["otherData"]["frametrace"]["stop_ns"] - d["otherData"]["frametrace"]["origin_ns"])
-        / 1000 + 1)), "after the tracer's stop"),
+        # One integer division: its float prints as a whole number of ns.
+        dur=(d["otherData"]["frametrace"]["stop_ns"] - d["otherData"]["frametrace"]["origin_ns"]
+             + 1000) / 1000)), "after the tracer's stop"),
     "ends-after-stop-compact": (lambda g: _early_stop(g), "after the tracer's stop"),
     "ends-after-stop-other-in-the-middle": (lambda g: _other_in_the_middle(_early_stop(g)),
                                             "after the tracer's stop"),
