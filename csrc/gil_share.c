@@ -19,5 +19,5 @@ PyMethodDef ft_share_gil_def = {
     "_share_gil", share_gil, METH_O,
     "_share_gil(on): whether this thread's long work with the GIL (the "
     "join of torch's ops, rendering slices) gives it away in turns of "
-    "25 us, for a program that runs beside it.",
+    "100 us, for a program that runs beside it.",
 };
