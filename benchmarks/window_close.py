@@ -31,7 +31,11 @@ repetitions: "added" is the wall from the closing step's step() call to the
 end of the 5th step after it, less 5 normal steps (the closing step's own
 traced work is the per-step overhead, not the close's); "close" that
 step() call alone; "max after" the slowest of the 5 steps after the close
-as a ratio to a normal step; "write" the handler's time.
+as a ratio to a normal step; "blocked" the time the 5 steps after the
+close spent blocked (wall less time on or waiting for a CPU, from
+/proc/thread-self/schedstat: the GIL, for this loop) beyond normal steps,
+which other processes on a busy machine do not inflate; "write" the
+handler's time.
 """
 from __future__ import annotations
 
@@ -182,6 +186,16 @@ AFTER = 5  # steps after the close that are measured
 WAIT = 8
 
 
+def sched_ns() -> tuple[int, int]:
+    """This thread's time on a CPU and waiting for one (ns, from
+    /proc/thread-self/schedstat): the rest of a step's wall is time it
+    was blocked, on the GIL for a loop that never sleeps.  Unlike the
+    wall, not inflated by other processes on a busy machine."""
+    with open("/proc/thread-self/schedstat") as fh:
+        ran, queued, _slices = fh.read().split()
+    return int(ran), int(queued)
+
+
 def torch_child(config: str, active: int, out_dir: str) -> dict:
     import torch
 
@@ -231,9 +245,10 @@ def torch_child(config: str, active: int, out_dir: str) -> dict:
         cm = profile(activities=[ProfilerActivity.CPU], schedule=schedule(**sched),
                      with_stack=config == "torch_stack", on_trace_ready=torch_handler)
     close = WAIT + active  # the step whose step() closes the window
-    ends, calls = [], []
+    ends, calls, blocked = [], [], []
     with cm as prof:
         last = time.perf_counter_ns()
+        ran, queued = sched_ns()
         for _ in range(close + AFTER + 3):
             train_step()
             before = time.perf_counter_ns()
@@ -241,11 +256,17 @@ def torch_child(config: str, active: int, out_dir: str) -> dict:
             now = time.perf_counter_ns()
             ends.append(now - last)
             calls.append(now - before)
+            ran_now, queued_now = sched_ns()
+            blocked.append(now - last - (ran_now - ran) - (queued_now - queued))
+            ran, queued = ran_now, queued_now
             last = now
     normal = statistics.median(ends[1:WAIT])
     after = ends[close + 1:close + 1 + AFTER]
+    normal_blocked = statistics.median(blocked[1:WAIT])
     return {"config": config, "normal_ms": normal / 1e6, "close_ms": calls[close] / 1e6,
             "added_ms": (calls[close] + sum(after) - AFTER * normal) / 1e6,
+            "blocked_ms": (sum(blocked[close + 1:close + 1 + AFTER])
+                           - AFTER * normal_blocked) / 1e6,
             "max_ratio": max(after) / normal,
             "after_ms": [round(a / 1e6, 1) for a in after], **written}
 
@@ -274,7 +295,7 @@ def torch_report(args: argparse.Namespace) -> None:
           f"{args.active} active steps; medians of {args.reps} runs; added = close call + "
           f"{AFTER} steps after it - {AFTER} normal steps")
     print(f"{'configuration':18} {'normal ms':>9} {'close ms':>9} {'added ms':>9} "
-          f"{'max after':>9} {'write ms':>9}   added per run")
+          f"{'max after':>9} {'blocked ms':>10} {'write ms':>9}   added per run")
     for config in TORCH_CONFIGS:
         rs = runs[config]
 
@@ -283,7 +304,7 @@ def torch_report(args: argparse.Namespace) -> None:
             return statistics.median(vals) if vals else float("nan")
 
         print(f"{config:18} {med('normal_ms'):9.1f} {med('close_ms'):9.1f} {med('added_ms'):+9.1f} "
-              f"{med('max_ratio'):8.2f}x {med('write_ms'):9.1f}   "
+              f"{med('max_ratio'):8.2f}x {med('blocked_ms'):+10.1f} {med('write_ms'):9.1f}   "
               + " ".join(f"{r['added_ms']:+.0f}" for r in rs))
 
 
