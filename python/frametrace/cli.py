@@ -1,17 +1,16 @@
 """The ``frametrace`` command (also ``python -m frametrace``).
 
-    frametrace run [-o trace.json] [--buffer-size N] [--no-c-calls] [--fork-traces]
-                   [--follow-children] [--ignore PATTERN]... [--include PATTERN]...
-                   [--steps SPEC [--python-steps N]] script.py [args...]
-    frametrace run --flight-recorder DIR [tracer options] script.py [args...]
+    frametrace run [options] script.py [args...]
     frametrace run [options] -m package.module [args...]
-    frametrace attach PID [--duration SECONDS | --steps N [--step-function module:qualname]]
-                      [-o trace.json|.pftrace] [--buffer-size N] [--no-c-calls] [--timeout SECONDS]
+    frametrace attach PID [options]
     frametrace attach PID --dump [--reason TEXT] [--timeout SECONDS] [--no-signal]
-    frametrace summary trace.json [--sort self|total|calls|mean|name] [--limit N] [--per-thread]
-                       [--group-by-input-shape]
+    frametrace summary trace.json [options]
     frametrace flamegraph trace.json [-o out.svg]
     frametrace merge a.json b.json ... -o all.json
+
+``frametrace COMMAND --help`` lists a command's options (argparse writes
+its usage from the parser); ``run`` and ``attach`` take the tracer's
+options (``frametrace.Options``) as flags, under "tracer options".
 
 ``run`` runs a program as ``python script.py`` (or ``python -m module``)
 would: the same ``sys.argv``, as module ``__main__``, with ``sys.path[0]``
