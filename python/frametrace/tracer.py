@@ -59,9 +59,8 @@ class Options:
         self._set(checked, backend)
 
     def _set(self, tracer: _tracer.Tracer, backend: str) -> None:
-        for name, value in (("buffer_size", tracer.buffer_size), ("c_calls", tracer.c_calls),
-                            ("backend", backend), ("max_memory", tracer.max_memory),
-                            ("ignore", tracer.ignore), ("include", tracer.include)):
+        for name in OPTION_NAMES:  # the tracer's attributes of the same names
+            value = backend if name == "backend" else getattr(tracer, name)
             object.__setattr__(self, name, value)  # frozen: set once, here
 
     @classmethod
@@ -87,12 +86,10 @@ class Options:
         return options
 
     def as_dict(self) -> dict[str, Any]:
-        """The options as keyword arguments; plain lists, str, int and
+        """The options as keyword arguments of plain lists, str, int and
         bool (what ``attach`` sends to its target, which checks them again)."""
-        return {"buffer_size": self.buffer_size, "c_calls": self.c_calls,
-                "backend": self.backend, "max_memory": self.max_memory,
-                "ignore": list(self.ignore),
-                "include": None if self.include is None else list(self.include)}
+        return {name: list(value) if isinstance(value, tuple) else value
+                for name, value in dataclasses.asdict(self).items()}
 
     @classmethod
     def from_dict(cls, data: Any) -> "Options":
@@ -160,9 +157,7 @@ class Tracer(_tracer.Tracer):
         if options is None:  # checked by the C type, with this Python's backend
             return super().__new__(cls, **one_by_one)
         options = Options.given("Tracer", options, one_by_one)
-        return super().__new__(cls, options.buffer_size, c_calls=options.c_calls,
-                               backend=options.backend, max_memory=options.max_memory,
-                               ignore=options.ignore, include=options.include)
+        return super().__new__(cls, **dataclasses.asdict(options))
 
     @property
     def options(self) -> Options:
