@@ -15,7 +15,7 @@ from .loader import MergedTrace, load
 from .remote import AttachError, AttachResult, attach
 from .schedule import ProfilerAction, Schedule, schedule
 from .session import Profile, RangeRecord, StepRecord, Trace, profile, range, save, step
-from .tracer import Tracer, trace
+from .tracer import Options, Tracer, trace
 
 # frametrace.range stays public but out of __all__: `from frametrace import *`
 # must not replace the builtin range.
@@ -28,6 +28,7 @@ __all__ = [
     "Event",
     "FlightRecorder",
     "MergedTrace",
+    "Options",
     "Profile",
     "ProfilerAction",
     "RangeRecord",

@@ -44,11 +44,14 @@ import sys
 import threading
 import traceback
 import warnings
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from . import _tracer
 from ._endings import SigtermWatch, block_sigterm, die_of_sigterm, new_watch, watch_sigterm
 from ._output import say
+
+if TYPE_CHECKING:
+    from .tracer import Options
 
 _plan: Optional["Plan"] = None  # this process traces its children
 _enabled: list = []  # the plans enabled, innermost last
@@ -65,9 +68,9 @@ class Plan:
     called with its Trace as it ends.  Pickled to spawn and forkserver
     children: deliver must pickle (frametrace.save() does)."""
 
-    def __init__(self, options: dict, deliver: Callable[[Any], Any], ignore: tuple = (),
+    def __init__(self, options: Options, deliver: Callable[[Any], Any], ignore: tuple = (),
                  schedule: Any = None, python_steps: Optional[int] = None):
-        self.options = dict(options)
+        self.options = options
         self.deliver = deliver
         # A child that steps (frametrace.step(), or the parent's prof.step()
         # in a forked child) is profiled on this schedule from then on.
@@ -186,7 +189,7 @@ def _start(plan: Plan, method: str, parent_pid: int) -> None:
     # Made before the tracer starts: its calls are not the child's.
     watch = new_watch() if _sigterm_is_free() else None
     try:
-        tracer = Tracer(**plan.options)
+        tracer = Tracer(options=plan.options)
         for code in _OWN_CODE + plan.ignore:
             tracer._ignore(code)
         tracer.start()
@@ -273,7 +276,7 @@ def step() -> bool:
     plan = run.plan
     session = Profile(schedule=plan.schedule, python_steps=plan.python_steps,
                       on_trace_ready=plan.deliver, _ignore=_OWN_CODE + plan.ignore,
-                      **plan.options)
+                      options=plan.options)
     session._trace_extra = {"parent_pid": run.parent_pid, "process_name": _process_name(run)}
     session.step_num = 1
     session.__enter__()

@@ -1,17 +1,16 @@
 """The ``frametrace`` command (also ``python -m frametrace``).
 
-    frametrace run [-o trace.json] [--buffer-size N] [--no-c-calls] [--fork-traces]
-                   [--follow-children] [--ignore PATTERN]... [--include PATTERN]...
-                   [--steps SPEC [--python-steps N]] script.py [args...]
-    frametrace run --flight-recorder DIR [tracer options] script.py [args...]
+    frametrace run [options] script.py [args...]
     frametrace run [options] -m package.module [args...]
-    frametrace attach PID [--duration SECONDS | --steps N [--step-function module:qualname]]
-                      [-o trace.json|.pftrace] [--buffer-size N] [--no-c-calls] [--timeout SECONDS]
+    frametrace attach PID [options]
     frametrace attach PID --dump [--reason TEXT] [--timeout SECONDS] [--no-signal]
-    frametrace summary trace.json [--sort self|total|calls|mean|name] [--limit N] [--per-thread]
-                       [--group-by-input-shape]
+    frametrace summary trace.json [options]
     frametrace flamegraph trace.json [-o out.svg]
     frametrace merge a.json b.json ... -o all.json
+
+``frametrace COMMAND --help`` lists a command's options (argparse writes
+its usage from the parser); ``run`` and ``attach`` take the tracer's
+options (``frametrace.Options``) as flags, under "tracer options".
 
 ``run`` runs a program as ``python script.py`` (or ``python -m module``)
 would: the same ``sys.argv``, as module ``__main__``, with ``sys.path[0]``
@@ -126,10 +125,14 @@ def _error(command: str, message: str) -> int:
 
 # ---- run ------------------------------------------------------------------------------
 
-_RUN_VALUE_OPTIONS = ("-o", "--output", "--buffer-size", "--max-memory", "--steps", "--python-steps",
-                      "--flight-recorder",
-                      "--backend", "--ignore", "--include")
-_RUN_FLAGS = ("--no-c-calls", "--fork-traces", "--follow-children", "-h", "--help")
+# The tracer's options on the command line (run and attach): flag, Options
+# field, and whether the flag takes a value.  _tracer_arguments() adds
+# them, _tracer_options() reads them back.
+_TRACER_FLAGS = (("--buffer-size", "buffer_size", True), ("--max-memory", "max_memory", True),
+                 ("--no-c-calls", "c_calls", False), ("--backend", "backend", True),
+                 ("--ignore", "ignore", True), ("--include", "include", True))
+_RUN_VALUE_OPTIONS = ("-o", "--output", "--steps", "--python-steps", "--flight-recorder") + tuple(
+    flag for flag, _, value in _TRACER_FLAGS if value)
 
 
 def _split_run(argv: Sequence[str]) -> tuple[list[str], Optional[str], Optional[str], list[str]]:
@@ -275,6 +278,7 @@ def _run_program(ns: argparse.Namespace, script: Optional[str], module: Optional
     output = os.path.abspath(ns.output)
     pid = os.getpid()
     try:
+        options = _tracer_options(ns)
         output_format(output)  # the format follows the extension: refused before the run
         if ns.flight_recorder is None:
             _check_output(output)
@@ -290,20 +294,14 @@ def _run_program(ns: argparse.Namespace, script: Optional[str], module: Optional
                                 (ns.output != DEFAULT_OUTPUT, "-o")):
                 if given:
                     raise ValueError(f"--flight-recorder does not go with {name}")
-            recorder = FlightRecorder(ns.flight_recorder, buffer_size=ns.buffer_size,
-                                      c_calls=not ns.no_c_calls, backend=ns.backend,
-                                      max_memory=ns.max_memory, ignore=ns.ignore,
-                                      include=ns.include)
-        tracer = Tracer(buffer_size=ns.buffer_size, c_calls=not ns.no_c_calls,
-                        backend=ns.backend, max_memory=ns.max_memory, ignore=ns.ignore,
-                        include=ns.include)
+            recorder = FlightRecorder(ns.flight_recorder, options=options)
+        tracer = Tracer(options=options)
         if ns.python_steps is not None and ns.steps is None:
             raise ValueError("--python-steps needs --steps")
         writer = _CycleWriter(output) if ns.steps is not None else None
         session = None if ns.steps is None else Profile(
             schedule=ns.steps, python_steps=ns.python_steps, on_trace_ready=writer,
-            buffer_size=ns.buffer_size, c_calls=not ns.no_c_calls, backend=ns.backend,
-            max_memory=ns.max_memory, ignore=ns.ignore, include=ns.include)
+            options=options)
     except (TypeError, ValueError) as exc:
         return _error("run", str(exc))
 
@@ -356,10 +354,7 @@ def _run_program(ns: argparse.Namespace, script: Optional[str], module: Optional
         plan = None
         if ns.follow_children:
             skip.update(_children.parent_code())
-            plan = _children.Plan({"buffer_size": ns.buffer_size, "c_calls": not ns.no_c_calls,
-                                   "backend": ns.backend, "max_memory": ns.max_memory,
-                                   "ignore": ns.ignore, "include": ns.include},
-                                  _ChildFile(output, metadata), tuple(skip),
+            plan = _children.Plan(options, _ChildFile(output, metadata), tuple(skip),
                                   ns.steps, ns.python_steps)
             _children.enable(plan)
 
@@ -536,9 +531,7 @@ class _ForkTracers:
 
     def __init__(self, parent: Any, skip: set):
         global _FORK_HOOK
-        self.options = {"buffer_size": parent.buffer_size, "c_calls": parent.c_calls,
-                        "backend": parent.backend, "max_memory": parent.max_memory,
-                        "ignore": parent.ignore, "include": parent.include}
+        self.options = parent.options
         self.skip = skip
         self.parent = parent
         self.child: Any = None
@@ -549,7 +542,7 @@ class _ForkTracers:
     def start_child(self) -> None:
         from .tracer import Tracer
 
-        tracer = Tracer(**self.options)
+        tracer = Tracer(options=self.options)
         for skipped in self.skip:
             tracer._ignore(skipped)
         tracer._ignore(_after_fork_in_child)
@@ -798,15 +791,50 @@ def _report_cycles(writer: _CycleWriter, session: Any, steps_text: str, status: 
     return status or (2 if writer.failed else 0)
 
 
-def _filter_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--ignore", action="append", metavar="PATTERN",
-                        help="do not record the functions PATTERN matches (repeatable): a "
-                             "module and its submodules or a module.qualname and what is "
-                             "nested in it (torch.nn, mymod.Class), or a glob over "
-                             "module.qualname (*.helper_*); their calls are still recorded")
-    parser.add_argument("--include", action="append", metavar="PATTERN",
-                        help="record only the functions PATTERN matches (repeatable; "
-                             "--ignore removes from them)")
+def _tracer_arguments(parser: argparse.ArgumentParser) -> None:
+    """Adds the tracer's options (_TRACER_FLAGS) to parser; none has a
+    default (None: not given), frametrace.Options has them."""
+    from ._tracer import DEFAULT_BUFFER_SIZE, DEFAULT_MAX_MEMORY
+    from .tracer import BACKENDS
+
+    group = parser.add_argument_group("tracer options")
+    helps = {
+        "buffer_size": dict(type=int, metavar="N", help=(
+            f"ring capacity in records per thread, a call and a return being two (default "
+            f"{DEFAULT_BUFFER_SIZE:,}); when full, the oldest records are overwritten")),
+        "max_memory": dict(type=int, metavar="BYTES", help=(
+            f"bytes all threads' rings may hold together (default {DEFAULT_MAX_MEMORY:,}); "
+            f"past it, ended threads' records go first, then full rings stop growing and "
+            f"overwrite their oldest records")),
+        "c_calls": dict(action="store_false", default=None,
+                        help="do not record calls of C functions"),
+        "backend": dict(choices=BACKENDS, help=(
+            "how calls are seen: PyEval_SetProfile, or sys.monitoring (CPython 3.12+); "
+            "auto (default): sys.monitoring where there is one")),
+        "ignore": dict(action="append", metavar="PATTERN", help=(
+            "do not record the functions PATTERN matches (repeatable): a module and its "
+            "submodules or a module.qualname and what is nested in it (torch.nn, "
+            "mymod.Class), or a glob over module.qualname (*.helper_*); their calls are "
+            "still recorded")),
+        "include": dict(action="append", metavar="PATTERN", help=(
+            "record only the functions PATTERN matches (repeatable; --ignore removes from "
+            "them)")),
+    }
+    for flag, name, _ in _TRACER_FLAGS:
+        group.add_argument(flag, dest=name, **helps[name])  # type: ignore[arg-type]
+
+
+def _tracer_options(ns: argparse.Namespace) -> Any:
+    """The frametrace.Options of the flags given (_tracer_arguments);
+    TypeError or ValueError naming a bad one."""
+    from .tracer import Options
+
+    return Options(**{name: getattr(ns, name) for _, name, _ in _TRACER_FLAGS
+                      if getattr(ns, name) is not None})
+
+
+def _tracer_flags_given(ns: argparse.Namespace) -> list[str]:
+    return [flag for flag, name, _ in _TRACER_FLAGS if getattr(ns, name) is not None]
 
 
 def _parse_steps(text: str) -> Any:
@@ -853,7 +881,6 @@ def _is_zip(path: str) -> bool:
 
 def _attach(ns: argparse.Namespace) -> int:
     from . import reports
-    from ._tracer import DEFAULT_BUFFER_SIZE
     from .remote import AttachError, _Attach
 
     import signal
@@ -864,18 +891,15 @@ def _attach(ns: argparse.Namespace) -> int:
     for option, given in (("--reason", ns.reason is not None), ("--no-signal", ns.no_signal)):
         if given:
             return _error("attach", f"{option} goes only with --dump")
-    ns.buffer_size = DEFAULT_BUFFER_SIZE if ns.buffer_size is None else ns.buffer_size
-    ns.backend = ns.backend or "auto"
     if ns.output is not None:
         try:
             output_format(ns.output)  # the target writes by the extension: refused here first
         except ValueError as exc:
             return _error("attach", str(exc))
     try:
+        options = _tracer_options(ns)
         session = _Attach(ns.pid, duration=ns.duration, output=ns.output, steps=ns.steps,
-                          step_function=ns.step_function, buffer_size=ns.buffer_size,
-                          c_calls=not ns.no_c_calls, backend=ns.backend, timeout=ns.timeout,
-                          ignore=ns.ignore, include=ns.include,
+                          step_function=ns.step_function, options=options, timeout=ns.timeout,
                           report=lambda message: print(f"{PROG}: {message}", file=err))
     except (TypeError, ValueError) as exc:
         return _error("attach", str(exc))
@@ -912,7 +936,7 @@ def _attach(ns: argparse.Namespace) -> int:
     print(f"{PROG}: {result.events:,} events of {result.threads} "
           f"thread{'s' if result.threads != 1 else ''} (and frametrace's) written to "
           f"{result.path} by process {result.pid} (traced for {traced:.3f} s: {why})", file=err)
-    _report_dropped(result.dropped, ns.buffer_size)
+    _report_dropped(result.dropped, options.buffer_size)
     if not result.path.endswith((".pftrace", ".pftrace.gz")):
         try:
             trace = _load_written_by_another(result.path)
@@ -937,14 +961,13 @@ def _attach(ns: argparse.Namespace) -> int:
 def _attach_dump(ns: argparse.Namespace) -> int:
     from .remote import AttachError, _Dump
 
-    for option, given in (("--duration", ns.duration), ("--steps", ns.steps),
-                          ("--step-function", ns.step_function), ("-o", ns.output),
-                          ("--buffer-size", ns.buffer_size), ("--no-c-calls", ns.no_c_calls),
-                          ("--backend", ns.backend), ("--ignore", ns.ignore),
-                          ("--include", ns.include)):
-        if given is not None and given is not False:
-            return _error("attach", f"--dump does not go with {option}: the flight "
-                                    f"recorder's own settings and dump_dir apply")
+    given = [option for option, value in (("--duration", ns.duration), ("--steps", ns.steps),
+                                          ("--step-function", ns.step_function),
+                                          ("-o", ns.output)) if value is not None]
+    given += _tracer_flags_given(ns)
+    if given:
+        return _error("attach", f"--dump does not go with {given[0]}: the flight "
+                                f"recorder's own settings and dump_dir apply")
     try:
         request = _Dump(ns.pid, reason="attach" if ns.reason is None else ns.reason,
                         timeout=ns.timeout, use_signal=not ns.no_signal,
@@ -1121,7 +1144,6 @@ def _merge(ns: argparse.Namespace) -> int:
 def _parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     """The command's parser, and its run subcommand's."""
     from . import __version__
-    from ._tracer import DEFAULT_BUFFER_SIZE, DEFAULT_MAX_MEMORY
     from .reports import SORT_KEYS
 
     parser = argparse.ArgumentParser(
@@ -1142,20 +1164,7 @@ def _parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
                           f"protobuf, smaller); {{rank}} and {{pid}} are replaced, and a rank "
                           f"of a distributed job (torchrun) writes NAME.rankN.EXT unless "
                           f"{{rank}} is given")
-    run.add_argument("--buffer-size", type=int, default=DEFAULT_BUFFER_SIZE, metavar="N",
-                     help=f"ring capacity in records per thread, a call and a return being two "
-                     f"(default {DEFAULT_BUFFER_SIZE:,}); "
-                          f"when full, the oldest records are overwritten")
-    run.add_argument("--max-memory", type=int, default=DEFAULT_MAX_MEMORY, metavar="BYTES",
-                     help=f"bytes all threads' rings may hold together (default "
-                          f"{DEFAULT_MAX_MEMORY:,}); past it, ended threads' records go first, "
-                          f"then full rings stop growing and overwrite their oldest records")
-    run.add_argument("--no-c-calls", action="store_true",
-                     help="do not record calls of C functions")
-    run.add_argument("--backend", choices=("auto", "setprofile", "monitoring"), default="auto",
-                     help="how calls are seen: PyEval_SetProfile, or sys.monitoring "
-                          "(CPython 3.12+); auto (default): sys.monitoring where there is one")
-    _filter_arguments(run)
+    _tracer_arguments(run)
     run.add_argument("--fork-traces", action="store_true",
                      help="each child the program forks (os.fork) that returns (sys.exit) "
                           "traces itself from the fork and writes OUTPUT's name with .PID "
@@ -1206,14 +1215,7 @@ def _parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     att.add_argument("-o", "--output", metavar="trace.json",
                      help="where the target writes the trace (default frametrace-PID.json; "
                           ".json.gz: compressed; .pftrace: Perfetto's format)")
-    att.add_argument("--buffer-size", type=_positive, metavar="N",
-                     help=f"ring capacity in records per thread, a call and a return being two "
-                     f"(default {DEFAULT_BUFFER_SIZE:,})")
-    att.add_argument("--no-c-calls", action="store_true",
-                     help="do not record calls of C functions")
-    att.add_argument("--backend", choices=("auto", "setprofile", "monitoring"),
-                     help="how calls are seen in the target (default auto)")
-    _filter_arguments(att)
+    _tracer_arguments(att)
     att.add_argument("--timeout", type=_positive_float, default=10.0, metavar="SECONDS",
                      help="give up when the target's main thread has not run Python code "
                           "within this long (default 10; with --dump, then send the "

@@ -86,7 +86,7 @@ from . import _tracer, session
 from ._ranks import distributed_info
 from .export import output_format, read_clock_anchor
 from .session import StepRecord, Trace
-from .tracer import Tracer
+from .tracer import Options, Tracer
 
 __all__ = ["FlightRecorder", "flight_recorder"]
 
@@ -179,9 +179,7 @@ class FlightRecorder:
                  slow_margin_ms: float = SLOW_MARGIN_MS, hang_ms: Optional[float] = None,
                  warmup: int = 5, format: str = "json", signal: Any = _DEFAULT_SIGNAL,
                  max_dumps: int = 10, min_interval: float = 60.0, watchdog: bool = True,
-                 buffer_size: int = _tracer.DEFAULT_BUFFER_SIZE, c_calls: bool = True,
-                 backend: str = "auto", max_memory: int = _tracer.DEFAULT_MAX_MEMORY,
-                 ignore: Any = None, include: Any = None):
+                 options: Optional[Options] = None, **tracer_options: Any):
         self.dump_dir = os.fspath(dump_dir)
         for name, value in (("steps", steps), ("warmup", warmup), ("max_dumps", max_dumps)):
             if isinstance(value, bool) or not isinstance(value, int):
@@ -210,8 +208,7 @@ class FlightRecorder:
         self.slow_margin_ms, self.hang_ms = slow_margin_ms, hang_ms
         self.warmup, self.format, self.signal = warmup, format, signal
         self.max_dumps, self.min_interval, self.watchdog = max_dumps, float(min_interval), watchdog
-        self.tracer = Tracer(buffer_size=buffer_size, c_calls=c_calls, backend=backend,
-                             max_memory=max_memory, ignore=ignore, include=include)
+        self.tracer = Tracer(options=Options.given("flight_recorder", options, tracer_options))
         self.dumps: list[str] = []  # the files written, in order
         self.errors: list[BaseException] = []  # raised writing a dump, or relaying the signal
         self.step_number = 0
@@ -574,8 +571,9 @@ def flight_recorder(dump_dir: Union[str, "os.PathLike[str]"], **options: Any) ->
     steps=3, slow_factor=3.0, slow_ms=None, slow_margin_ms=100.0, hang_ms=None,
     warmup=5, format="json"
     ("json.gz", "pftrace"), signal=SIGUSR2 (None: no signal), max_dumps=10,
-    min_interval=60.0, watchdog=True, and the Tracer's buffer_size, c_calls,
-    backend, max_memory, ignore, include."""
+    min_interval=60.0, watchdog=True, and the tracer's options
+    (``frametrace.Options``: buffer_size, c_calls, backend, max_memory,
+    ignore, include, one by one or as ``options=``)."""
     return FlightRecorder(dump_dir, **options)
 
 

@@ -80,6 +80,8 @@ import tempfile
 import time
 from typing import Any, Callable, Iterable, NamedTuple, Optional
 
+from .tracer import Options
+
 __all__ = ["AttachError", "AttachResult", "DumpResult", "attach", "dump"]
 
 # What sys.remote_exec needs on both sides.
@@ -138,12 +140,9 @@ def attach(
     *,
     steps: Optional[int] = None,
     step_function: Optional[str] = None,
-    buffer_size: Optional[int] = None,
-    c_calls: bool = True,
-    backend: str = "auto",
     timeout: float = DEFAULT_TIMEOUT,
-    ignore: Optional[Iterable[str]] = None,
-    include: Optional[Iterable[str]] = None,
+    options: Optional[Options] = None,
+    **tracer_options: Any,
 ) -> AttachResult:
     """Traces the running CPython 3.14+ process pid for ``duration`` seconds
     (default 5) or until its N-th ``frametrace.step()`` (``steps=N``) or the
@@ -153,8 +152,10 @@ def attach(
     compressed; ``.pftrace`` Perfetto's protobuf) from inside the target.
     With ``steps``, it waits as long as the steps take: steps that never
     come end only with the target, or with KeyboardInterrupt in the
-    caller (the target then writes what was recorded).  ignore, include:
-    the tracer's filters (``Tracer``, ``frametrace.filters``).
+    caller (the target then writes what was recorded).  buffer_size,
+    c_calls, backend, max_memory, ignore, include: the target's tracer's
+    options (``frametrace.Options``), one by one or as ``options=``; the
+    target checks them again as it makes its tracer.
 
     Raises ValueError for bad arguments and AttachError, naming the cause,
     when the target cannot be traced (no such process, not CPython, older
@@ -167,8 +168,8 @@ def attach(
     that exits before the end writes what was recorded: the result's
     ``target_exited`` is then true."""
     session = _Attach(pid, duration=duration, output=output, steps=steps,
-                      step_function=step_function, buffer_size=buffer_size, c_calls=c_calls,
-                      backend=backend, timeout=timeout, ignore=ignore, include=include)
+                      step_function=step_function, timeout=timeout,
+                      options=Options.given("attach", options, tracer_options))
     return session.run()
 
 
@@ -185,11 +186,8 @@ class _Attach:
     """One attach: checks, the script, the conversation with the target."""
 
     def __init__(self, pid: int, *, duration: Optional[float], output: Optional[str],
-                 steps: Optional[int], step_function: Optional[str],
-                 buffer_size: Optional[int], c_calls: bool, backend: str, timeout: float,
-                 report: Optional[Callable[[str], None]] = None,
-                 ignore: Optional[Iterable[str]] = None,
-                 include: Optional[Iterable[str]] = None):
+                 steps: Optional[int], step_function: Optional[str], options: Options,
+                 timeout: float, report: Optional[Callable[[str], None]] = None):
         if isinstance(pid, bool) or not isinstance(pid, int):
             raise TypeError(f"pid must be an int, not {type(pid).__name__}")
         if pid <= 0:
@@ -212,20 +210,7 @@ class _Attach:
             _check_number("steps", steps, integer=True)
         elif duration is None:
             duration = DEFAULT_DURATION
-        if buffer_size is not None:
-            _check_number("buffer_size", buffer_size, integer=True)
-        if not isinstance(c_calls, bool):
-            raise TypeError(f"c_calls must be a bool, not {type(c_calls).__name__}")
-        if backend not in ("auto", "setprofile", "monitoring"):
-            raise ValueError(f"backend must be 'auto', 'setprofile' or 'monitoring', "
-                             f"got {backend!r}")
         _check_number("timeout", timeout)
-        from ._tracer import Tracer
-
-        # Checked here as the target's Tracer will; sent as lists of str.
-        checked = Tracer(ignore=ignore, include=include, backend="setprofile")
-        filters = {"ignore": list(checked.ignore),
-                   "include": None if checked.include is None else list(checked.include)}
         if output is None:
             output = f"frametrace-{pid}.json"
         output = os.path.abspath(os.fspath(output))
@@ -234,8 +219,7 @@ class _Attach:
         self.pid = pid
         self.config: dict[str, Any] = {
             "output": output, "duration": duration, "steps": steps,
-            "step_function": step_function, "buffer_size": buffer_size, "c_calls": c_calls,
-            "backend": backend, **filters,
+            "step_function": step_function, "options": options.as_dict(),
         }
         self.timeout = float(timeout)
         self.report = report or (lambda message: None)
@@ -1438,11 +1422,8 @@ class _Agent:
         self.sock = sock
         self.config = config
         self.pid = os.getpid()
-        options: dict[str, Any] = {"c_calls": config["c_calls"], "backend": config["backend"],
-                                   "ignore": config["ignore"], "include": config["include"]}
-        if config["buffer_size"] is not None:
-            options["buffer_size"] = config["buffer_size"]
-        self.tracer = Tracer(**options)
+        # Checked again: the script's text is the attacher's, not this process's.
+        self.tracer = Tracer(options=Options.from_dict(config["options"]))
         self.now = _tracer._clock_ns  # a C function of the extension: never traced
         self.active_tracer = _tracer._active_tracer
         self.atexit = atexit
@@ -1681,7 +1662,8 @@ class _Agent:
                     "attach": {"duration": self.config["duration"],
                                "steps": self.config["steps"],
                                "step_function": self.config["step_function"],
-                               "reason": self.reason, "agent_thread_id": self.thread_id}}
+                               "reason": self.reason, "agent_thread_id": self.thread_id,
+                               "options": tracer.options.as_dict()}}
         try:
             if path.endswith((".pftrace", ".pftrace.gz")):
                 count = export.write_perfetto(path, tracer, process_name=process_name,

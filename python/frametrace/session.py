@@ -33,7 +33,7 @@ from ._output import say
 from ._ranks import distributed_info, output_name
 from .export import output_format, read_clock_anchor
 from .schedule import ProfilerAction, Schedule
-from .tracer import Tracer
+from .tracer import Options, Tracer
 
 _now = _tracer._clock_ns  # a C function of the extension: never traced
 _RECORDING = (ProfilerAction.RECORD, ProfilerAction.RECORD_AND_SAVE)
@@ -565,15 +565,11 @@ class Profile:
         schedule: Optional[Callable[[int], ProfilerAction]] = None,
         python_steps: Optional[int] = None,
         on_trace_ready: Optional[Callable[[Trace], Any]] = None,
-        buffer_size: int = _tracer.DEFAULT_BUFFER_SIZE,
-        c_calls: bool = True,
-        backend: str = "auto",
-        max_memory: int = _tracer.DEFAULT_MAX_MEMORY,
         trace_children: bool = False,
-        ignore: Optional[Iterable[str]] = None,
-        include: Optional[Iterable[str]] = None,
+        options: Optional[Options] = None,
         _ignore: Sequence[Any] = (),
         _children_ready: Optional[Callable[[Trace], Any]] = None,
+        **tracer_options: Any,
     ):
         if schedule is not None and not callable(schedule):
             raise TypeError(f"schedule must be frametrace.schedule(...) or a callable, "
@@ -588,10 +584,8 @@ class Profile:
                                  f"active={schedule.active}: Python can only be traced in active steps")
         if on_trace_ready is not None and not callable(on_trace_ready):
             raise TypeError(f"on_trace_ready must be callable, not {type(on_trace_ready).__name__}")
-        # Checks them now; the patterns are kept as the tracer's tuples (an
-        # iterator would be used up by the first window's tracer).
-        checked = Tracer(buffer_size=buffer_size, c_calls=c_calls, backend=backend,
-                         max_memory=max_memory, ignore=ignore, include=include)
+        self.options = Options.given("profile", options, tracer_options)
+        Tracer(options=self.options)  # the backend runs in this Python: said now
         if not isinstance(trace_children, bool):
             raise TypeError(f"trace_children must be True or False, not {type(trace_children).__name__}")
         # What a child hands its trace to: on_trace_ready, or another
@@ -607,17 +601,13 @@ class Profile:
             schedule._action if isinstance(schedule, Schedule) else schedule)
         self.python_steps = python_steps
         self.on_trace_ready = on_trace_ready
-        self._tracer_options: dict[str, Any] = {"buffer_size": buffer_size, "c_calls": c_calls,
-                                               "backend": backend, "max_memory": max_memory,
-                                               "ignore": checked.ignore,
-                                               "include": checked.include}
         # Code kept out of this session's traces besides its own (the CLI's, runpy's).
         self._ignored = _SESSION_CODE + tuple(_ignore)
         self._children: Optional[_children.Plan] = None
         if trace_children:
             assert deliver is not None  # checked above
             self._ignored += _children.parent_code()
-            self._children = _children.Plan(self._tracer_options, deliver, self._ignored,
+            self._children = _children.Plan(self.options, deliver, self._ignored,
                                             schedule, python_steps)
         self.step_num = 0
         self.last_trace: Optional[Trace] = None
@@ -772,7 +762,7 @@ class Profile:
         or the sys.monitoring tool id), recording off, so that the first
         active step pays neither that nor, on 3.12+, CPython's
         instrumentation of the code it runs."""
-        tracer = Tracer(**self._tracer_options)
+        tracer = Tracer(options=self.options)
         for code in self._ignored:
             tracer._ignore(code)
         tracer.arm()  # refused (another profiler): raised from this step
@@ -801,7 +791,7 @@ class Profile:
         if self.python_steps != 0:
             tracer, self._prepared = self._prepared, None
             if tracer is None:  # no warmup: made and armed now
-                tracer = Tracer(**self._tracer_options)
+                tracer = Tracer(options=self.options)
                 for code in self._ignored:
                     tracer._ignore(code)
             try:
@@ -843,7 +833,7 @@ class Profile:
             **self._trace_extra,
         )
         if trace.dropped:
-            _warn_dropped(trace, self._tracer_options["buffer_size"])
+            _warn_dropped(trace, self.options.buffer_size)
         previous, self.last_trace = self.last_trace, trace
         if previous is not None and previous.tracer is None:
             previous = None  # nothing costly to free
@@ -951,13 +941,9 @@ def profile(
     schedule: Optional[Callable[[int], ProfilerAction]] = None,
     python_steps: Optional[int] = None,
     on_trace_ready: Optional[Callable[[Trace], Any]] = None,
-    buffer_size: int = _tracer.DEFAULT_BUFFER_SIZE,
-    c_calls: bool = True,
-    backend: str = "auto",
-    max_memory: int = _tracer.DEFAULT_MAX_MEMORY,
     trace_children: bool = False,
-    ignore: Optional[Iterable[str]] = None,
-    include: Optional[Iterable[str]] = None,
+    options: Optional[Options] = None,
+    **tracer_options: Any,
 ) -> Profile:
     """A profiling session (a context manager).
 
@@ -971,8 +957,10 @@ def profile(
     writes them to files); what it raises is raised by the next
     ``prof.step()`` or at exit, which waits for it.  ``prof.stop()`` stops
     Python tracing early.
-    buffer_size, c_calls, backend, max_memory, ignore, include: the tracer's
-    (``Tracer``; ``frametrace.filters`` describes the patterns).
+    buffer_size, c_calls, backend, max_memory, ignore, include: the
+    tracers' options (``frametrace.Options``; ``frametrace.filters``
+    describes the patterns), one by one or as ``options=`` (not both);
+    ``prof.options`` holds them.
     trace_children: every child process started while the session runs
     (``os.fork``, multiprocessing with fork, spawn or forkserver:
     DataLoader workers, pools) traces itself with such a tracer, from its
@@ -987,9 +975,8 @@ def profile(
     does; otherwise a RuntimeWarning and those children run untraced).
     """
     return Profile(schedule=schedule, python_steps=python_steps, on_trace_ready=on_trace_ready,
-                   buffer_size=buffer_size, c_calls=c_calls, backend=backend,
-                   max_memory=max_memory, trace_children=trace_children, ignore=ignore,
-                   include=include)
+                   trace_children=trace_children, options=Options.given("profile", options,
+                                                                         tracer_options))
 
 
 def step() -> None:

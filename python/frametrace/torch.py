@@ -48,6 +48,7 @@ from .filters import TORCH_PLUMBING as PLUMBING
 from .schedule import ProfilerAction, Schedule
 from .session import Profile as _Session
 from .session import Trace
+from .tracer import Options
 
 __all__ = ["PLUMBING", "profile", "Profile", "flight_recorder", "tensorboard_trace_handler", "join_torch", "torch_trace_slices", "read_torch_chrome",
            "torch_chrome_as_frametrace", "is_torch_chrome"]
@@ -216,25 +217,16 @@ class Profile:
                  python_steps: Optional[int] = None,
                  on_trace_ready: Optional[Callable[[Trace], Any]] = None,
                  module_names: Any = None, activities: Optional[Sequence[Any]] = None,
-                 record_shapes: bool = False, buffer_size: int = _tracer.DEFAULT_BUFFER_SIZE,
-                 c_calls: bool = True, backend: str = "auto",
-                 max_memory: int = _tracer.DEFAULT_MAX_MEMORY,
-                 trace_children: bool = False,
-                 ignore: Optional[Iterable[str]] = None,
-                 include: Optional[Iterable[str]] = None):
+                 record_shapes: bool = False, trace_children: bool = False,
+                 options: Optional[Options] = None, **tracer_options: Any):
         if on_trace_ready is not None and not callable(on_trace_ready):
             raise TypeError(f"on_trace_ready must be callable, not {type(on_trace_ready).__name__}")
         if not isinstance(record_shapes, bool):
             raise TypeError(f"record_shapes must be a bool, not {type(record_shapes).__name__}")
         self._options: dict[str, Any] = dict(
-            schedule=schedule, python_steps=python_steps, buffer_size=buffer_size,
-            c_calls=c_calls, backend=backend, max_memory=max_memory,
-            trace_children=trace_children)
-        # Checked now, not at enter; kept as the checked tuples.
-        checked = _Session(**self._options, on_trace_ready=on_trace_ready, ignore=ignore,
-                           include=include)
-        self._options.update(ignore=checked._tracer_options["ignore"],
-                             include=checked._tracer_options["include"])
+            schedule=schedule, python_steps=python_steps, trace_children=trace_children,
+            options=Options.given("frametrace.torch.profile", options, tracer_options))
+        _Session(**self._options, on_trace_ready=on_trace_ready)  # checked now, not at enter
         self.schedule = schedule
         self.python_steps = python_steps
         self.on_trace_ready = on_trace_ready
@@ -406,18 +398,15 @@ def profile(*, schedule: Optional[Callable[[int], ProfilerAction]] = None,
             python_steps: Optional[int] = None,
             on_trace_ready: Optional[Callable[[Trace], Any]] = None,
             module_names: Any = None, activities: Optional[Sequence[Any]] = None,
-            record_shapes: bool = False, buffer_size: int = _tracer.DEFAULT_BUFFER_SIZE,
-            c_calls: bool = True, backend: str = "auto",
-            max_memory: int = _tracer.DEFAULT_MAX_MEMORY,
-            trace_children: bool = False,
-            ignore: Optional[Iterable[str]] = None,
-            include: Optional[Iterable[str]] = None) -> Profile:
+            record_shapes: bool = False, trace_children: bool = False,
+            options: Optional[Options] = None, **tracer_options: Any) -> Profile:
     """Profiles a torch training loop: Python with frametrace, torch's ops
     with torch.profiler, on one schedule and one timeline (a context
     manager; ``prof.step()`` ends each step of both).
 
-    schedule, python_steps, buffer_size, c_calls, backend, max_memory,
-    trace_children, ignore, include: as for ``frametrace.profile``
+    schedule, python_steps, trace_children, and the tracer's options
+    (buffer_size, c_calls, backend, max_memory, ignore, include, or
+    ``options=``): as for ``frametrace.profile``
     (trace_children: each child, a DataLoader worker say, traces its Python
     and hands that trace to on_trace_ready in the child; torch's ops are
     the parent's) (``ignore=PLUMBING``,
@@ -434,9 +423,8 @@ def profile(*, schedule: Optional[Callable[[int], ProfilerAction]] = None,
     where available).  record_shapes: torch.profiler's."""
     return Profile(schedule=schedule, python_steps=python_steps, on_trace_ready=on_trace_ready,
                    module_names=module_names, activities=activities, record_shapes=record_shapes,
-                   buffer_size=buffer_size, c_calls=c_calls, backend=backend,
-                   max_memory=max_memory, trace_children=trace_children, ignore=ignore,
-                   include=include)
+                   trace_children=trace_children,
+                   options=Options.given("frametrace.torch.profile", options, tracer_options))
 
 
 def flight_recorder(dump_dir: Union[str, "os.PathLike[str]"], *,

@@ -8,6 +8,7 @@ a clear error, and bad arguments too."""
 import contextlib
 import errno
 import glob
+import json
 import os
 import pathlib
 import signal
@@ -240,6 +241,61 @@ def test_attach_step_function(tmp_path, targets):
     assert target.finish() == untraced(tmp_path, "busy")
 
 
+def attach_metadata(path):
+    with open(path) as f:
+        return json.load(f)["otherData"]["frametrace"]["metadata"]["attach"]
+
+
+@needs_remote_exec
+def test_every_tracer_option_reaches_the_target(tmp_path, targets):
+    """Each of the tracer's options, given to attach or to the command,
+    is the target's tracer's (the trace's metadata says which it ran with);
+    max_memory bounds what its rings hold."""
+    options = frametrace.Options(buffer_size=RING, c_calls=False, backend="setprofile",
+                                 max_memory=1 << 16, ignore=["__main__.leaf"])
+    target = targets("busy")
+    out = tmp_path / "options.json"
+    result = frametrace.attach(target.pid, duration=0.3, output=str(out), options=options)
+    assert attach_metadata(out)["options"] == options.as_dict()
+    assert result.dropped > 0  # 64 KiB hold little of a busy loop
+    events = check_trace(out).events
+    assert {"train_step", "crunch"} <= {e.name for e in events}
+    assert "leaf" not in {e.name for e in events}
+    assert {e.kind for e in events} == {"py"}
+    assert target.finish() == untraced(tmp_path, "busy")
+
+    target = targets("busy")
+    out = tmp_path / "cli.json"
+    proc = attach_as_this_user(target.pid, "--duration", "0.3", "-o", str(out),
+                               "--max-memory", "65536", "--buffer-size", str(RING),
+                               "--include", "__main__")
+    assert proc.returncode == 0, proc.stderr
+    assert "lost entirely" in proc.stderr
+    ran_with = attach_metadata(out)["options"]
+    assert ran_with["backend"] in ("setprofile", "monitoring")  # auto: the target's choice
+    expected = frametrace.Options(max_memory=65536, buffer_size=RING, include=["__main__"])
+    assert ran_with == dict(expected.as_dict(), backend=ran_with["backend"])
+    assert target.finish() == untraced(tmp_path, "busy")
+
+
+@needs_remote_exec
+def test_the_target_checks_the_options_it_receives(tmp_path, targets):
+    """The options reach the target as data it checks again: a bad one
+    (written by someone else than frametrace's attacher) is refused there,
+    naming it, and the target goes on untouched."""
+    from frametrace import remote
+
+    target = targets("busy")
+    session = remote._Attach(target.pid, duration=0.3, output=str(tmp_path / "t.json"),
+                             steps=None, step_function=None, options=frametrace.Options(),
+                             timeout=10)
+    session.config["options"] = dict(session.config["options"], max_memory=-1)
+    with pytest.raises(frametrace.AttachError, match="max_memory must be between"):
+        session.run()
+    assert not (tmp_path / "t.json").exists()
+    assert target.finish() == untraced(tmp_path, "busy")
+
+
 @contextlib.contextmanager
 def attach_cli(target, out, *options):
     """`frametrace attach` on target in the background, with its first line
@@ -399,6 +455,10 @@ def test_old_target_refused(tmp_path, targets):
     ({"step_function": "train_step"}, ValueError, "'module:qualname'"),
     ({"timeout": -1}, ValueError, "timeout must be positive"),
     ({"backend": "perf"}, ValueError, "backend must be"),
+    ({"max_memory": 0}, ValueError, "max_memory must be between"),
+    ({"max_memory": "1"}, TypeError, "max_memory must be an int"),
+    ({"buffer_size": 0}, ValueError, "buffer_size must be between"),
+    ({"ignore": "x"}, TypeError, "ignore"),
     ({"output": "/no/such/dir/t.json"}, ValueError, "no directory"),
 ])
 def test_bad_arguments(kwargs, error, message):
@@ -416,6 +476,7 @@ def test_cli_bad_input(tmp_path):
     assert cli.main(["attach", "1", "--duration", "1", "--steps", "2"]) == 2
     assert cli.main(["attach", "1", "--duration", "-1"]) == 2
     assert cli.main(["attach", "1", "--steps", "0"]) == 2
+    assert cli.main(["attach", "1", "--max-memory", "0"]) == 2
 
 
 # ---- other users ------------------------------------------------------------------------

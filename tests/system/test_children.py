@@ -362,8 +362,8 @@ def test_enable_nests():
     """A session's plan inside run --follow-children's: the inner one while
     it runs, the outer one again after."""
     from frametrace import _children
-    outer = _children.Plan({}, print)
-    inner = _children.Plan({}, print)
+    outer = _children.Plan(frametrace.Options(), print)
+    inner = _children.Plan(frametrace.Options(), print)
     _children.enable(outer)
     try:
         _children.enable(inner)

@@ -1,5 +1,6 @@
 """@frametrace.trace() re-entered: recursion, threads, another tracer
 active.  The decorator never changes what the function does."""
+import dataclasses
 import threading
 import warnings
 
@@ -192,3 +193,17 @@ def test_generator_function_keeps_working():
     # Traced while it made the generator: its body ran after the stop.
     assert not numbers.tracer.active
     assert list(numbers(2)) == [0, 1]
+
+
+def test_later_tracers_have_the_decorators_options():
+    options = frametrace.Options(buffer_size=64, c_calls=False, ignore=["x"],
+                                 max_memory=1 << 20)
+
+    @frametrace.trace(options=options)
+    def f():
+        return 1
+
+    first = f.tracer
+    assert first.options == dataclasses.replace(options, backend=first.backend)
+    assert f() == f() == 1
+    assert f.tracer is not first and f.tracer.options == first.options
