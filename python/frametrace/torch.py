@@ -80,7 +80,11 @@ class _ModuleNames:
     op), so that a compiled step is what it is without them (the same
     graph, no graph break).  The compiled model's own call (its
     OptimizedModule, run eagerly) is the range "NAME (compiled)"; the
-    modules it runs have none, which a RuntimeWarning says once."""
+    modules it runs have none, which a RuntimeWarning says once, as it
+    does for the modules a compiled function calls (dynamo runs a
+    function of the hook's, marked assume_constant_result, while it
+    compiles; the compiled code never does).  The program's warnings
+    settings are left as they were (see install)."""
 
     def __init__(self, models: Any):
         import torch
