@@ -278,6 +278,7 @@ class Profile:
         self.torch_profiler: Any = None
         self._modules: Optional[_ModuleNames] = None
         self._results: dict = {}  # cycle -> torch's profile object of that window
+        self._kept: Any = None  # the latest window's, as torch.profiler keeps it
         self._torch_cycles = 0
         self._torch_failed: Optional[BaseException] = None
         self._stepping_thread = 0  # the native id of the thread that entered
@@ -298,8 +299,9 @@ class Profile:
             self._torch_cycles += 1
             # The window's results are frametrace's: torch's next window
             # starts a profile of its own (as without acc_events) and has no
-            # earlier one to warn "Profiler clears events" about.
-            prof.profiler = None
+            # earlier one to warn "Profiler clears events" about.  Kept here
+            # as torch kept it (freed on this thread when the next comes).
+            self._kept, prof.profiler = prof.profiler, None
             self._cond.notify_all()
 
     def _torch_step(self, final: bool) -> None:
