@@ -26,7 +26,6 @@ joined, ``torch_ops_cut`` how many met the window but crossed its edges
 from __future__ import annotations
 
 import os
-import warnings
 from typing import Any, Optional, Sequence, Union
 
 from . import _tracer
@@ -117,9 +116,7 @@ class TorchFlightRecorder(FlightRecorder):
                      schedule, TorchFlightRecorder._torch_step,
                      TorchFlightRecorder._torch_ready):
             self.tracer._ignore(code)
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message="Warning: Profiler clears events")
-            prof.__enter__()  # torch first: its start is not in the Python trace
+        prof.__enter__()  # torch first: its start is not in the Python trace
         self.torch_profiler = prof
         self._current = _Cycle(0, _tracer._clock_ns())
         try:
@@ -131,8 +128,10 @@ class TorchFlightRecorder(FlightRecorder):
 
     def _torch_ready(self, prof: Any) -> None:
         """torch's on_trace_ready, inside its step(): only takes the cycle's
-        results (the joining is the writer thread's)."""
-        self._delivered = prof.profiler
+        results (the joining is the writer thread's): torch's next cycle
+        starts a profile of its own (as without acc_events), with no
+        earlier one to warn "Profiler clears events" about."""
+        self._delivered, prof.profiler = prof.profiler, None
 
     def _torch_step(self) -> None:
         """Between two steps (FlightRecorder.step, lock held): torch's
@@ -142,9 +141,7 @@ class TorchFlightRecorder(FlightRecorder):
             return
         before = _tracer._clock_ns()
         try:
-            with warnings.catch_warnings():
-                warnings.filterwarnings("ignore", message="Warning: Profiler clears events")
-                prof.step()
+            prof.step()
         except Exception as exc:  # noqa: BLE001 - the job goes on, Python only
             self.errors.append(exc)
             self._torch_failed(f"torch.profiler failed: {exc!r}")
@@ -186,9 +183,7 @@ class TorchFlightRecorder(FlightRecorder):
             self.torch_profiler = None
             before = _tracer._clock_ns()
             try:
-                with warnings.catch_warnings():
-                    warnings.filterwarnings("ignore", message="Warning: Profiler clears events")
-                    prof.__exit__(None, None, None)
+                prof.__exit__(None, None, None)
             except Exception as exc:  # noqa: BLE001 - the dumps go Python only
                 self.errors.append(exc)
                 self._torch_failed(f"torch.profiler failed at the end: {exc!r}")

@@ -18,7 +18,10 @@ whatever its name says).
   ``thread_id``.  Complete events of any other category (torch's ops,
   which ``frametrace.torch`` writes) become ``Slice``s: on a traced
   thread's tid ``Trace.slices``, on a track of their own
-  ``Trace.slice_tracks``, named by its thread_name event.
+  ``Trace.slice_tracks``, named by its thread_name event.  Top-level
+  members other than frametrace's own (torch.profiler's ``schemaVersion``,
+  ``deviceProperties``, ``baseTimeNanoseconds``, ...) become
+  ``Trace.chrome_top_level``, which ``save()`` writes again.
 - A file ``frametrace merge`` wrote loads as a ``MergedTrace``: the events
   of every process, process after process, on the monotonic clock of the
   one that started first.  A thread id an earlier process has becomes the
@@ -52,7 +55,7 @@ from ._reader import (PathLike, Progress, _Bad, _by_thread, _check, _frametrace_
                       _int, _named_errors, _plain, _processes, _ns, _read, _show, _Sink,
                       _tail_other)
 from ._tracer import Event, ThreadInfo, _load_chrome_calls
-from .export import EVENT_FIELDS, FORMAT, VERSION, Slice
+from .export import _OWN_MEMBERS, EVENT_FIELDS, FORMAT, VERSION, Slice
 from .merge import merge
 from .session import RangeRecord, StepRecord, Trace
 
@@ -458,9 +461,16 @@ def load(path: PathLike, *, progress: Progress = None) -> Trace:
                 ft = _frametrace_other(top, saw_events)
                 progress = _half(progress, 1)
             col = _ChromeEvents(_Plan(_frametrace_other({"otherData": {"frametrace": ft}}, True)))
-            if _frametrace_other(*_read(path, col, progress)) != ft:
+            top, saw_events = _read(path, col, progress)
+            if _frametrace_other(top, saw_events) != ft:
                 raise _Bad("otherData.frametrace is not the one read before its events")
-            return _chrome_trace(col)
+            trace = _chrome_trace(col)
+            if not isinstance(trace, MergedTrace):
+                # Other tools' members (torch.profiler's, which frametrace.torch
+                # writes): a save() writes them again.
+                trace.chrome_top_level = {k: _plain(v) for k, v in top.items()
+                                          if k not in _OWN_MEMBERS}
+            return trace
     finally:
         if gc_was_enabled:
             gc.enable()

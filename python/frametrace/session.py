@@ -128,7 +128,7 @@ class Trace:
     """More top-level members of the Chrome JSON written (JSON-ready):
     ``frametrace.torch`` gives torch.profiler's (``schemaVersion``,
     ``deviceProperties``, ``baseTimeNanoseconds``), which Holistic Trace
-    Analysis and TensorBoard's profiler read."""
+    Analysis and TensorBoard's profiler read; load() gives the file's."""
 
     def _get_events(self) -> list:
         events = self.__dict__.get("_events")

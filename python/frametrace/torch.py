@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import socket
 import threading
 import uuid
@@ -80,7 +81,11 @@ class _ModuleNames:
     op), so that a compiled step is what it is without them (the same
     graph, no graph break).  The compiled model's own call (its
     OptimizedModule, run eagerly) is the range "NAME (compiled)"; the
-    modules it runs have none, which a RuntimeWarning says once."""
+    modules it runs have none, which a RuntimeWarning says once, as it
+    does for the modules a compiled function calls (dynamo runs a
+    function of the hook's, marked assume_constant_result, while it
+    compiles; the compiled code never does).  The program's warnings
+    settings are left as they were (see install)."""
 
     def __init__(self, models: Any):
         import torch
@@ -103,10 +108,14 @@ class _ModuleNames:
                     self.ranges[module] = _tracer.Range(path or type(module).__name__)
         self.told = False
         self.filter: Any = None  # the warnings filter install() adds
+        self.filters: list = []  # the list it went into
         self.counts: dict = {}
         self.handles: list = []
         # The name of a model that ran compiled (its modules had no ranges).
         self.compiled: Optional[str] = None
+        # Whether dynamo compiled a call of the hooks (modules run by
+        # compiled code, which have no ranges).
+        self.traced_out = False
 
     def _unnamed(self, module: Any) -> Any:
         orig = getattr(module, "_orig_mod", None) if _is_compiled_module(module) else None
@@ -123,11 +132,19 @@ class _ModuleNames:
         return r
 
     def install(self) -> None:
-        from torch.compiler import is_dynamo_compiling
+        from torch.compiler import assume_constant_result, is_dynamo_compiling
         from torch.nn.modules import module as nn_module
 
         ranges = self.ranges
         unnamed = self._unnamed
+
+        # Run by dynamo while it compiles a hook's call (a module called in
+        # compiled code, a torch.compile'd function's too), never by the
+        # compiled code: its result is a constant of the graph.
+        @assume_constant_result
+        def compiling() -> bool:
+            self.traced_out = True
+            return True
 
         # No call in the common path but is_dynamo_compiling() (ignored)
         # and the Range's own (ignored) method: a dict subscript is no call
@@ -135,6 +152,7 @@ class _ModuleNames:
         # traces is an empty function, no graph break, no side effect.
         def pre_hook(module: Any, args: Any) -> None:
             if is_dynamo_compiling():
+                compiling()
                 return
             try:
                 r = ranges[module]
@@ -151,40 +169,54 @@ class _ModuleNames:
                 return
             r.__exit__(None, None, None)
 
-        self.code = (pre_hook, post_hook, _ModuleNames._unnamed, is_dynamo_compiling)
+        self.code = (pre_hook, post_hook, _ModuleNames._unnamed, is_dynamo_compiling, compiling)
         self.handles = [nn_module.register_module_forward_pre_hook(pre_hook),
                         nn_module.register_module_forward_hook(post_hook, always_call=True)]
         # A compiled model's call warns while any global module hook is set
         # (its wrapper's hooks fire too: that call is named "NAME
         # (compiled)"): not the program's to see, nor to raise under -W error.
-        warnings.filterwarnings("ignore", message=_GLOBAL_HOOKS_WARNING, category=UserWarning)
-        self.filter = warnings.filters[0]
+        # The entry goes into the list as it is: filterwarnings() would
+        # also reset every module's record of warnings shown, so that the
+        # program's own "default" and "once" warnings were said again.
+        self.filter = ("ignore", re.compile(_GLOBAL_HOOKS_WARNING, re.I), UserWarning, None, 0)
+        self.filters = cast(list, warnings.filters)  # a list, typed a Sequence
+        self.filters.insert(0, self.filter)
 
     def tell_compiled(self) -> None:
         """Says once that modules run by compiled code have no ranges:
         when a compiled model ran, or one was compiled in place
-        (``module.compile()``), whose call runs no hook at all."""
+        (``module.compile()``), whose call runs no hook at all, or dynamo
+        compiled a module's call (in a torch.compile'd function: its call
+        is in the Python trace, the function under torch's
+        ``compile_wrapper``)."""
         if self.told:
             return
         name = self.compiled
         if name is None:
             name = next((r.name for m, r in self.ranges.items()
                          if getattr(m, "_compiled_call_impl", None) is not None), None)
+        why = ("(dynamo traces frametrace's module hooks out, so that the compiled step "
+               "is unchanged)")
         if name is not None:
-            self.told = True
-            warnings.warn(f"frametrace.torch: module_names: {name!r} runs compiled "
-                          f"(torch.compile): the modules compiled code runs have no ranges "
-                          f"(dynamo traces frametrace's module hooks out, so that the "
-                          f"compiled step is unchanged)", RuntimeWarning, stacklevel=3)
+            what = (f"{name!r} runs compiled (torch.compile): the modules compiled code runs "
+                    f"have no ranges {why}")
+        elif self.traced_out:
+            what = (f"modules ran in code torch.compile compiled (a compiled function): "
+                    f"they have no ranges there {why}")
+        else:
+            return
+        self.told = True
+        warnings.warn(f"frametrace.torch: module_names: {what}", RuntimeWarning, stacklevel=3)
 
     def remove(self) -> None:
         for h in self.handles:
             h.remove()
         self.handles = []
-        try:
-            cast(list, warnings.filters).remove(self.filter)  # a list, typed a Sequence
-        except ValueError:  # never added, or the filters were reset
-            pass
+        # This very entry (the program may have added an equal one), from
+        # the list it went into, without filterwarnings()'s reset either.
+        at = next((i for i, f in enumerate(self.filters) if f is self.filter), None)
+        if at is not None:  # None: never added, or the filters were reset
+            del self.filters[at]
         self.ranges.clear()
 
 
@@ -238,6 +270,7 @@ class Profile:
         self.torch_profiler: Any = None
         self._modules: Optional[_ModuleNames] = None
         self._results: dict = {}  # cycle -> torch's profile object of that window
+        self._kept: Any = None  # the latest window's, as torch.profiler keeps it
         self._torch_cycles = 0
         self._torch_failed: Optional[BaseException] = None
         self._stepping_thread = 0  # the native id of the thread that entered
@@ -256,6 +289,11 @@ class Profile:
         with self._cond:
             self._results[self._torch_cycles] = prof.profiler
             self._torch_cycles += 1
+            # The window's results are frametrace's: torch's next window
+            # starts a profile of its own (as without acc_events) and has no
+            # earlier one to warn "Profiler clears events" about.  Kept here
+            # as torch kept it (freed on this thread when the next comes).
+            self._kept, prof.profiler = prof.profiler, None
             self._cond.notify_all()
 
     def _torch_step(self, final: bool) -> None:
@@ -263,15 +301,11 @@ class Profile:
         if prof is None:
             return
         try:
-            with warnings.catch_warnings():
-                # "Profiler clears events at the end of each cycle": each
-                # window's events are what frametrace.torch wants.
-                warnings.filterwarnings("ignore", message="Warning: Profiler clears events")
-                if final:
-                    self.torch_profiler = None
-                    prof.__exit__(None, None, None)
-                else:
-                    prof.step()
+            if final:
+                self.torch_profiler = None
+                prof.__exit__(None, None, None)
+            else:
+                prof.step()
         except BaseException as exc:
             with self._cond:
                 self._torch_failed = exc
@@ -371,7 +405,7 @@ class Profile:
             raise RuntimeError("step() called outside a session: use it inside "
                                "'with frametrace.torch.profile(...) as prof:'")
         self.session.step()
-        if self._modules is not None and self._modules.compiled is not None:
+        if self._modules is not None and (self._modules.compiled or self._modules.traced_out):
             self._modules.tell_compiled()
 
     def stop(self) -> None:
@@ -387,7 +421,7 @@ class Profile:
                 session.__exit__(*exc_info)  # torch's exit runs inside (its hook)
         finally:
             if self._modules is not None:
-                if self._modules.compiled is not None:
+                if self._modules.compiled or self._modules.traced_out:
                     self._modules.tell_compiled()
                 self._modules.remove()
                 self._modules = None

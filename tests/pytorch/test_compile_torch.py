@@ -1,5 +1,5 @@
 """frametrace.torch with torch.compile: module ranges with a compiled model
-(its modules' hooks traced out by dynamo, the step unchanged), inductor's
+or function (its modules' hooks traced out by dynamo, the step unchanged), inductor's
 kernels and torch's operator overloads named apart, and a lazy compile
 inside a window that overflows the rings said so, naming buffer_size."""
 import re
@@ -108,3 +108,51 @@ def test_hooks_added_after_the_compile_and_a_model_compiled_in_place():
                 got, _ = loop(run, opt, loader, prof)
         assert got == expected
         assert len([w for w in told if "module_names" in str(w.message)]) == 1
+
+
+def compiled_function_run(prof_options):
+    """A torch.compile'd function (fullgraph) that calls the model, in the
+    loop: (losses, [graph], traces, warnings), each graph as its ops and
+    its inputs' names; unprofiled with prof_options None."""
+    torch._dynamo.reset()
+    model, opt, loader = training(STEPS)
+    graphs = []
+
+    def backend(gm, inputs):
+        graphs.append(([(n.op, str(n.target)) for n in gm.graph.nodes if n.op != "placeholder"],
+                       sorted(n.name for n in gm.graph.nodes if n.op == "placeholder")))
+        return gm.forward
+
+    def forward(x):
+        return model(x)
+
+    compiled = torch.compile(forward, backend=backend, fullgraph=True)
+    traces = []
+    if prof_options is None:
+        return train(None, compiled, opt, loader), graphs, traces, []
+    with warnings.catch_warnings(record=True) as told:
+        warnings.simplefilter("always")
+        with frametrace.torch.profile(module_names=model, on_trace_ready=traces.append,
+                                      **prof_options) as prof:
+            losses = train(prof, compiled, opt, loader)
+    return losses, graphs, traces, [str(w.message) for w in told]
+
+
+def test_a_compiled_function_is_what_it_is_unprofiled_its_modules_said_once():
+    """The modules a compiled function calls: the same graph, no graph
+    break (fullgraph), the same losses; no ranges, which is said once; the
+    function's call is in the Python trace, under torch's compile
+    wrapper."""
+    losses, graphs, _, _ = compiled_function_run(None)
+    # Rings that keep the whole compile (its first call's frame too).
+    got, got_graphs, traces, told = compiled_function_run({"buffer_size": 1 << 21})
+    assert got == losses and got_graphs == graphs and len(graphs) == 1
+    assert traces[0].dropped == 0 and [r.name for t in traces for r in t.ranges] == []
+    ours = [m for m in told if "module_names" in m]
+    assert ours == ["frametrace.torch: module_names: modules ran in code torch.compile "
+                    "compiled (a compiled function): they have no ranges there (dynamo traces "
+                    "frametrace's module hooks out, so that the compiled step is unchanged)"]
+    events = traces[0].events
+    calls = [e for e in events if e.name.endswith("compiled_function_run.<locals>.forward")]
+    assert len(calls) == STEPS
+    assert all(events[e.parent].name.endswith("compile_wrapper") for e in calls)

@@ -269,3 +269,23 @@ def test_tensorboard_profiler_reads_each_rank(two_ranks):
     assert got["frametrace"] == got["torch"]
     steps, comm, views, ops = got["frametrace"][0]
     assert steps and comm and "Overview" in views and "aten::addmm" in ops
+
+
+def test_a_loaded_and_saved_file_keeps_torchs_members(two_ranks, tmp_path):
+    """frametrace.load() of a rank's file and save() again: the same
+    top-level members (schemaVersion, deviceProperties, distributedInfo,
+    baseTimeNanoseconds, ...) but frametrace's own otherData, the rank laid
+    out as torch lays it out."""
+    directory = two_ranks["frametrace"]
+    for name in os.listdir(directory):
+        with open(os.path.join(directory, name)) as fh:
+            mine = json.load(fh)
+        rank = mine["distributedInfo"]["rank"]
+        path = frametrace.load(os.path.join(directory, name)).save(str(tmp_path / "again.json"))
+        with open(path) as fh:
+            text = fh.read()
+        again = json.loads(text)
+        for doc in (mine, again):
+            del doc["traceEvents"], doc["otherData"]
+        assert again == mine and "schemaVersion" in again and "baseTimeNanoseconds" in again
+        assert f'"rank": {rank},' in text

@@ -110,12 +110,14 @@ def test_other_tools_top_level_members(tmp_path):
     """top_level (frametrace.torch: torch.profiler's members) goes before
     traceEvents, each member on a line of its own as torch writes them,
     from the tracer's records and from a loaded trace alike; the file
-    loads back; frametrace's own members cannot be replaced."""
+    loads back with them (a load and a save keep them); frametrace's own
+    members cannot be replaced."""
     tracer, _ = traced()
-    top = {"schemaVersion": 1, "deviceProperties": [], "baseTimeNanoseconds": 1234}
+    top = {"schemaVersion": 1, "deviceProperties": [{"id": 0, "totalGlobalMem": 2**40}],
+           "baseTimeNanoseconds": 1234, "trace_id": "AB", "ratio": 0.5}
     write_chrome(tmp_path / "t.json", tracer, top_level=top, distributed={"rank": 1})
     loaded = frametrace.load(str(tmp_path / "t.json"))
-    loaded.chrome_top_level = top
+    assert loaded.chrome_top_level == top and loaded.distributed == {"rank": 1}
     loaded.to_chrome(tmp_path / "u.json")
     for name in ("t.json", "u.json"):
         text = (tmp_path / name).read_text()
@@ -124,7 +126,8 @@ def test_other_tools_top_level_members(tmp_path):
         assert {k: doc[k] for k in top} == top
         lines = text.splitlines()
         assert '"baseTimeNanoseconds":1234,' in lines and '"distributedInfo":{"rank": 1},' in lines
-        assert frametrace.load(str(tmp_path / name)).events
+        again = frametrace.load(str(tmp_path / name))
+        assert again.events and again.chrome_top_level == top
     for bad, error in (({"traceEvents": []}, ValueError), ({"otherData": 1}, ValueError),
                        ({1: 2}, TypeError), ([("a", 1)], TypeError)):
         with pytest.raises(error, match="top_level"):

@@ -707,6 +707,7 @@ def test_the_metadata_neither_first_nor_last(tmp_path, good_file, suffix):
     assert loader._tail_other(str(path)) is None
     seen = []
     loaded = load(path, progress=lambda done, total: seen.append((done, total)))
+    assert loaded.chrome_top_level.pop("padding") == "x" * (2 << 20)  # a member of the file's
     assert loaded == load(tmp_path / "good.json")
     assert seen == sorted(seen) and seen[-1] == (os.path.getsize(path),) * 2
     assert read_other_data(path) == read_other_data(tmp_path / "good.json")
