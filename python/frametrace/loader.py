@@ -51,6 +51,7 @@ from typing import Any, Callable, Optional
 from ._reader import (PathLike, Progress, _Bad, _by_thread, _check, _frametrace_other, _get,
                       _int, _named_errors, _plain, _processes, _ns, _read, _show, _Sink,
                       _tail_other)
+from . import _pftrace
 from ._tracer import Event, ThreadInfo, _load_chrome_calls
 from .export import EVENT_FIELDS, FORMAT, VERSION, Slice
 from .merge import merge
@@ -448,6 +449,9 @@ def load(path: PathLike, *, progress: Progress = None) -> Trace:
     gc.disable()  # millions of new objects, no cycles: no collections meanwhile
     try:
         with _named_errors(path):
+            data = _pftrace.read(path, progress)
+            if data is not None:
+                return _pftrace.load(path, data, lambda ft: _ChromeEvents(_Plan(ft)), _chrome_trace)
             ft = _tail_other(path)
             if ft is None:
                 # otherData.frametrace neither before the events nor at the end:
