@@ -74,6 +74,7 @@ enum {
     PKT_CHROME_EVENTS = 5,
     CEB_METADATA = 2,
     CM_NAME = 1,
+    CM_INT_VALUE = 4,
     CM_JSON_VALUE = 5,
     ID_EVENT_CATEGORIES = 1,
     ID_EVENT_NAMES = 2,
@@ -511,6 +512,24 @@ meta_packet(pb_t *pkt, PyObject *json)
     pb_t md = {0}, bundle = {0};
     pb_bytes(&md, CM_NAME, "frametrace", 10);
     pb_str(&md, CM_JSON_VALUE, json);
+    pb_message(&bundle, CEB_METADATA, &md);
+    pkt->len = 0;
+    pb_varint(pkt, PKT_SEQUENCE_ID, SEQUENCE_ID);
+    pb_message(pkt, PKT_CHROME_EVENTS, &bundle);
+    int failed = md.failed || bundle.failed || pkt->failed;
+    free(md.p);
+    free(bundle.p);
+    return failed ? -1 : 0;
+}
+
+/* The file's last packet with the metadata: how many calls it holds, so
+ * that load() tells a whole file from one cut between packets.  Pure C. */
+static int
+count_packet(pb_t *pkt, uint64_t calls)
+{
+    pb_t md = {0}, bundle = {0};
+    pb_bytes(&md, CM_NAME, "frametrace_calls", 16);
+    pb_varint(&md, CM_INT_VALUE, calls);
     pb_message(&bundle, CEB_METADATA, &md);
     pkt->len = 0;
     pb_varint(pkt, PKT_SEQUENCE_ID, SEQUENCE_ID);
@@ -1244,6 +1263,14 @@ ft_write_perfetto(ft_tracer *tracer, PyObject *args, PyObject *kwargs)
             emit_slice(&out, SLICE_END, (uint64_t)end - (uint64_t)clock, seq,
                        0, 0, 0, 0, NULL, 0);
             clock = end;
+        }
+    }
+    if (!interrupted && meta != NULL) {
+        if (count_packet(&pkt, done) < 0) {
+            interrupted = nomem = 1;
+        }
+        else {
+            emit_packet(&out, &pkt);
         }
     }
     write_err = out_end(&out, interrupted);

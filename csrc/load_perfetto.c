@@ -59,7 +59,7 @@ varint(buf_t *b, uint64_t *out, why_t *why)
     uint64_t v = 0;
     for (int shift = 0; shift < 70; shift += 7) {
         if (b->p >= b->end) {
-            return bad(why, "cut short in a varint");
+            return bad(why, "truncated or corrupted: cut short in a varint");
         }
         uint8_t byte = *b->p++;
         if (shift == 63 && byte > 1) {
@@ -99,7 +99,8 @@ next_field(buf_t *b, field_t *f, why_t *why)
     case WT_I32:
         left = (size_t)(b->end - b->p);
         if (left < (f->wt == WT_I64 ? 8u : 4u)) {
-            return bad(why, "cut short in a fixed-size field");
+            return bad(why, "truncated or corrupted: cut short in a "
+                       "fixed-size field");
         }
         b->p += f->wt == WT_I64 ? 8 : 4;
         return 1;
@@ -108,7 +109,8 @@ next_field(buf_t *b, field_t *f, why_t *why)
             return -1;
         }
         if (f->v > (uint64_t)(b->end - b->p)) {
-            return bad(why, "a length past the end of its message");
+            return bad(why, "truncated or corrupted: a length past the "
+                       "end of its message");
         }
         f->sub.p = b->p;
         f->sub.end = b->p + f->v;
@@ -219,6 +221,8 @@ typedef struct {
     uint64_t open1_track;
     PyObject *open1_name, *open1_cat;
     int header_done;
+    int ended;            /* the count packet was read */
+    uint64_t count;       /* the calls it says the file holds */
     /* the current thread's sequence */
     uint64_t seq, last_seq;
     uint64_t n_interned;
@@ -672,8 +676,17 @@ read_chrome_bundle(reader_t *r, buf_t b, why_t *why)
         }
         buf_t s = f.sub, name = {NULL, NULL}, json = {NULL, NULL};
         field_t g;
+        uint64_t count = 0;
+        int has_count = 0;
         while ((rc = next_field(&s, &g, why)) > 0) {
-            if (g.num == 1 || g.num == 5) {
+            if (g.num == 4) {
+                if (expect(&g, WT_VARINT, why) < 0) {
+                    return -1;
+                }
+                count = g.v;
+                has_count = 1;
+            }
+            else if (g.num == 1 || g.num == 5) {
                 if (expect(&g, WT_LEN, why) < 0) {
                     return -1;
                 }
@@ -683,7 +696,15 @@ read_chrome_bundle(reader_t *r, buf_t b, why_t *why)
         if (rc < 0) {
             return -1;
         }
-        if (name.p != NULL && name.end - name.p == 10
+        if (name.p != NULL && name.end - name.p == 16
+            && memcmp(name.p, "frametrace_calls", 16) == 0) {
+            if (r->ended || !has_count) {
+                return bad(why, "a second or empty end of trace");
+            }
+            r->ended = 1;
+            r->count = count;
+        }
+        else if (name.p != NULL && name.end - name.p == 10
             && memcmp(name.p, "frametrace", 10) == 0 && json.p != NULL) {
             if (r->meta != NULL) {
                 return bad(why, "frametrace's metadata twice");
@@ -767,7 +788,7 @@ static int
 end_sequence(reader_t *r, why_t *why)
 {
     if (r->depth) {
-        return bad(why, "a thread's slices never end (a file cut short?)");
+        return bad(why, "truncated: a thread's slices never end");
     }
     table_clear(&r->names);
     table_clear(&r->files);
@@ -1064,10 +1085,20 @@ read_packet(reader_t *r, buf_t b, PyObject *on_header, why_t *why)
     if (seq == 0) {
         return bad(why, "a packet of no sequence");
     }
+    if (r->ended) {
+        return bad(why, "a packet after the end of the trace");
+    }
     if (seq == 1) {
         if (r->header_done) {
-            return bad(why, "sequence 1 after the threads' (not frametrace's "
-                       "layout)");
+            /* The end: the last thread's sequence done, then the count. */
+            if (chrome.p == NULL || event.p != NULL || descriptor.p != NULL
+                || interned.p != NULL || read_chrome_bundle(r, chrome, why) < 0
+                || !r->ended) {
+                return why->err ? -1 : bad(why, "sequence 1 after the "
+                                           "threads' (not frametrace's "
+                                           "layout)");
+            }
+            return r->seq != 0 ? end_sequence(r, why) : 0;
         }
         if (has_defaults && clock_id != CLOCK_MONOTONIC_ID) {
             return bad(why, "sequence 1's timestamps not on CLOCK_MONOTONIC");
@@ -1194,8 +1225,15 @@ load_perfetto(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         if (!r.header_done) {
             call_header(&r, on_header, &why);
         }
-        else if (r.seq != 0) {
-            end_sequence(&r, &why);
+        if (why.err == NULL && !PyErr_Occurred() && r.meta != NULL) {
+            if (!r.ended) {
+                why.err = "truncated: no end of trace (its count of calls)";
+            }
+            else if (r.count != (uint64_t)PyList_GET_SIZE(r.calls)
+                     || PySet_GET_SIZE(r.seen_tracks)
+                        != PyList_GET_SIZE(r.threads)) {
+                why.err = "truncated: fewer calls or threads than it says";
+            }
         }
     }
     Py_DECREF(data);

@@ -25,6 +25,20 @@ _PACKET = b"\x0a"
 from .export import SLICE_TRACKS_TID_BASE, Slice  # noqa: E402
 
 
+def sniff(path: str) -> bool:
+    """Whether path (gzip-compressed or not) starts as a protobuf trace."""
+    try:
+        with open(path, "rb") as raw:
+            head = raw.read(2)
+            raw.seek(0)
+            if head != b"\x1f\x8b":
+                return head[:1] == _PACKET
+            with gzip.GzipFile(fileobj=raw, mode="rb") as gz:
+                return gz.read(1) == _PACKET
+    except (EOFError, zlib.error, gzip.BadGzipFile):
+        return False
+
+
 def read(path: str, progress: Progress = None) -> Optional[bytes]:
     """The (decompressed) bytes of path if it is a protobuf trace, else
     None (the JSON reader's); bounded as the JSON reader bounds a value."""

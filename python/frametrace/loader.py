@@ -1,6 +1,6 @@
 """Reading traces back: ``frametrace.loader.load(path)`` gives the
-``frametrace.Trace`` of a file frametrace wrote (JSON, or gzip-compressed
-whatever its name says).
+``frametrace.Trace`` of a file frametrace wrote (JSON or .pftrace, or
+either gzip-compressed, whatever its name says).
 
     trace = frametrace.loader.load("train.json.gz")
     trace.summary()
@@ -24,6 +24,10 @@ whatever its name says).
   one that started first.  A thread id an earlier process has becomes the
   native thread id (else ``pid << 64 | ident``); thread names get
   `` [pid N]``.
+- Perfetto's protobuf trace (``.pftrace``) as frametrace writes it (its
+  first byte says so, not its name): decoded in C (``frametrace._pftrace``),
+  it gives the Trace its Chrome JSON would give (other tools' slices
+  without their args, which a .pftrace does not hold).
 - frametrace's portable JSON (``"format": "frametrace"``, which ``Trace.save``
   wrote in earlier versions), whose events keep their depth and
   parent.
@@ -437,7 +441,8 @@ def _portable_threads(md: dict, events: list) -> list:
 def load(path: PathLike, *, progress: Progress = None) -> Trace:
     """The ``frametrace.Trace`` of a trace file: Chrome trace JSON
     frametrace wrote (``write_chrome``, ``Trace.to_chrome``, ``frametrace
-    run``, ``frametrace merge``: a ``MergedTrace``), or frametrace's
+    run``, ``frametrace merge``: a ``MergedTrace``), the ``.pftrace``
+    frametrace writes (``write_perfetto``, ``Trace.to_perfetto``), or frametrace's
     portable JSON (``Trace.save``); ``.json`` or gzip-compressed.
 
     Raises ValueError naming the file and the problem for anything else
