@@ -336,8 +336,12 @@ read_interned(reader_t *r, buf_t b, int on_seq1, why_t *why)
             continue;
         }
         buf_t name;
-        if (interned_entry(f.sub, &iid, &name, why) < 0
-            || check_iid(r, iid, why) < 0) {
+        if (interned_entry(f.sub, &iid, &name, why) < 0) {
+            return -1;
+        }
+        /* Sequence 1 interns "range" and "step" only, as 1 and 2. */
+        if (on_seq1 ? iid > 2 && bad(why, "an iid past those interned")
+                    : check_iid(r, iid, why) < 0) {
             return -1;
         }
         PyObject *s = str_of(&name);

@@ -18,11 +18,10 @@ from typing import Any, Callable, Optional
 from ._reader import (_GZIP_RATIO, _MAX_VALUE, _Bad, _BigInt, _by_thread, _check, _decoder,
                       _frametrace_other, _get, Progress)
 from ._tracer import _load_perfetto
+from .export import SLICE_TRACKS_TID_BASE, Slice
 
 # A Trace's first byte: field 1 (TracePacket), length-delimited.
 _PACKET = b"\x0a"
-# Tracks of other tools' slices, keyed as the Chrome writers key them.
-from .export import SLICE_TRACKS_TID_BASE, Slice  # noqa: E402
 
 
 def sniff(path: str) -> bool:
@@ -55,15 +54,18 @@ def read(path: str, progress: Progress = None) -> Optional[bytes]:
                 progress(size, size)
             return data
         limit = max(_MAX_VALUE, size * _GZIP_RATIO)
-        chunks, total = [], 0
-        try:
-            with gzip.GzipFile(fileobj=raw, mode="rb") as gz:
+        with gzip.GzipFile(fileobj=raw, mode="rb") as gz:
+            try:
+                if gz.read(1) != _PACKET:
+                    return None
+            except (EOFError, zlib.error, gzip.BadGzipFile):
+                return None  # the JSON reader says what is wrong
+            chunks, total = [_PACKET], 1
+            try:
                 while True:
                     chunk = gz.read(1 << 22)
                     if not chunk:
                         break
-                    if not total and chunk[:1] != _PACKET:
-                        return None
                     total += len(chunk)
                     if total > limit:
                         raise _Bad(f"decompresses to more than {limit} bytes ({_GZIP_RATIO} "
@@ -71,10 +73,8 @@ def read(path: str, progress: Progress = None) -> Optional[bytes]:
                     chunks.append(chunk)
                     if progress is not None:
                         progress(min(raw.tell(), size), size)
-        except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
-            if not total:
-                return None  # the JSON reader says what is wrong
-            raise _Bad(f"truncated or corrupted gzip data ({exc})") from None
+            except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
+                raise _Bad(f"truncated or corrupted gzip data ({exc})") from None
         return b"".join(chunks)
 
 
@@ -151,6 +151,7 @@ def _header(col: Any, ft: dict, process: Optional[tuple], threads: list, tracks:
     for k, (uuid, name) in enumerate(tracks[first:]):
         key = (pid, SLICE_TRACKS_TID_BASE + k)
         col.thread_names[key] = name if name is not None else f"tid {key[1]}"
+        col._serial(key)
         col.pftrace_tracks[uuid] = key
     origin = plan.origin
     for i, r in enumerate(_check(ft.get("ranges") or [], list, f"{what}.ranges")):
