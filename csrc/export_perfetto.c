@@ -5,6 +5,7 @@
  * Sequence 1 opens the file with the clock snapshots that relate
  * CLOCK_MONOTONIC (the tracer's clock) to CLOCK_BOOTTIME (Perfetto's trace
  * clock, that of system traces), read together at start and at stop; then
+ * frametrace's metadata for load() (a ChromeMetadata "frametrace": JSON),
  * the track descriptors (a track per process and per thread, and for a
  * session's ranges and steps) and the session's spans, whose timestamps
  * are CLOCK_MONOTONIC ns.
@@ -19,7 +20,10 @@
  * first 127 functions).  Each event is a SLICE_BEGIN/SLICE_END pair, in an
  * order that keeps slices nested.  The threads are replayed one at a time,
  * straight into the file, with the GIL released.  Only C events carry a
- * category ("c"): Python ones have a source location instead.
+ * category ("c"): Python ones have a source location instead.  A call
+ * open at start, stop or loss says so in debug annotations (few do).  The
+ * file ends with the count of calls (a ChromeMetadata "frametrace_calls"),
+ * by which load() knows it whole.
  *
  * A sequence per thread rather than one shared sequence with small track
  * uuids: a shared sequence would intern each function once for the file,
@@ -928,7 +932,10 @@ seq_interning_reset(seq_interning *si)
 }
 
 /* _write_perfetto(path, *, pid, process_name, thread_names, tracks,
- *                 compress, progress, name) -- thread_names: [str or
+ *                 compress, progress, name, thread_slices, frametrace)
+ * -- frametrace: the metadata load() reads back (JSON), written after the
+ * clock snapshots, and then the count of calls as the file's last packet;
+ * thread_names: [str or
  * None] per thread, in registration order; tracks: [(name, thread_id or
  * None, category, [(span name, start, end)])] for ranges and steps; name:
  * the path errors show (default path; the caller writes to a temporary
@@ -944,7 +951,8 @@ ft_write_perfetto(ft_tracer *tracer, PyObject *args, PyObject *kwargs)
     PyObject *meta = NULL;
     long long pid = -1;
     int compress = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&|$LUO!O!pOO&OU:_write_perfetto",
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs,
+                                     "O&|$LUO!O!pOO&OU:_write_perfetto",
                                      kwlist, PyUnicode_FSConverter, &path_obj,
                                      &pid, &process_name, &PyList_Type, &names,
                                      &PyList_Type, &tracks, &compress,

@@ -558,8 +558,8 @@ read_defaults(buf_t b, uint64_t *clock_id, uint64_t *track, why_t *why)
 /* A ProcessDescriptor (pid 1, name_num the name) or ThreadDescriptor
  * (pid 1, tid 2, name_num the name; tid not NULL). */
 static int
-read_desc(buf_t b, uint64_t *pid, uint64_t *tid, buf_t *name, uint32_t name_num,
-          why_t *why)
+read_desc(buf_t b, uint64_t *pid, uint64_t *tid, buf_t *name,
+          uint32_t name_num, why_t *why)
 {
     field_t f;
     int rc;
