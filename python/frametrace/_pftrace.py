@@ -84,6 +84,7 @@ def load(path: str, data: bytes, events_of: Callable[[dict], Any],
     collector of a file whose otherData.frametrace is ft, trace_of(col)
     its Trace."""
     col: Any = None
+    keys: dict = {}  # track uuid -> the (pid, tid) key of the slices there
 
     def on_header(meta: Optional[bytes], process: Optional[tuple], threads: list,
                   tracks: list) -> dict:
@@ -102,7 +103,7 @@ def load(path: str, data: bytes, events_of: Callable[[dict], Any],
         if ft.get("merged"):
             raise _Bad("frametrace's metadata of a merged trace (merge writes Chrome JSON only)")
         col = events_of(ft)
-        return _header(col, ft, process, threads, tracks)
+        return _header(col, ft, process, threads, tracks, keys)
 
     calls: list = []
     slices, max_end = _load_perfetto(data, path, calls, on_header)
@@ -113,15 +114,17 @@ def load(path: str, data: bytes, events_of: Callable[[dict], Any],
     if calls and max_end > plan.earliest_stop:
         plan.check_end(pid, max_end, len(calls) - 1)
     for uuid, name, cat, start, end in slices:
-        key = col.pftrace_tracks.get(uuid)
+        key = keys.get(uuid)
         if key is not None:
             col.slices.append((key, Slice(name, cat, start, end, None)))
     return trace_of(col)
 
 
-def _header(col: Any, ft: dict, process: Optional[tuple], threads: list, tracks: list) -> dict:
-    """Fills col with what the file says beside the calls; {thread track
-    uuid: (thread_id, native_thread_id, thread_serial)}."""
+def _header(col: Any, ft: dict, process: Optional[tuple], threads: list, tracks: list,
+            keys: dict) -> dict:
+    """Fills col with what the file says beside the calls, as the Chrome
+    file's metadata events would, and keys with each track's (pid, tid);
+    {thread track uuid: (thread_id, native_thread_id, thread_serial)}."""
     what = "frametrace metadata"
     plan = col.plan
     pid = plan.procs[0].pid
@@ -130,29 +133,25 @@ def _header(col: Any, ft: dict, process: Optional[tuple], threads: list, tracks:
     natives = _by_thread(ft.get("native_thread_ids") or {}, int, f"{what}.native_thread_ids")
     if process is not None:
         col.process_names[pid] = _get(ft, "process_name", str, what, process[1])
-    col.pftrace_tracks = {}  # uuid -> the (pid, tid) key of other tools' slices there
     thread_of = {}
     for uuid, _pid, tid, name in threads:
         key = (pid, tid)
         if key in col.threads:
             raise _Bad(f"two thread tracks of tid {tid}")
-        # As the Chrome file's thread_name event does.
-        col.thread_names[key] = names.get(tid, name if name is not None else f"thread {tid}")
-        if natives.get(tid, -1) >= 0:
-            col.natives[key] = natives[tid]
-        serial = col._serial(key, serials.get(tid))
+        serial = col.thread_named(key, names.get(tid, name if name is not None else
+                                                 f"thread {tid}"),
+                                  serials.get(tid), natives.get(tid))
         thread = (plan.thread_id(pid, tid), col.natives.get(key, tid), serial)
         col.threads[key] = (thread, [])
         thread_of[uuid] = thread
-        col.pftrace_tracks[uuid] = key
+        keys[uuid] = key
     # The steps' and ranges' tracks first (read from the metadata, with what
     # the tracks do not show), then those of other tools' slices.
     first = _get(ft, "session_tracks", int, what, 0)
     for k, (uuid, name) in enumerate(tracks[first:]):
         key = (pid, SLICE_TRACKS_TID_BASE + k)
-        col.thread_names[key] = name if name is not None else f"tid {key[1]}"
-        col._serial(key)
-        col.pftrace_tracks[uuid] = key
+        col.thread_named(key, name if name is not None else f"tid {key[1]}", None, None)
+        keys[uuid] = key
     origin = plan.origin
     for i, r in enumerate(_check(ft.get("ranges") or [], list, f"{what}.ranges")):
         if not (type(r) is list and len(r) == 6):

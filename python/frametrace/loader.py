@@ -190,6 +190,14 @@ class _ChromeEvents(_Sink):
             self.max_serial = max(self.max_serial, wanted)
         return self.serials[key]
 
+    def thread_named(self, key: tuple[int, int], name: str, serial: Any, native: Any) -> int:
+        """A thread_name event of (pid, tid) key (the .pftrace reader's
+        thread descriptors too): its serial."""
+        self.thread_names[key] = name
+        if type(native) is int and native >= 0 and key not in self.threads:
+            self.natives[key] = native
+        return self._serial(key, serial)
+
     def _slice(self, ev: dict, n: int) -> None:
         """traceEvents[n], a complete event of another tool, as a Slice."""
         what = f"traceEvents[{n}]"
@@ -247,10 +255,7 @@ class _ChromeEvents(_Sink):
             self.steps.append(data)
         elif what == "thread_name":
             pid, tid, name, _thread_id, serial, native = data
-            self.thread_names[(pid, tid)] = name
-            if type(native) is int and native >= 0 and (pid, tid) not in self.threads:
-                self.natives[(pid, tid)] = native
-            self._serial((pid, tid), serial)
+            self.thread_named((pid, tid), name, serial, native)
         else:
             self.process_names[data[0]] = data[1]
 
