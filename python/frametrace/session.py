@@ -281,8 +281,8 @@ class Trace:
         JSON (``.json``, ``.json.gz``: ``to_chrome``) or Perfetto's
         protobuf trace (``.pftrace``, ``.pftrace.gz``: ``to_perfetto``);
         ValueError for any other extension.  Returns the path written.  Both
-        open in the Perfetto UI, and ``frametrace.load()`` reads the JSON
-        back.  ``{pid}`` and ``{rank}`` in path are replaced by the trace's
+        open in the Perfetto UI, and ``frametrace.load()`` reads both
+        back (a .pftrace without other tools' slices' args).  ``{pid}`` and ``{rank}`` in path are replaced by the trace's
         (``{rank}``: 0 without one); a trace with a rank whose path has no
         ``{rank}`` is written with ``.rankN`` before the extension
         (``trace.json`` -> ``trace.rank1.json``): each rank its own file."""
