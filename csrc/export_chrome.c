@@ -8,6 +8,7 @@
  * nanoseconds would exceed what a double holds exactly. */
 #include "state.h"
 #include "export_out.h"
+#include "gil_share.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -192,12 +193,14 @@ describe_all(ft_tracer *tracer, uint32_t nfuncs, long long pid,
 }
 
 /* Other tools' slices (frametrace.torch's ops), written after the frames:
- * each rendered as far as it needs Python with the GIL (its name, category
- * and args as JSON text), then sorted and written without it. */
+ * each read with the GIL as far as it needs Python (its name, category
+ * and args as JSON text, each distinct one rendered once), then sorted
+ * and written without it. */
 typedef struct {
-    char *head;         /* {"ph":"X","name":N,"cat":C,"pid":P,"tid":T,"ts": */
-    size_t head_len;
-    char *args;         /* ,"args":{...}, or NULL */
+    const char *name, *cat;     /* JSON literals, in the memo's bytes */
+    size_t name_len, cat_len;
+    unsigned long long tid;
+    const char *args;           /* ,"args":{...} in the memo, or NULL */
     size_t args_len;
     int64_t start, end;
     size_t order;       /* its position in its list: ties keep it */
@@ -215,10 +218,6 @@ free_slice_lists(slice_list *lists, Py_ssize_t n)
         return;
     }
     for (Py_ssize_t k = 0; k < n; k++) {
-        for (size_t i = 0; i < lists[k].n; i++) {
-            free(lists[k].items[i].head);
-            free(lists[k].items[i].args);
-        }
         free(lists[k].items);
     }
     free(lists);
@@ -269,14 +268,71 @@ slice_time(PyObject *x, Py_ssize_t pos, const char *attr, int64_t *out)
     return 0;
 }
 
+/* The JSON text of key (a str: its literal; an args dict: ,"args":{...}),
+ * made once a write: memo maps the str, or the dict's id, to a bytes
+ * object that lives as long as the memo.  Borrowed, or NULL with an
+ * exception. */
+static PyObject *
+rendered(PyObject *memo, PyObject *key, PyObject *args_text)
+{
+    PyObject *id = NULL;
+    PyObject *memo_key = key;
+    if (args_text != NULL) {  /* a dict is no key: its id is, the dict kept */
+        id = PyLong_FromVoidPtr(key);
+        if (id == NULL) {
+            return NULL;
+        }
+        memo_key = id;
+    }
+    PyObject *found = PyDict_GetItemWithError(memo, memo_key);
+    if (found != NULL || PyErr_Occurred()) {
+        Py_XDECREF(id);
+        return found != NULL && args_text != NULL
+               ? PyTuple_GET_ITEM(found, 1) : found;
+    }
+    PyObject *bytes = NULL;
+    if (args_text == NULL) {
+        size_t len;
+        char *text = json_string(key, &len);
+        if (text != NULL) {
+            bytes = PyBytes_FromStringAndSize(text, (Py_ssize_t)len);
+            free(text);
+        }
+    }
+    else {
+        PyObject *text = PyObject_CallFunctionObjArgs(args_text, key, NULL);
+        Py_ssize_t len;
+        const char *t = text != NULL ? PyUnicode_AsUTF8AndSize(text, &len)
+                                     : NULL;
+        if (t != NULL) {
+            bytes = PyBytes_FromStringAndSize(NULL, len + 8);
+            if (bytes != NULL) {
+                memcpy(PyBytes_AS_STRING(bytes), ",\"args\":", 8);
+                memcpy(PyBytes_AS_STRING(bytes) + 8, t, (size_t)len);
+            }
+        }
+        Py_XDECREF(text);
+    }
+    PyObject *entry = bytes;
+    if (bytes != NULL && args_text != NULL) {
+        entry = PyTuple_Pack(2, key, bytes);  /* the id stays the dict's */
+        Py_DECREF(bytes);
+    }
+    int rc = entry != NULL ? PyDict_SetItem(memo, memo_key, entry) : -1;
+    Py_XDECREF(entry);
+    Py_XDECREF(id);
+    /* The memo holds it now. */
+    return rc < 0 ? NULL : args_text != NULL ? PyTuple_GET_ITEM(entry, 1)
+                                             : entry;
+}
+
 static int
-describe_slice(PyObject *x, long long pid, unsigned long long tid,
-               PyObject *args_text, slice_json *sj)
+describe_slice(PyObject *x, unsigned long long tid, PyObject *args_text,
+               PyObject *memo, slice_json *sj)
 {
     PyObject *name = slice_field(x, 0, "name", 0);
     PyObject *cat = name != NULL ? slice_field(x, 1, "category", 0) : NULL;
-    char *name_s = NULL, *cat_s = NULL;
-    size_t name_len = 0, cat_len = 0;
+    PyObject *args = NULL;
     int rc = -1;
     if (cat == NULL) {
         goto done;
@@ -292,71 +348,45 @@ describe_slice(PyObject *x, long long pid, unsigned long long tid,
         || slice_time(x, 3, "end_ns", &sj->end) < 0) {
         goto done;
     }
-    name_s = json_string(name, &name_len);
-    cat_s = name_s != NULL ? json_string(cat, &cat_len) : NULL;
-    if (cat_s == NULL) {
+    PyObject *name_json = rendered(memo, name, NULL);
+    PyObject *cat_json = name_json != NULL ? rendered(memo, cat, NULL) : NULL;
+    if (cat_json == NULL) {
         goto done;
     }
-    char ids[64];
-    int ids_len = snprintf(ids, sizeof(ids), ",\"pid\":%lld,\"tid\":%llu,"
-                           "\"ts\":", pid, tid);
-    static const char a[] = "{\"ph\":\"X\",\"name\":", b[] = ",\"cat\":";
-    sj->head_len = sizeof(a) - 1 + name_len + sizeof(b) - 1 + cat_len
-                   + (size_t)ids_len;
-    sj->head = malloc(sj->head_len + 1);
-    if (sj->head == NULL) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    char *p = sj->head;
-    p = PUT_LIT(p, a);
-    memcpy(p, name_s, name_len);
-    p = PUT_LIT(p + name_len, b);
-    memcpy(p, cat_s, cat_len);
-    memcpy(p + cat_len, ids, (size_t)ids_len);
+    sj->name = PyBytes_AS_STRING(name_json);
+    sj->name_len = (size_t)PyBytes_GET_SIZE(name_json);
+    sj->cat = PyBytes_AS_STRING(cat_json);
+    sj->cat_len = (size_t)PyBytes_GET_SIZE(cat_json);
+    sj->tid = tid;
     /* args: written when not empty, as json.dumps writes them. */
-    PyObject *args = slice_field(x, 4, "args", 1);
+    args = slice_field(x, 4, "args", 1);
     if (args == NULL && PyErr_Occurred()) {
         goto done;
     }
     int truth = args != NULL ? PyObject_IsTrue(args) : 0;
-    if (truth > 0) {
-        PyObject *text = PyObject_CallFunctionObjArgs(args_text, args, NULL);
-        Py_ssize_t len;
-        const char *t = text != NULL ? PyUnicode_AsUTF8AndSize(text, &len)
-                                     : NULL;
-        if (t != NULL) {
-            sj->args = malloc((size_t)len + 9);
-            if (sj->args == NULL) {
-                PyErr_NoMemory();
-            }
-            else {
-                sj->args_len = (size_t)len + 8;
-                memcpy(sj->args, ",\"args\":", 8);
-                memcpy(sj->args + 8, t, (size_t)len);
-            }
-        }
-        Py_XDECREF(text);
-        if (sj->args == NULL) {
-            truth = -1;
-        }
-    }
-    Py_XDECREF(args);
     if (truth < 0) {
         goto done;
     }
+    if (truth > 0) {
+        PyObject *args_json = rendered(memo, args, args_text);
+        if (args_json == NULL) {
+            goto done;
+        }
+        sj->args = PyBytes_AS_STRING(args_json);
+        sj->args_len = (size_t)PyBytes_GET_SIZE(args_json);
+    }
     rc = 0;
 done:
-    free(name_s);
-    free(cat_s);
     Py_XDECREF(name);
     Py_XDECREF(cat);
+    Py_XDECREF(args);
     return rc;
 }
 
-/* slices: [(tid, [Slice])]; args_text(args) -> their JSON text. */
+/* slices: [(tid, [Slice])]; args_text(args) -> their JSON text; memo:
+ * a dict that keeps what the lists point to. */
 static int
-describe_slices(PyObject *slices, long long pid, PyObject *args_text,
+describe_slices(PyObject *slices, PyObject *args_text, PyObject *memo,
                 slice_list **lists, Py_ssize_t *nlists)
 {
     *lists = NULL;
@@ -370,6 +400,8 @@ describe_slices(PyObject *slices, long long pid, PyObject *args_text,
         return -1;
     }
     Py_ssize_t n = PyList_GET_SIZE(slices);
+    ft_gil_share share;
+    ft_gil_share_begin(&share);
     *lists = calloc((size_t)n + 1, sizeof(slice_list));
     if (*lists == NULL) {
         PyErr_NoMemory();
@@ -390,24 +422,33 @@ describe_slices(PyObject *slices, long long pid, PyObject *args_text,
         if (tid == (unsigned long long)-1 && PyErr_Occurred()) {
             return -1;
         }
-        items = PyTuple_GET_ITEM(pair, 1);
+        /* Kept alive while the GIL is shared: another thread may change
+         * the slices list meanwhile. */
+        items = Py_NewRef(PyTuple_GET_ITEM(pair, 1));
         Py_ssize_t m = PyList_GET_SIZE(items);
         (*lists)[k].items = calloc((size_t)m + 1, sizeof(slice_json));
         if ((*lists)[k].items == NULL) {
+            Py_DECREF(items);
             PyErr_NoMemory();
             return -1;
         }
         for (Py_ssize_t i = 0; i < m && i < PyList_GET_SIZE(items); i++) {
+            ft_gil_share_point(&share);
+            if (i >= PyList_GET_SIZE(items)) {
+                break;
+            }
             slice_json *sj = &(*lists)[k].items[i];
             (*lists)[k].n = (size_t)i + 1;
             sj->order = (size_t)i;
             PyObject *x = Py_NewRef(PyList_GET_ITEM(items, i));
-            int rc = describe_slice(x, pid, tid, args_text, sj);
+            int rc = describe_slice(x, tid, args_text, memo, sj);
             Py_DECREF(x);
             if (rc < 0) {
+                Py_DECREF(items);
                 return -1;
             }
         }
+        Py_DECREF(items);
     }
     return 0;
 }
@@ -428,16 +469,19 @@ slice_order(const void *a, const void *b)
 /* Writes the slices, each list sorted by start then longest first (ties
  * in their order): pure C.  first: nothing written yet. */
 static void
-write_slices(out_t *out, slice_list *lists, Py_ssize_t nlists,
+write_slices(out_t *out, slice_list *lists, Py_ssize_t nlists, long long pid,
              int64_t origin_ns, int *first)
 {
+    static const char a[] = "{\"ph\":\"X\",\"name\":", b[] = ",\"cat\":";
     for (Py_ssize_t k = 0; k < nlists && !out->failed; k++) {
         slice_list *l = &lists[k];
         qsort(l->items, l->n, sizeof(*l->items), slice_order);
         for (size_t i = 0; i < l->n && !out->failed; i++) {
             const slice_json *sj = &l->items[i];
-            char *p = out_reserve(out, 2 + sj->head_len + FT_US_MAX + 7
-                                       + FT_US_MAX + sj->args_len + 1);
+            char *p = out_reserve(out, 2 + sizeof(a) + sj->name_len
+                                       + sizeof(b) + sj->cat_len + 64
+                                       + FT_US_MAX + 7 + FT_US_MAX
+                                       + sj->args_len + 1);
             if (p == NULL) {
                 return;
             }
@@ -445,8 +489,14 @@ write_slices(out_t *out, slice_list *lists, Py_ssize_t nlists,
                 p = PUT_LIT(p, ",\n");
             }
             *first = 0;
-            memcpy(p, sj->head, sj->head_len);
-            p = put_us(p + sj->head_len, sj->start - origin_ns);
+            p = PUT_LIT(p, a);
+            memcpy(p, sj->name, sj->name_len);
+            p = PUT_LIT(p + sj->name_len, b);
+            memcpy(p, sj->cat, sj->cat_len);
+            p += sj->cat_len;
+            p += snprintf(p, 64, ",\"pid\":%lld,\"tid\":%llu,\"ts\":", pid,
+                          sj->tid);
+            p = put_us(p, sj->start - origin_ns);
             p = PUT_LIT(p, ",\"dur\":");
             p = put_us(p, sj->end - sj->start);
             if (sj->args != NULL) {
@@ -511,6 +561,7 @@ ft_write_chrome(ft_tracer *tracer, PyObject *args, PyObject *kwargs)
     PyObject *result = NULL;
     slice_list *lists = NULL;
     Py_ssize_t nlists = 0;
+    PyObject *slice_memo = NULL;  /* keeps what lists point to */
     uint32_t nfuncs = tracer->funcs.nfuncs;
 
     const char *prelude_s = PyUnicode_AsUTF8(prelude);
@@ -522,7 +573,10 @@ ft_write_chrome(ft_tracer *tracer, PyObject *args, PyObject *kwargs)
     /* The records pinned, then what needs Python (the names), with the
      * GIL and the collector off: no finalizer can let another thread
      * clear() the function table meanwhile. */
-    if (describe_slices(slices, pid, args_text, &lists, &nlists) < 0) {
+    slice_memo = PyDict_New();
+    if (slice_memo == NULL
+        || describe_slices(slices, args_text, slice_memo, &lists,
+                           &nlists) < 0) {
         goto done;
     }
     if (ft_export_begin(&ex, tracer, "_write_chrome()") < 0) {
@@ -618,7 +672,7 @@ ft_write_chrome(ft_tracer *tracer, PyObject *args, PyObject *kwargs)
             out_bytes(&out, postlude_s, strlen(postlude_s));
             first = 0;
         }
-        write_slices(&out, lists, nlists, origin_ns, &first);
+        write_slices(&out, lists, nlists, pid, origin_ns, &first);
         OUT_LIT(&out, "]}\n");
     }
     write_err = out_end(&out, interrupted);
@@ -649,6 +703,7 @@ done:
     }
     free(tids);
     free_slice_lists(lists, nlists);
+    Py_XDECREF(slice_memo);
     Py_DECREF(path_obj);
     Py_DECREF(name_obj);
     return result;

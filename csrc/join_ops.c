@@ -5,6 +5,7 @@
  * it, so that a writer thread joining a window leaves the training loop
  * the interpreter. */
 #include "state.h"
+#include "gil_share.h"
 #include "nest.h"
 #include "replay.h"
 
@@ -73,9 +74,29 @@ call(PyObject *a, PyObject *const *names, int which)
     return PyObject_CallMethodNoArgs(a, names[which]);
 }
 
+/* args_of(text) for torch's metadata_json() text, made once per distinct
+ * text (the same ops with the same shapes repeat every step): memo maps
+ * the text to it, so Slices of equal metadata share one args dict. */
+static PyObject *
+args_of_text(PyObject *args_of, PyObject *memo, PyObject *text)
+{
+    PyObject *args = PyDict_GetItemWithError(memo, text);
+    if (args != NULL) {
+        return Py_NewRef(args);
+    }
+    if (PyErr_Occurred()) {
+        return NULL;
+    }
+    args = PyObject_CallFunctionObjArgs(args_of, text, NULL);
+    if (args != NULL && PyDict_SetItem(memo, text, args) < 0) {
+        Py_CLEAR(args);
+    }
+    return args;
+}
+
 static int
 read_activity(PyObject *a, Py_ssize_t i, int methods, PyObject *args_of,
-              PyObject *const *names, op_rec *r)
+              PyObject *memo, PyObject *const *names, op_rec *r)
 {
     long long start, end, dur;
     if (methods) {
@@ -98,7 +119,9 @@ read_activity(PyObject *a, Py_ssize_t i, int methods, PyObject *args_of,
             if (text == NULL) {
                 return -1;
             }
-            r->args = PyObject_CallFunctionObjArgs(args_of, text, NULL);
+            r->args = PyUnicode_CheckExact(text)
+                      ? args_of_text(args_of, memo, text)
+                      : PyObject_CallFunctionObjArgs(args_of, text, NULL);
             Py_DECREF(text);
             if (r->args == NULL) {
                 return -1;
@@ -328,13 +351,19 @@ join_ops(PyObject *module, PyObject *args)
     thread_ops *threads = NULL;
     size_t nthreads = 0;
     PyObject *serials = NULL, *labels = NULL;
-    PyObject *slices = NULL, *own = NULL, *result = NULL;
+    PyObject *slices = NULL, *own = NULL, *result = NULL, *memo = NULL;
     ft_export ex = {0};
     if (recs == NULL) {
         PyErr_NoMemory();
         goto done;
     }
-    Py_ssize_t ntracer = tracer != NULL ? tracer->nthreads : 0;
+    /* Pinned before the activities are read: reading them runs Python
+     * (and gives the GIL away in turns), during which another thread may
+     * clear() the tracer. */
+    if (tracer != NULL && ft_export_begin(&ex, tracer, "_join_ops()") < 0) {
+        goto done;
+    }
+    Py_ssize_t ntracer = tracer != NULL ? ex.nthreads : 0;
     /* Per tracer thread: where its ops go (index in threads), its serial
      * and its label. */
     size_t *slot = malloc(((size_t)ntracer + 1) * sizeof(size_t));
@@ -357,7 +386,15 @@ join_ops(PyObject *module, PyObject *args)
     PyTypeObject *last_type = NULL;
     int methods = 0;
     int failed = 0;
+    ft_gil_share share;
+    ft_gil_share_begin(&share);
+    memo = PyDict_New();
+    if (memo == NULL) {
+        free(slot);
+        goto done;
+    }
     for (Py_ssize_t i = 0; i < n && !failed; i++) {
+        ft_gil_share_point(&share);
         PyObject *a = PyTuple_GET_ITEM(seq, i);
         if (Py_TYPE(a) != last_type) {
             last_type = Py_TYPE(a);
@@ -365,7 +402,7 @@ join_ops(PyObject *module, PyObject *args)
         }
         op_rec *r = &recs[i];
         r->thread = -1;
-        if (read_activity(a, i, methods, args_of, names, r) < 0) {
+        if (read_activity(a, i, methods, args_of, memo, names, r) < 0) {
             failed = 1;
             break;
         }
@@ -425,9 +462,6 @@ join_ops(PyObject *module, PyObject *args)
         recs[i].end -= offset;
     }
     if (nthreads > 0) {
-        if (ft_export_begin(&ex, tracer, "_join_ops()") < 0) {
-            goto done;
-        }
         int rc;
         Py_BEGIN_ALLOW_THREADS
         rc = nest_all(&ex, threads, nthreads, recs, tol);
@@ -445,11 +479,13 @@ join_ops(PyObject *module, PyObject *args)
     if (slices == NULL || own == NULL) {
         goto done;
     }
+    ft_gil_share_begin(&share);
     for (Py_ssize_t i = 0; i < n; i++) {
         op_rec *r = &recs[i];
         if (r->thread >= 0) {
             continue;
         }
+        ft_gil_share_point(&share);
         PyObject *key = (r->device == pid || r->device < 0)
             ? PyUnicode_FromFormat("torch: thread %lld", r->resource)
             : PyUnicode_FromFormat("torch: device %lld stream %lld", r->device,
@@ -473,6 +509,7 @@ join_ops(PyObject *module, PyObject *args)
             if (t->crossing[x->idx]) {
                 continue;
             }
+            ft_gil_share_point(&share);
             PyObject *s = nested_slice(slice_type, &recs[t->members[x->idx]],
                                        x);
             if (s == NULL || PyList_Append(nested, s) < 0) {
@@ -542,6 +579,7 @@ done:
     Py_XDECREF(labels);
     Py_XDECREF(slices);
     Py_XDECREF(own);
+    Py_XDECREF(memo);
     for (int m = 0; m < N_METHODS; m++) {
         Py_DECREF(names[m]);
     }

@@ -4,6 +4,7 @@
  * exec slot installs for threading and os.fork() are lifecycle.c's. */
 #include "state.h"
 #include "clock.h"
+#include "gil_share.h"
 
 ft_state *
 ft_state_of_type(PyTypeObject *type)
@@ -182,7 +183,7 @@ module_exec(PyObject *module)
     PyMethodDef *const function_defs[] = {
         &ft_report_pass_def, &ft_collapse_labels_def, &ft_collapsed_batch_def,
         &ft_relay_signal_def, &ft_unrelay_signal_def, &ft_join_ops_def,
-        &ft_watch_relayed_def, &ft_die_of_signal_def,
+        &ft_watch_relayed_def, &ft_die_of_signal_def, &ft_share_gil_def,
     };
     for (size_t i = 0; i < sizeof(function_defs) / sizeof(function_defs[0]);
          i++) {

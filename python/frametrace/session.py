@@ -504,6 +504,9 @@ class _Writer:
 
     def _run(self) -> None:
         _flags.writer = True
+        # The program goes on beside this thread: its long work with the
+        # GIL (torch's join, rendering slices) gives the GIL away in turns.
+        _tracer._share_gil(True)
         while True:
             with self.cond:
                 if not self.queue:
