@@ -5,6 +5,7 @@
  * Sequence 1 opens the file with the clock snapshots that relate
  * CLOCK_MONOTONIC (the tracer's clock) to CLOCK_BOOTTIME (Perfetto's trace
  * clock, that of system traces), read together at start and at stop; then
+ * frametrace's metadata for load() (a ChromeMetadata "frametrace": JSON),
  * the track descriptors (a track per process and per thread, and for a
  * session's ranges and steps) and the session's spans, whose timestamps
  * are CLOCK_MONOTONIC ns.
@@ -19,7 +20,10 @@
  * first 127 functions).  Each event is a SLICE_BEGIN/SLICE_END pair, in an
  * order that keeps slices nested.  The threads are replayed one at a time,
  * straight into the file, with the GIL released.  Only C events carry a
- * category ("c"): Python ones have a source location instead.
+ * category ("c"): Python ones have a source location instead.  A call
+ * open at start, stop or loss says so in debug annotations (few do).  The
+ * file ends with the count of calls (a ChromeMetadata "frametrace_calls"),
+ * by which load() knows it whole.
  *
  * A sequence per thread rather than one shared sequence with small track
  * uuids: a shared sequence would intern each function once for the file,
@@ -68,6 +72,14 @@ enum {
     TE_CATEGORIES = 22,
     TE_NAME = 23,
     TE_SOURCE_LOCATION_IID = 34,
+    TE_DEBUG_ANNOTATIONS = 4,
+    DA_BOOL_VALUE = 2,
+    DA_NAME = 10,
+    PKT_CHROME_EVENTS = 5,
+    CEB_METADATA = 2,
+    CM_NAME = 1,
+    CM_INT_VALUE = 4,
+    CM_JSON_VALUE = 5,
     ID_EVENT_CATEGORIES = 1,
     ID_EVENT_NAMES = 2,
     ID_SOURCE_LOCATIONS = 4,
@@ -223,12 +235,23 @@ emit_packet(out_t *out, const pb_t *pkt)
  * timestamp field as written (a delta on the threads' clock); track 0: the
  * sequence's default track; category and location 0: none; interned: the
  * packet's InternedData, or NULL. */
+/* A call's open flags, as debug annotations of its SLICE_BEGIN (few
+ * calls have one): load() reads them back. */
+static const char *const open_flags[3] = {"open_at_start", "open_at_stop",
+                                          "open_at_loss"};
+
+static inline int
+flags_of(const ft_event *ev)
+{
+    return ev->open_at_start | ev->open_at_stop << 1 | ev->open_at_loss << 2;
+}
+
 static inline void
 emit_slice(out_t *out, int type, uint64_t ts, uint64_t sequence,
            uint64_t track, uint64_t name_iid, uint64_t category,
-           uint64_t location_iid, const pb_t *interned)
+           uint64_t location_iid, const pb_t *interned, int flags)
 {
-    uint8_t ev[48], pkt[96];
+    uint8_t ev[112], pkt[160];
     size_t e = 0, p = 0, body;
     e += key_to(ev + e, TE_TYPE, WT_VARINT);
     e += varint_to(ev + e, (uint64_t)type);
@@ -247,6 +270,19 @@ emit_slice(out_t *out, int type, uint64_t ts, uint64_t sequence,
             e += key_to(ev + e, TE_SOURCE_LOCATION_IID, WT_VARINT);
             e += varint_to(ev + e, location_iid);
         }
+        for (int k = 0; k < 3; k++) {
+            if (flags & (1 << k)) {
+                size_t n = strlen(open_flags[k]);
+                e += key_to(ev + e, TE_DEBUG_ANNOTATIONS, WT_LEN);
+                ev[e++] = (uint8_t)(n + 4);
+                e += key_to(ev + e, DA_NAME, WT_LEN);
+                ev[e++] = (uint8_t)n;
+                memcpy(ev + e, open_flags[k], n);
+                e += n;
+                e += key_to(ev + e, DA_BOOL_VALUE, WT_VARINT);
+                ev[e++] = 1;
+            }
+        }
     }
     /* The packet's length first: room for it is left at the front. */
     uint8_t *q = pkt + 8;
@@ -259,16 +295,25 @@ emit_slice(out_t *out, int type, uint64_t ts, uint64_t sequence,
     memcpy(q, ev, e);
     q += e;
     body = (size_t)(q - (pkt + 8));
-    if (interned != NULL) {
+    if (interned != NULL || body >= 128) {
+        static const pb_t none = {0};
+        if (interned == NULL) {
+            interned = &none;
+        }
         uint8_t lead[16], head[16];
-        size_t h = key_to(head, PKT_INTERNED_DATA, WT_LEN);
-        h += varint_to(head + h, interned->len);
+        size_t h = 0;
+        if (interned->len) {
+            h = key_to(head, PKT_INTERNED_DATA, WT_LEN);
+            h += varint_to(head + h, interned->len);
+        }
         size_t n = key_to(lead, TRACE_PACKET, WT_LEN);
         n += varint_to(lead + n, body + h + interned->len);
         out_bytes(out, (const char *)lead, n);
         out_bytes(out, (const char *)pkt + 8, body);
-        out_bytes(out, (const char *)head, h);
-        out_bytes(out, (const char *)interned->p, interned->len);
+        if (interned->len) {
+            out_bytes(out, (const char *)head, h);
+            out_bytes(out, (const char *)interned->p, interned->len);
+        }
         return;
     }
     /* body < 128: a one-byte length right before it. */
@@ -460,6 +505,43 @@ emit_clock_packets(out_t *out, const ft_clock *clock, pb_t *pkt)
     free(snap.p);
     free(tmp.p);
     return rc;
+}
+
+/* frametrace's metadata (JSON: what load() reads back beside the events,
+ * as otherData.frametrace in Chrome JSON), on sequence 1 in a
+ * ChromeMetadata "frametrace", which trace processor keeps as metadata. */
+static int
+meta_packet(pb_t *pkt, PyObject *json)
+{
+    pb_t md = {0}, bundle = {0};
+    pb_bytes(&md, CM_NAME, "frametrace", 10);
+    pb_str(&md, CM_JSON_VALUE, json);
+    pb_message(&bundle, CEB_METADATA, &md);
+    pkt->len = 0;
+    pb_varint(pkt, PKT_SEQUENCE_ID, SEQUENCE_ID);
+    pb_message(pkt, PKT_CHROME_EVENTS, &bundle);
+    int failed = md.failed || bundle.failed || pkt->failed;
+    free(md.p);
+    free(bundle.p);
+    return failed ? -1 : 0;
+}
+
+/* The file's last packet with the metadata: how many calls it holds, so
+ * that load() tells a whole file from one cut between packets.  Pure C. */
+static int
+count_packet(pb_t *pkt, uint64_t calls)
+{
+    pb_t md = {0}, bundle = {0};
+    pb_bytes(&md, CM_NAME, "frametrace_calls", 16);
+    pb_varint(&md, CM_INT_VALUE, calls);
+    pb_message(&bundle, CEB_METADATA, &md);
+    pkt->len = 0;
+    pb_varint(pkt, PKT_SEQUENCE_ID, SEQUENCE_ID);
+    pb_message(pkt, PKT_CHROME_EVENTS, &bundle);
+    int failed = md.failed || bundle.failed || pkt->failed;
+    free(md.p);
+    free(bundle.p);
+    return failed ? -1 : 0;
 }
 
 /* A track descriptor packet: a process (thread_id < 0), a thread, or a
@@ -720,7 +802,7 @@ emit_spans(out_t *out, const track_t *track, uint64_t uuid, uint64_t category,
         if (!failed) {
             emit_packet(out, &pkt);
             emit_slice(out, SLICE_END, (uint64_t)span->end, SEQUENCE_ID, uuid,
-                       0, 0, 0, NULL);
+                       0, 0, 0, NULL, 0);
         }
         free(ev.p);
         free(pkt.p);
@@ -850,7 +932,10 @@ seq_interning_reset(seq_interning *si)
 }
 
 /* _write_perfetto(path, *, pid, process_name, thread_names, tracks,
- *                 compress, progress, name) -- thread_names: [str or
+ *                 compress, progress, name, thread_slices, frametrace)
+ * -- frametrace: the metadata load() reads back (JSON), written after the
+ * clock snapshots, and then the count of calls as the file's last packet;
+ * thread_names: [str or
  * None] per thread, in registration order; tracks: [(name, thread_id or
  * None, category, [(span name, start, end)])] for ranges and steps; name:
  * the path errors show (default path; the caller writes to a temporary
@@ -860,17 +945,19 @@ ft_write_perfetto(ft_tracer *tracer, PyObject *args, PyObject *kwargs)
 {
     static char *kwlist[] = {"path", "pid", "process_name", "thread_names",
                              "tracks", "compress", "progress", "name",
-                             "thread_slices", NULL};
+                             "thread_slices", "frametrace", NULL};
     PyObject *path_obj, *name_obj = NULL, *process_name = NULL, *names = NULL;
     PyObject *tracks = NULL, *progress = NULL, *slices_obj = NULL;
+    PyObject *meta = NULL;
     long long pid = -1;
     int compress = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&|$LUO!O!pOO&O:_write_perfetto",
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs,
+                                     "O&|$LUO!O!pOO&OU:_write_perfetto",
                                      kwlist, PyUnicode_FSConverter, &path_obj,
                                      &pid, &process_name, &PyList_Type, &names,
                                      &PyList_Type, &tracks, &compress,
                                      &progress, PyUnicode_FSConverter, &name_obj,
-                                     &slices_obj)) {
+                                     &slices_obj, &meta)) {
         return NULL;
     }
     if (name_obj == NULL) {
@@ -967,7 +1054,17 @@ ft_write_perfetto(ft_tracer *tracer, PyObject *args, PyObject *kwargs)
     if (out_open_or_raise(&out, path_obj, name_obj, compress, (size_t)1 << 18) < 0) {
         goto done;
     }
-    if (emit_clock_packets(&out, &ex.clock, &pkt) < 0
+    if (meta != NULL) {
+        if (emit_clock_packets(&out, &ex.clock, &pkt) < 0
+            || meta_packet(&pkt, meta) < 0) {
+            if (!PyErr_Occurred()) {  /* else encoded()'s */
+                PyErr_NoMemory();
+            }
+            goto done;
+        }
+        emit_packet(&out, &pkt);
+    }
+    if ((meta == NULL && emit_clock_packets(&out, &ex.clock, &pkt) < 0)
         || track_packet(&pkt, PROCESS_UUID, 0, pid, -1, process_name, 1) < 0) {
         if (!PyErr_Occurred()) {  /* else encoded()'s */
             PyErr_NoMemory();
@@ -1093,7 +1190,7 @@ ft_write_perfetto(ft_tracer *tracer, PyObject *args, PyObject *kwargs)
                     }
                     depth--;
                     emit_slice(&out, SLICE_END, (uint64_t)top->end - (uint64_t)clock,
-                               seq, 0, 0, 0, 0, NULL);
+                               seq, 0, 0, 0, 0, NULL, 0);
                     clock = top->end;
                 }
                 if (take_slice) {
@@ -1125,7 +1222,7 @@ ft_write_perfetto(ft_tracer *tracer, PyObject *args, PyObject *kwargs)
                 }
                 emit_slice(&out, SLICE_BEGIN, (uint64_t)start - (uint64_t)clock,
                            seq, 0, iid, is_c ? CATEGORY_C : 0, is_c ? 0 : iid,
-                           interned);
+                           interned, flags_of(ev));
                 clock = start;
                 open[depth++] = (open_t){start, end, i, 0};
                 i++;
@@ -1134,7 +1231,7 @@ ft_write_perfetto(ft_tracer *tracer, PyObject *args, PyObject *kwargs)
             while (depth && !interrupted) {
                 int64_t end = open[--depth].end;
                 emit_slice(&out, SLICE_END, (uint64_t)end - (uint64_t)clock, seq,
-                           0, 0, 0, 0, NULL);
+                           0, 0, 0, 0, NULL, 0);
                 clock = end;
             }
             continue;
@@ -1151,7 +1248,7 @@ ft_write_perfetto(ft_tracer *tracer, PyObject *args, PyObject *kwargs)
             while (depth && (int64_t)stack[depth - 1] != ev->parent) {
                 int64_t end = ft_thread_event(&te, stack[--depth])->end_ns;
                 emit_slice(&out, SLICE_END, (uint64_t)end - (uint64_t)clock,
-                           seq, 0, 0, 0, 0, NULL);
+                           seq, 0, 0, 0, 0, NULL, 0);
                 clock = end;
             }
             uint32_t iid;
@@ -1164,15 +1261,24 @@ ft_write_perfetto(ft_tracer *tracer, PyObject *args, PyObject *kwargs)
             }
             emit_slice(&out, SLICE_BEGIN,
                        (uint64_t)ev->start_ns - (uint64_t)clock, seq, 0, iid,
-                       is_c ? CATEGORY_C : 0, is_c ? 0 : iid, interned);
+                       is_c ? CATEGORY_C : 0, is_c ? 0 : iid, interned,
+                       flags_of(ev));
             clock = ev->start_ns;
             stack[depth++] = i;
         }
         while (depth && !interrupted) {
             int64_t end = ft_thread_event(&te, stack[--depth])->end_ns;
             emit_slice(&out, SLICE_END, (uint64_t)end - (uint64_t)clock, seq,
-                       0, 0, 0, 0, NULL);
+                       0, 0, 0, 0, NULL, 0);
             clock = end;
+        }
+    }
+    if (!interrupted && meta != NULL) {
+        if (count_packet(&pkt, done) < 0) {
+            interrupted = nomem = 1;
+        }
+        else {
+            emit_packet(&out, &pkt);
         }
     }
     write_err = out_end(&out, interrupted);

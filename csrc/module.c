@@ -160,6 +160,16 @@ module_exec(PyObject *module)
     if (rc < 0) {
         return -1;
     }
+    PyObject *load_pf = PyCFunction_NewEx(&ft_load_perfetto_def, module,
+                                          NULL);
+    if (load_pf == NULL) {
+        return -1;
+    }
+    rc = PyModule_AddObjectRef(module, "_load_perfetto", load_pf);
+    Py_DECREF(load_pf);
+    if (rc < 0) {
+        return -1;
+    }
     PyObject *merge_lines = PyCFunction_NewEx(&ft_merge_chrome_lines_def,
                                               module, NULL);
     if (merge_lines == NULL) {

@@ -595,6 +595,9 @@ int ft_event_parts(ft_state *state, PyObject *obj, PyObject **info,
 extern PyMethodDef ft_load_chrome_calls_def;
 extern PyMethodDef ft_merge_chrome_lines_def;
 
+/* ==== load_perfetto.c: the loader's reader of .pftrace ==== */
+extern PyMethodDef ft_load_perfetto_def;
+
 /* ==== report_pass.c: the reports' pass over the events ==== */
 extern PyMethodDef ft_report_pass_def;
 extern PyMethodDef ft_collapse_labels_def;

@@ -158,6 +158,12 @@ def _load_chrome_calls(buf: str, pos: int, stop: int, calls: list[Any],
                        infos_c: dict[str, tuple[str, str, int, str]],
                        threads: dict[tuple[int, int], tuple[tuple[int, int, int], list[int]]],
                        origin: int, late: int, /) -> tuple[int, int, int]: ...
+def _load_perfetto(data: bytes, name: str, calls: list[Any],
+                   on_header: Callable[[Optional[bytes], Optional[tuple[int, Optional[str]]],
+                                        list[tuple[int, int, int, Optional[str]]],
+                                        list[tuple[int, Optional[str]]]],
+                                       dict[int, tuple[int, int, int]]],
+                   /) -> tuple[list[list[Any]], int]: ...
 def _merge_chrome_lines(buf: str, pos: int, stop: int, known: dict[str, None],
                         pids: dict[int, str], shift: int, sep: str,
                         /) -> tuple[int, str, int, int, int]: ...

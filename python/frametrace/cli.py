@@ -674,7 +674,7 @@ def _write_run_trace(tracer: Any, output: str, process_name: str, metadata: dict
     try:
         if export.output_format(output) == "perfetto":
             count = export.write_perfetto(output, tracer, process_name=process_name,
-                                          progress=progress)
+                                          metadata=metadata, progress=progress)
         else:
             count = export.write_chrome(output, tracer, process_name=process_name,
                                         metadata=metadata, progress=progress)

@@ -549,23 +549,7 @@ def write_chrome(
     track_lines, slices = _slice_lists(pid, thread_slices, slice_tracks,
                                        {t.serial: ctid for t, ctid in zip(threads, chrome_tids)})
     lines += track_lines
-    other = {
-        "format": FORMAT,
-        "version": VERSION,
-        "origin_ns": origin,
-        "start_ns": tracer.start_ns,
-        "stop_ns": tracer.stop_ns,
-        "pid": pid,
-        "dropped": tracer.dropped,  # events lost entirely
-        "dropped_records": tracer.dropped_records,
-        # The clock's own uncertainty: each anchor converting ticks to ns is
-        # off by at most half its width.
-        "anchor_widths_ns": list(tracer.anchor_widths_ns),
-        **maps,
-        # For merging traces of several processes: this moment on both clocks.
-        "clock_anchor": _anchor(clock_anchor),
-        "metadata": dict(metadata or {}),
-    }
+    other = _other_data(tracer, pid, origin, maps, clock_anchor, metadata)
     head = _chrome_head(other, rank, top_level)
     prelude = ",\n".join(lines)
     compress = path.endswith(".gz")
@@ -590,6 +574,29 @@ def write_chrome(
                     shutil.copyfileobj(plain, dst, 1 << 20)
     _warn_depth(path, depth)
     return count
+
+
+def _other_data(tracer: Any, pid: int, origin: int, maps: dict,
+                clock_anchor: Mapping[str, int] | None, metadata: Mapping[str, Any] | None) -> dict:
+    """otherData.frametrace of a tracer's trace: what reading it back needs
+    (a .pftrace holds it too)."""
+    return {
+        "format": FORMAT,
+        "version": VERSION,
+        "origin_ns": origin,
+        "start_ns": tracer.start_ns,
+        "stop_ns": tracer.stop_ns,
+        "pid": pid,
+        "dropped": tracer.dropped,  # events lost entirely
+        "dropped_records": tracer.dropped_records,
+        # The clock's own uncertainty: each anchor converting ticks to ns is
+        # off by at most half its width.
+        "anchor_widths_ns": list(tracer.anchor_widths_ns),
+        **maps,
+        # For merging traces of several processes: this moment on both clocks.
+        "clock_anchor": _anchor(clock_anchor),
+        "metadata": dict(metadata or {}),
+    }
 
 
 def _write_chrome_events(path: str, trace: Any, *, process_name: str | None = None,
@@ -707,6 +714,9 @@ def write_perfetto(
     distributed: Any = "auto",
     thread_slices: Mapping[int, Sequence[Slice]] | None = None,
     slice_tracks: Sequence[tuple] = (),
+    origin_ns: int | None = None,
+    metadata: Mapping[str, Any] | None = None,
+    clock_anchor: Mapping[str, int] | None = None,
 ) -> int:
     """Writes a stopped tracer's events as Perfetto's native protobuf trace
     (``.pftrace``; ``.gz`` compressed), straight from its records in C, with
@@ -730,10 +740,19 @@ def write_perfetto(
     Python decodes to a lone surrogate U+DC80..U+DCFF): that byte, as the
     file system has it (surrogateescape); in JSON it is the surrogate's
     ``\\uXXXX`` escape.
+    ``origin_ns``, ``metadata`` and ``clock_anchor`` as for ``write_chrome``:
+    the file holds what ``otherData.frametrace`` holds in Chrome JSON (as
+    a ChromeMetadata "frametrace"), and ``frametrace.load()`` reads it
+    back; each call's open_at_* flags are debug annotations of its slice.
     """
+    if origin_ns is not None:
+        _check_int64("origin_ns", origin_ns)
     path, pid, names, ranges, steps = _prepare(path, tracer, pid, thread_names, process_name,
                                                ranges, steps, "write_perfetto")
-    process_name = process_name or _rank_name(_distributed(distributed))
+    rank = _distributed(distributed)
+    process_name = process_name or _rank_name(rank)
+    if rank is not None:
+        metadata = {"distributed": rank, **dict(metadata or {})}
     # (name, category, spans): spans (name, start, end[, category]).
     tracks: list[tuple[str, int, list[tuple]]] = []
     if steps:
@@ -743,6 +762,24 @@ def write_perfetto(
         by_thread.setdefault(r.thread_id, []).append((r.name, r.start_ns, r.end_ns))
     thread_names_list = _thread_name_list(tracer, names)
     latest = {t.thread_id: name for t, name in zip(tracer.threads, thread_names_list) if name}
+    # What load() reads back: the Chrome writer's otherData.frametrace, and
+    # what the Chrome file says in events (names, ranges and steps).
+    chrome_tids = tracer._export_tids
+    _lines, maps = _thread_parts(pid, process_name, [
+        (ctid, t.thread_id, t.native_thread_id, t.serial, name or f"thread {t.thread_id}",
+         t.dropped) for t, ctid, name in zip(tracer.threads, chrome_tids, thread_names_list)])
+    owner = {t.thread_id: ctid for t, ctid in zip(tracer.threads, chrome_tids)}
+    other = _other_data(tracer, pid, tracer.start_ns if origin_ns is None else origin_ns, maps,
+                        clock_anchor, metadata)
+    other.update(
+        process_name=process_name or f"python {pid}",
+        thread_names={str(ctid): name or f"thread {t.thread_id}"
+                      for t, ctid, name in zip(tracer.threads, chrome_tids, thread_names_list)},
+        ranges=[[r.name, owner.get(r.thread_id, r.thread_id), r.start_ns, r.end_ns,
+                 bool(getattr(r, "open_at_start", False)), bool(getattr(r, "open_at_end", False))]
+                for r in ranges],
+        steps=[[s.name, s.step, s.start_ns, s.end_ns] for s in steps],
+        session_tracks=(1 if steps else 0) + len({r.thread_id for r in ranges}))
     # A thread descriptor holds no args: a synthetic tid's real one goes in
     # the thread's name.
     for i, (t, tid) in enumerate(zip(tracer.threads, tracer._export_tids)):
@@ -764,7 +801,8 @@ def write_perfetto(
         count, depth = tracer._write_perfetto(
             where, pid=pid, process_name=process_name or f"python {pid}",
             thread_names=thread_names_list, tracks=tracks, compress=compress,
-            progress=progress, name=path, thread_slices=per_thread)
+            progress=progress, name=path, thread_slices=per_thread,
+            frametrace=json.dumps(other, separators=(",", ":")))
     _warn_depth(path, depth)
     return count
 

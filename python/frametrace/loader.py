@@ -1,6 +1,6 @@
 """Reading traces back: ``frametrace.loader.load(path)`` gives the
-``frametrace.Trace`` of a file frametrace wrote (JSON, or gzip-compressed
-whatever its name says).
+``frametrace.Trace`` of a file frametrace wrote (JSON or .pftrace, or
+either gzip-compressed, whatever its name says).
 
     trace = frametrace.loader.load("train.json.gz")
     trace.summary()
@@ -27,6 +27,10 @@ whatever its name says).
   one that started first.  A thread id an earlier process has becomes the
   native thread id (else ``pid << 64 | ident``); thread names get
   `` [pid N]``.
+- Perfetto's protobuf trace (``.pftrace``) as frametrace writes it (its
+  first byte says so, not its name): decoded in C (``frametrace._pftrace``),
+  it gives the Trace its Chrome JSON would give (other tools' slices
+  without their args, which a .pftrace does not hold).
 - frametrace's portable JSON (``"format": "frametrace"``, which ``Trace.save``
   wrote in earlier versions), whose events keep their depth and
   parent.
@@ -54,6 +58,7 @@ from typing import Any, Callable, Optional
 from ._reader import (PathLike, Progress, _Bad, _by_thread, _check, _frametrace_other, _get,
                       _int, _named_errors, _plain, _processes, _ns, _read, _show, _Sink,
                       _tail_other)
+from . import _pftrace
 from ._tracer import Event, ThreadInfo, _load_chrome_calls
 from .export import _OWN_MEMBERS, EVENT_FIELDS, FORMAT, VERSION, Slice
 from .merge import merge
@@ -188,6 +193,14 @@ class _ChromeEvents(_Sink):
             self.max_serial = max(self.max_serial, wanted)
         return self.serials[key]
 
+    def thread_named(self, key: tuple[int, int], name: str, serial: Any, native: Any) -> int:
+        """A thread_name event of (pid, tid) key (the .pftrace reader's
+        thread descriptors too): its serial."""
+        self.thread_names[key] = name
+        if type(native) is int and native >= 0 and key not in self.threads:
+            self.natives[key] = native
+        return self._serial(key, serial)
+
     def _slice(self, ev: dict, n: int) -> None:
         """traceEvents[n], a complete event of another tool, as a Slice."""
         what = f"traceEvents[{n}]"
@@ -245,10 +258,7 @@ class _ChromeEvents(_Sink):
             self.steps.append(data)
         elif what == "thread_name":
             pid, tid, name, _thread_id, serial, native = data
-            self.thread_names[(pid, tid)] = name
-            if type(native) is int and native >= 0 and (pid, tid) not in self.threads:
-                self.natives[(pid, tid)] = native
-            self._serial((pid, tid), serial)
+            self.thread_named((pid, tid), name, serial, native)
         else:
             self.process_names[data[0]] = data[1]
 
@@ -439,7 +449,8 @@ def _portable_threads(md: dict, events: list) -> list:
 def load(path: PathLike, *, progress: Progress = None) -> Trace:
     """The ``frametrace.Trace`` of a trace file: Chrome trace JSON
     frametrace wrote (``write_chrome``, ``Trace.to_chrome``, ``frametrace
-    run``, ``frametrace merge``: a ``MergedTrace``), or frametrace's
+    run``, ``frametrace merge``: a ``MergedTrace``), the ``.pftrace``
+    frametrace writes (``write_perfetto``, ``Trace.to_perfetto``), or frametrace's
     portable JSON (``Trace.save``); ``.json`` or gzip-compressed.
 
     Raises ValueError naming the file and the problem for anything else
@@ -451,6 +462,9 @@ def load(path: PathLike, *, progress: Progress = None) -> Trace:
     gc.disable()  # millions of new objects, no cycles: no collections meanwhile
     try:
         with _named_errors(path):
+            data = _pftrace.read(path, progress)
+            if data is not None:
+                return _pftrace.load(path, data, lambda ft: _ChromeEvents(_Plan(ft)), _chrome_trace)
             ft = _tail_other(path)
             if ft is None:
                 # otherData.frametrace neither before the events nor at the end:

@@ -12,6 +12,7 @@ import stat
 import tempfile
 from typing import Any, Callable, Optional
 
+from . import _pftrace
 from ._output import _write_error, open_output
 from ._tracer import _merge_chrome_lines
 from .export import FORMAT, VERSION, _us_text
@@ -154,7 +155,8 @@ def merge(inputs: list, output: PathLike, *, progress: Progress = None) -> dict:
     ``shift_ns`` (added to its own monotonic times to give the merged
     trace's).  Files of frametrace's older portable format (what
     ``frametrace.save()`` wrote before it wrote Chrome JSON, which merge
-    used to refuse) are rewritten as Chrome JSON first; having no clock
+    used to refuse) and the .pftrace files frametrace writes (read with
+    ``load()``) are rewritten as Chrome JSON first; having no clock
     anchor, such a file is placed by its CLOCK_MONOTONIC times, as of the
     same machine as the anchored inputs (``inputs[].aligned_by`` says so).
 
@@ -186,6 +188,13 @@ def _merge(paths: list, output: str, progress: Progress, converted: str) -> dict
     sources = {}  # the file read -> the file named (a portable one, converted)
     for k, path in enumerate(paths):
         with _named_errors(path):
+            if _pftrace.sniff(path):
+                # A .pftrace frametrace wrote: as the Chrome JSON of its Trace.
+                from .loader import load
+
+                read = load(path).to_chrome(os.path.join(converted, f"pftrace.{k}.json"))
+                sources[read] = path
+                path = read
             ft = _tail_other(path)
             if ft is None:
                 top, saw = _read(path, None, skip_events=True)

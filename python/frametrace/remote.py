@@ -1667,7 +1667,7 @@ class _Agent:
         try:
             if path.endswith((".pftrace", ".pftrace.gz")):
                 count = export.write_perfetto(path, tracer, process_name=process_name,
-                                              thread_names=names, steps=steps)
+                                              thread_names=names, steps=steps, metadata=metadata)
             else:
                 count = export.write_chrome(path, tracer, process_name=process_name,
                                             thread_names=names, steps=steps, metadata=metadata)

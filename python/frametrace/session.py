@@ -254,7 +254,8 @@ class Trace:
         return os.fspath(path)
 
     def _write_perfetto(self, path: Union[str, "os.PathLike[str]"], *,
-                        process_name: Optional[str] = None, progress: Any = None) -> int:
+                        process_name: Optional[str] = None, progress: Any = None,
+                        metadata: Optional[dict] = None) -> int:
         from .export import write_perfetto
 
         self._check()
@@ -265,18 +266,23 @@ class Trace:
             raise ValueError(f"{os.fspath(path)}: .pftrace is written from a tracer's records, "
                              f"which {what} does not have: write Chrome JSON instead "
                              f"(Trace.save('trace.json'))")
+        metadata = {**(metadata or {}), "cycle": self.cycle, "session_end_ns": self.session_end_ns}
+        if self.parent_pid is not None:
+            metadata = {"parent_pid": self.parent_pid, **metadata}
         return write_perfetto(path, self.tracer, pid=self.pid, process_name=process_name,
                               thread_names=self.thread_names, ranges=self.ranges,
                               steps=self.steps, progress=progress, distributed=self.distributed,
-                              thread_slices=self.slices, slice_tracks=self.slice_tracks)
+                              thread_slices=self.slices, slice_tracks=self.slice_tracks,
+                              origin_ns=self.session_start_ns, metadata=metadata,
+                              clock_anchor=self.clock_anchor)
 
     def save(self, path: Union[str, "os.PathLike[str]"]) -> str:
         """Writes the trace in the format its extension names: Chrome trace
         JSON (``.json``, ``.json.gz``: ``to_chrome``) or Perfetto's
         protobuf trace (``.pftrace``, ``.pftrace.gz``: ``to_perfetto``);
         ValueError for any other extension.  Returns the path written.  Both
-        open in the Perfetto UI, and ``frametrace.load()`` reads the JSON
-        back.  ``{pid}`` and ``{rank}`` in path are replaced by the trace's
+        open in the Perfetto UI, and ``frametrace.load()`` reads both
+        back (a .pftrace without other tools' slices' args).  ``{pid}`` and ``{rank}`` in path are replaced by the trace's
         (``{rank}``: 0 without one); a trace with a rank whose path has no
         ``{rank}`` is written with ``.rankN`` before the extension
         (``trace.json`` -> ``trace.rank1.json``): each rank its own file."""
@@ -296,7 +302,8 @@ class Trace:
         if output_format(path) == "chrome":
             return self._write_chrome(path, process_name=process_name, metadata=metadata,
                                       progress=progress)
-        return self._write_perfetto(path, process_name=process_name, progress=progress)
+        return self._write_perfetto(path, process_name=process_name, progress=progress,
+                                    metadata=metadata)
 
 
 # The dataclass made its __init__, __eq__ and fields() with events a plain

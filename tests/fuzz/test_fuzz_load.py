@@ -1,6 +1,7 @@
 """Fuzzing frametrace.load, merge and read_other_data with mutated files."""
 from __future__ import annotations
 
+import functools
 import gzip
 import json
 import math
@@ -18,6 +19,7 @@ from fuzzing import (
     _chrome_text,
     _dumps,
     attempt,
+    cached_trace,
     fuzz,
     guarded,
     loader_bases,
@@ -26,6 +28,7 @@ from fuzzing import (
     nasty,
     path_specs,
     scratch,
+    stopped_tracer,
     texty,
 )
 from hypothesis import given
@@ -155,6 +158,61 @@ def test_fuzz_load(data):
         else:
             _check_loaded(out.value)
             assert all(0 <= done <= total for done, total in seen)
+
+
+@functools.lru_cache(maxsize=None)
+def pftrace_bases():
+    """Bytes of .pftrace files frametrace wrote: a session's (ranges,
+    steps), a tracer's of several threads."""
+    out = {}
+    with scratch() as d:
+        cached_trace().to_perfetto(os.path.join(d, "session.pftrace"))
+        export.write_perfetto(os.path.join(d, "plain.pftrace"), stopped_tracer(threads=True))
+        for name in ("session", "plain"):
+            with open(os.path.join(d, name + ".pftrace"), "rb") as fh:
+                out[name] = fh.read()
+    return out
+
+
+@fuzz(200)
+@given(data=st.data())
+@guarded
+def test_fuzz_load_pftrace(data):
+    """A .pftrace frametrace wrote, its bytes cut, deleted, inserted,
+    replaced or flipped (maybe gzip-compressed, maybe the gzip data cut):
+    load() gives a Trace the reports take or a ValueError, never a crash,
+    a hang or another exception."""
+    raw = bytearray(pftrace_bases()[data.draw(st.sampled_from(["session", "plain"]), label="base")])
+    for _ in range(data.draw(st.integers(1, 3), label="edits")):
+        pos = data.draw(st.integers(0, len(raw)), label="at")
+        edit = data.draw(st.sampled_from(["cut", "delete", "insert", "replace", "flip"]), label="edit")
+        chunk = data.draw(st.one_of(st.binary(min_size=1, max_size=4),
+                                    st.sampled_from([b"\xff" * 10, b"\x80" * 11, b"\x0b", b"\x0c",
+                                                     b"\x0a\x7f", b"\x00"])), label="bytes")
+        if edit == "cut":
+            del raw[pos:]
+        elif edit == "delete":
+            del raw[pos:pos + data.draw(st.integers(1, 40), label="n")]
+        elif edit == "insert":
+            raw[pos:pos] = chunk
+        elif edit == "replace":
+            raw[pos:pos + len(chunk)] = chunk
+        elif pos < len(raw):
+            raw[pos] ^= 1 << data.draw(st.integers(0, 7), label="bit")
+    raw = bytes(raw)
+    if data.draw(st.booleans(), label="gzip"):
+        raw = gzip.compress(raw, compresslevel=1)
+        if data.draw(st.booleans(), label="cut gzip"):
+            raw = raw[:data.draw(st.integers(0, len(raw)), label="gzip at")]
+    with scratch() as d:
+        path = os.path.join(d, "input.pftrace")
+        with open(path, "wb") as fh:
+            fh.write(raw)
+        out = attempt(loader.load, path, allowed=(ValueError,))
+        if out.ok:
+            _check_loaded(out.value)
+        else:
+            assert str(out.exc).startswith(f"{path}: "), out
 
 
 @fuzz(100)

@@ -334,6 +334,35 @@ def test_summary_flamegraph_and_merge(tmp_path, two_runs):
     assert f"(was {pid_a})" in proc.stderr
 
 
+def test_summary_flamegraph_and_merge_of_pftrace(tmp_path, program):
+    """The format the README recommends for big traces is read back by
+    every command that reads a trace."""
+    frametrace_cmd("run", "-o", "a.pftrace", "scripts/prog.py", cwd=tmp_path, check=0)
+    frametrace_cmd("run", "-o", "b.pftrace.gz", "scripts/prog.py", cwd=tmp_path, check=0)
+    a, b = tmp_path / "a.pftrace", tmp_path / "b.pftrace.gz"
+    proc = frametrace_cmd("summary", b, "--per-thread", "--limit", "0", cwd=tmp_path, check=0)
+    assert proc.stdout.startswith(f"{b}: pid "), proc.stdout
+    assert "crunch (scripts/prog.py:3)" in proc.stdout
+    assert "(MainThread)" in proc.stdout and proc.stdout.count("\nthread ") == 2
+
+    frametrace_cmd("flamegraph", a, "-o", "flame.svg", cwd=tmp_path, check=0)
+    root = ET.parse(tmp_path / "flame.svg").getroot()
+    assert any("crunch" in (t.text or "") for t in root.iter(SVG + "title"))
+
+    proc = frametrace_cmd("merge", a, b, "-o", "all.json", cwd=tmp_path, check=0)
+    assert "2 processes merged into all.json" in proc.stderr
+    merged = load(tmp_path / "all.json")
+    assert [p["source"] for p in merged.processes] == [str(a), str(b)]
+    assert len(merged.events) == len(load(a).events) + len(load(b).events)
+
+    data = a.read_bytes()
+    (tmp_path / "cut.pftrace").write_bytes(data[: len(data) // 2])
+    for command in ("summary", "flamegraph"):
+        proc = frametrace_cmd(command, "cut.pftrace", cwd=tmp_path, check=2)
+        assert proc.stderr.startswith(f"frametrace {command}: cut.pftrace: "), proc.stderr
+        assert "truncated" in proc.stderr and "Traceback" not in proc.stderr
+
+
 def test_bad_trace_files(tmp_path, two_runs):
     a, _ = two_runs
     data = a.read_bytes()
