@@ -4,8 +4,6 @@
 
 #include <string.h>
 
-/* ---- the collapsed stacks' labels and lines ------------------------------- */
-
 /* A column of ints given through the buffer protocol: a memoryview or
  * array of int64 ("q") or int32 ("i"), or bytes of packed int64. */
 typedef struct {
@@ -19,7 +17,8 @@ typedef struct {
 static int
 column_open(PyObject *obj, int_column *c)
 {
-    if (PyObject_GetBuffer(obj, &c->view, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0) {
+    if (PyObject_GetBuffer(obj, &c->view,
+                           PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0) {
         return -1;
     }
     const char *fmt = c->view.format ? c->view.format : "B";
@@ -36,7 +35,8 @@ column_open(PyObject *obj, int_column *c)
     }
     else {
         PyBuffer_Release(&c->view);
-        PyErr_SetString(PyExc_ValueError, "a column of int64 or int32 expected");
+        PyErr_SetString(PyExc_ValueError,
+                        "a column of int64 or int32 expected");
         return -1;
     }
     c->items = c->view.buf;
@@ -183,7 +183,8 @@ collapse_labels(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)module;
     if (nargs != 5) {
-        PyErr_SetString(PyExc_TypeError, "_collapse_labels(parents, path_funcs, "
+        PyErr_SetString(PyExc_TypeError, "_collapse_labels(parents, "
+                        "path_funcs, "
                         "frame_of_func, top_of_func, values)");
         return NULL;
     }

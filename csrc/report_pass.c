@@ -9,441 +9,11 @@
  * tuples, lists) by value, with Python's semantics: sums past int64 go on
  * as ints, and what is wrong raises the TypeError or ValueError that names
  * the event (tests/report_oracle.py is the reference it is compared with).
- * The collapsed stacks' labels and lines are in report_labels.c. */
-#include "report.h"
+ * Reading an event is report_read.c's; the collapsed stacks' labels and
+ * lines are report_labels.c's. */
+#include "report_pass.h"
 
 #include <string.h>
-
-enum { MODE_PATHS, MODE_FUNCTIONS, MODE_EDGES };
-enum { N_FIELDS = 14 };  /* an Event's */
-
-/* Where the sums past int64 are: ids of (index, which). */
-enum { BIG_FUNC_SELF, BIG_FUNC_TOTAL, BIG_NODE_SELF, BIG_NODE_TOTAL,
-       BIG_ROOTS };
-enum { BIT_SELFS = 1, BIT_TOTALS = 2 };
-
-static uint64_t
-big_id(size_t index, int which)
-{
-    return (uint64_t)index * 8 + (uint64_t)which;
-}
-
-/* What a function, a call path or a caller -> callee pair adds up: times
- * in ns; counts and ids in 32 bits, as there are fewer than 2**31 events
- * (paths and pairs can be as many as the events: they are kept small). */
-typedef struct {
-    int64_t selfs, totals;
-    int32_t calls, prim, active;
-    uint8_t capped;
-    uint8_t big;     /* BIT_SELFS, BIT_TOTALS: past int64 (in bigs) */
-} sums;
-
-/* Per function (name, filename, lineno, kind, thread key). */
-typedef struct {
-    sums s;
-    int64_t thread;  /* index into the threads */
-} func_acc;
-
-/* Per call path, or per caller -> callee pair. */
-typedef struct {
-    sums s;
-    int32_t up;      /* the parent path, or -1 / the caller's function */
-    int32_t func;    /* the function (the callee) */
-} node_acc;
-
-typedef struct {
-    PyObject *key;     /* strong: thread_serial, or thread_id where falsy */
-    PyObject *ident;   /* strong: thread_id */
-    int64_t roots;     /* the sum of its root events' durations */
-    uint8_t has_roots, big;
-    ft_i64vec stack;   /* MODE_FUNCTIONS: its open events */
-} thread_acc;
-
-/* What an info tuple (one per function, shared by its Events) last led
- * to: the function of that info on thread, by identity.  A thread's events
- * come together, so one entry per info hits but at thread changes.  Both
- * tuples are held, so that their addresses are not reused meanwhile. */
-typedef struct {
-    PyObject *info;    /* strong */
-    PyObject *thread;  /* strong */
-    int64_t func;
-} info_cache;
-
-typedef struct {
-    ft_state *state;
-    int mode;
-    PyObject *events;          /* the list or tuple */
-    ft_key_table infos;        /* info tuple's address -> its cache entry */
-    info_cache *cache;         /* per info tuple: the last thread, function */
-    size_t ncache, cache_cap;
-    ft_key_table nodes;        /* (up + 1, func) -> path or pair */
-    PyObject *func_ids;        /* key tuple -> function, by value */
-    PyObject *thread_ids;      /* thread key -> thread, by value */
-    PyObject *func_keys;       /* list: function -> key tuple */
-    PyObject *bigs;            /* sums past int64, by big_id() */
-    func_acc *funcs;
-    size_t nfuncs, funcs_cap;
-    node_acc *nodes_acc;
-    size_t nnodes, nodes_cap;
-    thread_acc *threads;
-    size_t nthreads, threads_cap;
-    int32_t *ev_func;          /* per event (not for the paths) */
-    int32_t *ev_node;          /* per event: its path, or its pair (-1) */
-    size_t ev_cap;
-    int named;                 /* the error set names an event */
-} pass;
-
-/* One event, as the pass reads it. */
-typedef struct {
-    PyObject *ev;              /* borrowed */
-    PyObject *values;          /* strong: its 14 values; NULL: recorded */
-    PyObject *info, *thread;   /* borrowed: a recorded Event's tuples */
-    PyObject *name, *filename, *lineno, *kind, *ident, *serial;
-    ft_num d;                  /* end - start (d.big strong) */
-    int small_parent;          /* parent is the int64 e.parent */
-    PyObject *parent;          /* borrowed, where not small */
-    ft_event e;                /* numbers, where known */
-    int have_numbers;          /* e's start, end, parent and flags hold */
-} view;
-
-static const char CALL_ORDER[] =
-    " (events must be tracer.getEvents()'s list: each thread's events in "
-    "call order, parent the index of an earlier event of the same thread, "
-    "or -1)";
-
-/* Raises exc "event i <repr>: <why>[ (events must be ...)]" (why a str,
- * stolen); -1. */
-static int
-event_error(pass *p, Py_ssize_t i, PyObject *exc, PyObject *why, int order)
-{
-    if (why == NULL) {
-        return -1;
-    }
-    PyObject *ev = PySequence_GetItem(p->events, i);
-    PyObject *repr = ev != NULL ? PyObject_Repr(ev) : NULL;
-    if (repr != NULL) {
-        PyErr_Format(exc, "event %zd %U: %U%s", i, repr, why,
-                     order ? CALL_ORDER : "");
-        p->named = 1;
-    }
-    Py_XDECREF(ev);
-    Py_XDECREF(repr);
-    Py_DECREF(why);
-    return -1;
-}
-
-/* "parent <parent><rest>" as an f-string spells the parent. */
-static PyObject *
-parent_why(const view *v, const char *rest)
-{
-    if (v->small_parent) {
-        return PyUnicode_FromFormat("parent %lld%s", (long long)v->e.parent,
-                                    rest);
-    }
-    PyObject *text = PyObject_Format(v->parent, NULL);
-    if (text == NULL) {
-        return NULL;
-    }
-    PyObject *why = PyUnicode_FromFormat("parent %U%s", text, rest);
-    Py_DECREF(text);
-    return why;
-}
-
-/* a != b as Python says it (no identity shortcut but for exact ints and
- * strs): 1, 0, or -1 with an exception. */
-static int
-differ(PyObject *a, PyObject *b)
-{
-    if (a == b && (PyLong_CheckExact(a) || PyUnicode_CheckExact(a))) {
-        return 0;
-    }
-    PyObject *ne = PyObject_RichCompare(a, b, Py_NE);
-    if (ne == NULL) {
-        return -1;
-    }
-    int rc = PyObject_IsTrue(ne);
-    Py_DECREF(ne);
-    return rc;
-}
-
-/* obj <op> k as Python says it: 1, 0, or -1 with an exception. */
-static int
-compare_int(PyObject *obj, long long k, int op)
-{
-    PyObject *boxed = PyLong_FromLongLong(k);
-    if (boxed == NULL) {
-        return -1;
-    }
-    int rc = PyObject_RichCompareBool(obj, boxed, op);
-    Py_DECREF(boxed);
-    return rc;
-}
-
-/* lst[obj] for a list of len items, as list indexing reads obj: the
- * index, or -1 with an exception. */
-static Py_ssize_t
-list_index(PyObject *obj, Py_ssize_t len)
-{
-    if (!PyIndex_Check(obj)) {
-        PyErr_Format(PyExc_TypeError, "list indices must be integers or "
-                     "slices, not %.200s", Py_TYPE(obj)->tp_name);
-        return -1;
-    }
-    Py_ssize_t i = PyNumber_AsSsize_t(obj, PyExc_IndexError);
-    if (i == -1 && PyErr_Occurred()) {
-        return -1;
-    }
-    if (i < 0) {
-        i += len;
-    }
-    if (i < 0 || i >= len) {
-        PyErr_SetString(PyExc_IndexError, "list index out of range");
-        return -1;
-    }
-    return i;
-}
-
-/* Unpacks event ev into v (as `name, ..., open_at_loss = ev` does): 0, or
- * -1 with an exception. */
-static int
-read_event(pass *p, PyObject *ev, view *v)
-{
-    memset(v, 0, sizeof(*v));
-    v->ev = ev;
-    PyObject *info, *thread;
-    if (ft_event_parts(p->state, ev, &info, &thread, &v->e) == 0) {
-        v->have_numbers = v->small_parent = 1;
-        if (thread != NULL) {  /* getEvents()'s or the loader's */
-            v->info = info;
-            v->thread = thread;
-            v->name = PyTuple_GET_ITEM(info, 0);
-            v->filename = PyTuple_GET_ITEM(info, 1);
-            v->lineno = PyTuple_GET_ITEM(info, 2);
-            v->kind = PyTuple_GET_ITEM(info, 3);
-            v->ident = PyTuple_GET_ITEM(thread, 0);
-            v->serial = PyTuple_GET_ITEM(thread, 2);
-            return 0;
-        }
-        v->values = Py_NewRef(info);
-    }
-    else {
-        v->values = PySequence_Tuple(ev);
-        if (v->values == NULL) {
-            return -1;
-        }
-        Py_ssize_t n = PyTuple_GET_SIZE(v->values);
-        if (n != N_FIELDS) {
-            if (n < N_FIELDS) {
-                PyErr_Format(PyExc_ValueError, "not enough values to unpack "
-                             "(expected %d, got %zd)", N_FIELDS, n);
-            }
-            else {
-                PyErr_Format(PyExc_ValueError, "too many values to unpack "
-                             "(expected %d)", N_FIELDS);
-            }
-            return -1;
-        }
-        PyObject *parent = PyTuple_GET_ITEM(v->values, 9);
-        int overflow = 1;
-        if (PyLong_CheckExact(parent)) {
-            v->e.parent = PyLong_AsLongLongAndOverflow(parent, &overflow);
-        }
-        v->small_parent = !overflow;
-        v->parent = parent;
-    }
-    PyObject *const *f = &PyTuple_GET_ITEM(v->values, 0);
-    v->name = f[0];
-    v->filename = f[1];
-    v->lineno = f[2];
-    v->kind = f[3];
-    v->ident = f[4];
-    v->serial = f[12];
-    return 0;
-}
-
-static void
-view_clear(view *v)
-{
-    Py_CLEAR(v->values);
-    Py_CLEAR(v->d.big);
-}
-
-/* v->d = end - start, an int (TypeError naming the event if not): 0, or
- * -1 with an exception. */
-static int
-duration(pass *p, Py_ssize_t i, view *v)
-{
-    if (v->have_numbers && !__builtin_sub_overflow(v->e.end_ns, v->e.start_ns,
-                                                   &v->d.small)) {
-        return 0;
-    }
-    PyObject *start, *end;
-    if (v->have_numbers) {
-        start = PyLong_FromLongLong(v->e.start_ns);
-        end = PyLong_FromLongLong(v->e.end_ns);
-    }
-    else {
-        start = Py_NewRef(PyTuple_GET_ITEM(v->values, 6));
-        end = Py_NewRef(PyTuple_GET_ITEM(v->values, 7));
-    }
-    PyObject *d = start && end ? PyNumber_Subtract(end, start) : NULL;
-    Py_XDECREF(start);
-    Py_XDECREF(end);
-    if (d == NULL) {
-        return -1;
-    }
-    if (!PyLong_CheckExact(d)) {
-        /* A float time (inf, nan) would reach the flame graph's pixels. */
-        Py_DECREF(d);
-        return event_error(p, i, PyExc_TypeError, PyUnicode_FromString(
-            "its start_ns and end_ns must be int"), 0);
-    }
-    int overflow;
-    v->d.small = PyLong_AsLongLongAndOverflow(d, &overflow);
-    if (overflow) {
-        v->d.big = d;
-        return 0;
-    }
-    Py_DECREF(d);
-    return 0;
-}
-
-/* The thread of the event's thread key (its thread_serial, or thread_id
- * where that is falsy): its index, or -1 with an exception. */
-static int64_t
-thread_of(pass *p, view *v, PyObject **key)
-{
-    int truth = PyObject_IsTrue(v->serial);
-    if (truth < 0) {
-        return -1;
-    }
-    *key = truth ? v->serial : v->ident;
-    PyObject *found = PyDict_GetItemWithError(p->thread_ids, *key);
-    if (found != NULL) {
-        return PyLong_AsLongLong(found);
-    }
-    if (PyErr_Occurred()) {
-        return -1;
-    }
-    if (ft_grow((void **)&p->threads, &p->threads_cap, p->nthreads,
-                sizeof(thread_acc)) < 0) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    PyObject *boxed = PyLong_FromSize_t(p->nthreads);
-    if (boxed == NULL) {
-        return -1;
-    }
-    int rc = PyDict_SetItem(p->thread_ids, *key, boxed);
-    Py_DECREF(boxed);
-    if (rc < 0) {
-        return -1;
-    }
-    thread_acc *t = &p->threads[p->nthreads];
-    memset(t, 0, sizeof(*t));
-    t->key = Py_NewRef(*key);
-    t->ident = Py_NewRef(v->ident);
-    return (int64_t)p->nthreads++;
-}
-
-static int
-not_str(pass *p, Py_ssize_t i)
-{
-    return event_error(p, i, PyExc_TypeError, PyUnicode_FromString(
-        "its name and filename must be str"), 0);
-}
-
-/* The function (name, filename, lineno, kind, thread key) of the event,
- * by value (check_str: a new one's name and filename must be str): its
- * index, or -1 with an exception. */
-static int64_t
-func_by_value(pass *p, Py_ssize_t i, view *v, PyObject *tkey, int64_t thread,
-              int check_str)
-{
-    PyObject *key = PyTuple_Pack(5, v->name, v->filename, v->lineno,
-                                 v->kind, tkey);
-    if (key == NULL) {
-        return -1;
-    }
-    int64_t index = -1;
-    PyObject *found = PyDict_GetItemWithError(p->func_ids, key);
-    if (found != NULL) {
-        index = PyLong_AsLongLong(found);
-    }
-    else if (PyErr_Occurred()) {
-        /* index -1 */
-    }
-    else if (check_str && (!PyUnicode_CheckExact(v->name)
-                           || !PyUnicode_CheckExact(v->filename))) {
-        not_str(p, i);
-    }
-    else {
-        PyObject *boxed = NULL;
-        if (ft_grow((void **)&p->funcs, &p->funcs_cap, p->nfuncs,
-                    sizeof(func_acc)) < 0) {
-            PyErr_NoMemory();
-        }
-        else if ((boxed = PyLong_FromSize_t(p->nfuncs)) != NULL
-                 && PyDict_SetItem(p->func_ids, key, boxed) == 0
-                 && PyList_Append(p->func_keys, key) == 0) {
-            func_acc *f = &p->funcs[p->nfuncs];
-            memset(f, 0, sizeof(*f));
-            f->thread = thread;
-            index = (int64_t)p->nfuncs++;
-        }
-        Py_XDECREF(boxed);
-    }
-    Py_DECREF(key);
-    return index;
-}
-
-/* The function of an Event that getEvents() or the loader built, by its
- * shared tuples (the same pair, the same function; *tkey its thread key,
- * borrowed), or -1 where not known so. */
-static int64_t
-cached_func(pass *p, const view *v, PyObject **tkey)
-{
-    if (v->thread == NULL) {
-        return -1;
-    }
-    ft_key_slot *s = ft_keys_find(&p->infos, (uintptr_t)v->info);
-    if (s->value < 0 || p->cache[s->value].thread != v->thread) {
-        return -1;
-    }
-    int64_t f = p->cache[s->value].func;
-    *tkey = PyTuple_GET_ITEM(PyList_GET_ITEM(p->func_keys, f), 4);
-    return f;
-}
-
-/* Remembers func as the function of the Event's tuples: 0, or -1 with an
- * exception. */
-static int
-remember(pass *p, const view *v, int64_t func)
-{
-    if (v->thread == NULL) {
-        return 0;
-    }
-    ft_key_slot *s = ft_keys_find(&p->infos, (uintptr_t)v->info);
-    info_cache *c;
-    if (s->value >= 0) {
-        c = &p->cache[s->value];
-    }
-    else {
-        if (ft_grow((void **)&p->cache, &p->cache_cap, p->ncache,
-                    sizeof(info_cache)) < 0
-            || ft_keys_put(&p->infos, s, (uintptr_t)v->info,
-                           (int64_t)p->ncache) < 0) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        c = &p->cache[p->ncache++];
-        c->info = Py_NewRef(v->info);
-        c->thread = NULL;
-    }
-    Py_XSETREF(c->thread, Py_NewRef(v->thread));
-    c->func = func;
-    return 0;
-}
 
 /* The path or pair (up, func): its index (*made: new), or -1 when out of
  * memory (no exception set). */
@@ -521,17 +91,18 @@ static int
 is_root(pass *p, Py_ssize_t i, const view *v)
 {
     int neg = v->small_parent ? v->e.parent < 0
-                              : compare_int(v->parent, 0, Py_LT);
+                              : ft_rp_compare_int(v->parent, 0, Py_LT);
     if (neg <= 0) {
         return neg;
     }
     int ne = v->small_parent ? v->e.parent != -1
-                             : compare_int(v->parent, -1, Py_NE);
+                             : ft_rp_compare_int(v->parent, -1, Py_NE);
     if (ne < 0) {
         return -1;
     }
     if (ne) {
-        return event_error(p, i, PyExc_ValueError, parent_why(v, ""), 1);
+        return ft_rp_event_error(p, i, PyExc_ValueError,
+                                 ft_rp_parent_why(v, ""), 1);
     }
     return 1;
 }
@@ -550,7 +121,7 @@ unwind(pass *p, thread_acc *t, const view *v, int all)
             }
             else {
                 PyObject *boxed = PyLong_FromLongLong(j);
-                ne = boxed == NULL ? -1 : differ(boxed, v->parent);
+                ne = boxed == NULL ? -1 : ft_rp_differ(boxed, v->parent);
                 Py_XDECREF(boxed);
             }
             if (ne <= 0) {
@@ -586,8 +157,8 @@ restack(pass *p, Py_ssize_t i, const view *v, thread_acc *t, PyObject *tkey)
     }
     if (in <= 0) {
         if (in == 0) {
-            event_error(p, i, PyExc_ValueError,
-                        parent_why(v, " is not an earlier event"), 1);
+            ft_rp_event_error(p, i, PyExc_ValueError, ft_rp_parent_why(
+                v, " is not an earlier event"), 1);
         }
         goto done;
     }
@@ -598,19 +169,19 @@ restack(pass *p, Py_ssize_t i, const view *v, thread_acc *t, PyObject *tkey)
             rc = more;
             break;
         }
-        Py_ssize_t at = list_index(j, i);
+        Py_ssize_t at = ft_rp_list_index(j, i);
         if (at < 0) {
             break;
         }
         PyObject *key = PyList_GET_ITEM(p->func_keys, p->ev_func[at]);
-        int ne = differ(PyTuple_GET_ITEM(key, 4), tkey);
+        int ne = ft_rp_differ(PyTuple_GET_ITEM(key, 4), tkey);
         if (ne != 0 || steps >= i) {
             if (ne >= 0) {
+                const char *why = ne ? "ancestor %U is on another thread"
+                                     : "ancestor %U is its own ancestor";
                 PyObject *text = PyObject_Format(j, NULL);
-                event_error(p, i, PyExc_ValueError, text == NULL ? NULL
-                            : PyUnicode_FromFormat(
-                                ne ? "ancestor %U is on another thread"
-                                   : "ancestor %U is its own ancestor", text), 1);
+                ft_rp_event_error(p, i, PyExc_ValueError, text == NULL ? NULL
+                                  : PyUnicode_FromFormat(why, text), 1);
                 Py_XDECREF(text);
             }
             break;
@@ -664,11 +235,11 @@ parent_index(const view *v, Py_ssize_t i)
         if (boxed == NULL) {
             return -1;
         }
-        Py_ssize_t at = list_index(boxed, i);
+        Py_ssize_t at = ft_rp_list_index(boxed, i);
         Py_DECREF(boxed);
         return at;
     }
-    return list_index(v->parent, i);
+    return ft_rp_list_index(v->parent, i);
 }
 
 /* One event of the functions (and pairs): 0, or -1 with an exception. */
@@ -676,16 +247,16 @@ static int
 take_function(pass *p, Py_ssize_t i, view *v)
 {
     PyObject *tkey;
-    int64_t f = cached_func(p, v, &tkey);
+    int64_t f = ft_rp_cached_func(p, v, &tkey);
     if (f < 0) {
-        int64_t thread = thread_of(p, v, &tkey);
+        int64_t thread = ft_rp_thread_of(p, v, &tkey);
         if (thread < 0
-            || (f = func_by_value(p, i, v, tkey, thread, 1)) < 0
-            || remember(p, v, f) < 0) {
+            || (f = ft_rp_func_by_value(p, i, v, tkey, thread, 1)) < 0
+            || ft_rp_remember(p, v, f) < 0) {
             return -1;
         }
     }
-    if (duration(p, i, v) < 0) {
+    if (ft_rp_duration(p, i, v) < 0) {
         return -1;
     }
     int64_t thread = p->funcs[f].thread;
@@ -814,14 +385,14 @@ static int
 take_path(pass *p, Py_ssize_t i, view *v)
 {
     PyObject *tkey;
-    int64_t thread, f = cached_func(p, v, &tkey);
+    int64_t thread, f = ft_rp_cached_func(p, v, &tkey);
     if (f >= 0) {
         thread = p->funcs[f].thread;
     }
-    else if ((thread = thread_of(p, v, &tkey)) < 0) {
+    else if ((thread = ft_rp_thread_of(p, v, &tkey)) < 0) {
         return -1;
     }
-    if (duration(p, i, v) < 0) {
+    if (ft_rp_duration(p, i, v) < 0) {
         return -1;
     }
     int root = is_root(p, i, v);
@@ -836,28 +407,34 @@ take_path(pass *p, Py_ssize_t i, view *v)
     }
     else {
         int late = v->small_parent ? v->e.parent >= i
-                                   : compare_int(v->parent, i, Py_GE);
+                                   : ft_rp_compare_int(v->parent, i, Py_GE);
+        if (late < 0) {
+            return -1;
+        }
         if (late) {
-            return late < 0 ? -1 : event_error(p, i, PyExc_ValueError,
-                parent_why(v, " is not an earlier event"), 1);
+            return ft_rp_event_error(p, i, PyExc_ValueError, ft_rp_parent_why(
+                v, " is not an earlier event"), 1);
         }
         Py_ssize_t at = parent_index(v, i);
         if (at < 0) {
             return -1;
         }
         up = p->ev_node[at];
-        int ne = differ(PyTuple_GET_ITEM(path_info_of(p, up), 4), tkey);
+        int ne = ft_rp_differ(PyTuple_GET_ITEM(path_info_of(p, up), 4), tkey);
+        if (ne < 0) {
+            return -1;
+        }
         if (ne) {
-            return ne < 0 ? -1 : event_error(p, i, PyExc_ValueError,
-                parent_why(v, " is on another thread"), 1);
+            return ft_rp_event_error(p, i, PyExc_ValueError, ft_rp_parent_why(
+                v, " is on another thread"), 1);
         }
         if (add_self(p, &p->nodes_acc[up].s, (size_t)up, BIG_NODE_SELF,
                      &v->d, -1) < 0) {
             return -1;
         }
     }
-    if (f < 0 && ((f = func_by_value(p, i, v, tkey, thread, 0)) < 0
-                  || remember(p, v, f) < 0)) {
+    if (f < 0 && ((f = ft_rp_func_by_value(p, i, v, tkey, thread, 0)) < 0
+                  || ft_rp_remember(p, v, f) < 0)) {
         return -1;
     }
     int made;
@@ -869,7 +446,7 @@ take_path(pass *p, Py_ssize_t i, view *v)
     if (made) {
         if (!PyUnicode_CheckExact(v->name)
             || !PyUnicode_CheckExact(v->filename)) {
-            return not_str(p, i);
+            return ft_rp_not_str(p, i);
         }
         if (new_path_info(p, node, v, tkey) < 0) {
             return -1;
@@ -1093,46 +670,6 @@ pass_free(pass *p)
     PyMem_Free(p->infos.slots);
 }
 
-/* A TypeError or ValueError met in the pass that named no event: where an
- * event is not 14 values, a TypeError naming the first such one instead. */
-static void
-unpack_error(PyObject *events)
-{
-    if (!PyErr_ExceptionMatches(PyExc_TypeError)
-        && !PyErr_ExceptionMatches(PyExc_ValueError)) {
-        return;
-    }
-    ft_saved_exc saved, other;
-    FT_SAVE_EXC(saved);
-    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(events); i++) {
-        PyObject *ev = Py_NewRef(PySequence_Fast_GET_ITEM(events, i));
-        Py_ssize_t n = PyObject_Size(ev);
-        if (n < 0 && !PyErr_ExceptionMatches(PyExc_TypeError)
-            && !PyErr_ExceptionMatches(PyExc_ValueError)) {
-            Py_DECREF(ev);
-            goto replaced;  /* len() raised something else: that */
-        }
-        PyErr_Clear();
-        if (n != N_FIELDS) {
-            PyErr_Format(PyExc_TypeError, "event %zd %R is not a "
-                         "frametrace.Event (14 fields: name, filename, "
-                         "lineno, kind, thread_id, native_thread_id, "
-                         "start_ns, end_ns, depth, parent, open_at_start, "
-                         "open_at_stop, thread_serial, open_at_loss)", i, ev);
-            Py_DECREF(ev);
-            goto replaced;
-        }
-        Py_DECREF(ev);
-    }
-    FT_RESTORE_EXC(saved);
-    return;
-replaced:
-    FT_SAVE_EXC(other);
-    FT_RESTORE_EXC(saved);
-    PyErr_Clear();
-    FT_RESTORE_EXC(other);
-}
-
 /* Room for event i's per-event ids: 0, or -1 with an exception. */
 static int
 event_room(pass *p, size_t i)
@@ -1206,17 +743,17 @@ report_pass(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         view v;
         int rc = event_room(&p, (size_t)i);
         if (rc == 0) {
-            rc = read_event(&p, ev, &v);
+            rc = ft_rp_read_event(&p, ev, &v);
             if (rc == 0) {
                 rc = p.mode == MODE_PATHS ? take_path(&p, i, &v)
                                           : take_function(&p, i, &v);
             }
-            view_clear(&v);
+            ft_rp_view_clear(&v);
         }
         Py_DECREF(ev);
         if (rc < 0) {
             if (!p.named) {
-                unpack_error(p.events);
+                ft_rp_unpack_error(p.events);
             }
             goto done;
         }
