@@ -23,7 +23,28 @@ typedef struct {
 
 /* 0, or -1 when out of memory (no exception set). */
 int ft_keys_init(ft_key_table *t, size_t slots);
-ft_key_slot *ft_keys_find(const ft_key_table *t, uint64_t key);
+
+static inline size_t
+ft_key_hash(uint64_t key)
+{
+    uint64_t h = key * 0x9E3779B97F4A7C15u;
+    h ^= h >> 29;
+    h *= 0xBF58476D1CE4E5B9u;
+    return (size_t)(h ^ (h >> 32));
+}
+
+/* The slot of key: its own, or the empty one where it would go (inline:
+ * a lookup or two per event). */
+static inline ft_key_slot *
+ft_keys_find(const ft_key_table *t, uint64_t key)
+{
+    size_t i = ft_key_hash(key) & t->mask;
+    while (t->slots[i].value >= 0 && t->slots[i].key != key) {
+        i = (i + 1) & t->mask;
+    }
+    return &t->slots[i];
+}
+
 /* Stores value in the empty slot s found for key; 0, or -1 when out of
  * memory (no exception set). */
 int ft_keys_put(ft_key_table *t, ft_key_slot *s, uint64_t key, int64_t value);
@@ -52,11 +73,27 @@ typedef struct {
     PyObject *big;
 } ft_num;
 
-/* A sum of int64 *sum; where it passed int64 (*flags & bit), its value is
- * the int at id in bigs.  *sum += x (sign 1) or -= x (sign -1); 0, or -1
- * with an exception. */
-int ft_sum_add(PyObject *bigs, int64_t *sum, uint8_t *flags, uint8_t bit,
-               uint64_t id, const ft_num *x, int sign);
+/* The sums' slow path: *sum (past int64 where *flags & bit: the int at id
+ * in bigs) += x (sign 1) or -= x (sign -1), as Python ints; 0, or -1 with
+ * an exception. */
+int ft_sum_add_big(PyObject *bigs, int64_t *sum, uint8_t *flags, uint8_t bit,
+                   uint64_t id, const ft_num *x, int sign);
+
+/* *sum += x (sign 1) or -= x (sign -1): in int64 while it fits, on as a
+ * Python int past it.  0, or -1 with an exception. */
+static inline int
+ft_sum_add(PyObject *bigs, int64_t *sum, uint8_t *flags, uint8_t bit,
+           uint64_t id, const ft_num *x, int sign)
+{
+    int64_t out;
+    if (!(*flags & bit) && x->big == NULL
+        && !(sign > 0 ? __builtin_add_overflow(*sum, x->small, &out)
+                      : __builtin_sub_overflow(*sum, x->small, &out))) {
+        *sum = out;
+        return 0;
+    }
+    return ft_sum_add_big(bigs, sum, flags, bit, id, x, sign);
+}
 /* New reference to the value of a sum. */
 PyObject *ft_sum_value(PyObject *bigs, int64_t sum, uint8_t flags,
                        uint8_t bit, uint64_t id);

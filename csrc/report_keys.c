@@ -4,15 +4,6 @@
 
 #include <string.h>
 
-static size_t
-key_hash(uint64_t key)
-{
-    uint64_t h = key * 0x9E3779B97F4A7C15u;
-    h ^= h >> 29;
-    h *= 0xBF58476D1CE4E5B9u;
-    return (size_t)(h ^ (h >> 32));
-}
-
 int
 ft_keys_init(ft_key_table *t, size_t slots)
 {
@@ -26,16 +17,6 @@ ft_keys_init(ft_key_table *t, size_t slots)
     t->mask = slots - 1;
     t->used = 0;
     return 0;
-}
-
-ft_key_slot *
-ft_keys_find(const ft_key_table *t, uint64_t key)
-{
-    size_t i = key_hash(key) & t->mask;
-    while (t->slots[i].value >= 0 && t->slots[i].key != key) {
-        i = (i + 1) & t->mask;
-    }
-    return &t->slots[i];
 }
 
 int
@@ -113,17 +94,9 @@ ft_sum_value(PyObject *bigs, int64_t sum, uint8_t flags, uint8_t bit,
 }
 
 int
-ft_sum_add(PyObject *bigs, int64_t *sum, uint8_t *flags, uint8_t bit,
-           uint64_t id, const ft_num *x, int sign)
+ft_sum_add_big(PyObject *bigs, int64_t *sum, uint8_t *flags, uint8_t bit,
+               uint64_t id, const ft_num *x, int sign)
 {
-    int64_t out;
-    if (!(*flags & bit) && x->big == NULL
-        && !(sign > 0 ? __builtin_add_overflow(*sum, x->small, &out)
-                      : __builtin_sub_overflow(*sum, x->small, &out))) {
-        *sum = out;
-        return 0;
-    }
-    /* Past int64: on as a Python int, as the reports' sums are. */
     PyObject *now = ft_sum_value(bigs, *sum, *flags, bit, id);
     PyObject *by = x->big != NULL ? Py_NewRef(x->big)
                                   : PyLong_FromLongLong(x->small);

@@ -15,9 +15,19 @@
 
 #include <string.h>
 
+/* The event's thread key: tkey where read, else its function's (f's). */
+static inline PyObject *
+thread_key(pass *p, int64_t f, PyObject *tkey)
+{
+    if (tkey != NULL) {
+        return tkey;
+    }
+    return PyTuple_GET_ITEM(PyList_GET_ITEM(p->func_keys, f), 4);
+}
+
 /* The path or pair (up, func): its index (*made: new), or -1 when out of
  * memory (no exception set). */
-static int64_t
+static inline int64_t
 node_of(pass *p, int64_t up, int64_t func, int *made)
 {
     uint64_t key = ft_two_ids(up + 1, func);
@@ -40,7 +50,7 @@ node_of(pass *p, int64_t up, int64_t func, int *made)
     return (int64_t)p->nnodes++;
 }
 
-static int
+static inline int
 add_self(pass *p, sums *s, size_t index, int which, const ft_num *d, int sign)
 {
     return ft_sum_add(p->bigs, &s->selfs, &s->big, BIT_SELFS,
@@ -50,7 +60,7 @@ add_self(pass *p, sums *s, size_t index, int which, const ft_num *d, int sign)
 /* One more call, of duration d: its total counts only where it is not
  * within another of the same function (or pair) on its thread's stack,
  * the primitive calls of cProfile.  0, or -1 with an exception. */
-static int
+static inline int
 enter(pass *p, sums *s, size_t index, int node, const ft_num *d)
 {
     s->calls++;
@@ -66,7 +76,7 @@ enter(pass *p, sums *s, size_t index, int node, const ft_num *d)
     return add_self(p, s, index, node ? BIG_NODE_SELF : BIG_FUNC_SELF, d, 1);
 }
 
-static int
+static inline int
 add_root(pass *p, int64_t thread, const ft_num *d)
 {
     thread_acc *t = &p->threads[thread];
@@ -76,7 +86,7 @@ add_root(pass *p, int64_t thread, const ft_num *d)
 }
 
 /* The open flag: 1, 0, or -1 with an exception. */
-static int
+static inline int
 capped(const view *v)
 {
     if (v->have_numbers) {
@@ -87,7 +97,7 @@ capped(const view *v)
 
 /* parent < 0 (1, 0, or -1 with an exception); a negative parent other
  * than -1 raises, naming the event. */
-static int
+static inline int
 is_root(pass *p, Py_ssize_t i, const view *v)
 {
     int neg = v->small_parent ? v->e.parent < 0
@@ -109,7 +119,7 @@ is_root(pass *p, Py_ssize_t i, const view *v)
 
 /* Pops thread t's open events down to (not including) parent (small, or
  * the object; -1 with small: all): 0, or -1 with an exception. */
-static int
+static inline int
 unwind(pass *p, thread_acc *t, const view *v, int all)
 {
     while (t->stack.len > 0) {
@@ -224,7 +234,7 @@ done:
 }
 
 /* The parent's index (an earlier event's): -1 with an exception. */
-static Py_ssize_t
+static inline Py_ssize_t
 parent_index(const view *v, Py_ssize_t i)
 {
     if (v->small_parent && v->e.parent >= 0 && v->e.parent < i) {
@@ -246,8 +256,8 @@ parent_index(const view *v, Py_ssize_t i)
 static int
 take_function(pass *p, Py_ssize_t i, view *v)
 {
-    PyObject *tkey;
-    int64_t f = ft_rp_cached_func(p, v, &tkey);
+    PyObject *tkey = NULL;  /* the thread key, where read */
+    int64_t f = ft_rp_cached_func(p, v);
     if (f < 0) {
         int64_t thread = ft_rp_thread_of(p, v, &tkey);
         if (thread < 0
@@ -277,7 +287,8 @@ take_function(pass *p, Py_ssize_t i, view *v)
     }
     else {
         if (unwind(p, t, v, 0) < 0
-            || (t->stack.len == 0 && restack(p, i, v, t, tkey) < 0)) {
+            || (t->stack.len == 0
+                && restack(p, i, v, t, thread_key(p, f, tkey)) < 0)) {
             return -1;
         }
         Py_ssize_t at = parent_index(v, i);
@@ -376,6 +387,8 @@ new_path_info(pass *p, int64_t node, const view *v, PyObject *tkey)
     Py_DECREF(own);
     memset(&p->funcs[p->nfuncs], 0, sizeof(func_acc));
     p->funcs[p->nfuncs].thread = p->funcs[f].thread;
+    p->funcs[p->nfuncs].s.plain = PyLong_CheckExact(tkey)
+                                  || PyUnicode_CheckExact(tkey);
     p->nodes_acc[node].func = (int32_t)p->nfuncs++;
     return 0;
 }
@@ -384,8 +397,8 @@ new_path_info(pass *p, int64_t node, const view *v, PyObject *tkey)
 static int
 take_path(pass *p, Py_ssize_t i, view *v)
 {
-    PyObject *tkey;
-    int64_t thread, f = ft_rp_cached_func(p, v, &tkey);
+    PyObject *tkey = NULL;  /* the thread key, where read */
+    int64_t thread, f = ft_rp_cached_func(p, v);
     if (f >= 0) {
         thread = p->funcs[f].thread;
     }
@@ -420,7 +433,17 @@ take_path(pass *p, Py_ssize_t i, view *v)
             return -1;
         }
         up = p->ev_node[at];
-        int ne = ft_rp_differ(PyTuple_GET_ITEM(path_info_of(p, up), 4), tkey);
+        int64_t pf = p->nodes_acc[up].func;
+        int ne = 0;
+        /* Exact ints or strs of one thread: equal; anything else is
+         * compared as Python compares it. */
+        if (p->funcs[pf].thread != thread || !p->funcs[pf].s.plain
+            || !(tkey == NULL ? p->funcs[f].s.plain
+                              : PyLong_CheckExact(tkey)
+                                || PyUnicode_CheckExact(tkey))) {
+            ne = ft_rp_differ(PyTuple_GET_ITEM(path_info_of(p, up), 4),
+                              thread_key(p, f, tkey));
+        }
         if (ne < 0) {
             return -1;
         }
@@ -448,7 +471,11 @@ take_path(pass *p, Py_ssize_t i, view *v)
             || !PyUnicode_CheckExact(v->filename)) {
             return ft_rp_not_str(p, i);
         }
-        if (new_path_info(p, node, v, tkey) < 0) {
+        /* Its function's key is the event's values where that function
+         * was made from the event's info tuple (and thread key). */
+        int own = v->info == NULL || p->funcs[f].made_from != v->info
+                  || (tkey != NULL && !same(thread_key(p, f, NULL), tkey));
+        if (own && new_path_info(p, node, v, thread_key(p, f, tkey)) < 0) {
             return -1;
         }
     }
@@ -671,13 +698,14 @@ pass_free(pass *p)
 }
 
 /* Room for event i's per-event ids: 0, or -1 with an exception. */
-static int
+static inline int
 event_room(pass *p, size_t i)
 {
     if (i < p->ev_cap) {
         return 0;
     }
-    size_t want = p->ev_cap ? p->ev_cap * 2 : 1024;
+    /* The events' number first; more where code they ran added some. */
+    size_t want = p->ev_cap ? p->ev_cap * 2 : i + 1;
     for (int k = 0; k < 2; k++) {
         int32_t **items = k ? &p->ev_node : &p->ev_func;
         if (k == 0 ? p->mode == MODE_PATHS : p->mode == MODE_FUNCTIONS) {
@@ -733,6 +761,11 @@ report_pass(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         || p.bigs == NULL) {
         goto done;
     }
+    /* Room for the events there are (more where code they ran adds). */
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(p.events);
+    if (n > 0 && event_room(&p, (size_t)n - 1) < 0) {
+        goto done;
+    }
     for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(p.events); i++) {
         if (i >= INT32_MAX) {
             PyErr_SetString(PyExc_ValueError, "the reports take at most "
@@ -743,7 +776,8 @@ report_pass(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         view v;
         int rc = event_room(&p, (size_t)i);
         if (rc == 0) {
-            rc = ft_rp_read_event(&p, ev, &v);
+            rc = ft_rp_read_recorded(&p, ev, &v) ? 0
+                 : ft_rp_read_event(&p, ev, &v);
             if (rc == 0) {
                 rc = p.mode == MODE_PATHS ? take_path(&p, i, &v)
                                           : take_function(&p, i, &v);

@@ -26,12 +26,15 @@ typedef struct {
     int32_t calls, prim, active;
     uint8_t capped;
     uint8_t big;     /* BIT_SELFS, BIT_TOTALS: past int64 (in bigs) */
+    uint8_t plain;   /* a function's thread key is an exact int or str */
 } sums;
 
 /* Per function (name, filename, lineno, kind, thread key). */
 typedef struct {
     sums s;
     int64_t thread;  /* index into the threads */
+    PyObject *made_from;  /* the info tuple its key was made of, or NULL
+                             (the address alone: the cache holds it) */
 } func_acc;
 
 /* Per call path, or per caller -> callee pair. */
@@ -112,9 +115,50 @@ int ft_rp_compare_int(PyObject *obj, long long k, int op);
 Py_ssize_t ft_rp_list_index(PyObject *obj, Py_ssize_t len);
 /* Unpacks event ev into v: 0, or -1 with an exception. */
 int ft_rp_read_event(pass *p, PyObject *ev, view *v);
-void ft_rp_view_clear(view *v);
+
+/* The same for an Event getEvents() or the loader built (inline: per
+ * event): 1, or 0 for any other event (ft_rp_read_event's). */
+static inline int
+ft_rp_read_recorded(pass *p, PyObject *ev, view *v)
+{
+    PyObject *info, *thread;
+    if (ft_event_parts(p->state, ev, &info, &thread, &v->e) < 0
+        || thread == NULL) {
+        return 0;
+    }
+    v->ev = ev;
+    v->values = v->parent = NULL;
+    v->d.big = NULL;
+    v->have_numbers = v->small_parent = 1;
+    v->info = info;
+    v->thread = thread;
+    v->name = PyTuple_GET_ITEM(info, 0);
+    v->filename = PyTuple_GET_ITEM(info, 1);
+    v->lineno = PyTuple_GET_ITEM(info, 2);
+    v->kind = PyTuple_GET_ITEM(info, 3);
+    v->ident = PyTuple_GET_ITEM(thread, 0);
+    v->serial = PyTuple_GET_ITEM(thread, 2);
+    return 1;
+}
+
+static inline void
+ft_rp_view_clear(view *v)
+{
+    Py_CLEAR(v->values);
+    Py_CLEAR(v->d.big);
+}
 /* v->d = end - start (TypeError naming the event if no int): 0, or -1. */
-int ft_rp_duration(pass *p, Py_ssize_t i, view *v);
+int ft_rp_duration_slow(pass *p, Py_ssize_t i, view *v);
+
+static inline int
+ft_rp_duration(pass *p, Py_ssize_t i, view *v)
+{
+    if (v->have_numbers && !__builtin_sub_overflow(v->e.end_ns, v->e.start_ns,
+                                                   &v->d.small)) {
+        return 0;
+    }
+    return ft_rp_duration_slow(p, i, v);
+}
 /* The event's thread (*key its thread key, borrowed): its index, or -1
  * with an exception. */
 int64_t ft_rp_thread_of(pass *p, view *v, PyObject **key);
@@ -123,8 +167,20 @@ int ft_rp_not_str(pass *p, Py_ssize_t i);
 /* The event's function by value: its index, or -1 with an exception. */
 int64_t ft_rp_func_by_value(pass *p, Py_ssize_t i, view *v, PyObject *tkey,
                             int64_t thread, int check_str);
-/* The function of a recorded Event by its shared tuples, or -1. */
-int64_t ft_rp_cached_func(pass *p, const view *v, PyObject **tkey);
+/* The function of a recorded Event by its shared tuples (the same pair,
+ * the same function), or -1 where not known so. */
+static inline int64_t
+ft_rp_cached_func(pass *p, const view *v)
+{
+    if (v->thread == NULL) {
+        return -1;
+    }
+    ft_key_slot *s = ft_keys_find(&p->infos, (uintptr_t)v->info);
+    if (s->value < 0 || p->cache[s->value].thread != v->thread) {
+        return -1;
+    }
+    return p->cache[s->value].func;
+}
 /* Remembers func as the function of the Event's tuples: 0, or -1. */
 int ft_rp_remember(pass *p, const view *v, int64_t func);
 /* A TypeError or ValueError that named no event: where an event is not

@@ -107,8 +107,11 @@ ft_rp_list_index(PyObject *obj, Py_ssize_t len)
 int
 ft_rp_read_event(pass *p, PyObject *ev, view *v)
 {
-    memset(v, 0, sizeof(*v));
+    /* Not memset: this is per event. */
     v->ev = ev;
+    v->values = v->info = v->thread = v->parent = NULL;
+    v->d.big = NULL;
+    v->have_numbers = v->small_parent = 0;
     PyObject *info, *thread;
     if (ft_event_parts(p->state, ev, &info, &thread, &v->e) == 0) {
         v->have_numbers = v->small_parent = 1;
@@ -160,22 +163,11 @@ ft_rp_read_event(pass *p, PyObject *ev, view *v)
     return 0;
 }
 
-void
-ft_rp_view_clear(view *v)
-{
-    Py_CLEAR(v->values);
-    Py_CLEAR(v->d.big);
-}
-
 /* v->d = end - start, an int (TypeError naming the event if not): 0, or
  * -1 with an exception. */
 int
-ft_rp_duration(pass *p, Py_ssize_t i, view *v)
+ft_rp_duration_slow(pass *p, Py_ssize_t i, view *v)
 {
-    if (v->have_numbers && !__builtin_sub_overflow(v->e.end_ns, v->e.start_ns,
-                                                   &v->d.small)) {
-        return 0;
-    }
     PyObject *start, *end;
     if (v->have_numbers) {
         start = PyLong_FromLongLong(v->e.start_ns);
@@ -288,30 +280,14 @@ ft_rp_func_by_value(pass *p, Py_ssize_t i, view *v, PyObject *tkey,
             func_acc *f = &p->funcs[p->nfuncs];
             memset(f, 0, sizeof(*f));
             f->thread = thread;
+            f->made_from = v->info;
+            f->s.plain = PyLong_CheckExact(tkey) || PyUnicode_CheckExact(tkey);
             index = (int64_t)p->nfuncs++;
         }
         Py_XDECREF(boxed);
     }
     Py_DECREF(key);
     return index;
-}
-
-/* The function of an Event that getEvents() or the loader built, by its
- * shared tuples (the same pair, the same function; *tkey its thread key,
- * borrowed), or -1 where not known so. */
-int64_t
-ft_rp_cached_func(pass *p, const view *v, PyObject **tkey)
-{
-    if (v->thread == NULL) {
-        return -1;
-    }
-    ft_key_slot *s = ft_keys_find(&p->infos, (uintptr_t)v->info);
-    if (s->value < 0 || p->cache[s->value].thread != v->thread) {
-        return -1;
-    }
-    int64_t f = p->cache[s->value].func;
-    *tkey = PyTuple_GET_ITEM(PyList_GET_ITEM(p->func_keys, f), 4);
-    return f;
 }
 
 /* Remembers func as the function of the Event's tuples: 0, or -1 with an
