@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any, Optional, Sequence
 
+from frametrace.reports import _frame, _Names, _shared_idents, _thread_label
+
 
 def thread_key(serial: Any, tid: Any) -> Any:
     """How the reports tell threads apart: thread_serial, or thread_id for an
@@ -295,3 +297,53 @@ def columns(events: Sequence[Any], mode: int) -> tuple[Any, ...]:
     return (f.keys, f.calls, f.prim, f.selfs, f.totals, f.capped, f.threads,
             [f.idents[t] for t in f.threads], f.roots, f.ecallers, f.ecallees, f.enc, f.epc,
             f.ett, f.ect)
+
+
+def collapsed_lines(events: Sequence[Any], weight: str = "self", threads: bool = True) -> list[str]:
+    """collapsed_stacks(events, weight=..., threads=...) of a list of events
+    (no thread names), from Paths: a label is (parent label, frame), merged
+    where alike."""
+    paths = Paths(events)
+    shared = _shared_idents(paths.idents)
+    names = _Names({}, {})
+    values = paths.selfs if weight == "self" else paths.calls
+    label_ids: dict[tuple[int, str], int] = {}
+    label_up: list[int] = []
+    label_frame: list[str] = []
+    label_value: list[int] = []
+    path_label: list[int] = []
+
+    def label(up: int, frame: str) -> int:
+        lid = label_ids.get((up, frame))
+        if lid is None:
+            lid = label_ids[(up, frame)] = len(label_up)
+            label_up.append(up)
+            label_frame.append(frame)
+            label_value.append(0)
+        return lid
+
+    for p, pp in enumerate(paths.parents):
+        info = paths.info[p]
+        frame = _frame(info)
+        if pp >= 0:
+            lid = label(path_label[pp], frame)
+        elif threads:
+            top = _frame((_thread_label(info[4], paths.idents, shared, names), "", 0, "c"))
+            lid = label(label(-1, top), frame)
+        else:
+            lid = label(-1, frame)
+        path_label.append(lid)
+        label_value[lid] += values[p]
+    lines = []
+    for lid, value in enumerate(label_value):
+        if weight == "self":
+            value = (max(value, 0) + 500) // 1000
+        if value <= 0:
+            continue
+        parts = []
+        up = lid
+        while up >= 0:
+            parts.append(label_frame[up])
+            up = label_up[up]
+        lines.append(f"{';'.join(reversed(parts))} {value}")
+    return lines

@@ -186,3 +186,9 @@ def test_fuzz_reports_c_pass_matches_the_reference(data):
         c = outcome(c_pass, mode)
         reference = outcome(report_oracle.columns, mode)
         assert c == reference, mode
+    weight = data.draw(st.sampled_from(["self", "calls"]), label="weight")
+    threads = data.draw(st.booleans(), label="threads")
+    c = attempt(reports.collapsed_stacks, events, weight=weight, threads=threads,
+                allowed=(TypeError, ValueError, IndexError))
+    if c.ok:
+        assert c.value == report_oracle.collapsed_lines(events, weight, threads)
