@@ -1,7 +1,7 @@
 """Reports on a big trace: events/s and peak RSS of load, summary,
 flamegraph, to_pstats, to_collapsed and merge.
 
-    python benchmarks/reports.py [--events N] [--dir DIR] [--only a,b] [--passes c,python]
+    python benchmarks/reports.py [--events N] [--dir DIR] [--only a,b]
                                  [--kind synthetic|loop]
 
 Writes (once; kept in DIR) a synthetic Chrome trace of N events laid out as
@@ -12,8 +12,8 @@ a machine shared with other jobs, steadier than the wall-clock time).
 "x events" is peak RSS over the size of the Python Events the report
 reads (sys.getsizeof of one Event, times N); load and merge are timed
 from the file, the others from the loaded trace (load time left out).
---passes c,python runs the reports with their pass over the events in C
-(the default) and with the Python pass (reports._use_c = False) too.
+The reports' pass over the events is C only (its Python reference,
+tests/report_oracle.py, is for the tests).
 --kind loop: instead of the synthetic trees (about one distinct call path
 per 1.4 events, the worst case of the reports that work per path), a
 recorded trace of a training-like loop (a model's layers, forward and
@@ -185,7 +185,6 @@ CHILD = r"""
 import os, sys, time, frametrace
 from frametrace import loader, reports
 what, path, out, report_pass = sys.argv[1:5]
-reports._use_c = report_pass == "c"
 def hwm():
     with open("/proc/self/status") as fh:
         for line in fh:
@@ -237,7 +236,7 @@ def main() -> None:
     ap.add_argument("--events", type=int, default=15_000_000)
     ap.add_argument("--dir", default="/tmp/frametrace-reports-bench")
     ap.add_argument("--only", default=",".join(REPORTS))
-    ap.add_argument("--passes", default="c", help="c, python or c,python: the reports' pass")
+    ap.add_argument("--passes", default="c", choices=("c",), help="the reports' pass: C only")
     ap.add_argument("--kind", default="synthetic", choices=("synthetic", "loop"))
     ns = ap.parse_args()
     os.makedirs(ns.dir, exist_ok=True)

@@ -39,7 +39,9 @@ The file is streamed, its events never all parsed at once, by the reader
 ``merge`` shares (``frametrace._reader``): each event is read with
 ``json.JSONDecoder.raw_decode`` and checked, but those laid out as
 write_chrome writes them, of a function and thread already checked, which
-are taken in C (``_tracer._load_chrome_calls``).  A value read whole
+are taken in C (``_tracer._load_chrome_calls``; the testing hook
+``python_reader()`` turns that path off, for the tests to compare it with
+the Python one).  A value read whole
 (``otherData``, which maps every thread) may be as large as the file, or
 64 times a compressed file (at least 8 MiB); numbers are read exactly
 (integers of at most 20 digits, decimals) with bounded work.  A name that
@@ -50,10 +52,11 @@ the file and the problem; a missing or unreadable file ``OSError``.
 """
 from __future__ import annotations
 
+import contextlib
 import gc
 import os
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Iterator, Optional
 
 from ._reader import (PathLike, Progress, _Bad, _by_thread, _check, _frametrace_other, _get,
                       _int, _named_errors, _plain, _processes, _ns, _read, _show, _Sink,
@@ -139,11 +142,26 @@ class _Plan:
         return self.tid_map.get((self.pid(pid), ctid), ctid)
 
 
+# The reader's one switch: its C path on (the product) or off (the Python
+# path alone, the reference), flipped only through python_reader().
+_c_reader = True
+
+
+@contextlib.contextmanager
+def python_reader() -> Iterator[None]:
+    """Testing hook: within it, load() reads every event with the Python
+    path alone, the reference the tests compare the C path with."""
+    global _c_reader
+    before, _c_reader = _c_reader, False
+    try:
+        yield
+    finally:
+        _c_reader = before
+
+
 class _ChromeEvents(_Sink):
     """Collects a Chrome document's events while it streams past: Events,
     nested per thread."""
-
-    use_c = True  # False: the Python path alone (the tests compare both)
 
     def __init__(self, plan: _Plan) -> None:
         super().__init__()
@@ -172,7 +190,7 @@ class _ChromeEvents(_Sink):
         self.infos: tuple[dict, dict] = ({}, {})
 
     def c_fast(self) -> Optional[Callable[[str, int, int], tuple[int, int, int]]]:
-        if not self.use_c:
+        if not _c_reader:
             return None
         calls, plan = self.calls, self.plan
 

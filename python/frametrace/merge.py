@@ -27,8 +27,6 @@ class _MergeSink(_Sink):
     """Writes the events of one input to the merged file: pids mapped, ts
     moved by shift_ns, everything else as it was."""
 
-    use_c = True  # False: the Python path alone (the tests compare both)
-
     def __init__(self, out: Callable[[str], None], pids: dict, default_pid: Optional[int],
                  shift_ns: int, renames: dict, first: bool):
         self.out = out
@@ -48,8 +46,6 @@ class _MergeSink(_Sink):
         self.new_pids: dict[int, str] = {}
 
     def c_fast(self) -> Optional[Callable[[str, int, int], tuple[int, int, int]]]:
-        if not self.use_c:
-            return None
         known, new_pids, shift = self.known, self.new_pids, self.shift
 
         def c(buf: str, pos: int, stop: int) -> tuple[int, int, int]:

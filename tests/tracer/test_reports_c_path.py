@@ -1,9 +1,8 @@
-"""The reports' pass over the events in C (``_tracer._report_pass``, issue
-17 item 6): for the Events of getEvents() and of load() it gives exactly
-what the Python pass (``reports._use_c = False``, the reference) gives:
+"""The reports' pass over the events in C (``_tracer._report_pass``): for
+the Events of getEvents() and of load(), and for any other events, it
+gives exactly what the Python reference (tests/report_oracle.py) gives:
 the same columns, so the same summary, pstats, collapsed stacks and flame
-graph; for anything else, or anything out of the ordinary, it declines
-(None) and the Python pass runs and says what is wrong."""
+graph, or the same error saying what is wrong."""
 import threading
 
 import pytest
@@ -12,6 +11,7 @@ import frametrace
 from frametrace import _tracer, reports
 from frametrace.export import write_chrome
 from frametrace.merge import merge
+from report_oracle import columns as reference_columns
 from targets import calls
 
 
@@ -62,59 +62,35 @@ def traces(tmp_path_factory):
             "merged": frametrace.load(d / "ab.json").events}
 
 
-def python_pass(monkeypatch):
-    monkeypatch.setattr(reports, "_use_c", False)
+def plain(columns):
+    return [c.tolist() if isinstance(c, memoryview) else c for c in columns]
+
+
+def c_columns(events, mode):
+    """The C pass's columns the reference has too (the functions' keys and
+    each path's function are the C pass's alone, for the collapsed stacks)."""
+    out = plain(_tracer._report_pass(events, mode))
+    return out[:11] if mode == 0 else out
+
+
+def outcome(fn, *args):
+    try:
+        return "ok", fn(*args)
+    except (TypeError, ValueError, IndexError) as exc:
+        base = next(t for t in (TypeError, ValueError, IndexError) if isinstance(exc, t))
+        return base, str(exc)
 
 
 @pytest.mark.parametrize("which", ["recorded", "loaded", "merged"])
-def test_the_c_pass_takes_the_events_of_get_events_and_load(traces, which):
+def test_the_same_columns_as_the_reference(traces, which):
+    events = traces[which]
     for mode in (0, 1, 2):
-        assert _tracer._report_pass(traces[which], mode) is not None
-        assert _tracer._report_pass(tuple(traces[which]), mode) is not None
-
-
-@pytest.mark.parametrize("which", ["recorded", "loaded", "merged"])
-def test_the_same_columns_as_the_python_pass(traces, which, monkeypatch):
-    events = traces[which]
-
-    def columns():
-        # The C pass's numbers are memoryviews over packed bytes.
-        # funcs and path_funcs: the C pass's alone, for the collapsed stacks.
-        return [{k: v.tolist() if isinstance(v, memoryview) else v for k, v in vars(x).items()
-                 if k not in ("funcs", "path_funcs")}
-                for x in (reports._Paths(events), reports._Functions(events),
-                          reports._Functions(events, edges=True))]
-
-    c = columns()
-    assert isinstance(reports._Paths(events).totals, memoryview)
-    python_pass(monkeypatch)
-    py = columns()
-    assert c == py
-    # Insertion order too: the reports list threads in first-seen order.
-    assert [list(cols["idents"]) for cols in c] == [list(cols["idents"]) for cols in py]
-    assert list(c[0]["threads"]) == list(py[0]["threads"])
-    assert len(c[0]["parents"]) > 20 and len(c[2]["ecallers"]) > 10
-
-
-@pytest.mark.parametrize("which", ["recorded", "loaded", "merged"])
-def test_the_same_reports_as_the_python_pass(traces, which, tmp_path, monkeypatch):
-    events = traces[which]
-
-    def everything(d):
-        d.mkdir()
-        reports.write_pstats(events, d / "p.pstats")
-        reports.write_collapsed(events, d / "c.folded")
-        reports.write_collapsed(events, d / "calls.folded", weight="calls", threads=False)
-        reports.write_flamegraph_svg(events, d / "f.svg")
-        texts = {p.name: p.read_bytes() for p in sorted(d.iterdir())}
-        for sort in reports.SORT_KEYS:
-            texts[sort] = str(reports.summary(events, sort=sort, limit=None))
-        texts["per_thread"] = str(reports.summary(events, per_thread=True, limit=None))
-        return texts
-
-    c = everything(tmp_path / "c")
-    python_pass(monkeypatch)
-    assert everything(tmp_path / "py") == c
+        c = c_columns(events, mode)
+        assert c == list(reference_columns(events, mode))
+        # Insertion order too: the reports list threads in first-seen order.
+        assert list(c[8]) == list(reference_columns(events, mode)[8])
+    assert isinstance(_tracer._report_pass(events, 0)[2], memoryview)
+    assert len(c_columns(events, 0)[0]) > 20 and len(c_columns(events, 2)[9]) > 10
 
 
 def test_events_made_from_values_are_taken_too(traces, monkeypatch):
@@ -129,35 +105,42 @@ def test_events_made_from_values_are_taken_too(traces, monkeypatch):
         assert _tracer._report_pass(mixed, mode) == expected
 
 
-def test_anything_else_is_left_to_the_python_pass(traces, monkeypatch):
+def test_any_other_events_are_taken_as_the_reference_takes_them(traces):
     events = traces["recorded"]
     as_tuples = [tuple(ev) for ev in events]
+    as_lists = [list(ev) for ev in events]
     bad_name = list(events)
     bad_name[3] = frametrace.Event((b"bytes",) + tuple(events[3])[1:])
+    float_parent = list(as_tuples)
+    float_parent[5] = as_tuples[5][:9] + (float(as_tuples[5][9]),) + as_tuples[5][10:]
+    short = list(events)
+    short[7] = tuple(events[7])[:13]
+    shuffled = events[::-1]
     for mode in (0, 1, 2):
-        # Not Events: tuples; a sequence that is no list or tuple.
-        assert _tracer._report_pass(as_tuples, mode) is None
-        assert _tracer._report_pass(range(3), mode) is None
-        # A parent that is not an earlier event (the events reversed); a
-        # name that is not a str.
-        assert _tracer._report_pass(events[::-1], mode) is None
-        assert _tracer._report_pass(bad_name, mode) is None
-    # A duration past int64 (the Python pass has big ints).
-    huge = [frametrace.Event(("f", "x.py", 1, "py", 1, 2, -(1 << 63), (1 << 63) - 1, 0, -1,
-                              False, False, 1, False))]
-    for mode in (0, 1, 2):
-        assert _tracer._report_pass(huge, mode) is None
-    assert reports.summary(huge).rows[0].self_ns == (1 << 64) - 1
-    empty = [c.tolist() if isinstance(c, memoryview) else c for c in _tracer._report_pass([], 0)]
-    assert empty == [[], [], [], [], [], [], [], [], {}, [], [], [], []]
-    # The Python pass then reads them: the same reports as the C pass, or
-    # the error that says what is wrong.
-    assert reports.collapsed_stacks(as_tuples) == reports.collapsed_stacks(events)
-    assert str(reports.summary(as_tuples)) == str(reports.summary(events))
+        for evs in (as_tuples, as_lists, bad_name, float_parent, short, shuffled,
+                    tuple(events), [], [("f", "x.py", 1, "py", 1, 2, 0.5, 1, 0, -1, False,
+                                         False, 1, False)]):
+            c = outcome(c_columns, evs, mode)
+            assert c == outcome(lambda e, m: list(reference_columns(e, m)), evs, mode)
+        assert c_columns(as_tuples, mode) == c_columns(events, mode)
     with pytest.raises(ValueError, match="parent"):
-        reports.summary(events[::-1])
+        reports.summary(shuffled)
     with pytest.raises(TypeError, match="name and filename must be str"):
         reports.collapsed_stacks(bad_name)
+    with pytest.raises(TypeError, match="is not a frametrace.Event"):
+        reports.summary(short)
+    # A duration past int64, and sums past it: ints, as in Python.
+    huge = [frametrace.Event(("f", "x.py", 1, "py", 1, 2, -(1 << 63), (1 << 63) - 1, 0, -1,
+                              False, False, 1, False))] * 3
+    huge = [frametrace.Event(tuple(huge[0])[:9] + (-1 if i == 0 else i - 1,)
+                             + tuple(huge[0])[10:]) for i in range(3)]
+    for mode in (0, 1, 2):
+        assert c_columns(huge, mode) == list(reference_columns(huge, mode))
+    assert reports.summary(huge).rows[0].total_ns == (1 << 64) - 1
+    assert reports.collapsed_stacks(huge, weight="self") == \
+        [f"thread 1;f (x.py:1);f (x.py:1);f (x.py:1) {((1 << 64) - 1 + 500) // 1000}"]
+    with pytest.raises(TypeError, match="list | tuple"):
+        _tracer._report_pass(range(3), 0)
     with pytest.raises(TypeError, match="mode"):
         _tracer._report_pass(events, "0")
     with pytest.raises(ValueError, match="mode 3"):
@@ -187,9 +170,17 @@ def test_collapsed_labels_in_c_check_their_input():
     # ns to rounded us for self time; a batch stops at count lines.
     assert _tracer._collapsed_batch(*labels, ["f", "g", "t"], True, 0, 1) == ([], 3)
     assert _tracer._collapsed_batch(*labels, ["f", "g", "t"], False, 0, 1) == (["t;f 16"], 2)
-    # A sum past int64: None (the Python code has big ints).
-    assert _tracer._collapse_labels(packed(-1, -1), packed(0, 0), [0], [-1],
-                                    packed((1 << 63) - 1, 1)) is None
+    # A sum past int64: an int, as in Python; values given as ints.
+    big = _tracer._collapse_labels(packed(-1, -1), packed(0, 0), [0], [-1],
+                                   packed((1 << 63) - 1, 1))
+    assert big[2] == [1 << 63]
+    assert _tracer._collapsed_batch(*big, ["f"], True, 0, 5) == \
+        ([f"f {((1 << 63) + 500) // 1000}"], 1)
+    assert _tracer._collapsed_batch(*big, ["f"], False, 0, 5) == ([f"f {1 << 63}"], 1)
+    listed = _tracer._collapse_labels(packed(-1, -1), packed(0, 0), [0], [-1],
+                                      [1 << 70, -(1 << 70) - 5])
+    assert list(listed[2]) == [-5]
+    assert _tracer._collapsed_batch(*listed, ["f"], False, 0, 5) == ([], 1)
     with pytest.raises(ValueError, match="out of range"):
         _tracer._collapse_labels(packed(-1, 5), packed(0, 0), [0], [-1], packed(1, 1))
     with pytest.raises(ValueError, match="out of range"):
