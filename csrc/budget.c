@@ -22,6 +22,7 @@
  * Everything here runs holding the GIL, on the recording threads' slow
  * path or in start()/stop(): it runs no Python code. */
 #include "state.h"
+#include "threads.h"
 
 #include <stdlib.h>
 

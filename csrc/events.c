@@ -1,5 +1,6 @@
 /* getEvents(): replay every thread, then build the Event objects. */
 #include "state.h"
+#include "threads.h"
 #include "replay.h"
 
 #include <stdlib.h>
