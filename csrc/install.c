@@ -204,7 +204,8 @@ ft_thread_list_append(ft_thread_list *list, PyThreadState *ts)
 {
     if (list->n == list->cap) {
         size_t cap = list->cap ? list->cap * 2 : 16;
-        ft_thread_entry *grown = realloc(list->items, cap * sizeof(ft_thread_entry));
+        ft_thread_entry *grown = realloc(list->items,
+                                         cap * sizeof(ft_thread_entry));
         if (grown == NULL) {
             return NULL;
         }
@@ -467,7 +468,8 @@ ft_uninstall_hooks(ft_tracer *self, int take_stacks, ft_interrupt *kept)
         PyGC_Enable();
     }
     if (!installed) {
-        Py_CLEAR(self->install.shared);  /* nothing to remove, nothing to audit */
+        /* Nothing to remove, nothing to audit. */
+        Py_CLEAR(self->install.shared);
         return;
     }
     if (ft_audit_setprofile_once() < 0) {

@@ -139,11 +139,7 @@ ft_uninstall_hooks(ft_tracer *self, int take_stacks, ft_interrupt *kept)
             ft_take_stop_stack(self, hook->thread, ts);
         }
     }
-    if (self->install.per_thread != NULL) {
-        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(self->install.per_thread); i++) {
-            ((ft_hookobject *)PyList_GET_ITEM(self->install.per_thread, i))->thread = NULL;
-        }
-    }
+    ft_hooks_detach(self);
     if (gc_was_enabled) {
         PyGC_Enable();
     }
@@ -160,7 +156,8 @@ ft_uninstall_hooks(ft_tracer *self, int take_stacks, ft_interrupt *kept)
         ft_set_aside(&aside);
         for (ts = PyInterpreterState_ThreadHead(interp); ts != NULL;
              ts = PyThreadState_Next(ts)) {
-            if (ft_is_ours(self, ts) && ft_thread_list_append(&todo, ts) == NULL) {
+            if (ft_is_ours(self, ts)
+                && ft_thread_list_append(&todo, ts) == NULL) {
                 break;  /* the rest stay installed, silenced below */
             }
         }
@@ -182,13 +179,7 @@ ft_uninstall_hooks(ft_tracer *self, int take_stacks, ft_interrupt *kept)
     /* Hooks registered meanwhile (a thread's bootstrap, while an audit hook
      * ran) are silenced here too.  thread is cleared first, always: the hot
      * path reads the tracer only when its thread is set. */
-    if (self->install.per_thread != NULL) {
-        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(self->install.per_thread); i++) {
-            ft_hookobject *hook = (ft_hookobject *)PyList_GET_ITEM(self->install.per_thread, i);
-            hook->thread = NULL;
-            hook->tracer = NULL;
-        }
-    }
+    ft_hooks_silence(self);
     Py_CLEAR(self->install.per_thread);
     if (gc_was_enabled) {
         PyGC_Enable();

@@ -166,7 +166,8 @@ arm_claimed(ft_tracer *self, ft_interrupt *kept)
     ft_state *state = self->state;
 #if FT_HAVE_MONITORING
     int monitoring = self->backend == FT_BACKEND_MONITORING;
-    PyObject *conflict = monitoring ? ft_monitor_conflict() : ft_find_conflict(self);
+    PyObject *conflict = monitoring ? ft_monitor_conflict()
+                                    : ft_find_conflict(self);
 #else
     int monitoring = 0;
     PyObject *conflict = ft_find_conflict(self);

@@ -218,7 +218,7 @@ ft_tracer_snapshot(ft_tracer *self, PyObject *since)
                 break;
             }
             snap->threads[snap->nthreads++] = th;
-            snap->ring_bytes += ft_ring_bytes(&th->ring);
+            ft_budget_count(snap, th);
         }
     }
     if (!failed) {

@@ -242,6 +242,17 @@ typedef struct {
                                  the setprofile backend could not hook */
 } ft_loss;
 
+/* budget.c: the memory bound over all rings (max_memory). */
+typedef struct {
+    uint64_t max_memory;      /* bytes all rings may hold */
+    uint64_t ring_bytes;      /* bytes they hold now */
+    Py_ssize_t rings_since_sweep;  /* rings adopted since the last look for
+                                      ended threads */
+    Py_ssize_t sweep_every;   /* how many make the next look */
+    Py_ssize_t to_pack;       /* threads queued to have their rings packed */
+    Py_ssize_t pack_from;     /* none queued before this index in threads */
+} ft_budget;
+
 /* release.c: the function table's sweep. */
 typedef struct {
     uint32_t at;              /* live functions that make the next sweep */
@@ -285,13 +296,7 @@ typedef struct ft_tracer {
     Py_ssize_t nretired;
     ft_clock retired_clock;
     ft_armed armed;
-    uint64_t max_memory;      /* bytes all rings may hold (budget.c) */
-    uint64_t ring_bytes;      /* bytes they hold now */
-    Py_ssize_t rings_since_sweep;  /* rings adopted since the last look for
-                                      ended threads */
-    Py_ssize_t sweep_every;   /* how many make the next look */
-    Py_ssize_t to_pack;       /* threads queued to have their rings packed */
-    Py_ssize_t pack_from;     /* none queued before this index in threads */
+    ft_budget budget;
     PyObject *weakreflist;
     ft_filters filters;       /* include= and ignore= */
     ft_release release;
@@ -378,6 +383,18 @@ void ft_hook_record(ft_hookobject *hook, ft_thread *th, int64_t ticks,
 
 /* ==== budget.c: the memory bound over all rings (max_memory) ==== */
 
+/* A new tracer's bound: max_memory bytes. */
+void ft_budget_init(ft_tracer *tracer, uint64_t max_memory);
+/* The tracer's threads are gone (freed): nothing counted, nothing queued. */
+void ft_budget_reset(ft_tracer *tracer);
+/* The tracer's threads were handed over (to the pins of its records):
+ * none queued. */
+void ft_budget_forget_queue(ft_tracer *tracer);
+/* Counts th's ring, copied (a snapshot's), in the tracer's total. */
+void ft_budget_count(ft_tracer *tracer, const ft_thread *th);
+/* th's ring, packed, is discarded (it stays counted as dropped): a thread
+ * taken for ended that records again cannot append to it. */
+void ft_budget_discard_packed(ft_tracer *tracer, ft_thread *th);
 /* Counts th's ring, just adopted, in the tracer's total; every so many new
  * rings, looks for ended threads. */
 void ft_budget_adopted(ft_tracer *tracer, ft_thread *th);

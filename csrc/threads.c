@@ -255,10 +255,7 @@ ft_free_threads(ft_tracer *self)
     self->nthreads = 0;
     self->threads_cap = 0;
     self->max_tstate_id = 0;
-    self->ring_bytes = 0;
-    self->rings_since_sweep = 0;
-    self->to_pack = 0;
-    self->pack_from = 0;
+    ft_budget_reset(self);
 }
 
 #if FT_RESUME_WAITS_BEFORE_EVENT
@@ -479,8 +476,7 @@ ft_adopt_ring(ft_tracer *tracer, ft_thread *th, const ft_ring *ring)
      * here: a thread taken for ended that records again (C code entering
      * it through PyGILState_Ensure(): see budget.c) cannot append to it. */
     if (th->ring.packed != NULL) {
-        tracer->ring_bytes -= ft_ring_bytes(&th->ring);
-        ft_ring_discard(&th->ring);
+        ft_budget_discard_packed(tracer, th);
     }
     uint64_t discarded = th->ring.discarded;
     th->ring = *ring;

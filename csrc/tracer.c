@@ -200,8 +200,7 @@ tracer_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     self->filters = filters;
     self->state = state;
     self->buffer_size = (uint64_t)buffer_size;
-    self->max_memory = (uint64_t)max_memory;
-    self->sweep_every = 64;
+    ft_budget_init(self, (uint64_t)max_memory);
     self->release.at = FT_RELEASE_MIN;
     self->c_calls = c_calls_obj == Py_True;
     self->backend = backend;
@@ -224,8 +223,7 @@ ft_tracer_like(ft_tracer *tracer)
     }
     self->state = tracer->state;
     self->buffer_size = tracer->buffer_size;
-    self->max_memory = tracer->max_memory;
-    self->sweep_every = 64;
+    ft_budget_init(self, tracer->budget.max_memory);
     self->release.at = FT_RELEASE_MIN;
     self->c_calls = tracer->c_calls;
     self->backend = tracer->backend;
@@ -617,13 +615,13 @@ tracer_get_buffer_size(ft_tracer *self, void *Py_UNUSED(closure))
 static PyObject *
 tracer_get_max_memory(ft_tracer *self, void *Py_UNUSED(closure))
 {
-    return PyLong_FromUnsignedLongLong(self->max_memory);
+    return PyLong_FromUnsignedLongLong(self->budget.max_memory);
 }
 
 static PyObject *
 tracer_get_ring_bytes(ft_tracer *self, void *Py_UNUSED(closure))
 {
-    return PyLong_FromUnsignedLongLong(self->ring_bytes);
+    return PyLong_FromUnsignedLongLong(self->budget.ring_bytes);
 }
 
 static PyObject *
