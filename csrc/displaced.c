@@ -19,8 +19,10 @@
  *
  * A displaced thread's recording ends at its last record: its frames still
  * open then end there, flagged open_at_loss (loss_ticks, events.c).  The
- * caller of stop() warns, once per thread.  Not here: noting each thread's
- * state at stop and removing the hook (lifecycle.c). */
+ * caller of stop() warns, once per thread; and once if a thread ran Python
+ * code the setprofile backend could not hook (ft_note_unhooked()).  Not
+ * here: noting each thread's state at stop and removing the hook
+ * (lifecycle.c, install.c). */
 #include "state.h"
 #include "bootstrap.h"
 #include "threads.h"
@@ -251,6 +253,9 @@ ft_hook_call(PyObject *hook, PyObject *args, PyObject *kwargs)
     Py_DECREF(hook);
     return res;
 }
+
+/* ---- threads that run Python code unhooked ------------------------- */
+
 /* Whether code is threading's Thread._bootstrap or _bootstrap_inner: a
  * thread threading started, before its bootstrap hooks it. */
 static int
@@ -304,4 +309,3 @@ ft_note_unhooked(ft_tracer *tracer, PyThreadState *ts)
         PyGC_Enable();
     }
 }
-
