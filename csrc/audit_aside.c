@@ -1,5 +1,5 @@
 /* The Python audit hooks set aside while frametrace sets the profile
- * function of every thread (lifecycle.c).
+ * function of every thread (install.c).
  *
  * Setting another thread's profile function runs the "sys.setprofile" audit
  * hooks first, once per thread before CPython 3.14.1, and a Python hook that

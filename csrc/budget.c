@@ -22,6 +22,7 @@
  * Everything here runs holding the GIL, on the recording threads' slow
  * path or in start()/stop(): it runs no Python code. */
 #include "state.h"
+#include "threads.h"
 
 #include <stdlib.h>
 
@@ -39,13 +40,48 @@ compare_ids(const void *a, const void *b)
  * packing is what saves records from being discarded. */
 #define PACK_BUDGET ((uint64_t)1 << 18)
 
+void
+ft_budget_init(ft_tracer *tracer, uint64_t max_memory)
+{
+    tracer->budget.max_memory = max_memory;
+    tracer->budget.sweep_every = 64;
+}
+
+void
+ft_budget_reset(ft_tracer *tracer)
+{
+    tracer->budget.ring_bytes = 0;
+    tracer->budget.rings_since_sweep = 0;
+    ft_budget_forget_queue(tracer);
+}
+
+void
+ft_budget_forget_queue(ft_tracer *tracer)
+{
+    tracer->budget.to_pack = 0;
+    tracer->budget.pack_from = 0;
+}
+
+void
+ft_budget_count(ft_tracer *tracer, const ft_thread *th)
+{
+    tracer->budget.ring_bytes += ft_ring_bytes(&th->ring);
+}
+
+void
+ft_budget_discard_packed(ft_tracer *tracer, ft_thread *th)
+{
+    tracer->budget.ring_bytes -= ft_ring_bytes(&th->ring);
+    ft_ring_discard(&th->ring);
+}
+
 /* Trims th's ring, keeping the tracer's count. */
 static void
 trim(ft_tracer *tracer, ft_thread *th)
 {
     size_t before = ft_ring_bytes(&th->ring);
     ft_ring_trim(&th->ring);
-    tracer->ring_bytes -= before - ft_ring_bytes(&th->ring);
+    tracer->budget.ring_bytes -= before - ft_ring_bytes(&th->ring);
 }
 
 /* Packs th's ring (ft_ring_pack(): half the bytes or less, records kept),
@@ -57,10 +93,10 @@ pack(ft_tracer *tracer, ft_thread *th)
     if (ft_ring_pack(&th->ring) < 0) {
         return -1;
     }
-    tracer->ring_bytes -= before - ft_ring_bytes(&th->ring);
+    tracer->budget.ring_bytes -= before - ft_ring_bytes(&th->ring);
     if (th->queued) {
         th->queued = 0;
-        tracer->to_pack--;
+        tracer->budget.to_pack--;
     }
     return 0;
 }
@@ -72,8 +108,8 @@ static void
 pack_queued(ft_tracer *tracer, const ft_thread *th)
 {
     uint64_t budget = PACK_BUDGET;
-    Py_ssize_t left = -1, i = tracer->pack_from;
-    for (; i < tracer->nthreads && tracer->to_pack > 0; i++) {
+    Py_ssize_t left = -1, i = tracer->budget.pack_from;
+    for (; i < tracer->nthreads && tracer->budget.to_pack > 0; i++) {
         ft_thread *queued = tracer->threads[i];
         if (!queued->queued) {
             continue;
@@ -85,7 +121,7 @@ pack_queued(ft_tracer *tracer, const ft_thread *th)
         }
         budget -= records;
     }
-    tracer->pack_from = left >= 0 ? left : i;
+    tracer->budget.pack_from = left >= 0 ? left : i;
 }
 
 /* At the memory bound: packs one ended thread's ring, any size, never
@@ -106,7 +142,7 @@ pack_one(ft_tracer *tracer, const ft_thread *keep)
 void
 ft_budget_sweep(ft_tracer *tracer, const ft_thread *keep)
 {
-    tracer->rings_since_sweep = 0;
+    tracer->budget.rings_since_sweep = 0;
     size_t n = 0, cap = 64;
     uint64_t *ids = malloc(cap * sizeof(uint64_t));
     if (ids == NULL) {
@@ -157,25 +193,25 @@ ft_budget_sweep(ft_tracer *tracer, const ft_thread *keep)
         if (th->ring.buf != NULL
             && ft_ring_retained(&th->ring) <= PACK_BUDGET) {
             th->queued = 1;
-            tracer->to_pack++;
-            if (i < tracer->pack_from) {
-                tracer->pack_from = i;
+            tracer->budget.to_pack++;
+            if (i < tracer->budget.pack_from) {
+                tracer->budget.pack_from = i;
             }
         }
     }
     free(ids);
     /* Amortized: the next sweep after as many new rings as live ones. */
-    tracer->sweep_every = live > 64 ? live : 64;
+    tracer->budget.sweep_every = live > 64 ? live : 64;
 }
 
 void
 ft_budget_adopted(ft_tracer *tracer, ft_thread *th)
 {
-    tracer->ring_bytes += ft_ring_bytes(&th->ring);
-    if (++tracer->rings_since_sweep >= tracer->sweep_every) {
+    tracer->budget.ring_bytes += ft_ring_bytes(&th->ring);
+    if (++tracer->budget.rings_since_sweep >= tracer->budget.sweep_every) {
         ft_budget_sweep(tracer, th);
     }
-    if (tracer->to_pack > 0) {
+    if (tracer->budget.to_pack > 0) {
         pack_queued(tracer, th);
     }
 }
@@ -196,11 +232,11 @@ discard_oldest_ended(ft_tracer *tracer, const ft_thread *keep)
     if (oldest == NULL) {
         return 0;
     }
-    tracer->ring_bytes -= ft_ring_bytes(&oldest->ring);
+    tracer->budget.ring_bytes -= ft_ring_bytes(&oldest->ring);
     ft_ring_discard(&oldest->ring);
     if (oldest->queued) {
         oldest->queued = 0;
-        tracer->to_pack--;
+        tracer->budget.to_pack--;
     }
     return 1;
 }
@@ -211,7 +247,7 @@ static int
 make_room(ft_tracer *tracer, const ft_thread *keep, uint64_t need)
 {
     int swept = 0;
-    while (tracer->ring_bytes + need > tracer->max_memory) {
+    while (tracer->budget.ring_bytes + need > tracer->budget.max_memory) {
         /* Packing ended rings first, one at a time until there is room:
          * it loses no record. */
         if (pack_one(tracer, keep) || discard_oldest_ended(tracer, keep)) {
@@ -237,8 +273,8 @@ ft_budget_grow(ft_tracer *tracer, ft_thread *th)
     if (!make_room(tracer, th, need)) {
         /* Live threads fill the bound: what is left, if a page or more,
          * then this ring wraps at its size. */
-        uint64_t left = tracer->max_memory > tracer->ring_bytes
-                        ? tracer->max_memory - tracer->ring_bytes : 0;
+        uint64_t left = tracer->budget.max_memory > tracer->budget.ring_bytes
+                        ? tracer->budget.max_memory - tracer->budget.ring_bytes : 0;
         uint64_t words = left / FT_RING_PAGE_BYTES * FT_RING_PAGE_BYTES
                          / sizeof(uint64_t);
         if (words == 0) {
@@ -252,5 +288,5 @@ ft_budget_grow(ft_tracer *tracer, ft_thread *th)
         ft_ring_stop_growing(ring);  /* no memory: wrap, as at the bound */
         return;
     }
-    tracer->ring_bytes += ft_ring_bytes(ring) - before;
+    tracer->budget.ring_bytes += ft_ring_bytes(ring) - before;
 }

@@ -8,7 +8,7 @@
 #include <structmember.h>
 /* 3.13+: RESUME checks the eval breaker before it fires PY_START or
  * PY_RESUME (3.12 after), so another thread's stack can hold a frame whose
- * call event has not fired (lifecycle.c frame_not_started()).  RESUME's
+ * call event has not fired (threads.c, frame_not_started()).  RESUME's
  * opcode comes from opcode.h, installed with the headers, its number
  * per version. */
 #define FT_RESUME_WAITS_BEFORE_EVENT (PY_VERSION_HEX >= 0x030D0000)
@@ -71,7 +71,7 @@
 
 /* 3.12+: one hook object for all threads, installed with the public
  * PyEval_SetProfileAllThreads(); before, one per thread, installed with
- * _PyEval_SetProfile() (see lifecycle.c). */
+ * _PyEval_SetProfile() (see install_perthread.c). */
 #define FT_SHARED_HOOK (PY_VERSION_HEX >= 0x030C0000)
 
 /* Whether PyEval_SetProfileAllThreads() may be called: it runs the
@@ -79,7 +79,7 @@
  * states, and until CPython 3.14.1 (gh-137400) a thread that exits while a
  * hook lets it run (one that releases the GIL) leaves the walk on a freed
  * thread state.  Before that, frametrace walks them itself with
- * _PyEval_SetProfile(), checking each is still alive (lifecycle.c).  3.14.0
+ * _PyEval_SetProfile(), checking each is still alive (install.c).  3.14.0
  * is told apart at run time: an extension built on 3.14.x runs on it. */
 #if PY_VERSION_HEX >= 0x030F0000
 #  define FT_ALL_THREADS_CALL_SAFE() 1

@@ -19,9 +19,13 @@
  *
  * A displaced thread's recording ends at its last record: its frames still
  * open then end there, flagged open_at_loss (loss_ticks, events.c).  The
- * caller of stop() warns, once per thread.  Not here: noting each thread's
- * state at stop and removing the hook (lifecycle.c). */
+ * caller of stop() warns, once per thread; and once if a thread ran Python
+ * code the setprofile backend could not hook (ft_note_unhooked()).  Not
+ * here: noting each thread's state at stop and removing the hook
+ * (lifecycle.c, install.c). */
 #include "state.h"
+#include "bootstrap.h"
+#include "threads.h"
 #include "replay.h"
 
 /* The time of th's last record, its loss_ticks: never 0 (0 is "not
@@ -121,7 +125,7 @@ ft_find_displaced(ft_tracer *self, int tool_lost)
         if (why != FT_DISPLACED_NO) {
             th->displaced = (uint8_t)why;
             th->loss_ticks = last_record(th);
-            self->displaced_unwarned = 1;
+            self->loss.unwarned = 1;
         }
     }
 }
@@ -152,8 +156,8 @@ cause_of(int why)
 int
 ft_tracer_warn_displaced(ft_tracer *self)
 {
-    if (self->unhooked == FT_UNHOOKED_SEEN) {
-        self->unhooked = FT_UNHOOKED_WARNED;
+    if (self->loss.unhooked == FT_UNHOOKED_SEEN) {
+        self->loss.unhooked = FT_UNHOOKED_WARNED;
         if (PyErr_WarnEx(
                 PyExc_RuntimeWarning,
                 "frametrace: a thread ran Python code that the setprofile "
@@ -166,10 +170,10 @@ ft_tracer_warn_displaced(ft_tracer *self)
             return -1;
         }
     }
-    if (!self->displaced_unwarned) {
+    if (!self->loss.unwarned) {
         return 0;
     }
-    self->displaced_unwarned = 0;
+    self->loss.unwarned = 0;
     for (Py_ssize_t i = 0; i < self->nthreads; i++) {
         const ft_thread *th = self->threads[i];
         if (th->displaced == FT_DISPLACED_NO) {
@@ -248,4 +252,60 @@ ft_hook_call(PyObject *hook, PyObject *args, PyObject *kwargs)
     PyObject *res = ft_bootstrap_thread(state, PySequence_Fast_ITEMS(args), 3);
     Py_DECREF(hook);
     return res;
+}
+
+/* ---- threads that run Python code unhooked ------------------------- */
+
+/* Whether code is threading's Thread._bootstrap or _bootstrap_inner: a
+ * thread threading started, before its bootstrap hooks it. */
+static int
+is_threading_bootstrap(PyCodeObject *code)
+{
+    PyObject *file = code->co_filename, *name = code->co_name;
+    if (!PyUnicode_Check(file) || !PyUnicode_Check(name)
+        || (PyUnicode_CompareWithASCIIString(name, "_bootstrap") != 0
+            && PyUnicode_CompareWithASCIIString(name, "_bootstrap_inner") != 0)) {
+        return 0;
+    }
+    Py_ssize_t n = PyUnicode_GetLength(file);
+    PyObject *tail = n >= 12 ? PyUnicode_Substring(file, n - 12, n) : NULL;
+    int match = tail != NULL
+                && PyUnicode_CompareWithASCIIString(tail, "threading.py") == 0;
+    Py_XDECREF(tail);
+    PyErr_Clear();
+    return match;
+}
+
+void
+ft_note_unhooked(ft_tracer *tracer, PyThreadState *ts)
+{
+    if (tracer->backend != FT_BACKEND_SETPROFILE
+        || tracer->loss.unhooked != FT_UNHOOKED_NO
+        || ft_tstate_profile_func(ts) != NULL
+        || ft_find_thread(tracer, ts) != NULL) {
+        return;  /* hooked, or registered (its hook replaced: displaced.c) */
+    }
+    /* Its outermost frame tells threading's threads; frame objects are
+     * made (3.11+), with the GC off so that no finalizer runs. */
+    int gc_was_enabled = PyGC_Disable();
+    ft_saved_exc saved;
+    FT_SAVE_EXC(saved);
+    PyFrameObject *frame = PyThreadState_GetFrame(ts);
+    int running = frame != NULL;
+    while (frame != NULL) {
+        PyFrameObject *back = PyFrame_GetBack(frame);
+        if (back == NULL) {
+            break;
+        }
+        Py_SETREF(frame, back);
+    }
+    if (running && !is_threading_bootstrap(ft_frame_code(frame))) {
+        tracer->loss.unhooked = FT_UNHOOKED_SEEN;
+    }
+    Py_XDECREF(frame);
+    PyErr_Clear();
+    FT_RESTORE_EXC(saved);
+    if (gc_was_enabled) {
+        PyGC_Enable();
+    }
 }

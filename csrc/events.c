@@ -1,5 +1,6 @@
 /* getEvents(): replay every thread, then build the Event objects. */
 #include "state.h"
+#include "threads.h"
 #include "replay.h"
 
 #include <stdlib.h>
@@ -194,8 +195,7 @@ ft_release_records(ft_tracer *tracer)
         tracer->threads = NULL;
         tracer->nthreads = 0;
         tracer->threads_cap = 0;
-        tracer->to_pack = 0;
-        tracer->pack_from = 0;
+        ft_budget_forget_queue(tracer);
         memset(&tracer->clock, 0, sizeof(tracer->clock));
         return;
     }

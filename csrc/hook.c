@@ -7,9 +7,10 @@
  * is here too although the monitoring callbacks use it as well: it is the
  * end of the recording path, and this backend is the one every supported
  * CPython has.  Not here: registering threads and their rings
- * (lifecycle.c), naming C functions (cnames.c), the sys.monitoring
+ * (threads.c), naming C functions (cnames.c), the sys.monitoring
  * callbacks (monitor.c). */
 #include "state.h"
+#include "threads.h"
 
 /* The key of the C function called through arg in the function table: its
  * method definition, or for anything else reported as a C call, its type. */
@@ -152,7 +153,7 @@ hook_general(ft_hookobject *hook, ft_thread *th, PyFrameObject *frame,
 
 #if FT_SHARED_HOOK
 /* The hook of a stopped tracer, on a thread stop() left it on (another
- * tool held the hook elsewhere: see uninstall_hooks() in lifecycle.c): the
+ * tool held the hook elsewhere: see ft_uninstall_hooks() in install.c): the
  * thread removes it itself, with the public call that acts on the caller.
  * Once per thread and tracer, even if an audit hook refuses. */
 static FT_TLS uint64_t tls_unhooked;

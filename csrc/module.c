@@ -1,8 +1,12 @@
 /* The module frametrace._tracer: multi-phase init, the exec slot (its
  * types, functions and constants), module state traverse/clear/free, the
  * module-level method table, and ft_state_of_type().  The functions the
- * exec slot installs for threading and os.fork() are lifecycle.c's. */
+ * exec slot installs for threading and os.fork() are bootstrap.c's and
+ * fork.c's. */
 #include "state.h"
+#include "bootstrap.h"
+#include "fork.h"
+#include "install.h"
 #include "clock.h"
 #include "gil_share.h"
 

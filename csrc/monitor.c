@@ -2,13 +2,14 @@
  * records as the PyEval_SetProfile hook, from callbacks sys.monitoring calls
  * for every thread of the interpreter.  A callback finds its thread's ring
  * through a thread-local cache (ft_cached_thread()); the first event of a
- * thread takes the slow path (ft_thread_of_caller(), lifecycle.c).
+ * thread takes the slow path (ft_thread_of_caller(), threads.c).
  *
  * Also ft_monitor_start()/ft_monitor_stop(), which lifecycle.c calls: they
  * hand the table of this file's callbacks to the tool id, and the table
  * stays private here.  Not here: taking and freeing the tool id and the
  * callback type (monitor_tool.c), naming C functions (cnames.c). */
 #include "state.h"
+#include "threads.h"
 
 #if FT_HAVE_MONITORING
 

@@ -55,9 +55,9 @@ ft_release_functions(ft_tracer *tracer)
         return -1;
     }
     uint64_t next = 2 * (uint64_t)table->used;
-    tracer->release_at = next > FT_RELEASE_MIN ? (uint32_t)next
+    tracer->release.at = next > FT_RELEASE_MIN ? (uint32_t)next
                                                 : FT_RELEASE_MIN;
-    tracer->release_sweeps++;
+    tracer->release.sweeps++;
     /* The table is consistent: what the freed entries held may go now,
      * even if that runs Python code (traced like any other). */
     for (size_t i = 0; i < ngarbage; i++) {
@@ -72,8 +72,8 @@ static int
 release_pending(void *arg)
 {
     ft_tracer *tracer = (ft_tracer *)arg;
-    tracer->release_scheduled = 0;
-    if (tracer->funcs.used >= tracer->release_at) {
+    tracer->release.scheduled = 0;
+    if (tracer->funcs.used >= tracer->release.at) {
         ft_saved_exc saved;
         FT_SAVE_EXC(saved);
         if (ft_release_functions(tracer) < 0) {
@@ -90,7 +90,7 @@ ft_release_schedule(ft_tracer *tracer)
 {
     /* Pending calls run in the main interpreter's main thread: a tracer
      * of another interpreter sweeps at its marks only. */
-    if (tracer->release_scheduled
+    if (tracer->release.scheduled
         || PyInterpreterState_Get() != PyInterpreterState_Main()) {
         return;
     }
@@ -101,5 +101,5 @@ ft_release_schedule(ft_tracer *tracer)
         Py_DECREF(tracer);
         return;
     }
-    tracer->release_scheduled = 1;
+    tracer->release.scheduled = 1;
 }

@@ -76,9 +76,9 @@ typedef struct {
     unsigned long stopping_thread;
     /* What start()/arm() did, for the tests (read by
      * frametrace._testing.lifecycle_counts()):
-     * rings allocated by lifecycle.c, profile functions set by it (one
-     * count per act: every thread at once, or one thread), sys.monitoring
-     * tool ids taken. */
+     * rings allocated by the lifecycle (lifecycle.c, threads.c,
+     * bootstrap.c), profile functions set by it (one count per act: every
+     * thread at once, or one thread), sys.monitoring tool ids taken. */
     uint64_t count_rings;
     uint64_t count_hook_installs;
     uint64_t count_tool_takes;
@@ -150,7 +150,7 @@ enum {
 };
 
 /* Whether a tracer of the setprofile backend saw a thread run Python code
- * without its hook (ft_tracer.unhooked): a thread state that C code made
+ * without its hook (ft_tracer.loss.unhooked): a thread state that C code made
  * (PyGILState_Ensure(): ctypes, cffi and pybind11 callbacks from C
  * threads), or a thread _thread started without threading. */
 enum {
@@ -204,6 +204,62 @@ enum {
     FT_PHASE_CLEARED,
 };
 
+/* ft_tracer's fields in groups, each written by one file (or, for the
+ * hook objects, one pair of files): */
+
+/* install.c and install_perthread.c: the hook objects and threading's
+ * profile function. */
+typedef struct {
+    PyObject *per_thread;     /* strong: list of this tracer's per-thread
+                                 hook objects (3.10/3.11 setprofile) */
+    PyObject *shared;         /* strong: the hook object of all threads
+                                 (3.12+ setprofile), or NULL */
+    PyObject *prev_threading; /* strong: threading's profile hook before
+                                 start(), restored by stop() */
+} ft_install;
+
+/* lifecycle.c: what arm() prepares so that start() runs no Python code. */
+typedef struct {
+    ft_ring ring;             /* the arming thread's ring, given to the
+                                 thread that calls start() */
+    PyObject *names;          /* strong: {ident: name} of the threads then,
+                                 or NULL */
+} ft_armed;
+
+/* fork.c */
+typedef struct {
+    ft_anchor anchor;         /* taken just before os.fork(), while active */
+    int anchored;
+    int stop_pending;         /* a forked child's stop, latched when the
+                                 start() it interrupted returns */
+} ft_fork;
+
+/* displaced.c: what stop() found lost, for the warnings. */
+typedef struct {
+    int unwarned;             /* stop() found displaced threads that its
+                                 caller has not warned about yet */
+    int unhooked;             /* FT_UNHOOKED_*: a thread ran Python code
+                                 the setprofile backend could not hook */
+} ft_loss;
+
+/* budget.c: the memory bound over all rings (max_memory). */
+typedef struct {
+    uint64_t max_memory;      /* bytes all rings may hold */
+    uint64_t ring_bytes;      /* bytes they hold now */
+    Py_ssize_t rings_since_sweep;  /* rings adopted since the last look for
+                                      ended threads */
+    Py_ssize_t sweep_every;   /* how many make the next look */
+    Py_ssize_t to_pack;       /* threads queued to have their rings packed */
+    Py_ssize_t pack_from;     /* none queued before this index in threads */
+} ft_budget;
+
+/* release.c: the function table's sweep. */
+typedef struct {
+    uint32_t at;              /* live functions that make the next sweep */
+    int scheduled;            /* a pending call holds the tracer for it */
+    uint64_t sweeps;          /* sweeps done */
+} ft_release;
+
 typedef struct ft_tracer {
     PyObject_HEAD
     ft_state *state;          /* borrowed: the type keeps the module alive */
@@ -211,8 +267,6 @@ typedef struct ft_tracer {
     int c_calls;              /* record C function calls */
     int phase;                /* FT_PHASE_* */
     int in_call;              /* FT_IN_*: inside start() or stop() */
-    int stop_pending;         /* a forked child's stop, latched when the
-                                 start() it interrupted returns */
     int64_t start_ns;
     int64_t stop_ns;
     ft_clock clock;           /* ticks of the records -> ns */
@@ -221,26 +275,17 @@ typedef struct ft_tracer {
     uint64_t max_tstate_id;   /* the largest tstate_id among them */
     Py_ssize_t nthreads;
     Py_ssize_t threads_cap;
-    PyObject *hooks;          /* strong: list of this tracer's per-thread
-                                 hook objects (3.10/3.11 setprofile) */
-    PyObject *hook;           /* strong: the hook object of all threads
-                                 (3.12+ setprofile), or NULL */
-    PyObject *prev_thread_hook;  /* strong: threading's profile hook before
-                                    start(), restored by stop() */
+    ft_install install;
     uint64_t intern_failures; /* functions that could not be named */
     int backend;              /* FT_BACKEND_* */
     PyObject *monitor;        /* strong: the callbacks' owner (a hook object
                                  with no thread), monitoring backend only */
     uint64_t generation;      /* unique per start(): the key of the threads'
                                  cache (ft_cached_thread()) */
-    ft_anchor fork_anchor;    /* taken just before os.fork(), while active */
-    int fork_anchored;
+    ft_fork fork;
     long monitor_events;      /* the events the tool id was given, as
                                  get_events() reports them */
-    int displaced_unwarned;   /* stop() found displaced threads that its
-                                 caller has not warned about yet */
-    int unhooked;             /* FT_UNHOOKED_*: a thread ran Python code
-                                 the setprofile backend could not hook */
+    ft_loss loss;
     /* Writers reading the records without the GIL (ft_export_begin()),
      * in process export_pid: clear() meanwhile moves the threads and the
      * clock here, and the last writer to end frees them.  All guarded by
@@ -250,24 +295,11 @@ typedef struct ft_tracer {
     ft_thread **retired_threads;
     Py_ssize_t nretired;
     ft_clock retired_clock;
-    ft_ring armed_ring;       /* armed: the arming thread's ring, given to
-                                 the thread that calls start() */
-    PyObject *armed_names;    /* strong: armed, {ident: name} of the
-                                 threads then (start() runs no Python
-                                 code), or NULL */
-    uint64_t max_memory;      /* bytes all rings may hold (budget.c) */
-    uint64_t ring_bytes;      /* bytes they hold now */
-    Py_ssize_t rings_since_sweep;  /* rings adopted since the last look for
-                                      ended threads */
-    Py_ssize_t sweep_every;   /* how many make the next look */
-    Py_ssize_t to_pack;       /* threads queued to have their rings packed */
-    Py_ssize_t pack_from;     /* none queued before this index in threads */
+    ft_armed armed;
+    ft_budget budget;
     PyObject *weakreflist;
     ft_filters filters;       /* include= and ignore= */
-    uint32_t release_at;      /* live functions that make the next sweep
-                                 of the function table (release.c) */
-    int release_scheduled;    /* a pending call holds the tracer for it */
-    uint64_t release_sweeps;  /* sweeps done */
+    ft_release release;
 } ft_tracer;
 
 /* The fewest live functions a sweep of the function table waits for. */
@@ -281,137 +313,17 @@ extern PyModuleDef ft_module_def;
  * an exception if not found. */
 ft_state *ft_state_of_type(PyTypeObject *type);
 
-/* ==== lifecycle.c: start, stop, threads, fork ==== */
+/* ==== lifecycle.c, threads.c, install.c, snapshot.c, bootstrap.c, fork.c:
+ * each has a header of its own (lifecycle.h, threads.h, install.h,
+ * snapshot.h, bootstrap.h, fork.h). ==== */
 
-/* Tracer.start(): refuses a tracer that ran, or another one active or
- * starting; else arms it (ft_tracer_arm()) unless armed, and turns
- * recording on: the clock starts, the threads are registered with their
- * stacks, in pure C.  0, or -1 with an exception set and nothing installed
- * (an armed tracer stays armed). */
-int ft_tracer_start(ft_tracer *tracer);
-/* Tracer.arm(): everything costly of a start, recording off: conflict
- * checks, thread names, the hook objects, threading's hook, the caller's
- * ring, the hook installed on every thread (or the tool id taken).
- * 0, or -1 with an exception set and nothing installed. */
-int ft_tracer_arm(ft_tracer *tracer);
-/* Tracer.disarm(): an armed tracer removes its hook (or frees the tool id)
- * and is new again; does nothing unless armed.  0, or -1 with a
- * RuntimeError (active, or inside start() or stop()). */
-int ft_tracer_disarm(ft_tracer *tracer);
+/* ==== displaced.c: threads whose recording ended early ==== */
 
-/* The latched stop: the first call records stop_ns, removes the hook and
- * finds the threads whose recording ended early (displaced); every later
- * call does nothing, as does a call from code that stop() runs.
- * 0, or -1 with a RuntimeError when start() is running. */
-int ft_tracer_stop(ft_tracer *tracer);
-/* Tracer.snapshot(): a new, stopped tracer of self's type holding a copy
- * of the records so far (as if self had stopped now: its threads' stacks
- * taken, their frames open now ending now), while self goes on recording.
- * New reference, or NULL with RuntimeError (not recording) or
- * MemoryError. */
-PyObject *ft_tracer_snapshot(ft_tracer *tracer, PyObject *since);
-/* Tracer.mark(): where every thread's records are now, for
- * snapshot(since=mark): bytes, or NULL with an exception. */
-PyObject *ft_tracer_mark(ft_tracer *tracer);
-/* Whether clear() may free the records now (not inside start() or stop()):
- * 0, or -1 with a RuntimeError. */
-int ft_check_not_in_call(ft_tracer *tracer, const char *what);
-/* The tracer's stop when it is about to be freed (tp_finalize): runs Python
- * code, raises nothing. */
-void ft_tracer_finalize(ft_tracer *tracer);
-/* Makes an active tracer inert without running Python code (tp_clear and
- * tp_dealloc, after its finalizer): the hooks record nothing from now on,
- * and go at their thread's next event (setprofile) or stay, inert, with
- * the tool id (monitoring). */
-void ft_tracer_silence(ft_tracer *tracer);
-/* Frees the tracer's threads (their rings and stacks). */
-void ft_free_threads(ft_tracer *tracer);
-/* Frees n threads and the array holding them (records an export kept
- * after clear(): see ft_release_records()). */
-void ft_free_thread_array(ft_thread **threads, Py_ssize_t n);
-/* The thread registered with tracer for thread state ts, or NULL. */
-ft_thread *ft_find_thread(const ft_tracer *tracer, PyThreadState *ts);
-/* The same, or else the thread whose OS thread ts runs on (a thread state
- * C code made for one call into Python, PyGILState_Ensure()), which then
- * notes ts as its thread state.  Pure C; a walk over the threads for a
- * thread state not registered: for stop() and snapshot(). */
-ft_thread *ft_find_thread_of(ft_tracer *tracer, PyThreadState *ts);
-/* With the setprofile backend: notes in tracer->unhooked whether ts runs
- * Python code without any profile function and is not a thread of
+/* With the setprofile backend: notes in tracer->loss.unhooked whether ts
+ * runs Python code without any profile function and is not a thread of
  * threading (whose bootstrap hooks it).  Pure C, GC off; for the walks
  * over the thread states of budget.c and stop(). */
 void ft_note_unhooked(ft_tracer *tracer, PyThreadState *ts);
-/* Whether th's OS thread is still running (it recorded, and has not
- * exited). */
-static inline int
-ft_thread_os_alive(const ft_thread *th)
-{
-    return th->os_thread != NULL
-           && atomic_load_explicit(&th->os_thread->alive,
-                                   memory_order_acquire);
-}
-/* The hook object's type (ft_hookobject). */
-extern PyType_Spec ft_hook_spec;
-/* _thread_bootstrap(), the profile function given to threading.setprofile()
- * while a tracer is active: a new thread installs the hook itself. */
-extern PyMethodDef ft_thread_bootstrap_def;
-/* What _thread_bootstrap(frame, event, arg) does: registers the calling
- * thread with the active tracer (or finds it), installs the hook on it and
- * records the event; with no tracer active, turns profiling off on it. */
-PyObject *ft_bootstrap_thread(ft_state *state, PyObject *const *args,
-                              Py_ssize_t nargs);
-/* os.register_at_fork() callbacks: the parent goes on tracing; in the child
- * the tracer is stopped as of the moment just before the fork.  0, or -1
- * with an exception set. */
-int ft_register_at_fork(PyObject *module);
-/* A thread's first record: its ring, faulted in with the GIL released
- * (hook: the thread's own hook object (3.10/3.11), or NULL).
- * 0 with *ts the time after, or -1: record nothing. */
-int ft_thread_first_ring(ft_tracer *tracer, ft_thread *th, ft_hookobject *hook,
-                         int64_t *ts);
-
-/* Which thread's ring this OS thread records into, for the tracer started
- * as generation `generation` (generations are never reused, unlike
- * addresses): the sys.monitoring callbacks' and (3.12+) the profile hook's
- * way to their thread.  Set by ft_thread_of_caller().  One struct: one
- * address to look up per event. */
-typedef struct {
-    uint64_t generation;
-    ft_thread *thread;
-} ft_thread_cache;
-extern FT_TLS ft_thread_cache ft_tls_cache;
-
-/* Slow path: the caller's thread under tracer, registering it if new (with
- * the frames below the event's as its base stack; starting: the event is a
- * call, whose frame is the callee), and caching it.  Runs Python code (its
- * name): NULL when the tracer stopped meanwhile, or on failure. */
-ft_thread *ft_thread_of_caller(ft_tracer *tracer, int starting);
-
-/* Whether this thread's cache is for tracer: then ft_tls_cache.thread is
- * the caller's thread, never NULL. */
-static inline int
-ft_cache_hit(const ft_tracer *tracer)
-{
-    return ft_tls_cache.generation == tracer->generation;
-}
-
-/* The thread of the caller if this thread's cache is for tracer (the
- * common case), else NULL. */
-static inline ft_thread *
-ft_cached_thread(const ft_tracer *tracer)
-{
-    return FT_LIKELY(ft_cache_hit(tracer)) ? ft_tls_cache.thread : NULL;
-}
-
-/* Makes th, the caller's thread under tracer, what the cache gives. */
-static inline void
-ft_cache_thread(const ft_tracer *tracer, ft_thread *th)
-{
-    ft_tls_cache.generation = tracer->generation;
-    ft_tls_cache.thread = th;
-}
-
-/* ==== displaced.c: threads whose recording ended early ==== */
 
 /* After the hook is removed at stop (ft_thread.at_stop set before): flags
  * the threads whose recording ended early, or had a gap, and sets their
@@ -452,7 +364,7 @@ void ft_release_schedule(ft_tracer *tracer);
 static inline void
 ft_release_check(ft_tracer *tracer)
 {
-    if (FT_UNLIKELY(tracer->funcs.used >= tracer->release_at)) {
+    if (FT_UNLIKELY(tracer->funcs.used >= tracer->release.at)) {
         ft_release_schedule(tracer);
     }
 }
@@ -464,13 +376,25 @@ ft_release_check(ft_tracer *tracer)
 int ft_hook(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg);
 
 /* Records one event of thread th from the thread-bootstrap path
- * (lifecycle.c); hook: the object the profile function was installed
+ * (bootstrap.c); hook: the object the profile function was installed
  * with. */
 void ft_hook_record(ft_hookobject *hook, ft_thread *th, int64_t ticks,
                     PyFrameObject *frame, int what, PyObject *arg);
 
 /* ==== budget.c: the memory bound over all rings (max_memory) ==== */
 
+/* A new tracer's bound: max_memory bytes. */
+void ft_budget_init(ft_tracer *tracer, uint64_t max_memory);
+/* The tracer's threads are gone (freed): nothing counted, nothing queued. */
+void ft_budget_reset(ft_tracer *tracer);
+/* The tracer's threads were handed over (to the pins of its records):
+ * none queued. */
+void ft_budget_forget_queue(ft_tracer *tracer);
+/* Counts th's ring, copied (a snapshot's), in the tracer's total. */
+void ft_budget_count(ft_tracer *tracer, const ft_thread *th);
+/* th's ring, packed, is discarded (it stays counted as dropped): a thread
+ * taken for ended that records again cannot append to it. */
+void ft_budget_discard_packed(ft_tracer *tracer, ft_thread *th);
 /* Counts th's ring, just adopted, in the tracer's total; every so many new
  * rings, looks for ended threads. */
 void ft_budget_adopted(ft_tracer *tracer, ft_thread *th);
@@ -541,6 +465,8 @@ extern PyType_Spec ft_tracer_spec;
  * function table yet (ft_functable_init() or a copy makes one).  NULL with
  * an exception. */
 ft_tracer *ft_tracer_like(ft_tracer *tracer);
+
+/* ==== thread_info.c: a thread in the API and the exports ==== */
 
 /* The tid the writers give a thread whose native id (or ident) an earlier
  * thread of the same trace had: this plus its serial.  Above any Linux tid

@@ -3,6 +3,9 @@
  * lifecycle.c, recording in hook.c/monitor.c, the replay behind
  * getEvents() in replay.c/events.c, the writers in export_*.c. */
 #include "state.h"
+#include "lifecycle.h"
+#include "snapshot.h"
+#include "threads.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -197,9 +200,8 @@ tracer_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     self->filters = filters;
     self->state = state;
     self->buffer_size = (uint64_t)buffer_size;
-    self->max_memory = (uint64_t)max_memory;
-    self->sweep_every = 64;
-    self->release_at = FT_RELEASE_MIN;
+    ft_budget_init(self, (uint64_t)max_memory);
+    self->release.at = FT_RELEASE_MIN;
     self->c_calls = c_calls_obj == Py_True;
     self->backend = backend;
     self->phase = FT_PHASE_NEW;
@@ -221,9 +223,8 @@ ft_tracer_like(ft_tracer *tracer)
     }
     self->state = tracer->state;
     self->buffer_size = tracer->buffer_size;
-    self->max_memory = tracer->max_memory;
-    self->sweep_every = 64;
-    self->release_at = FT_RELEASE_MIN;
+    ft_budget_init(self, tracer->budget.max_memory);
+    self->release.at = FT_RELEASE_MIN;
     self->c_calls = tracer->c_calls;
     self->backend = tracer->backend;
     self->phase = FT_PHASE_NEW;
@@ -518,60 +519,6 @@ tracer_get_thread_names(ft_tracer *self, void *Py_UNUSED(closure))
 
 /* ---- threads ------------------------------------------------------------ */
 
-static PyStructSequence_Field thread_info_fields[] = {
-    {"serial", "1, 2, ... in the order the tracer registered the thread: "
-               "its Event.thread_serial"},
-    {"thread_id", "threading.get_ident() (CPython reuses it for later "
-                  "threads)"},
-    {"native_thread_id", "threading.get_native_id(), 0 if unknown (the OS "
-                         "may reuse it for a later thread)"},
-    {"name", "threading's name for the thread, or None"},
-    {"dropped", "events of the thread lost entirely; None while tracing"},
-    {NULL, NULL},
-};
-
-static PyStructSequence_Desc thread_info_desc = {
-    .name = "frametrace.ThreadInfo",
-    .doc = "One traced OS thread: ThreadInfo(serial, thread_id, "
-           "native_thread_id, name, dropped); an item of tracer.threads",
-    .fields = thread_info_fields,
-    .n_in_sequence = 5,
-};
-
-PyTypeObject *
-ft_thread_info_type_new(void)
-{
-    return PyStructSequence_NewType(&thread_info_desc);
-}
-
-PyObject *
-ft_thread_info(ft_tracer *tracer, Py_ssize_t index, PyObject *dropped)
-{
-    const ft_thread *th = tracer->threads[index];
-    PyObject *info = PyStructSequence_New(tracer->state->thread_info_type);
-    if (info == NULL) {
-        return NULL;
-    }
-    PyObject *values[5] = {
-        PyLong_FromSsize_t(index + 1),
-        PyLong_FromUnsignedLong(th->thread_id),
-        PyLong_FromUnsignedLong(th->native_id),
-        Py_NewRef(th->name != NULL ? th->name : Py_None),
-        Py_NewRef(dropped != NULL ? dropped : Py_None),
-    };
-    int failed = 0;
-    for (Py_ssize_t i = 0; i < 5; i++) {
-        failed |= values[i] == NULL;
-        /* Steals the value; a NULL one is left for the check below. */
-        PyStructSequence_SetItem(info, i, values[i]);
-    }
-    if (failed) {
-        Py_DECREF(info);
-        return NULL;
-    }
-    return info;
-}
-
 static PyObject *
 tracer_get_thread_infos(ft_tracer *self, void *Py_UNUSED(closure))
 {
@@ -593,30 +540,6 @@ tracer_get_thread_infos(ft_tracer *self, void *Py_UNUSED(closure))
         PyList_SET_ITEM(result, i, item);
     }
     return result;
-}
-
-uint64_t *
-ft_export_tids(const ft_tracer *tracer)
-{
-    Py_ssize_t n = tracer->nthreads;
-    uint64_t *tids = malloc(((size_t)n + 1) * sizeof(uint64_t));
-    if (tids == NULL) {
-        return NULL;
-    }
-    for (Py_ssize_t i = 0; i < n; i++) {
-        const ft_thread *th = tracer->threads[i];
-        uint64_t tid = th->native_id ? th->native_id : th->thread_id;
-        /* Viewers key threads by (pid, tid): a tid an earlier thread of
-         * this trace had (the OS reused it) gets a synthetic one. */
-        for (Py_ssize_t j = 0; j < i; j++) {
-            if (tids[j] == tid) {
-                tid = FT_SYNTHETIC_TID_BASE + (uint64_t)i + 1;
-                break;
-            }
-        }
-        tids[i] = tid;
-    }
-    return tids;
 }
 
 static PyObject *
@@ -692,13 +615,13 @@ tracer_get_buffer_size(ft_tracer *self, void *Py_UNUSED(closure))
 static PyObject *
 tracer_get_max_memory(ft_tracer *self, void *Py_UNUSED(closure))
 {
-    return PyLong_FromUnsignedLongLong(self->max_memory);
+    return PyLong_FromUnsignedLongLong(self->budget.max_memory);
 }
 
 static PyObject *
 tracer_get_ring_bytes(ft_tracer *self, void *Py_UNUSED(closure))
 {
-    return PyLong_FromUnsignedLongLong(self->ring_bytes);
+    return PyLong_FromUnsignedLongLong(self->budget.ring_bytes);
 }
 
 static PyObject *
@@ -758,11 +681,11 @@ static int
 tracer_traverse(ft_tracer *self, visitproc visit, void *arg)
 {
     Py_VISIT(Py_TYPE(self));
-    Py_VISIT(self->hooks);
-    Py_VISIT(self->hook);
-    Py_VISIT(self->prev_thread_hook);
+    Py_VISIT(self->install.per_thread);
+    Py_VISIT(self->install.shared);
+    Py_VISIT(self->install.prev_threading);
     Py_VISIT(self->monitor);
-    Py_VISIT(self->armed_names);
+    Py_VISIT(self->armed.names);
     return ft_functable_traverse(&self->funcs, visit, arg);
 }
 
@@ -781,11 +704,11 @@ tracer_clear(ft_tracer *self)
     /* Still active only if the finalizer ran earlier (a resurrected tracer
      * started again): made inert in pure C, or the hooks would dangle. */
     ft_tracer_silence(self);
-    Py_CLEAR(self->hooks);
-    Py_CLEAR(self->hook);
-    Py_CLEAR(self->prev_thread_hook);
+    Py_CLEAR(self->install.per_thread);
+    Py_CLEAR(self->install.shared);
+    Py_CLEAR(self->install.prev_threading);
     Py_CLEAR(self->monitor);
-    Py_CLEAR(self->armed_names);
+    Py_CLEAR(self->armed.names);
     /* The function table may hold a reference back to this tracer (a code
      * object whose constants reach it): release it to break the cycle. */
     if (self->phase == FT_PHASE_STOPPED) {

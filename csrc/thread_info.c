@@ -1,0 +1,84 @@
+/* A traced thread as the API and the writers show it: the
+ * frametrace.ThreadInfo type, one for each of a tracer's threads, and the
+ * tid each thread gets in the exports. */
+#include "state.h"
+
+#include <stdlib.h>
+
+static PyStructSequence_Field thread_info_fields[] = {
+    {"serial", "1, 2, ... in the order the tracer registered the thread: "
+               "its Event.thread_serial"},
+    {"thread_id", "threading.get_ident() (CPython reuses it for later "
+                  "threads)"},
+    {"native_thread_id", "threading.get_native_id(), 0 if unknown (the OS "
+                         "may reuse it for a later thread)"},
+    {"name", "threading's name for the thread, or None"},
+    {"dropped", "events of the thread lost entirely; None while tracing"},
+    {NULL, NULL},
+};
+
+static PyStructSequence_Desc thread_info_desc = {
+    .name = "frametrace.ThreadInfo",
+    .doc = "One traced OS thread: ThreadInfo(serial, thread_id, "
+           "native_thread_id, name, dropped); an item of tracer.threads",
+    .fields = thread_info_fields,
+    .n_in_sequence = 5,
+};
+
+PyTypeObject *
+ft_thread_info_type_new(void)
+{
+    return PyStructSequence_NewType(&thread_info_desc);
+}
+
+PyObject *
+ft_thread_info(ft_tracer *tracer, Py_ssize_t index, PyObject *dropped)
+{
+    const ft_thread *th = tracer->threads[index];
+    PyObject *info = PyStructSequence_New(tracer->state->thread_info_type);
+    if (info == NULL) {
+        return NULL;
+    }
+    PyObject *values[5] = {
+        PyLong_FromSsize_t(index + 1),
+        PyLong_FromUnsignedLong(th->thread_id),
+        PyLong_FromUnsignedLong(th->native_id),
+        Py_NewRef(th->name != NULL ? th->name : Py_None),
+        Py_NewRef(dropped != NULL ? dropped : Py_None),
+    };
+    int failed = 0;
+    for (Py_ssize_t i = 0; i < 5; i++) {
+        failed |= values[i] == NULL;
+        /* Steals the value; a NULL one is left for the check below. */
+        PyStructSequence_SetItem(info, i, values[i]);
+    }
+    if (failed) {
+        Py_DECREF(info);
+        return NULL;
+    }
+    return info;
+}
+
+uint64_t *
+ft_export_tids(const ft_tracer *tracer)
+{
+    Py_ssize_t n = tracer->nthreads;
+    uint64_t *tids = malloc(((size_t)n + 1) * sizeof(uint64_t));
+    if (tids == NULL) {
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const ft_thread *th = tracer->threads[i];
+        uint64_t tid = th->native_id ? th->native_id : th->thread_id;
+        /* Viewers key threads by (pid, tid): a tid an earlier thread of
+         * this trace had (the OS reused it) gets a synthetic one. */
+        for (Py_ssize_t j = 0; j < i; j++) {
+            if (tids[j] == tid) {
+                tid = FT_SYNTHETIC_TID_BASE + (uint64_t)i + 1;
+                break;
+            }
+        }
+        tids[i] = tid;
+    }
+    return tids;
+}
