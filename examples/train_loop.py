@@ -104,7 +104,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
 
     written = []
-    save = frametrace.save(args.out)
+    save = frametrace.trace_handler(args.out)
 
     def on_trace_ready(trace):
         summarize(trace)

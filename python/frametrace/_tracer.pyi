@@ -23,6 +23,20 @@ class ThreadInfo(tuple[int, int, int, Optional[str], Optional[int]]):
     @property
     def dropped(self) -> Optional[int]: ...  # None while tracing
 
+class Stats(tuple[Optional[int], int]):
+    """What a trace lost (a structseq): Tracer.stats, Trace.stats."""
+    n_fields: Final[int]
+    n_sequence_fields: Final[int]
+    n_unnamed_fields: Final[int]
+    def __new__(cls, sequence: Iterable[Any], dict: dict[str, Any] = ...) -> "Stats": ...
+    @property
+    def dropped(self) -> Optional[int]: ...  # events lost entirely; None while tracing
+    @property
+    def dropped_records(self) -> int: ...
+
+class ConflictError(RuntimeError):
+    """start()/arm() refused: another profiler or Tracer holds the hook."""
+
 class Event:
     """Immutable; behaves as the 14-sequence of its fields (not a tuple
     subclass: json needs list(ev)).  Event(sequence) also takes the first 12
@@ -89,7 +103,6 @@ class Tracer:
     def mark(self) -> bytes: ...
     def release_functions(self) -> int: ...  # entries freed
     def getEvents(self) -> list[Event]: ...
-    def get_events(self) -> list[Event]: ...
     def clear(self) -> None: ...
     def __enter__(self) -> "Tracer": ...
     def __exit__(self, *exc_info: object) -> bool: ...
@@ -102,11 +115,7 @@ class Tracer:
     @property
     def armed(self) -> bool: ...
     @property
-    def dropped(self) -> Optional[int]: ...  # events lost entirely; None while active
-    @property
-    def dropped_records(self) -> int: ...
-    @property
-    def dropped_by_thread(self) -> Optional[dict[int, int]]: ...
+    def stats(self) -> Stats: ...
     @property
     def displaced(self) -> list[ThreadInfo]: ...  # dropped None
     @property
@@ -131,8 +140,6 @@ class Tracer:
     def clock(self) -> str: ...  # "cycles" or "monotonic"
     @property
     def anchor_widths_ns(self) -> tuple[int, ...]: ...
-    @property
-    def thread_names(self) -> dict[int, str]: ...
     @property
     def _threads(self) -> list[tuple[int, int]]: ...  # (thread_id, native_thread_id)
     @property

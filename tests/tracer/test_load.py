@@ -550,9 +550,9 @@ def test_merge_rejects_what_it_cannot_align(tmp_path, good_file):
 
 
 def test_merge_takes_every_file_frametrace_writes(tmp_path, good_file):
-    """Trace.save()'s Chrome JSON; the portable format frametrace.save()
+    """Trace.save()'s Chrome JSON; the portable format frametrace.trace_handler()
     wrote before (which merge refused: the issue's 'merge refuses the files
-    frametrace.save() writes'), rewritten as Chrome JSON; a file without a
+    frametrace.trace_handler() writes'), rewritten as Chrome JSON; a file without a
     clock anchor, placed by its CLOCK_MONOTONIC times as if of the anchored
     file's machine (said in inputs[].aligned_by)."""
     (tmp_path / "good.json").write_bytes(good_file)

@@ -196,7 +196,7 @@ def test_range_decorator_and_misuse():
 
 def test_save_writes_each_trace(tmp_path):
     sched = frametrace.schedule(wait=0, warmup=0, active=1, repeat=2)
-    with frametrace.profile(schedule=sched, on_trace_ready=frametrace.save(tmp_path / "t")) as prof:
+    with frametrace.profile(schedule=sched, on_trace_ready=frametrace.trace_handler(tmp_path / "t")) as prof:
         run_training(prof, 4)
     files = sorted(os.listdir(tmp_path / "t"))
     assert files == [f"frametrace.{os.getpid()}.0.json", f"frametrace.{os.getpid()}.1.json"]
