@@ -113,7 +113,7 @@ def pause(args: argparse.Namespace) -> None:
     trace = prof.last_trace
     count = len(trace.events)
     print(f"handler {args.handler}: {count:,} events a window (fib({n})), {args.rounds} rounds, "
-          f"{trace.dropped} dropped")
+          f"{trace.stats.dropped} dropped")
     ms = sorted(p * 1e3 for p in pauses)
     print(f"  pause at window close: median {statistics.median(ms):.2f} ms, "
           f"min {ms[0]:.2f}, max {ms[-1]:.2f}")

@@ -259,6 +259,17 @@ def _read(path: str, sink: Optional[_Sink], progress: Progress = None,
             if key == "traceEvents" and array:
                 saw_events = True
                 _events(r, None if skip_events else sink)
+            elif array:
+                # Another array (torch's deviceProperties: one per GPU), read
+                # element by element: a file of many small elements is
+                # refused before it takes more memory than the file.
+                values: list[Any] = []
+                for _ in r.elements(key):
+                    if len(values) == _MAX_MEMBERS:
+                        raise _Bad(f"not a trace: more than {_MAX_MEMBERS} elements in the "
+                                   f"top-level array {key!r} (at {r.where()})")
+                    values.append(r.value())
+                top[key] = values
             else:
                 top[key] = r.value()
     return top, saw_events

@@ -252,9 +252,9 @@ def test_a_window_that_lost_events_says_so_naming_buffer_size():
             burst(1000)     # cycle 1: overflows it
             prof.step()
     assert [t.cycle for t in traces] == [0, 1]
-    assert traces[0].dropped == 0 and traces[1].dropped > 0
+    assert traces[0].stats.dropped == 0 and traces[1].stats.dropped > 0
     messages = [str(w.message) for w in told if "lost" in str(w.message)]
-    assert messages == [f"frametrace: {traces[1].dropped:,} events of cycle 1, steps 1-1 were lost "
+    assert messages == [f"frametrace: {traces[1].stats.dropped:,} events of cycle 1, steps 1-1 were lost "
                         f"entirely (the oldest, per thread: buffer_size is 256 records, a call "
                         f"and a return are two); a larger buffer_size keeps them"]
     assert told[0].filename == __file__  # the step() that closed the window
