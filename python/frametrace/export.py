@@ -22,7 +22,6 @@ from ._output import open_output, output_path
 from . import _tracer
 from ._ranks import distributed_info
 from ._ranks import process_name as _rank_name
-from ._tracer import Event
 
 # What otherData.frametrace of the Chrome JSON written says it is.
 FORMAT = "frametrace"

@@ -47,7 +47,6 @@ import html
 import json
 import mimetypes
 import os
-import re
 import secrets
 import shlex
 import socket

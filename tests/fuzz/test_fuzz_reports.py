@@ -101,7 +101,7 @@ def test_fuzz_trace_methods(data, method):
 @fuzz(150)
 @given(data=st.data(), fields=st.fixed_dictionaries({}, optional={
     f: nasty for f in ("events", "ranges", "steps", "session_start_ns", "session_end_ns", "tracer_start_ns",
-                       "tracer_stop_ns", "dropped", "dropped_by_thread", "pid", "thread_names", "cycle",
+                       "tracer_stop_ns", "stats", "pid", "cycle",
                        "tracer")}),
        method=st.sampled_from(["save", "metadata", "summary", "to_pstats", "to_collapsed",
                                "to_flamegraph_svg", "to_chrome", "to_perfetto"]))

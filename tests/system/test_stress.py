@@ -976,7 +976,7 @@ BIG_RUN = STATUS + """
     out = dict(rss0=rss0, hwm0=hwm0, rss1=status("VmRSS"), hwm1=status("VmHWM"),
                seconds=seconds, capacity=CAPACITY, dropped=tracer.stats.dropped,
                dropped_records=tracer.stats.dropped_records,
-               by_thread=list(tracer.dropped_by_thread.values()),
+               by_thread=[t.dropped for t in tracer.threads],
                produced=2 * UNROLL * N + 2)  # + work()'s own call and return
     events = tracer.getEvents()
     out["len_events"] = sum(1 for e in events if e.name == "len")

@@ -41,7 +41,8 @@ def test_python_traced_only_in_first_active_step():
         # Nothing of the session's own work is in the trace.
         assert not [e for e in events if e.filename == frametrace.session.__file__]
         assert trace.pid == os.getpid()
-        assert trace.thread_names[threading.get_ident()] == threading.current_thread().name
+        assert trace.threads[0].thread_id == threading.get_ident()
+        assert trace.threads[0].name == threading.current_thread().name
 
 
 def test_events_of_a_session_trace_are_sound():
