@@ -9,8 +9,8 @@ plugin; under ``frametrace run -m pytest`` it is imported already, and
 pytest would warn.  It holds no asserts.)
 """
 from ._version import __version__
-from ._tracer import (DEFAULT_BUFFER_SIZE, DEFAULT_MAX_MEMORY, MAX_BUFFER_SIZE, ConflictError, Event,
-                      Stats, ThreadInfo)
+from ._tracer import DEFAULT_BUFFER_SIZE, DEFAULT_MAX_MEMORY, MAX_BUFFER_SIZE, Event, ThreadInfo
+from ._tracer import ConflictError, Stats
 from .flight import FlightRecorder, flight_recorder
 from .loader import MergedTrace, load
 from .remote import AttachError, AttachResult, attach

@@ -79,22 +79,18 @@ _WEIGHTS = ("self", "calls")
 
 class _Names:
     """The threads' names of a report: a Trace's own per thread (by
-    thread_serial, Trace.threads) and the caller's (by thread_id).  A name by thread_id names a thread only where no other
-    thread of the events had that id (CPython reuses idents), or the thread
-    has no name of its own."""
+    thread_serial, Trace.threads) and the caller's (by thread_id).  A name
+    by thread_id names a thread only where no other thread of the events
+    had that id (CPython reuses idents)."""
 
-    def __init__(self, serial: dict[int, str], ident: dict[Any, str]) -> None:
+    def __init__(self, serial: dict[int, str]) -> None:
         self.serial = serial
-        self.ident = ident
         self.given: dict[Any, str] = {}
 
     def of(self, key: Any, tid: Any, shared: bool) -> Optional[str]:
         if not shared and tid in self.given:
             return self.given[tid]
-        own = self.serial.get(key)
-        if own is not None:
-            return own
-        return None if shared else self.ident.get(tid)
+        return self.serial.get(key)
 
 
 def _thread_key(serial: Any, tid: Any) -> Any:
@@ -105,7 +101,7 @@ def _thread_key(serial: Any, tid: Any) -> Any:
 
 def _source(events: Any) -> tuple[Sequence[Any], _Names]:
     """(events, thread names) of a list of events or a Trace."""
-    names = _Names({}, {})
+    names = _Names({})
     if not isinstance(events, (list, tuple)) and hasattr(events, "events"):
         for t in getattr(events, "threads", None) or ():
             try:
