@@ -734,7 +734,7 @@ def events_arg(data):
         return data.draw(st.permutations(base[:12]), label="shuffled"), "any"
     if kind == "trace":
         fields = data.draw(st.fixed_dictionaries({}, optional={
-            "thread_names": nasty, "events": st.just(base)}), label="trace fields")
+            "threads": nasty, "events": st.just(base)}), label="trace fields")
         return Trace(**fields), "any"
     return data.draw(st.one_of(nasty, st.lists(nasty, max_size=3),
                                st.lists(st.lists(nasty, min_size=12, max_size=12).map(Event), max_size=3)),

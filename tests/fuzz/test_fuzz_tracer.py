@@ -112,7 +112,7 @@ def check_properties(tracer, phase):
     assert tracer.clock in ("cycles", "monotonic")
 
 
-LIFECYCLE_OPS = ("start", "stop", "getEvents", "get_events", "clear", "enter", "exit",
+LIFECYCLE_OPS = ("start", "stop", "getEvents", "clear", "enter", "exit",
                  "props", "write_chrome", "write_perfetto", "work", "thread", "other_tracer",
                  "setprofile", "decorate", "orphan")
 
@@ -134,7 +134,7 @@ def fuzz_tracer_lifecycle(data, options):
             extra = data.draw(st.one_of(st.just([]), st.just([]), st.lists(nasty, min_size=1, max_size=2)),
                               label=f"{op} args")
             noargs = {"start": tracer.start, "stop": tracer.stop, "getEvents": tracer.getEvents,
-                      "get_events": tracer.get_events, "clear": tracer.clear, "enter": tracer.__enter__}
+                      "clear": tracer.clear, "enter": tracer.__enter__}
             if op in noargs:
                 out = attempt(noargs[op], *extra, allowed=(TypeError, RuntimeError))
                 if extra:
@@ -151,7 +151,7 @@ def fuzz_tracer_lifecycle(data, options):
                     assert out.ok
                     if phase == ACTIVE:
                         model = STOPPED
-                elif op in ("getEvents", "get_events"):
+                elif op == "getEvents":
                     assert out.ok == (phase == STOPPED), (out, phase)
                     if out.ok:
                         assert_valid_trace(out.value, tracer.start_ns, tracer.stop_ns)
