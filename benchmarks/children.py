@@ -30,7 +30,7 @@ def work(n):
 def one(ctx, calls, traced, directory):
     p = ctx.Process(target=work, args=(calls,))
     if traced:
-        with frametrace.profile(on_trace_ready=frametrace.save(directory), trace_children=True):
+        with frametrace.profile(on_trace_ready=frametrace.trace_handler(directory), trace_children=True):
             t0 = time.perf_counter()
             p.start()
             p.join()

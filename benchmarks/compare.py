@@ -452,7 +452,7 @@ class Frametrace(Config):
         self.tracer.stop()
 
     def after_stop(self):
-        return {"dropped": self.tracer.dropped}
+        return {"dropped": self.tracer.stats.dropped}
 
     def convert(self):
         events = self.tracer.getEvents()
@@ -523,7 +523,7 @@ def child(spec):
             tracer.stop()
             seen = sum(2 - e.open_at_start - e.open_at_stop for e in tracer.getEvents())
             check = {"arg": small, "setprofile": expected, "frametrace": seen,
-                     "dropped": tracer.dropped}
+                     "dropped": tracer.stats.dropped}
         except ImportError:
             pass
         _emit(callbacks=sum(kinds.values()), kinds=kinds, check=check)

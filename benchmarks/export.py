@@ -48,8 +48,8 @@ def main():
     tmp = tempfile.mkdtemp(prefix="frametrace-export-")
     with frametrace.Tracer(buffer_size=1 << 23) as tracer:
         fib(n)
-    count = tracer.dropped + len(tracer.getEvents())
-    print(f"fib({n}): {count:,} events recorded, {tracer.dropped} dropped\n")
+    count = tracer.stats.dropped + len(tracer.getEvents())
+    print(f"fib({n}): {count:,} events recorded, {tracer.stats.dropped} dropped\n")
     print("| writer | events | seconds | events/s | events/CPU-s | MiB | bytes/event |")
     print("|---|---:|---:|---:|---:|---:|---:|")
     json_size = None

@@ -87,7 +87,7 @@ def run_recorder(backend, dump_dir):
     def run(fn, arg, steps):
         with frametrace.flight_recorder(dump_dir, backend=backend, max_dumps=0) as rec:
             ring = rec.tracer
-            while ring.ring_bytes < 8 << 20 and ring.dropped_records == 0:
+            while ring.ring_bytes < 8 << 20 and ring.stats.dropped_records == 0:
                 fn(arg)  # warm-up: the ring grown to its size, wrapping
                 frametrace.step()
             t0 = clock_ns()
@@ -111,7 +111,7 @@ def pauses(fn, arg, dump_dir, backend):
     out = {}
     with frametrace.flight_recorder(dump_dir, backend=backend, max_dumps=0) as rec:
         tracer = rec.tracer
-        while tracer.dropped_records == 0:
+        while tracer.stats.dropped_records == 0:
             fn(arg)
             frametrace.step()
         marks, sweeps, snaps, taken = [], [], [], []

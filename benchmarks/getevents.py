@@ -37,7 +37,7 @@ t0 = time.perf_counter()
 events = tracer.getEvents()
 t1 = time.perf_counter()
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-print(json.dumps({"events": len(events), "dropped": tracer.dropped, "s": t1 - t0,
+print(json.dumps({"events": len(events), "dropped": tracer.stats.dropped, "s": t1 - t0,
                   "peak_mib": peak / 1024, "rise_mib": (peak - before) / 1024,
                   "file": frametrace.__file__}))
 """

@@ -125,7 +125,7 @@ elif mode == "queue":
         out["ring_bytes"] = tracer.ring_bytes  # the records kept, before stop trims
         tracer.stop()
         out["threads"] = len(tracer.threads)
-        out["dropped"] = tracer.dropped
+        out["dropped"] = tracer.stats.dropped
     out["hwm"] = status("VmHWM")
     if tracer is not None:
         out["records"] = len(tracer.getEvents())  # after the peak is read

@@ -21,7 +21,7 @@ and Python's own allocations (tracemalloc) after 10, 100, ... cycles.
 
 torch: a transformer encoder trained with AdamW (CPU, one intra-op thread),
 one window (schedule(wait=8, warmup=1, active=N, repeat=1)), each writing
-its file as its users do: frametrace.torch (``frametrace.save(dir)``, on its
+its file as its users do: frametrace.torch (``frametrace.trace_handler(dir)``, on its
 writer thread), torch.profiler without stacks and with_stack=True
 (``export_chrome_trace`` in on_trace_ready, inside step()), and the loop
 untraced (the noise).  Each configuration in a child process of its own,
@@ -113,7 +113,7 @@ def pause(args: argparse.Namespace) -> None:
     trace = prof.last_trace
     count = len(trace.events)
     print(f"handler {args.handler}: {count:,} events a window (fib({n})), {args.rounds} rounds, "
-          f"{trace.dropped} dropped")
+          f"{trace.stats.dropped} dropped")
     ms = sorted(p * 1e3 for p in pauses)
     print(f"  pause at window close: median {statistics.median(ms):.2f} ms, "
           f"min {ms[0]:.2f}, max {ms[-1]:.2f}")
@@ -224,7 +224,7 @@ def torch_child(config: str, active: int, out_dir: str) -> dict:
 
     def ft_handler(trace):
         t0 = time.perf_counter_ns()
-        frametrace.save(out_dir)(trace)
+        frametrace.trace_handler(out_dir)(trace)
         written["write_ms"] = (time.perf_counter_ns() - t0) / 1e6
         written["ops"] = sum(len(v) for v in trace.slices.values()) + sum(
             len(v) for _n, v in trace.slice_tracks)

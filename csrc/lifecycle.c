@@ -38,8 +38,8 @@ static int arm_claimed(ft_tracer *self, ft_interrupt *kept);
 static int begin_recording(ft_tracer *self);
 static void disarm_claimed(ft_tracer *self, ft_interrupt *kept);
 
-/* Why arm() (arming) or start() cannot run now: -1 with a RuntimeError,
- * or 0. */
+/* Why arm() (arming) or start() cannot run now: -1 with a RuntimeError (a
+ * ConflictError where another tracer holds the hook), or 0. */
 static int
 refuse_start(ft_tracer *self, int arming)
 {
@@ -65,7 +65,7 @@ refuse_start(ft_tracer *self, int arming)
         return -1;
     }
     if (state->active != NULL && state->active != self) {
-        PyErr_SetString(PyExc_RuntimeError,
+        PyErr_SetString(state->conflict_error,
                         state->active->phase == FT_PHASE_ARMED
                         ? "another frametrace Tracer is armed in this "
                           "interpreter; disarm or stop it first"
@@ -83,14 +83,14 @@ refuse_start(ft_tracer *self, int arming)
                          "is already starting", what);
         }
         else {
-            PyErr_SetString(PyExc_RuntimeError,
+            PyErr_SetString(state->conflict_error,
                             "another frametrace Tracer is starting in this "
                             "interpreter; stop it first");
         }
         return -1;
     }
     if (state->stopping != NULL) {
-        PyErr_Format(PyExc_RuntimeError,
+        PyErr_Format(state->conflict_error,
                      "%s called while another frametrace Tracer is "
                      "stopping (from code its stop() runs, such as an "
                      "audit hook, or from another thread meanwhile); "
@@ -172,7 +172,7 @@ arm_claimed(ft_tracer *self, ft_interrupt *kept)
     int monitoring = 0;
     PyObject *conflict = ft_find_conflict(self);
 #endif
-    if (ft_refuse_conflict(conflict) < 0) {
+    if (ft_refuse_conflict(state->conflict_error, conflict) < 0) {
         return -1;
     }
     /* Installing the hook on every thread is audited once, here (an audit

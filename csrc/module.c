@@ -135,6 +135,29 @@ module_exec(PyObject *module)
                               (PyObject *)state->thread_info_type) < 0) {
         return -1;
     }
+    state->stats_type = ft_stats_type_new();
+    if (state->stats_type == NULL) {
+        return -1;
+    }
+    if (PyModule_AddObjectRef(module, "Stats",
+                              (PyObject *)state->stats_type) < 0) {
+        return -1;
+    }
+    /* A RuntimeError, as it was before it had a type of its own. */
+    state->conflict_error = PyErr_NewExceptionWithDoc(
+        "frametrace.ConflictError",
+        "start() or arm() refused: another profiler holds the hook "
+        "(cProfile, sys.setprofile(), a sys.monitoring profiler) or another "
+        "frametrace Tracer of this interpreter is armed, active, starting "
+        "or stopping.",
+        PyExc_RuntimeError, NULL);
+    if (state->conflict_error == NULL) {
+        return -1;
+    }
+    if (PyModule_AddObjectRef(module, "ConflictError",
+                              state->conflict_error) < 0) {
+        return -1;
+    }
     state->range_type = (PyTypeObject *)PyType_FromModuleAndSpec(
         module, &ft_range_spec, NULL);
     if (state->range_type == NULL) {
@@ -240,6 +263,8 @@ module_traverse(PyObject *module, visitproc visit, void *arg)
     Py_VISIT(state->event_type);
     Py_VISIT(state->range_type);
     Py_VISIT(state->thread_info_type);
+    Py_VISIT(state->stats_type);
+    Py_VISIT(state->conflict_error);
     Py_VISIT(state->range_sink);
     Py_VISIT(state->thread_bootstrap);
     return 0;
@@ -255,6 +280,8 @@ module_clear(PyObject *module)
     Py_CLEAR(state->event_type);
     Py_CLEAR(state->range_type);
     Py_CLEAR(state->thread_info_type);
+    Py_CLEAR(state->stats_type);
+    Py_CLEAR(state->conflict_error);
     Py_CLEAR(state->range_sink);
     Py_CLEAR(state->thread_bootstrap);
     Py_CLEAR(state->str_py);

@@ -12,13 +12,13 @@
 
 /* Refuses to start over another tool: message (stolen), from
  * ft_monitor_conflict() or the like, says who holds the hook.  -1 with
- * RuntimeError(message) set, or with the error that left message NULL; 0
- * when the hook is free. */
+ * error(message) set, or with the error that left message NULL; 0 when
+ * the hook is free. */
 static inline int
-ft_refuse_conflict(PyObject *message)
+ft_refuse_conflict(PyObject *error, PyObject *message)
 {
     if (message != NULL) {
-        PyErr_SetObject(PyExc_RuntimeError, message);
+        PyErr_SetObject(error, message);
         Py_DECREF(message);
         return -1;
     }

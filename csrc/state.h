@@ -44,6 +44,8 @@ typedef struct {
     PyTypeObject *event_type;    /* strong */
     PyTypeObject *range_type;    /* strong */
     PyTypeObject *thread_info_type;  /* strong: frametrace.ThreadInfo */
+    PyTypeObject *stats_type;    /* strong: frametrace.Stats */
+    PyObject *conflict_error;    /* strong: frametrace.ConflictError */
     PyTypeObject *callback_type; /* strong: sys.monitoring callbacks (3.12+),
                                     else NULL */
     PyObject *range_sink;        /* strong: list receiving range marks while
@@ -474,6 +476,8 @@ ft_tracer *ft_tracer_like(ft_tracer *tracer);
 #define FT_SYNTHETIC_TID_BASE ((uint64_t)1 << 30)
 /* The frametrace.ThreadInfo structseq type (new reference, or NULL). */
 PyTypeObject *ft_thread_info_type_new(void);
+/* The frametrace.Stats structseq type (new reference, or NULL). */
+PyTypeObject *ft_stats_type_new(void);
 /* ThreadInfo(serial, thread_id, native_thread_id, name, dropped) of
  * tracer->threads[index] (dropped: borrowed, an int, or None or NULL for
  * None); the one shape of a thread in the API (tracer.threads; a list of

@@ -385,7 +385,7 @@ tracer_clear_method(ft_tracer *self, PyObject *Py_UNUSED(ignored))
 
 /* ---- attributes -------------------------------------------------------- */
 
-/* Whether dropped and dropped_by_thread can be known: 1 (counted), 0
+/* Whether the events dropped can be known: 1 (counted), 0
  * (None: still recording), -1 (error). */
 static int
 dropped_known(ft_tracer *self)
@@ -437,84 +437,62 @@ tracer_get_armed(ft_tracer *self, void *Py_UNUSED(closure))
 }
 
 static PyObject *
-tracer_get_dropped(ft_tracer *self, void *Py_UNUSED(closure))
+tracer_get_stats(ft_tracer *self, void *Py_UNUSED(closure))
 {
     int known = dropped_known(self);
-    if (known <= 0) {
-        return known < 0 ? NULL : Py_NewRef(Py_None);
-    }
-    uint64_t total = 0;
-    for (Py_ssize_t i = 0; i < self->nthreads; i++) {
-        total += self->threads[i]->dropped_events;
-    }
-    return PyLong_FromUnsignedLongLong(total);
-}
-
-static PyObject *
-tracer_get_dropped_records(ft_tracer *self, void *Py_UNUSED(closure))
-{
-    uint64_t total = 0;
-    for (Py_ssize_t i = 0; i < self->nthreads; i++) {
-        total += ft_thread_lost_records(self->threads[i]);
-    }
-    return PyLong_FromUnsignedLongLong(total);
-}
-
-static PyObject *
-tracer_get_dropped_by_thread(ft_tracer *self, void *Py_UNUSED(closure))
-{
-    int known = dropped_known(self);
-    if (known <= 0) {
-        return known < 0 ? NULL : Py_NewRef(Py_None);
-    }
-    PyObject *result = PyDict_New();
-    if (result == NULL) {
+    if (known < 0) {
         return NULL;
     }
+    uint64_t events = 0, records = 0;
     for (Py_ssize_t i = 0; i < self->nthreads; i++) {
-        const ft_thread *th = self->threads[i];
-        PyObject *key = PyLong_FromUnsignedLong(th->thread_id);
-        if (key == NULL) {
-            goto error;
-        }
-        /* A thread id reused by a later thread adds up. */
-        unsigned long long count = th->dropped_events;
-        PyObject *prev = PyDict_GetItemWithError(result, key);
-        if (prev != NULL) {
-            count += PyLong_AsUnsignedLongLong(prev);
-        }
-        PyObject *value = PyErr_Occurred()
-            ? NULL : PyLong_FromUnsignedLongLong(count);
-        int rc = value ? PyDict_SetItem(result, key, value) : -1;
-        Py_DECREF(key);
-        Py_XDECREF(value);
-        if (rc < 0) {
-            goto error;
-        }
+        events += self->threads[i]->dropped_events;
+        records += ft_thread_lost_records(self->threads[i]);
     }
-    return result;
-
-error:
-    Py_DECREF(result);
-    return NULL;
+    PyObject *stats = PyStructSequence_New(self->state->stats_type);
+    if (stats == NULL) {
+        return NULL;
+    }
+    PyObject *values[2] = {
+        known ? PyLong_FromUnsignedLongLong(events) : Py_NewRef(Py_None),
+        PyLong_FromUnsignedLongLong(records),
+    };
+    int failed = 0;
+    for (Py_ssize_t i = 0; i < 2; i++) {
+        failed |= values[i] == NULL;
+        PyStructSequence_SetItem(stats, i, values[i]);  /* steals */
+    }
+    if (failed) {
+        Py_DECREF(stats);
+        return NULL;
+    }
+    return stats;
 }
 
-static PyObject *
-tracer_get_thread_names(ft_tracer *self, void *Py_UNUSED(closure))
+static PyStructSequence_Field stats_fields[] = {
+    {"dropped", "events (function executions) lost entirely, all threads: "
+                "both records gone, overwritten by the ring or never stored; "
+                "counted by replaying the records after stop(), None while "
+                "tracing.  An event with one record lost is kept, flagged "
+                "open_at_start or open_at_stop (each thread's: "
+                "ThreadInfo.dropped)"},
+    {"dropped_records", "records lost, all threads (a call and a return are "
+                        "two): overwritten by the ring or never stored (no "
+                        "memory)"},
+    {NULL, NULL},
+};
+
+static PyStructSequence_Desc stats_desc = {
+    .name = "frametrace.Stats",
+    .doc = "What a trace lost: Stats(dropped, dropped_records); "
+           "tracer.stats, Trace.stats",
+    .fields = stats_fields,
+    .n_in_sequence = 2,
+};
+
+PyTypeObject *
+ft_stats_type_new(void)
 {
-    PyObject *result = PyDict_New();
-    for (Py_ssize_t i = 0; result && i < self->nthreads; i++) {
-        const ft_thread *th = self->threads[i];
-        if (th->name == NULL) {
-            continue;
-        }
-        PyObject *key = PyLong_FromUnsignedLong(th->thread_id);
-        if (key == NULL || PyDict_SetItem(result, key, th->name) < 0) {
-            Py_CLEAR(result);
-        }
-        Py_XDECREF(key);
-    }
-    return result;
+    return PyStructSequence_NewType(&stats_desc);
 }
 
 /* ---- threads ------------------------------------------------------------ */
@@ -793,9 +771,9 @@ static PyMethodDef tracer_methods[] = {
      "armed or started again.  Does nothing unless armed."},
     {"getEvents", (PyCFunction)tracer_get_events, METH_NOARGS,
      "getEvents($self, /)\n--\n\n"
-     "The recorded events, complete and nested; none ends after stop_ns."},
-    {"get_events", (PyCFunction)tracer_get_events, METH_NOARGS,
-     "get_events($self, /)\n--\n\nAlias of getEvents()."},
+     "The recorded events, complete and nested; none ends after stop_ns.  "
+     "(camelCase: the name the first frametrace gave it, which scripts "
+     "call; one name, no snake_case alias.)"},
     {"clear", (PyCFunction)tracer_clear_method, METH_NOARGS,
      "clear($self, /)\n--\n\n"
      "Free the records and the references held to traced functions.  "
@@ -837,19 +815,9 @@ static PyGetSetDef tracer_getset[] = {
     {"armed", (getter)tracer_get_armed, NULL,
      "True between arm() and start() (or disarm()): the hook installed, "
      "nothing recorded", NULL},
-    {"dropped", (getter)tracer_get_dropped, NULL,
-     "events (function executions) lost entirely, all threads: both "
-     "records gone, overwritten by the ring or never stored; counted by "
-     "replaying the records after stop(), None while tracing.  An event "
-     "with one record lost is kept, flagged open_at_start or open_at_stop",
-     NULL},
-    {"dropped_records", (getter)tracer_get_dropped_records, NULL,
-     "records lost, all threads (a call and a return are two): "
-     "overwritten by the ring or never stored (no memory)", NULL},
-    {"dropped_by_thread", (getter)tracer_get_dropped_by_thread, NULL,
-     "{thread_id: events lost entirely} for every traced thread (threads "
-     "that had the same ident add up; threads has each one's); None while "
-     "tracing", NULL},
+    {"stats", (getter)tracer_get_stats, NULL,
+     "Stats(dropped, dropped_records): what was lost; dropped is None "
+     "while tracing", NULL},
     {"threads", (getter)tracer_get_thread_infos, NULL,
      "[ThreadInfo(serial, thread_id, native_thread_id, name, dropped)]: one "
      "per traced OS thread, in registration order (serial = index + 1), "
@@ -866,10 +834,6 @@ static PyGetSetDef tracer_getset[] = {
      "threads whose recording ended before stop(): another tool replaced or "
      "removed frametrace's hook on them (stop() warns of each); their frames "
      "still open then end at their last record, flagged open_at_loss", NULL},
-    {"thread_names", (getter)tracer_get_thread_names, NULL,
-     "{thread_id: name} of the traced threads threading knows; of threads "
-     "that had the same ident, the latest one's (threads has each one's)",
-     NULL},
     {"buffer_size", (getter)tracer_get_buffer_size, NULL,
      "ring capacity per thread, in 8-byte records: a call and a return "
      "are two (so about buffer_size / 2 events); a record whose function "
@@ -877,7 +841,8 @@ static PyGetSetDef tracer_getset[] = {
     {"max_memory", (getter)tracer_get_max_memory, NULL,
      "bytes all the threads' rings may hold together: past it, the rings of "
      "threads that ended are packed, then discarded, oldest first, and then "
-     "full rings stop growing and wrap; the records lost count in dropped",
+     "full rings stop growing and wrap; the records lost count in "
+     "stats.dropped_records",
      NULL},
     {"ring_bytes", (getter)tracer_get_ring_bytes, NULL,
      "bytes the threads' rings hold now (a ring grows as its thread "

@@ -87,7 +87,7 @@ def summarize(trace):
     busiest = Counter(ev.name for ev in events).most_common(4)
     print(f"trace {trace.cycle}: steps {trace.steps[0].step}-{trace.steps[-1].step}, "
           f"{len(events)} Python/C events on {len({ev.thread_id for ev in events})} threads, "
-          f"{trace.dropped} dropped")
+          f"{trace.stats.dropped} dropped")
     print(f"  Python traced for {(trace.tracer_stop_ns - trace.session_start_ns) / 1e6:.2f} ms "
           f"of a {(trace.session_end_ns - trace.session_start_ns) / 1e6:.2f} ms window: "
           f"train_step traced {traced_steps}x, {len(trace.ranges)} ranges recorded")
@@ -104,7 +104,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
 
     written = []
-    save = frametrace.save(args.out)
+    save = frametrace.trace_handler(args.out)
 
     def on_trace_ready(trace):
         summarize(trace)

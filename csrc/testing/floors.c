@@ -187,7 +187,7 @@ ftt_set_noop_monitoring(PyObject *module, PyObject *args, PyObject *kwargs)
     if (!on) {
         Py_RETURN_NONE;
     }
-    if (ft_refuse_conflict(ft_monitor_conflict()) < 0) {
+    if (ft_refuse_conflict(PyExc_RuntimeError, ft_monitor_conflict()) < 0) {
         return NULL;
     }
     PyObject *owner = clock ? new_floor_ring(module) : Py_NewRef(Py_None);

@@ -10,11 +10,12 @@ pytest would warn.  It holds no asserts.)
 """
 from ._version import __version__
 from ._tracer import DEFAULT_BUFFER_SIZE, DEFAULT_MAX_MEMORY, MAX_BUFFER_SIZE, Event, ThreadInfo
+from ._tracer import ConflictError, Stats
 from .flight import FlightRecorder, flight_recorder
 from .loader import MergedTrace, load
 from .remote import AttachError, AttachResult, attach
 from .schedule import ProfilerAction, Schedule, schedule
-from .session import Profile, RangeRecord, StepRecord, Trace, profile, range, save, step
+from .session import Profile, RangeRecord, StepRecord, Trace, profile, range, step, trace_handler
 from .tracer import Options, Tracer, trace
 
 # frametrace.range stays public but out of __all__: `from frametrace import *`
@@ -22,6 +23,7 @@ from .tracer import Options, Tracer, trace
 __all__ = [
     "AttachError",
     "AttachResult",
+    "ConflictError",
     "DEFAULT_BUFFER_SIZE",
     "DEFAULT_MAX_MEMORY",
     "MAX_BUFFER_SIZE",
@@ -33,6 +35,7 @@ __all__ = [
     "ProfilerAction",
     "RangeRecord",
     "Schedule",
+    "Stats",
     "StepRecord",
     "ThreadInfo",
     "Trace",
@@ -42,8 +45,8 @@ __all__ = [
     "flight_recorder",
     "load",
     "profile",
-    "save",
     "schedule",
     "step",
     "trace",
+    "trace_handler",
 ]

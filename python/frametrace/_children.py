@@ -66,7 +66,7 @@ _KEY = "frametrace_trace_child"  # the preparation data's entry
 class Plan:
     """What a traced child does: its tracer's options, and deliver(trace),
     called with its Trace as it ends.  Pickled to spawn and forkserver
-    children: deliver must pickle (frametrace.save() does)."""
+    children: deliver must pickle (frametrace.trace_handler() does)."""
 
     def __init__(self, options: Options, deliver: Callable[[Any], Any], ignore: tuple = (),
                  schedule: Any = None, python_steps: Optional[int] = None):
@@ -151,7 +151,7 @@ def _preparation_data(name: str) -> dict:
                 _warned_pickle = True
                 warnings.warn(f"frametrace: children started with spawn or forkserver are not "
                               f"traced: what receives their traces does not pickle ({exc}); "
-                              f"frametrace.save(dir) does", RuntimeWarning, stacklevel=2)
+                              f"frametrace.trace_handler(dir) does", RuntimeWarning, stacklevel=2)
         else:
             data[_KEY] = _Bootstrap(plan, os.getpid())
     return data
@@ -345,8 +345,7 @@ def _deliver(run: _ChildRun, tracer: Any) -> None:
     trace = Trace(
         session_start_ns=tracer.start_ns, session_end_ns=tracer.stop_ns,
         tracer_start_ns=tracer.start_ns, tracer_stop_ns=tracer.stop_ns,
-        dropped=tracer.dropped or 0, dropped_by_thread=tracer.dropped_by_thread or {},
-        pid=run.pid, thread_names=dict(tracer.thread_names), threads=tracer.threads,
+        stats=tracer.stats, pid=run.pid, threads=tracer.threads,
         cycle=0, tracer=tracer,
         clock_anchor=read_clock_anchor(),
         distributed=info, process_name=_process_name(run), parent_pid=run.parent_pid,

@@ -38,12 +38,6 @@ _GZIP_RATIO = 64
 _MAX_MEMBERS = 1000
 _MAX_DIGITS = 20
 _OTHER_KEY = re.compile(r'"otherData"[ \t\n\r]*:[ \t\n\r]*')
-# Top-level arrays of the portable format, checked element by element.
-_PORTABLE_ARRAYS: dict[str, tuple[str, Callable[[Any], bool]]] = {
-    "events": ("a list of 12 or 14 fields", lambda v: type(v) is list and len(v) in (12, 14)),
-    "ranges": ("an object", lambda v: type(v) is dict),
-    "steps": ("an object", lambda v: type(v) is dict),
-}
 
 
 class _Bad(ValueError):
@@ -265,17 +259,16 @@ def _read(path: str, sink: Optional[_Sink], progress: Progress = None,
             if key == "traceEvents" and array:
                 saw_events = True
                 _events(r, None if skip_events else sink)
-            elif key in _PORTABLE_ARRAYS and array:
-                # Checked as they come: a file that is no trace is refused
-                # at its first wrong element.
-                kind, ok = _PORTABLE_ARRAYS[key]
+            elif array:
+                # Another array (torch's deviceProperties: one per GPU), read
+                # element by element: a file of many small elements is
+                # refused before it takes more memory than the file.
                 values: list[Any] = []
                 for _ in r.elements(key):
-                    at = r.where()
+                    if len(values) == _MAX_MEMBERS:
+                        raise _Bad(f"not a trace: more than {_MAX_MEMBERS} elements in the "
+                                   f"top-level array {key!r} (at {r.where()})")
                     values.append(r.value())
-                    if not ok(values[-1]):
-                        raise _Bad(f"{key}[{len(values) - 1}]: {kind} expected, not "
-                                   f"{_show(values[-1])} (at {at})")
                 top[key] = values
             else:
                 top[key] = r.value()
@@ -439,6 +432,7 @@ class _Process:
     start_ns: int
     stop_ns: int
     dropped: int
+    dropped_records: int
     dropped_by_thread: dict  # chrome tid -> events dropped
     thread_ids: dict  # chrome tid -> thread_id
     metadata: dict
@@ -458,6 +452,7 @@ def _process(other: dict, what: str) -> _Process:
         pid=_get(other, "pid", int, what), origin_ns=_get(other, "origin_ns", int, what),
         start_ns=_get(other, "start_ns", int, what), stop_ns=_get(other, "stop_ns", int, what),
         dropped=_get(other, "dropped", int, what, 0),
+        dropped_records=_get(other, "dropped_records", int, what, 0),
         dropped_by_thread=_by_thread(other.get("dropped_by_thread") or {}, int,
                                      f"{what}.dropped_by_thread"),
         thread_ids=_by_thread(_get(other, "thread_ids", None, what), int, f"{what}.thread_ids"),
@@ -472,8 +467,7 @@ def _frametrace_other(top: dict, saw_events: bool) -> dict:
     if not saw_events:
         if "traceEvents" in top:
             raise _Bad("traceEvents is not a list")
-        raise _Bad("not a trace: no traceEvents (neither a Chrome trace nor frametrace's "
-                   "portable format)")
+        raise _Bad("not a trace: no traceEvents (not a Chrome trace)")
     ft = _frametrace_of(top.get("otherData"))
     if ft is None:
         raise _Bad("a Chrome trace not written by frametrace (no otherData.frametrace)")

@@ -688,11 +688,11 @@ def _write_run_trace(tracer: Any, output: str, process_name: str, metadata: dict
     threads = _count_threads(events)
     say(f"{PROG}: {count:,} events of {threads} thread{'s' if threads != 1 else ''} "
         f"written to {output} ({seconds:.2f} s)")
-    _report_dropped(tracer.dropped, tracer.buffer_size)
+    _report_dropped(tracer.stats.dropped, tracer.buffer_size)
     from .session import Trace
 
-    table = reports.summary(Trace(events=events, thread_names=tracer.thread_names,
-                                  threads=tracer.threads), limit=RUN_SUMMARY_LIMIT)
+    table = reports.summary(Trace(events=events, threads=tracer.threads),
+                            limit=RUN_SUMMARY_LIMIT)
     say(str(table))
     say(view.open_hint(output))
     tracer.clear()
@@ -944,13 +944,13 @@ def _attach(ns: argparse.Namespace) -> int:
             print(f"{PROG} attach: could not read the trace back: {exc}", file=err)
         else:
             events = _without_thread(trace.events, {
-                tid for tid, name in trace.thread_names.items() if name == "frametrace attach"})
+                t.thread_id for t in trace.threads if t.name == "frametrace attach"})
             at_start = sum(1 for e in events if e.open_at_start)
             at_stop = sum(1 for e in events if e.open_at_stop)
             print(f"{PROG}: {at_start:,} frames were running at the start (open_at_start), "
                   f"{at_stop:,} at the stop (open_at_stop)", file=err)
-            print(reports.summary(events, limit=RUN_SUMMARY_LIMIT,
-                                  thread_names=trace.thread_names), file=err)
+            trace.events = events
+            print(reports.summary(trace, limit=RUN_SUMMARY_LIMIT), file=err)
     if result.target_exited:
         print(f"{PROG} attach: process {result.pid} exited before the end: the trace has what "
               f"was recorded until then", file=err)
@@ -1080,7 +1080,7 @@ def _summary(ns: argparse.Namespace) -> int:
     if trace.tracer_start_ns is not None and trace.tracer_stop_ns is not None:
         span = f", traced for {_ms(trace.tracer_stop_ns - trace.tracer_start_ns)}"
     extra = f", {len(trace.ranges)} ranges, {len(trace.steps)} steps" if trace.ranges or trace.steps else ""
-    dropped = f", {trace.dropped:,} dropped" if trace.dropped else ""
+    dropped = f", {trace.stats.dropped:,} dropped" if trace.stats.dropped else ""
     print(f"{ns.trace}: {what}, {len(trace.events):,} events, {threads} "
           f"thread{'s' if threads != 1 else ''}{span}{extra}{dropped}")
     table = reports.summary(trace, sort=ns.sort, limit=ns.limit or None, per_thread=ns.per_thread,

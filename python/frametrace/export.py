@@ -3,18 +3,6 @@
 Every path writes Chrome trace event JSON (``write_chrome``; ``.json``,
 ``.json.gz``) or Perfetto's protobuf trace (``write_perfetto``;
 ``.pftrace``, ``.pftrace.gz``), by the file's extension (``write_trace``).
-
-frametrace's portable JSON format, which earlier versions wrote
-(``Trace.save``, ``frametrace.save()``), is only read now (``load()``);
-``trace_document``/``write_json``/``read_json`` remain for reading and
-making such files (tests of the reader).  Its layout::
-
-    {"format": "frametrace", "version": 1,
-     "metadata": {"pid": ..., "start_ns": ..., "stop_ns": ..., ...},
-     "event_fields": ["name", "filename", ...],
-     "events": [[...], ...],
-     "ranges": [{"name": ..., "thread_id": ..., "start_ns": ..., "end_ns": ...}],
-     "steps": [{"name": "step#0", "start_ns": ..., "end_ns": ...}]}
 """
 from __future__ import annotations
 
@@ -34,41 +22,10 @@ from ._output import open_output, output_path
 from . import _tracer
 from ._ranks import distributed_info
 from ._ranks import process_name as _rank_name
-from ._tracer import Event
 
+# What otherData.frametrace of the Chrome JSON written says it is.
 FORMAT = "frametrace"
 VERSION = 1
-EVENT_FIELDS: tuple[str, ...] = tuple(Event.__match_args__)
-
-
-def trace_document(
-    events: Sequence[Event],
-    *,
-    metadata: Mapping[str, Any] | None = None,
-    ranges: Iterable[Mapping[str, Any]] = (),
-    steps: Iterable[Mapping[str, Any]] = (),
-) -> dict[str, Any]:
-    """The JSON-ready document of a trace."""
-    return {
-        "format": FORMAT,
-        "version": VERSION,
-        "metadata": dict(metadata or {}),
-        "event_fields": list(EVENT_FIELDS),
-        "events": [list(ev) for ev in events],
-        "ranges": [dict(r) for r in ranges],
-        "steps": [dict(s) for s in steps],
-    }
-
-
-def write_json(path: str | os.PathLike[str], document: Mapping[str, Any]) -> str:
-    """Writes document to path (gzip-compressed if it ends in .gz); returns
-    the path written.  Like every writer here, the file replaces path only
-    once complete (frametrace._output)."""
-    path = os.fspath(path)
-    level = 9 if path.endswith(".gz") else None  # gzip.open's default
-    with open_output(path, "w", compresslevel=level, encoding="utf-8") as fh:
-        json.dump(document, fh, separators=(",", ":"))
-    return path
 
 
 def _json_document(path: str, what: str) -> Any:
@@ -82,17 +39,6 @@ def _json_document(path: str, what: str) -> Any:
         raise ValueError(f"{path}: not a readable {what}: {exc}") from exc
     except RecursionError:
         raise ValueError(f"{path}: JSON nested too deeply to be a {what}") from None
-
-
-def read_json(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Reads a document written by write_json, checking that it is one."""
-    path = os.fspath(path)
-    doc = _json_document(path, "frametrace trace")
-    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
-        raise ValueError(f"{path}: not a frametrace trace (no \"format\": \"{FORMAT}\")")
-    if doc.get("version") != VERSION:
-        raise ValueError(f"{path}: unsupported frametrace trace version {doc.get('version')!r}")
-    return doc
 
 
 # ---- Chrome trace event JSON (Perfetto UI, chrome://tracing) ----------------
@@ -587,8 +533,8 @@ def _other_data(tracer: Any, pid: int, origin: int, maps: dict,
         "start_ns": tracer.start_ns,
         "stop_ns": tracer.stop_ns,
         "pid": pid,
-        "dropped": tracer.dropped,  # events lost entirely
-        "dropped_records": tracer.dropped_records,
+        "dropped": tracer.stats.dropped,  # events lost entirely
+        "dropped_records": tracer.stats.dropped_records,
         # The clock's own uncertainty: each anchor converting ticks to ns is
         # off by at most half its width.
         "anchor_widths_ns": list(tracer.anchor_widths_ns),
@@ -638,10 +584,8 @@ def _write_chrome_events(path: str, trace: Any, *, process_name: str | None = No
             tid = SYNTHETIC_TID_BASE + serial
         used.add(tid)
         tid_of[serial] = tid
-    names = trace.thread_names or {}
-
     def own_name(t: Any) -> str:
-        return t.name or names.get(t.thread_id) or f"thread {t.thread_id}"
+        return t.name or f"thread {t.thread_id}"
 
     label = {t.thread_id: own_name(t) for _s, t in sorted(infos.items())}  # ranges: the latest
     by_ident = {t.thread_id: tid_of[s] for s, t in sorted(infos.items())}
@@ -658,7 +602,8 @@ def _write_chrome_events(path: str, trace: Any, *, process_name: str | None = No
     other = {
         "format": FORMAT, "version": VERSION, "origin_ns": origin,
         "start_ns": trace.tracer_start_ns if traced else origin, "stop_ns": stop,
-        "pid": pid, "dropped": trace.dropped, **maps,
+        "pid": pid, "dropped": trace.stats.dropped,
+        "dropped_records": trace.stats.dropped_records, **maps,
         "metadata": {**dict(metadata or {}), "python_traced": traced},
     }
     # The trace's own (a new one would not fit the times of a loaded trace);

@@ -431,9 +431,8 @@ class FlightRecorder:
             try:
                 trace = Trace(tracer=snap, steps=steps, session_start_ns=snap.start_ns,
                               session_end_ns=snap.stop_ns, tracer_start_ns=snap.start_ns,
-                              tracer_stop_ns=snap.stop_ns, dropped=snap.dropped or 0,
-                              dropped_by_thread=snap.dropped_by_thread or {}, pid=os.getpid(),
-                              thread_names=session._thread_names(snap), threads=snap.threads,
+                              tracer_stop_ns=snap.stop_ns, stats=snap.stats, pid=os.getpid(),
+                              threads=snap.threads,
                               clock_anchor=read_clock_anchor(),
                               distributed=distributed_info(),
                               process_name=f"python {os.getpid()} (dump: {info['reason']})")

@@ -9,7 +9,7 @@ either gzip-compressed, whatever its name says).
   run``) with its ``otherData.frametrace``: the complete events of ``cat``
   "python" and "c" become Events exact to the nanosecond (``ts`` and ``dur``
   read as decimals), "range" and "step" events ``RangeRecord``s and
-  ``StepRecord``s, ``"M"`` thread_name events ``thread_names``.  ``depth``
+  ``StepRecord``s, ``"M"`` thread_name events the names of ``threads``.  ``depth``
   and ``parent`` are rebuilt from nesting per thread: the innermost event
   enclosing an event is its parent, but an event open at the tracer's start
   or stop only has a parent open there too (an event of zero duration
@@ -31,9 +31,6 @@ either gzip-compressed, whatever its name says).
   first byte says so, not its name): decoded in C (``frametrace._pftrace``),
   it gives the Trace its Chrome JSON would give (other tools' slices
   without their args, which a .pftrace does not hold).
-- frametrace's portable JSON (``"format": "frametrace"``, which ``Trace.save``
-  wrote in earlier versions), whose events keep their depth and
-  parent.
 
 The file is streamed, its events never all parsed at once, by the reader
 ``merge`` shares (``frametrace._reader``): each event is read with
@@ -58,12 +55,12 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Optional
 
-from ._reader import (PathLike, Progress, _Bad, _by_thread, _check, _frametrace_other, _get,
-                      _int, _named_errors, _plain, _processes, _ns, _read, _show, _Sink,
+from ._reader import (PathLike, Progress, _Bad, _check, _frametrace_other, _get,
+                      _int, _named_errors, _plain, _processes, _ns, _read, _Sink,
                       _tail_other)
 from . import _pftrace
-from ._tracer import Event, ThreadInfo, _load_chrome_calls
-from .export import _OWN_MEMBERS, EVENT_FIELDS, FORMAT, VERSION, Slice
+from ._tracer import Event, Stats, ThreadInfo, _load_chrome_calls
+from .export import _OWN_MEMBERS, Slice
 from .merge import merge
 from .session import RangeRecord, StepRecord, Trace
 
@@ -78,8 +75,8 @@ class MergedTrace(Trace):
     """One dict per process: pid (in this trace), original_pid, source (the
     file merged), process_name, thread_ids ({Chrome tid: thread_id in this
     trace}), shift_ns (added to the process's own monotonic times),
-    tracer_start_ns and tracer_stop_ns (in this trace's times), dropped,
-    metadata."""
+    tracer_start_ns and tracer_stop_ns (in this trace's times), stats
+    (frametrace.Stats), metadata."""
 
 
 def read_other_data(path: PathLike) -> dict:
@@ -288,13 +285,6 @@ def _chrome_trace(col: _ChromeEvents) -> Trace:
               for name, pid, ctid, ts, end, oas, oae in col.ranges]
     steps = [StepRecord(name, step, origin + ts, origin + end)
              for name, step, _pid, ts, end in col.steps]
-    names: dict[Any, str] = {}
-    for key, name in col.thread_names.items():
-        if merged:
-            name = f"{name} [pid {key[0]}]"
-        t = plan.tid_map.get((key[0] if merged else procs[0].pid, key[1]))
-        if t is not None:  # else the steps track, or a thread without events
-            names[t] = name
     threads = []
     serial_of: dict[tuple[int, int], int] = {}
     # Each thread its own, in serial order: those named and those with events.
@@ -308,11 +298,6 @@ def _chrome_trace(col: _ChromeEvents) -> Trace:
                                    col.natives.get(key, ctid),
                                    f"{own} [pid {pid}]" if own is not None and merged else own,
                                    plan.by_pid.get(pid, procs[0]).dropped_by_thread.get(ctid))))
-    dropped_by_thread: dict[int, int] = {}
-    for p in procs:
-        for ctid, n in p.dropped_by_thread.items():
-            t = plan.thread_id(p.pid, ctid)
-            dropped_by_thread[t] = dropped_by_thread.get(t, 0) + n
     slices: dict[int, list] = {}
     tracks: dict[tuple[int, int], list] = {}
     for key, x in col.slices:
@@ -326,7 +311,6 @@ def _chrome_trace(col: _ChromeEvents) -> Trace:
         track = col.thread_names.get((pid, ctid), f"tid {ctid}")
         slice_tracks.append((f"{track} [pid {pid}]" if merged else track, items))
     common: dict[str, Any] = dict(events=col.calls, ranges=ranges, steps=steps, pid=procs[0].pid,
-                                  dropped_by_thread=dropped_by_thread, thread_names=names,
                                   threads=threads, slices=slices, slice_tracks=slice_tracks)
     if not merged:
         p = procs[0]
@@ -338,7 +322,7 @@ def _chrome_trace(col: _ChromeEvents) -> Trace:
                                 "otherData.frametrace.metadata.session_end_ns"),
             tracer_start_ns=p.start_ns if traced else None,
             tracer_stop_ns=p.stop_ns if traced else None, clock_anchor=p.clock_anchor,
-            dropped=p.dropped,
+            stats=Stats((p.dropped, p.dropped_records)),
             cycle=_int(md.get("cycle", 0), "otherData.frametrace.metadata.cycle"),
             distributed=_rank_info(md.get("distributed")))
     processes: list[dict[str, Any]] = [{
@@ -346,8 +330,7 @@ def _chrome_trace(col: _ChromeEvents) -> Trace:
         "source": p.source, "process_name": col.process_names.get(p.pid, p.process_name),
         "thread_ids": dict(p.thread_ids), "shift_ns": p.shift_ns,
         "tracer_start_ns": p.start_ns + p.shift_ns, "tracer_stop_ns": p.stop_ns + p.shift_ns,
-        "dropped": p.dropped,
-        "dropped_by_thread": {p.thread_ids.get(k, k): n for k, n in p.dropped_by_thread.items()},
+        "stats": Stats((p.dropped, p.dropped_records)),
         "metadata": p.metadata,
     } for p in procs]
     ends = [p.metadata.get("session_end_ns", p.stop_ns) for p in procs]
@@ -357,12 +340,7 @@ def _chrome_trace(col: _ChromeEvents) -> Trace:
                            for end, p in zip(ends, procs)),
         tracer_start_ns=min(p["tracer_start_ns"] for p in processes),
         tracer_stop_ns=max(p["tracer_stop_ns"] for p in processes),
-        dropped=sum(p.dropped for p in procs))
-
-
-# ---- portable JSON -> Trace -------------------------------------------------------------
-
-_PORTABLE_KINDS = (str, str, int, ("py", "c"), int, int, int, int, int, int, bool, bool, int, bool)
+        stats=Stats((sum(p.dropped for p in procs), sum(p.dropped_records for p in procs))))
 
 
 def _rank_info(value: Any) -> Optional[dict]:
@@ -375,101 +353,15 @@ def _rank_info(value: Any) -> Optional[dict]:
     return _plain(info)
 
 
-def _portable_trace(doc: dict) -> Trace:
-    if doc.get("version") != VERSION:
-        raise _Bad(f"unsupported frametrace trace version {doc.get('version')!r}")
-    md = _check(doc.get("metadata") or {}, dict, "metadata")
-    fields = _get(doc, "event_fields", None, "")
-    # Files written before thread_serial and open_at_loss have the first 12.
-    names = next((names for names in (EVENT_FIELDS, EVENT_FIELDS[:12])
-                  if isinstance(fields, list) and sorted(map(str, fields)) == sorted(names)), None)
-    if names is None:
-        raise _Bad(f"event_fields: the {len(EVENT_FIELDS)} fields {', '.join(EVENT_FIELDS)} "
-                   f"(or the first 12 of them) expected, not {_show(fields)}")
-    order = [fields.index(f) for f in names]
-    serials: dict[tuple[int, int], int] = {}  # old files: threads in order of appearance
-    events = []
-    for i, raw in enumerate(_get(doc, "events", list, "")):
-        if type(raw) is not list or len(raw) != len(names):
-            raise _Bad(f"events[{i}]: a list of {len(names)} fields expected, not {_show(raw)}")
-        values = [_check(raw[j], kind, f"events[{i}].{f}")
-                  for kind, j, f in zip(_PORTABLE_KINDS, order, names)]
-        if not -1 <= values[9] < i:
-            raise _Bad(f"events[{i}].parent: {values[9]} is not -1 or an earlier event")
-        if len(names) == 12:
-            values += [serials.setdefault((values[4], values[5]), len(serials) + 1), False]
-        elif values[12] < 0:
-            raise _Bad(f"events[{i}].thread_serial: {values[12]} is negative")
-        events.append(Event(values))
-
-    def records(cls: Any, what: str) -> list:
-        out = []
-        for i, raw in enumerate(doc.get(what) or []):
-            try:
-                rec = cls(**_check(raw, dict, f"{what}[{i}]"))
-            except TypeError as exc:
-                raise _Bad(f"{what}[{i}]: {exc}") from None
-            for f, v in rec._asdict().items():
-                _check(v, str if f == "name" else bool if f.startswith("open_") else int,
-                       f"{what}[{i}].{f}")
-            out.append(rec)
-        return out
-
-    def opt_int(*keys: str) -> Optional[int]:
-        return next((_int(md[k], f"metadata.{k}") for k in keys if md.get(k) is not None), None)
-
-    start, stop = opt_int("tracer_start_ns", "start_ns"), opt_int("tracer_stop_ns", "stop_ns")
-    session_start, session_end = opt_int("session_start_ns"), opt_int("session_end_ns")
-    if session_start is None:
-        session_start = start if start is not None else min((e.start_ns for e in events), default=0)
-    if session_end is None:
-        session_end = stop if stop is not None else max((e.end_ns for e in events), default=0)
-    return Trace(
-        events=events, ranges=records(RangeRecord, "ranges"), steps=records(StepRecord, "steps"),
-        session_start_ns=session_start, session_end_ns=session_end,
-        tracer_start_ns=start, tracer_stop_ns=stop, dropped=opt_int("dropped") or 0,
-        dropped_by_thread=_by_thread(md.get("dropped_by_thread") or {}, int,
-                                     "metadata.dropped_by_thread"),
-        pid=opt_int("pid") or 0, cycle=opt_int("cycle") or 0,
-        thread_names=_by_thread(md.get("thread_names") or {}, str, "metadata.thread_names"),
-        threads=_portable_threads(md, events))
-
-
-def _portable_threads(md: dict, events: list) -> list:
-    """Trace.threads of a portable file: its metadata.threads, or (older
-    files) one per thread_serial of the events, named by thread_names."""
-    raw = md.get("threads")
-    if raw is None:
-        names = md.get("thread_names")
-        names = names if isinstance(names, dict) else {}
-        first: dict[int, Any] = {}
-        for e in events:
-            first.setdefault(e.thread_serial, e)
-        return [ThreadInfo((serial, e.thread_id, e.native_thread_id,
-                            names.get(str(e.thread_id)), None))
-                for serial, e in sorted(first.items())]
-    if not isinstance(raw, list):
-        raise _Bad(f"metadata.threads must be a list, not {type(raw).__name__}")
-    out = []
-    for i, t in enumerate(raw):
-        what = f"metadata.threads[{i}]"
-        if not isinstance(t, list) or len(t) != 5:
-            raise _Bad(f"{what} must be [serial, thread_id, native_thread_id, name, dropped]")
-        out.append(ThreadInfo(tuple(None if v is None and k >= 3 else
-                                    _check(v, str if k == 3 else int, f"{what}[{k}]")
-                                    for k, v in enumerate(t))))
-    return out
-
-
 # ---- load ---------------------------------------------------------------------------------
 
 
 def load(path: PathLike, *, progress: Progress = None) -> Trace:
     """The ``frametrace.Trace`` of a trace file: Chrome trace JSON
-    frametrace wrote (``write_chrome``, ``Trace.to_chrome``, ``frametrace
-    run``, ``frametrace merge``: a ``MergedTrace``), the ``.pftrace``
-    frametrace writes (``write_perfetto``, ``Trace.to_perfetto``), or frametrace's
-    portable JSON (``Trace.save``); ``.json`` or gzip-compressed.
+    frametrace wrote (``write_chrome``, ``Trace.save``, ``frametrace run``,
+    ``frametrace merge``: a ``MergedTrace``) or the ``.pftrace`` frametrace
+    writes (``write_perfetto``, ``Trace.to_perfetto``); ``.json`` or
+    gzip-compressed.
 
     Raises ValueError naming the file and the problem for anything else
     (OSError when it cannot be opened).  progress, if given, is called as
@@ -487,10 +379,7 @@ def load(path: PathLike, *, progress: Progress = None) -> Trace:
             if ft is None:
                 # otherData.frametrace neither before the events nor at the end:
                 # a first pass finds it (the events only checked), a second reads them.
-                top, saw_events = _read(path, _Sink(), _half(progress, 0))
-                if not saw_events and top.get("format") == FORMAT:
-                    return _portable_trace(top)
-                ft = _frametrace_other(top, saw_events)
+                ft = _frametrace_other(*_read(path, _Sink(), _half(progress, 0)))
                 progress = _half(progress, 1)
             col = _ChromeEvents(_Plan(_frametrace_other({"otherData": {"frametrace": ft}}, True)))
             top, saw_events = _read(path, col, progress)

@@ -124,19 +124,6 @@ def _anchor_offset(ft: dict, what: str) -> Optional[int]:
     return wall - mono
 
 
-def _portable_as_chrome(path: str, directory: str) -> str:
-    """A file of frametrace's portable format (what ``frametrace.save()``
-    wrote before it wrote Chrome JSON) rewritten as Chrome JSON in
-    directory, from its events (load()): the path of that file."""
-    from .export import _write_chrome_events
-    from .loader import load
-
-    trace = load(path)
-    out = os.path.join(directory, f"{len(os.listdir(directory))}.json")
-    _write_chrome_events(out, trace, metadata={"converted_from": path})
-    return out
-
-
 def merge(inputs: list, output: PathLike, *, progress: Progress = None) -> dict:
     """Merges Chrome traces frametrace wrote (of several processes, or of
     merges) into one file at output (``.json.gz``: compressed), each process
@@ -149,12 +136,10 @@ def merge(inputs: list, output: PathLike, *, progress: Progress = None) -> dict:
     process its source file, pid and original_pid, origin, tracer start and
     stop, dropped count, thread ids, clock anchor, metadata, and
     ``shift_ns`` (added to its own monotonic times to give the merged
-    trace's).  Files of frametrace's older portable format (what
-    ``frametrace.save()`` wrote before it wrote Chrome JSON, which merge
-    used to refuse) and the .pftrace files frametrace writes (read with
-    ``load()``) are rewritten as Chrome JSON first; having no clock
-    anchor, such a file is placed by its CLOCK_MONOTONIC times, as of the
-    same machine as the anchored inputs (``inputs[].aligned_by`` says so).
+    trace's).  The .pftrace files frametrace writes are read with
+    ``load()`` and rewritten as Chrome JSON first.  A file without a clock
+    anchor is placed by its CLOCK_MONOTONIC times, as of the same machine
+    as the anchored inputs (``inputs[].aligned_by`` says so).
 
     Works on the JSON, streaming each input once more after reading the
     metadata at its end: memory stays small whatever the sizes.  Returns
@@ -178,10 +163,10 @@ def merge(inputs: list, output: PathLike, *, progress: Progress = None) -> dict:
 
 
 def _merge(paths: list, output: str, progress: Progress, converted: str) -> dict:
-    # Pass 1: what each file says of itself.  A portable file or a
-    # torch.profiler trace is converted first to a Chrome trace merge takes.
+    # Pass 1: what each file says of itself.  A torch.profiler trace is
+    # converted first to a Chrome trace merge takes.
     files = []
-    sources = {}  # the file read -> the file named (a portable one, converted)
+    sources = {}  # the file read -> the file named (a torch one, converted)
     for k, path in enumerate(paths):
         with _named_errors(path):
             if _pftrace.sniff(path):
@@ -194,12 +179,7 @@ def _merge(paths: list, output: str, progress: Progress, converted: str) -> dict
             ft = _tail_other(path)
             if ft is None:
                 top, saw = _read(path, None, skip_events=True)
-                if not saw and top.get("format") == FORMAT:
-                    read = _portable_as_chrome(path, converted)
-                    sources[read] = path
-                    path = read
-                    ft = _tail_other(path)
-                elif is_torch_chrome(top):
+                if is_torch_chrome(top):
                     read = torch_chrome_as_frametrace(path, os.path.join(converted, f"torch.{k}.json"))
                     sources[read] = path
                     path = read
@@ -212,8 +192,8 @@ def _merge(paths: list, output: str, progress: Progress, converted: str) -> dict
             origin = _int(ft.get("origin_ns"), "otherData.frametrace.origin_ns")
             offset = _anchor_offset(ft, "the trace")
         files.append([path, ft, procs, merged, origin, offset])
-    # A file without a clock anchor (the portable format had none) is on
-    # the machine's CLOCK_MONOTONIC: placed by an anchored file's offset.
+    # A file without a clock anchor is on the machine's CLOCK_MONOTONIC:
+    # placed by an anchored file's offset.
     known = next((f[5] for f in files if f[5] is not None), 0)
     unanchored = {f[0] for f in files if f[5] is None}
     for f in files:
@@ -254,6 +234,7 @@ def _merge(paths: list, output: str, progress: Progress, converted: str) -> dict
                 "start_ns": p.start_ns,
                 "stop_ns": p.stop_ns,
                 "dropped": p.dropped,
+                "dropped_records": p.dropped_records,
                 "dropped_by_thread": {str(k): v for k, v in p.dropped_by_thread.items()},
                 "thread_ids": {str(k): v for k, v in p.thread_ids.items()},
                 "clock_anchor": p.clock_anchor,
@@ -324,6 +305,7 @@ def _merge(paths: list, output: str, progress: Progress, converted: str) -> dict
             "stop_ns": max(d["stop_ns"] + d["shift_ns"] for d in described),
             "pid": described[0]["pid"],
             "dropped": sum(d["dropped"] for d in described),
+            "dropped_records": sum(d["dropped_records"] for d in described),
             "thread_ids": {},
             "clock_anchor": {"monotonic_ns": ref_origin, "wall_ns": common_wall},
             "metadata": {"merged_from": [sources.get(p, p) for p in paths], "events": count},

@@ -1651,8 +1651,7 @@ class _Agent:
 
         tracer = self.tracer
         path = self.config["output"]
-        names = dict(tracer.thread_names)
-        names[self.thread_id] = "frametrace attach"
+        names = {self.thread_id: "frametrace attach"}
         steps = [StepRecord(f"step#{i}", i, start, end)
                  for i, (start, end) in enumerate(self.step_marks)]
         argv = getattr(sys, "orig_argv", sys.argv)
@@ -1677,7 +1676,7 @@ class _Agent:
             return {"error": f"could not write the trace to {path}: {reason(exc)}"}
         threads = sum(1 for tid, _ in tracer._threads if tid != self.thread_id)
         return {"done": {"path": path, "events": count, "threads": threads,
-                         "dropped": tracer.dropped, "start_ns": tracer.start_ns,
+                         "dropped": tracer.stats.dropped, "start_ns": tracer.start_ns,
                          "stop_ns": tracer.stop_ns, "reason": self.reason,
                          "steps": self.steps_seen}}
 

@@ -16,7 +16,7 @@ Every function takes the list ``Tracer.getEvents()`` returns (or any
 sequence of 14-field event tuples in the same order: each thread's events in
 call order, parents before their children, ``parent`` the index of the
 parent event in the same sequence), or a ``frametrace.Trace``, whose
-``events`` (and ``thread_names``) are used.  Each makes a single pass over the
+``events`` (and ``threads``' names) are used.  Each makes a single pass over the
 events, keeping a few integers per event.
 
 Conventions shared by every report:
@@ -78,23 +78,18 @@ _WEIGHTS = ("self", "calls")
 
 class _Names:
     """The threads' names of a report: a Trace's own per thread (by
-    thread_serial, Trace.threads), its thread_names and the caller's (by
-    thread_id).  A name by thread_id names a thread only where no other
-    thread of the events had that id (CPython reuses idents), or the thread
-    has no name of its own."""
+    thread_serial, Trace.threads) and the caller's (by thread_id).  A name
+    by thread_id names a thread only where no other thread of the events
+    had that id (CPython reuses idents)."""
 
-    def __init__(self, serial: dict[int, str], ident: dict[Any, str]) -> None:
+    def __init__(self, serial: dict[int, str]) -> None:
         self.serial = serial
-        self.ident = ident
         self.given: dict[Any, str] = {}
 
     def of(self, key: Any, tid: Any, shared: bool) -> Optional[str]:
         if not shared and tid in self.given:
             return self.given[tid]
-        own = self.serial.get(key)
-        if own is not None:
-            return own
-        return None if shared else self.ident.get(tid)
+        return self.serial.get(key)
 
 
 def _thread_key(serial: Any, tid: Any) -> Any:
@@ -105,9 +100,8 @@ def _thread_key(serial: Any, tid: Any) -> Any:
 
 def _source(events: Any) -> tuple[Sequence[Any], _Names]:
     """(events, thread names) of a list of events or a Trace."""
-    names = _Names({}, {})
+    names = _Names({})
     if not isinstance(events, (list, tuple)) and hasattr(events, "events"):
-        names.ident = dict(getattr(events, "thread_names", None) or {})
         for t in getattr(events, "threads", None) or ():
             try:
                 serial, name = t[0], t[3]
@@ -374,7 +368,8 @@ def summary(events: Any, *, sort: str = "self", limit: Optional[int] = 30,
     thread ids; each sorted, limited and shared on its own); ``table.rows``
     then holds their rows one thread after another, each with its thread_id
     and thread_serial.
-    thread_names ({thread_id: name}, default a Trace's) label the threads.
+    thread_names ({thread_id: name}; default: a Trace's threads' own) label
+    the threads.
 
     A ``frametrace.Trace`` with torch's ops (``frametrace.torch``) also
     gets their table, ``table.ops`` (``frametrace.op_table.op_table``, of

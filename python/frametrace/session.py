@@ -3,7 +3,7 @@ user ranges, and the Python tracer limited to the first active steps.
 
     sched = frametrace.schedule(wait=1, warmup=1, active=3, repeat=2)
     with frametrace.profile(schedule=sched, python_steps=1,
-                            on_trace_ready=frametrace.save("traces/")) as prof:
+                            on_trace_ready=frametrace.trace_handler("traces/")) as prof:
         for batch in loader:
             with frametrace.range("forward"):
                 loss = model(batch)
@@ -26,7 +26,7 @@ import traceback
 import warnings
 from dataclasses import dataclass, field
 from types import FrameType
-from typing import Any, Callable, Iterable, Literal, NamedTuple, Optional, Sequence, Union
+from typing import Any, Callable, Literal, NamedTuple, Optional, Sequence, Union
 
 from . import _children, _tracer
 from ._output import say
@@ -81,13 +81,12 @@ class Trace:
     tracer_start_ns: Optional[int] = None
     tracer_stop_ns: Optional[int] = None
     """When Python tracing stopped (None: the window traced no Python)."""
-    dropped: int = 0
-    """Events (function executions) lost entirely, all threads: every
-    record of theirs overwritten by the ring (or never stored)."""
-    dropped_by_thread: dict = field(default_factory=dict)
-    """{thread_id: events lost entirely}."""
+    stats: _tracer.Stats = _tracer.Stats((0, 0))
+    """frametrace.Stats(dropped, dropped_records): events (function
+    executions) lost entirely, all threads (each thread's:
+    ``threads[i].dropped``), and records lost; ``tracer.stats`` once
+    stopped."""
     pid: int = 0
-    thread_names: dict = field(default_factory=dict)
     cycle: int = 0
     """Which cycle of the schedule (0-based)."""
     tracer: Optional[Tracer] = field(default=None, repr=False, compare=False)
@@ -95,9 +94,8 @@ class Trace:
     the exporters stream from its records."""
     threads: list = field(default_factory=list)
     """[frametrace.ThreadInfo(serial, thread_id, native_thread_id, name,
-    dropped)], one per traced OS thread in serial order: each its own, where
-    thread_names and dropped_by_thread (keyed by thread_id) merge threads
-    that had the same ident (thread_names: the latest one's name)."""
+    dropped)], one per traced OS thread in serial order: each its own name
+    and loss, whatever the reuse of thread ids."""
     clock_anchor: Optional[dict] = None
     """{"monotonic_ns", "wall_ns", "width_ns"}: one moment on both clocks,
     which places the trace's monotonic times on the wall clock
@@ -154,10 +152,9 @@ class Trace:
         self.metadata()
 
     def metadata(self) -> dict:
-        for field_name in ("dropped_by_thread", "thread_names"):
-            if not isinstance(getattr(self, field_name), dict):
-                raise TypeError(f"Trace.{field_name} must be a dict, not "
-                                f"{type(getattr(self, field_name)).__name__}")
+        if not isinstance(self.stats, _tracer.Stats):
+            raise TypeError(f"Trace.stats must be a frametrace.Stats, not "
+                            f"{type(self.stats).__name__}")
         return {
             "pid": self.pid,
             "cycle": self.cycle,
@@ -165,9 +162,8 @@ class Trace:
             "session_end_ns": self.session_end_ns,
             "tracer_start_ns": self.tracer_start_ns,
             "tracer_stop_ns": self.tracer_stop_ns,
-            "dropped": self.dropped,
-            "dropped_by_thread": {str(k): v for k, v in self.dropped_by_thread.items()},
-            "thread_names": {str(k): v for k, v in self.thread_names.items()},
+            "dropped": self.stats.dropped,
+            "dropped_records": self.stats.dropped_records,
             "threads": [list(t) for t in self.threads],
             **({"distributed": self.distributed} if self.distributed is not None else {}),
             **({"parent_pid": self.parent_pid} if self.parent_pid is not None else {}),
@@ -201,7 +197,7 @@ class Trace:
                                         thread_slices=self.slices, slice_tracks=self.slice_tracks,
                                         top_level=self.chrome_top_level)
         return write_chrome(path, self.tracer, pid=self.pid, process_name=process_name,
-                            thread_names=self.thread_names, ranges=self.ranges,
+                            ranges=self.ranges,
                             steps=self.steps, origin_ns=self.session_start_ns,
                             metadata={**(metadata or {}), "cycle": self.cycle,
                                       "session_end_ns": self.session_end_ns},
@@ -270,7 +266,7 @@ class Trace:
         if self.parent_pid is not None:
             metadata = {"parent_pid": self.parent_pid, **metadata}
         return write_perfetto(path, self.tracer, pid=self.pid, process_name=process_name,
-                              thread_names=self.thread_names, ranges=self.ranges,
+                              ranges=self.ranges,
                               steps=self.steps, progress=progress, distributed=self.distributed,
                               thread_slices=self.slices, slice_tracks=self.slice_tracks,
                               origin_ns=self.session_start_ns, metadata=metadata,
@@ -312,18 +308,20 @@ Trace.events = property(Trace._get_events, Trace._set_events,  # type: ignore[as
                         doc="The Python/C events (Tracer.getEvents()), built on first read.")
 
 
-def save(directory: Union[str, "os.PathLike[str]"], *, compress: bool = False) -> Callable[[Trace], str]:
+def trace_handler(directory: Union[str, "os.PathLike[str]"], *,
+                  compress: bool = False) -> Callable[[Trace], str]:
     """An ``on_trace_ready`` handler that writes each trace to directory, as
     Chrome trace JSON ``frametrace.<pid>.<cycle>.json`` (``.json.gz`` with
     compress=True; ``frametrace.rank<N>.<pid>.<cycle>.json`` for a rank of
     a distributed job), which the Perfetto UI opens (``frametrace view``)
-    and ``frametrace.load()`` reads."""
+    and ``frametrace.load()`` reads.  (``Trace.save(path)`` writes one
+    trace now.)"""
     return _Saver(os.fspath(directory), ".json.gz" if compress else ".json")
 
 
 class _Saver:
-    """frametrace.save()'s handler: a class, not a closure, so that it
-    pickles (a child process started with spawn gets it, see
+    """frametrace.trace_handler()'s handler: a class, not a closure, so that
+    it pickles (a child process started with spawn gets it, see
     profile(trace_children=True))."""
 
     def __init__(self, directory: str, suffix: str):
@@ -337,7 +335,7 @@ class _Saver:
                                        f"frametrace.{rank}{trace.pid}.{trace.cycle}{self.suffix}"))
 
     def __repr__(self) -> str:
-        return f"frametrace.save({self.directory!r}, compress={self.suffix == '.json.gz'})"
+        return f"frametrace.trace_handler({self.directory!r}, compress={self.suffix == '.json.gz'})"
 
 
 class range(_tracer.Range):  # noqa: A001 - the public name is frametrace.range
@@ -599,7 +597,7 @@ class Profile:
         # profiler's handler of Python-only traces (frametrace.torch's).
         deliver = on_trace_ready if _children_ready is None else _children_ready
         if trace_children and deliver is None:
-            raise ValueError("trace_children=True needs on_trace_ready (frametrace.save(dir), say): "
+            raise ValueError("trace_children=True needs on_trace_ready (frametrace.trace_handler(dir), say): "
                              "each child hands its trace to it")
         self.schedule = schedule
         # Decided once, not with isinstance() at each step: a C call the
@@ -828,10 +826,8 @@ class Profile:
             session_end_ns=now,
             tracer_start_ns=tracer.start_ns if tracer is not None else None,
             tracer_stop_ns=tracer.stop_ns if tracer is not None else None,
-            dropped=(tracer.dropped or 0) if tracer is not None else 0,  # stopped: known
-            dropped_by_thread=(tracer.dropped_by_thread or {}) if tracer is not None else {},
+            stats=tracer.stats if tracer is not None else _tracer.Stats((0, 0)),  # stopped: known
             pid=os.getpid(),
-            thread_names=_thread_names(tracer),
             threads=tracer.threads if tracer is not None else [],
             cycle=window.cycle,
             tracer=tracer,
@@ -839,7 +835,7 @@ class Profile:
             distributed=distributed_info(),
             **self._trace_extra,
         )
-        if trace.dropped:
+        if trace.stats.dropped:
             _warn_dropped(trace, self.options.buffer_size)
         previous, self.last_trace = self.last_trace, trace
         if previous is not None and previous.tracer is None:
@@ -930,17 +926,10 @@ def _warn_dropped(trace: Trace, buffer_size: int) -> None:
     frame: Optional[FrameType] = sys._getframe(1)
     while frame is not None and frame.f_code.co_filename.startswith(package):
         level, frame = level + 1, frame.f_back
-    warnings.warn(f"frametrace: {trace.dropped:,} events of cycle {trace.cycle}{steps} were lost "
+    warnings.warn(f"frametrace: {trace.stats.dropped:,} events of cycle {trace.cycle}{steps} were lost "
                   f"entirely (the oldest, per thread: buffer_size is {buffer_size:,} records, a "
                   f"call and a return are two); a larger buffer_size keeps them",
                   RuntimeWarning, stacklevel=level)
-
-
-def _thread_names(tracer: Optional[Tracer]) -> dict:
-    names: dict[Any, str] = {t.ident: t.name for t in threading.enumerate()}
-    if tracer is not None:
-        names.update(tracer.thread_names)
-    return names
 
 
 def profile(
@@ -960,7 +949,7 @@ def profile(
     window (default: all of them); the tracer's stop is latched and the
     window goes on recording steps and ranges.  on_trace_ready(trace) is
     called after each active window ends, on the session's writer thread
-    while the loop goes on, windows in order (``frametrace.save(dir)``
+    while the loop goes on, windows in order (``frametrace.trace_handler(dir)``
     writes them to files); what it raises is raised by the next
     ``prof.step()`` or at exit, which waits for it.  ``prof.stop()`` stops
     Python tracing early.
@@ -973,12 +962,12 @@ def profile(
     DataLoader workers, pools) traces itself with such a tracer, from its
     start to its end (also through multiprocessing's ``os._exit`` and a
     SIGTERM), and hands its trace to ``on_trace_ready`` there, in the
-    child (``frametrace.save(dir)`` writes ``frametrace.<child pid>.0.json``;
+    child (``frametrace.trace_handler(dir)`` writes ``frametrace.<child pid>.0.json``;
     ``trace.parent_pid`` is set); ``frametrace merge`` puts them on the
     parent's timeline.  A child that steps (``frametrace.step()``, or this
     session's ``step()`` in a forked child) is profiled on this schedule
     from its first step on instead, a trace per cycle.  For spawn and
-    forkserver children on_trace_ready must pickle (``frametrace.save``
+    forkserver children on_trace_ready must pickle (``frametrace.trace_handler``
     does; otherwise a RuntimeWarning and those children run untraced).
     """
     return Profile(schedule=schedule, python_steps=python_steps, on_trace_ready=on_trace_ready,

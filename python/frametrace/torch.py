@@ -5,7 +5,7 @@ frametrace and torch's ops (and GPU kernels) from torch.profiler.
 
     sched = frametrace.schedule(wait=1, warmup=1, active=3)
     with frametrace.torch.profile(schedule=sched, module_names=model,
-                                  on_trace_ready=frametrace.save("traces/")) as prof:
+                                  on_trace_ready=frametrace.trace_handler("traces/")) as prof:
         for x, y in loader:
             loss = loss_fn(model(x), y)
             loss.backward()
@@ -22,7 +22,7 @@ in C, the replay and the sweep without the GIL (``_tracer._join_ops``): torch's 
 are moved onto frametrace's CLOCK_MONOTONIC through the trace's clock
 anchor, each op of a thread frametrace traced goes on that thread's track,
 nested under the Python frame (the C call) that ran it, and GPU kernels on
-tracks of their own; ``trace.save()`` (or ``frametrace.save(dir)``) then
+tracks of their own; ``trace.save()`` (or ``frametrace.trace_handler(dir)``) then
 writes one Chrome JSON or ``.pftrace`` file.
 
 ``frametrace.torch.flight_recorder(dump_dir, ...)`` is a flight recorder
@@ -449,7 +449,7 @@ def profile(*, schedule: Optional[Callable[[int], ProfilerAction]] = None,
     while torch's ops are recorded to its end).  on_trace_ready(trace) is
     called for each active window on the session's writer thread, with a
     ``frametrace.Trace`` whose ``slices`` and ``slice_tracks`` hold torch's
-    ops and kernels: ``trace.save("t.json")`` or ``frametrace.save(dir)``
+    ops and kernels: ``trace.save("t.json")`` or ``frametrace.trace_handler(dir)``
     writes one file with both.  module_names: an ``nn.Module`` (or a list)
     whose submodules' calls become ranges named by their path
     (``encoder.layers.0``); other modules' calls are ranges

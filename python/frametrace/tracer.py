@@ -20,7 +20,7 @@ class Options:
 
         options = frametrace.Options(buffer_size=1 << 16, ignore=["torch"])
         with frametrace.trace(options=options): ...
-        frametrace.profile(options=options, on_trace_ready=frametrace.save("traces"))
+        frametrace.profile(options=options, on_trace_ready=frametrace.trace_handler("traces"))
 
     buffer_size: ring capacity in records per thread (a call and a return
     are two).  c_calls: record calls of C functions.  backend: "auto",

@@ -47,7 +47,6 @@ import html
 import json
 import mimetypes
 import os
-import re
 import secrets
 import shlex
 import socket
@@ -75,7 +74,6 @@ BIG_JSON = 100_000_000
 BIG_JSON_ENV = "FRAMETRACE_VIEW_BIG_JSON"  # bytes; for tests, to avoid writing 100 MB
 HEAD = 64 * 1024  # bytes looked at to tell what a file is
 
-_PORTABLE = re.compile(rb'\s*\{\s*"format"\s*:\s*"frametrace"')
 _TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript", ".mjs": "text/javascript",
           ".css": "text/css", ".json": "application/json", ".wasm": "application/wasm",
           ".svg": "image/svg+xml", ".png": "image/png", ".woff2": "font/woff2",
@@ -123,10 +121,6 @@ def check_trace(path: str) -> tuple[str, int]:
         # gzip's last 4 bytes: the data's size modulo 4 GiB (one member, as written here)
         size, suffix = max(size, int.from_bytes(tail, "little")), ".gz"
     if head.lstrip(b"\xef\xbb\xbf \t\r\n")[:1] in (b"{", b"["):
-        if _PORTABLE.match(head):
-            raise ViewError(
-                f"{path} is in frametrace's older portable format, which the Perfetto UI "
-                f"shows as an empty trace; frametrace summary and frametrace flamegraph read it")
         return "json" + suffix, size
     if _protobuf_packet(head):
         return "pftrace" + suffix, size

@@ -5,7 +5,7 @@ session's steps and ranges) to ``OUTDIR/recorded.pickle``.
 
 Modes: ``plain`` (a tracer: ``.json``, ``.json.gz``, ``.pftrace``,
 ``.pftrace.gz``), ``session`` (a profiling session with a schedule, steps and
-ranges: ``Trace.to_chrome``, ``Trace.to_perfetto``, ``frametrace.save``, and
+ranges: ``Trace.to_chrome``, ``Trace.to_perfetto``, ``frametrace.trace_handler``, and
 ``load()`` of the JSON saved again),
 ``rank-plain`` and ``rank-session`` (one rank of a job, as a ``.json`` for
 ``frametrace merge``; NAME is the process name).
@@ -113,7 +113,7 @@ def main():
             if mode == "session":
                 trace.to_chrome(os.path.join(out, "session.json"))
                 trace.to_perfetto(os.path.join(out, "session.pftrace"))
-                frametrace.save(out)(trace)  # frametrace.<pid>.0.json, the quick start's
+                frametrace.trace_handler(out)(trace)  # frametrace.<pid>.0.json, the quick start's
             else:
                 trace.to_chrome(os.path.join(out, "rank.json"), process_name=name)
 

@@ -7,7 +7,7 @@ shown, and the importer's stats report no error and no data loss.
 A fault the UI shows is a Mismatch: a test of a known fault can be marked
 xfail(strict=True, raises=Mismatch), which a UI that fails to load still
 fails.  Before the tracks were fixed, the session's Chrome JSON,
-merged session ranks, the pytest failure trace, frametrace.save()'s file
+merged session ranks, the pytest failure trace, frametrace.trace_handler()'s file
 and the window-spanning range were such xfails.
 """
 import json
@@ -99,7 +99,7 @@ def test_the_check_sees_a_slice_the_ui_drops(perfetto_ui, report, plain, tmp_pat
 SESSION_FILES = {
     "to_chrome": "session.json",
     "to_perfetto": "session.pftrace",
-    "frametrace.save": None,  # the quick start's handler: frametrace.<pid>.0.json
+    "frametrace.trace_handler": None,  # the quick start's handler: frametrace.<pid>.0.json
     "load.save": "loaded.json",  # frametrace.load(session.json).save(): from its events
 }
 

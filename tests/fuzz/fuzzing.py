@@ -734,7 +734,7 @@ def events_arg(data):
         return data.draw(st.permutations(base[:12]), label="shuffled"), "any"
     if kind == "trace":
         fields = data.draw(st.fixed_dictionaries({}, optional={
-            "thread_names": nasty, "events": st.just(base)}), label="trace fields")
+            "threads": nasty, "events": st.just(base)}), label="trace fields")
         return Trace(**fields), "any"
     return data.draw(st.one_of(nasty, st.lists(nasty, max_size=3),
                                st.lists(st.lists(nasty, min_size=12, max_size=12).map(Event), max_size=3)),
@@ -954,16 +954,16 @@ def _chrome_text(doc):
 @functools.lru_cache(maxsize=None)
 def loader_bases():
     """Texts of files frametrace wrote: Chrome traces (a session's, a
-    tracer's), the portable format, a merge."""
+    tracer's), Trace.save()'s, a merge."""
     trace = cached_trace()
     texts = {}
     with scratch() as d:
         trace.to_chrome(os.path.join(d, "session.json"), metadata={"k": [1, 2]})
         export.write_chrome(os.path.join(d, "plain.json"), stopped_tracer(threads=True))
-        trace.save(os.path.join(d, "portable.json"))
+        trace.save(os.path.join(d, "saved.json"))
         loader.merge([os.path.join(d, "session.json"), os.path.join(d, "plain.json")],
                      os.path.join(d, "merged.json"))
-        for name in ("session", "plain", "portable", "merged"):
+        for name in ("session", "plain", "saved", "merged"):
             with open(os.path.join(d, name + ".json"), encoding="utf-8") as fh:
                 texts[name] = fh.read()
     return texts

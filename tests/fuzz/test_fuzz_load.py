@@ -140,20 +140,20 @@ def test_fuzz_load(data):
             path, _ = data.draw(path_specs, label="path").make(d, readable=True)
         else:
             path = mutated_file(data, d)
-        reader = data.draw(st.sampled_from(["load", "loader.load", "read_other_data", "read_json"]), label="reader")
+        reader = data.draw(st.sampled_from(["load", "loader.load", "read_other_data"]), label="reader")
         progress = data.draw(st.one_of(st.none(), st.just("record"), nasty), label="progress")
         seen = []
-        kwargs = {} if reader in ("read_other_data", "read_json") else {
+        kwargs = {} if reader == "read_other_data" else {
             "progress": (lambda done, total: seen.append((done, total))) if progress == "record" else progress}
-        fn = {"load": frametrace.load, "loader.load": loader.load, "read_other_data": loader.read_other_data,
-              "read_json": export.read_json}[reader]
+        fn = {"load": frametrace.load, "loader.load": loader.load,
+              "read_other_data": loader.read_other_data}[reader]
         out = attempt(fn, path, allowed=(ValueError, OSError, TypeError), **kwargs)
         if not out.ok:
             if isinstance(out.exc, TypeError) and not out.user:
                 # A TypeError only for a bad argument: the path or the callback.
                 assert not isinstance(path, str) or progress not in (None, "record"), out
             return
-        if reader in ("read_other_data", "read_json"):
+        if reader == "read_other_data":
             assert isinstance(out.value, dict)
         else:
             _check_loaded(out.value)

@@ -1,9 +1,8 @@
 """Fuzzing frametrace.reports on mutated and arbitrary events, a Trace's
-methods (reports, exports) and frametrace.save."""
+methods (reports, exports) and frametrace.trace_handler."""
 from __future__ import annotations
 
 import contextlib
-import os
 import io
 
 
@@ -39,12 +38,12 @@ from frametrace.session import Trace
 pytestmark = PYTESTMARK
 
 
-# ---- Trace methods, frametrace.save ---------------------------------------------------------------
+# ---- Trace methods, frametrace.trace_handler ---------------------------------------------------
 
 
 @fuzz(150)
 @given(data=st.data(), method=st.sampled_from(["summary", "to_pstats", "to_collapsed", "to_flamegraph_svg",
-                                                "to_chrome", "to_perfetto", "save", "frametrace.save"]))
+                                                "to_chrome", "to_perfetto", "save", "frametrace.trace_handler"]))
 @guarded
 def test_fuzz_trace_methods(data, method):
     trace = cached_trace()
@@ -72,23 +71,23 @@ def test_fuzz_trace_methods(data, method):
                 label="kwargs")
         elif method == "to_flamegraph_svg":
             kwargs = data.draw(st.fixed_dictionaries({}, optional={"title": maybe(nasty, strs)}), label="kwargs")
-        elif method == "frametrace.save":
+        elif method == "frametrace.trace_handler":
             kwargs = data.draw(st.fixed_dictionaries({}, optional={"compress": st.one_of(st.booleans(), nasty)}),
                                label="kwargs")
-        if method == "frametrace.save":
-            made = attempt(frametrace.save, path, **kwargs)
+        if method == "frametrace.trace_handler":
+            made = attempt(frametrace.trace_handler, path, **kwargs)
             if not made.ok:
                 return
             out = attempt(made.value, trace, allowed=allowed)
         else:
             out = attempt(getattr(trace, method), path, allowed=allowed, **kwargs)
-        if expect == "fail" and method != "frametrace.save":
+        if expect == "fail" and method != "frametrace.trace_handler":
             assert not out.ok, f"{method} wrote to {path!r}"
         if not out.ok:
             return
         written = out.value
         assert isinstance(written, (str, bytes))
-        if method in ("to_chrome", "save", "frametrace.save") and isinstance(written, str) and not out.mutated:
+        if method in ("to_chrome", "save", "frametrace.trace_handler") and isinstance(written, str) and not out.mutated:
             meta, pname = kwargs.get("metadata"), kwargs.get("process_name")
             if method != "to_chrome" or ((meta is None or (type(meta) is dict and all(type(k) is str for k in meta)))
                                          and (pname is None or type(pname) is str)):
@@ -102,7 +101,7 @@ def test_fuzz_trace_methods(data, method):
 @fuzz(150)
 @given(data=st.data(), fields=st.fixed_dictionaries({}, optional={
     f: nasty for f in ("events", "ranges", "steps", "session_start_ns", "session_end_ns", "tracer_start_ns",
-                       "tracer_stop_ns", "dropped", "dropped_by_thread", "pid", "thread_names", "cycle",
+                       "tracer_stop_ns", "stats", "pid", "cycle",
                        "tracer")}),
        method=st.sampled_from(["save", "metadata", "summary", "to_pstats", "to_collapsed",
                                "to_flamegraph_svg", "to_chrome", "to_perfetto"]))

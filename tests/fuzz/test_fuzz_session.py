@@ -165,7 +165,7 @@ def test_fuzz_profile_session(data, kwargs, ignore):
         if kwargs.get("on_trace_ready") == "collect":
             kwargs["on_trace_ready"] = traces.append
         elif kwargs.get("on_trace_ready") == "save":
-            kwargs["on_trace_ready"] = frametrace.save(os.path.join(d, "saved"))
+            kwargs["on_trace_ready"] = frametrace.trace_handler(os.path.join(d, "saved"))
         if ignore is None:
             out = attempt(frametrace.profile, **kwargs)
         else:  # the Profile class, with its private _ignore (code kept out of the trace)

@@ -77,7 +77,7 @@ def test_fuzz_tracer_constructor(args, kwargs, factory):
     assert obj.buffer_size == size and type(obj.buffer_size) is int
     assert obj.c_calls is kwargs.get("c_calls", True)
     assert obj.start_ns is None and obj.stop_ns is None and not obj.active
-    assert obj.dropped == 0 and obj.dropped_by_thread == {} and obj.thread_names == {}
+    assert obj.stats == (0, 0) and obj.threads == []
     assert obj.clock in ("cycles", "monotonic")
     backend = kwargs.get("backend")
     assert obj.backend == (os.environ.get("FRAMETRACE_BACKEND", "setprofile")
@@ -100,21 +100,19 @@ def check_properties(tracer, phase):
     assert tracer.active is (phase == ACTIVE)
     if tracer.start_ns is not None and tracer.stop_ns is not None:
         assert tracer.start_ns <= tracer.stop_ns
-    assert type(tracer.dropped_records) is int and tracer.dropped_records >= 0
-    by_thread = tracer.dropped_by_thread
+    assert type(tracer.stats.dropped_records) is int and tracer.stats.dropped_records >= 0
+    by_thread = [t.dropped for t in tracer.threads]
     if phase == ACTIVE:  # events lost are counted once stopped
-        assert tracer.dropped is None and by_thread is None
+        assert tracer.stats.dropped is None and set(by_thread) <= {None}
     else:
-        assert type(tracer.dropped) is int and 0 <= tracer.dropped <= tracer.dropped_records
-        assert isinstance(by_thread, dict)
-        assert sum(by_thread.values()) == tracer.dropped
-    assert isinstance(tracer.thread_names, dict)
-    assert all(isinstance(v, str) for v in tracer.thread_names.values())
+        assert type(tracer.stats.dropped) is int and 0 <= tracer.stats.dropped <= tracer.stats.dropped_records
+        assert sum(by_thread) == tracer.stats.dropped
+    assert all(t.name is None or isinstance(t.name, str) for t in tracer.threads)
     assert isinstance(tracer._threads, list)
     assert tracer.clock in ("cycles", "monotonic")
 
 
-LIFECYCLE_OPS = ("start", "stop", "getEvents", "get_events", "clear", "enter", "exit",
+LIFECYCLE_OPS = ("start", "stop", "getEvents", "clear", "enter", "exit",
                  "props", "write_chrome", "write_perfetto", "work", "thread", "other_tracer",
                  "setprofile", "decorate", "orphan")
 
@@ -136,7 +134,7 @@ def fuzz_tracer_lifecycle(data, options):
             extra = data.draw(st.one_of(st.just([]), st.just([]), st.lists(nasty, min_size=1, max_size=2)),
                               label=f"{op} args")
             noargs = {"start": tracer.start, "stop": tracer.stop, "getEvents": tracer.getEvents,
-                      "get_events": tracer.get_events, "clear": tracer.clear, "enter": tracer.__enter__}
+                      "clear": tracer.clear, "enter": tracer.__enter__}
             if op in noargs:
                 out = attempt(noargs[op], *extra, allowed=(TypeError, RuntimeError))
                 if extra:
@@ -153,7 +151,7 @@ def fuzz_tracer_lifecycle(data, options):
                     assert out.ok
                     if phase == ACTIVE:
                         model = STOPPED
-                elif op in ("getEvents", "get_events"):
+                elif op == "getEvents":
                     assert out.ok == (phase == STOPPED), (out, phase)
                     if out.ok:
                         assert_valid_trace(out.value, tracer.start_ns, tracer.stop_ns)

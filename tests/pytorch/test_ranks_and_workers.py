@@ -1,5 +1,5 @@
 """With real torch: a 2-rank DDP job on gloo under torchrun, traced by
-frametrace run -o and by profile() with frametrace.save(), each rank its
+frametrace run -o and by profile() with frametrace.trace_handler(), each rank its
 own file named "rank N", merged with frametrace merge; a DataLoader with
 two workers whose traces (profile(trace_children=True)) hold the
 dataset's __getitem__ calls."""
@@ -35,7 +35,7 @@ def main():
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     x, y = torch.randn(16, 8), torch.randn(16, 1)
     if len(sys.argv) > 1:
-        with frametrace.profile(on_trace_ready=frametrace.save(sys.argv[1])) as prof:
+        with frametrace.profile(on_trace_ready=frametrace.trace_handler(sys.argv[1])) as prof:
             for _ in range(3):
                 train_step(model, opt, x, y)
                 prof.step()
@@ -120,7 +120,7 @@ if __name__ == "__main__":
     if len(sys.argv) > 2:
         torch.multiprocessing.set_start_method(sys.argv[2])
     total = 0.0
-    with frametrace.profile(on_trace_ready=frametrace.save(sys.argv[1]), trace_children=True) as prof:
+    with frametrace.profile(on_trace_ready=frametrace.trace_handler(sys.argv[1]), trace_children=True) as prof:
         loader = DataLoader(Squares(), batch_size=4, num_workers=2)
         for batch in loader:
             total += float(batch.sum())
@@ -230,7 +230,7 @@ def work(rank, store, out):
     assert "RANK" not in os.environ
     dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=2)
     t = torch.ones(2) * (rank + 1)
-    with frametrace.profile(on_trace_ready=frametrace.save(out)):
+    with frametrace.profile(on_trace_ready=frametrace.trace_handler(out)):
         dist.all_reduce(t)
     assert t.tolist() == [3.0, 3.0]
     dist.destroy_process_group()

@@ -78,7 +78,7 @@ def test_torch_profiler_started_after_frametrace_displaces_every_thread():
                      for e in events if e.name == "profiled_loop"],
             "after": sum(e.name == "after_torch" for e in events),
             "open_at_stop": sum(e.open_at_stop for e in events),
-            "dropped": tracer.dropped,
+            "dropped": tracer.stats.dropped,
         }))
     """)
     displaced = {d[1]: d for d in result["displaced"]}

@@ -57,7 +57,7 @@ class Squares(Dataset):
 if __name__ == "__main__":
     torch.multiprocessing.set_start_method(sys.argv[2])
     model = torch.nn.Linear(1, 1)
-    with frametrace.torch.profile(on_trace_ready=frametrace.save(sys.argv[1]),
+    with frametrace.torch.profile(on_trace_ready=frametrace.trace_handler(sys.argv[1]),
                                   trace_children=True) as prof:
         for batch in DataLoader(Squares(), batch_size=4, num_workers=2):
             model(batch).sum().backward()

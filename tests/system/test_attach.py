@@ -113,6 +113,11 @@ def untraced(tmp_path, mode, *python_options, env=None):
         target.kill()
 
 
+def names_of(trace):
+    """{thread_id: name} of the trace's threads (the latest's of an ident)."""
+    return {t.thread_id: t.name for t in trace.threads if t.name is not None}
+
+
 def check_trace(path):
     """The trace at path, read back and checked: sound, none of
     frametrace's own frames or the script's, frametrace's thread only
@@ -124,7 +129,7 @@ def check_trace(path):
     assert_no_events_after_stop(events, trace.tracer_stop_ns)
     assert not [e for e in events if e.filename.startswith(PACKAGE)]
     assert not [e for e in events if e.filename == "<string>"]  # the script
-    agent = [tid for tid, name in trace.thread_names.items() if name == "frametrace attach"]
+    agent = [tid for tid, name in names_of(trace).items() if name == "frametrace attach"]
     assert len(agent) <= 1
     # Its one call, begun before the start, is recorded at most.
     assert {e.name for e in events if e.thread_id in agent} <= {"select.select"}
@@ -133,7 +138,7 @@ def check_trace(path):
 
 
 def main_thread(trace):
-    return next(tid for tid, name in trace.thread_names.items() if name == "MainThread")
+    return next(tid for tid, name in names_of(trace).items() if name == "MainThread")
 
 
 def running_throughout(trace, tid):
@@ -181,7 +186,7 @@ def test_attach_threads_cli(tmp_path, targets):
     with open(out, "rb") as f:
         assert f.read(2) == b"\x1f\x8b"
     trace = check_trace(out)
-    by_name = {name: tid for tid, name in trace.thread_names.items()}
+    by_name = {name: tid for tid, name in names_of(trace).items()}
     assert {"MainThread", "worker-0", "worker-1", "worker-2"} <= set(by_name)
     for i in range(3):
         tid = by_name[f"worker-{i}"]

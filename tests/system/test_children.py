@@ -311,7 +311,7 @@ def loop():
 if __name__ == "__main__":
     ctx = multiprocessing.get_context(sys.argv[1])
     sched = frametrace.schedule(wait=1, warmup=0, active=2, repeat=1)
-    with frametrace.profile(schedule=sched, on_trace_ready=frametrace.save("out"),
+    with frametrace.profile(schedule=sched, on_trace_ready=frametrace.trace_handler("out"),
                             trace_children=True) as prof:
         p = ctx.Process(target=loop)
         p.start()
@@ -344,7 +344,7 @@ def test_child_that_steps_follows_the_schedule(tmp_path, method):
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 def test_run_follow_children_with_steps(tmp_path):
     (tmp_path / "prog.py").write_text(STEPPING.replace(
-        'with frametrace.profile(schedule=sched, on_trace_ready=frametrace.save("out"),\n'
+        'with frametrace.profile(schedule=sched, on_trace_ready=frametrace.trace_handler("out"),\n'
         '                            trace_children=True) as prof:', 'if True:').replace(
         "prof.step()", "frametrace.step()"))
     proc = python("-m", "frametrace", "run", "--follow-children", "--steps",

@@ -130,7 +130,7 @@ def test_run_module_compressed_and_options(tmp_path):
                           env={"PYTHONPATH": str(tmp_path)}, check=0)
     assert "rest=[]" in proc.stdout
     assert "events were lost entirely" in proc.stderr  # a 64-record ring overflows
-    assert load(elsewhere / "frametrace.json").dropped > 0
+    assert load(elsewhere / "frametrace.json").stats.dropped > 0
 
 
 def test_run_failing_script(tmp_path, program):
@@ -237,7 +237,7 @@ def test_run_steps_says_once_per_cycle_what_its_rings_lost(tmp_path, step_progra
     proc = frametrace_cmd("run", "--steps", "active=1,repeat=2", "--buffer-size", "64",
                           "-o", "t.json", "loop.py", "3", cwd=tmp_path, check=0)
     lost = [line for line in proc.stderr.splitlines() if "were lost entirely" in line]
-    dropped = [load(tmp_path / f"t.{cycle}.json").dropped for cycle in (0, 1)]
+    dropped = [load(tmp_path / f"t.{cycle}.json").stats.dropped for cycle in (0, 1)]
     assert all(dropped)
     line = STEP_PROGRAM.splitlines().index("        frametrace.step()") + 1
     assert [x.split(": ", 1)[0].endswith(f"loop.py:{line}") for x in lost] == [True, True], lost

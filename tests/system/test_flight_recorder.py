@@ -209,7 +209,7 @@ def test_a_refused_start_leaves_nothing_behind(tmp_path):
     profiler = cProfile.Profile()  # refused on either backend
     profiler.enable()
     try:
-        with pytest.raises(RuntimeError, match="another profiler"):
+        with pytest.raises(frametrace.ConflictError, match="another profiler"):
             frametrace.flight_recorder(tmp_path).__enter__()
     finally:
         profiler.disable()

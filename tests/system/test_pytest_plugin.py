@@ -264,7 +264,7 @@ def test_failures_option_writes_the_failing_test_trace(pytester):
     assert other["pid"] == trace.pid == os.getpid()  # in process: this process
     assert meta["failure"].startswith("assert 2 == 3")
     assert isinstance(other["start_ns"], int) and other["start_ns"] <= other["stop_ns"]
-    assert trace.dropped == 0
+    assert trace.stats.dropped == 0
     events = trace.events
     assert_well_nested(events)
     assert_no_events_after_stop(events, trace.tracer_stop_ns)

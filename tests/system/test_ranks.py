@@ -113,7 +113,7 @@ import os, sys, frametrace
 def work():
     return 1
 
-with frametrace.profile(on_trace_ready=frametrace.save("out")) as prof:
+with frametrace.profile(on_trace_ready=frametrace.trace_handler("out")) as prof:
     work()
 trace = prof.last_trace
 print(os.getpid(), trace.save("t.json"), trace.save("t.pftrace"), trace.save("u.{rank}.{pid}.json"))

@@ -238,7 +238,7 @@ def test_thread_started_by_an_audit_hook_during_start_is_traced():
         assert any(e.name == "abs" for e in events)
         # Started before the caller's hook was in place (3.12+: before any
         # thread's): traced only where the hook reached it in time.
-        assert tr.thread_names.get(started[0].ident, "late") == "late"
+        assert {t.name for t in tr.threads if t.thread_id == started[0].ident} <= {"late", None}
         check_next_tracer_works()
         print("survived")
     """)

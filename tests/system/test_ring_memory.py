@@ -51,7 +51,7 @@ def test_a_ring_grows_as_it_fills_and_is_resident_ahead_of_its_writer():
         loop(6_000_000)  # 12M more records: 92 MiB
         t.stop()
         print(json.dumps(dict(start_bytes=start_bytes, ahead=ahead, ahead_rss=ahead_rss,
-                              dropped=t.dropped, ring_bytes=t.ring_bytes)))
+                              dropped=t.stats.dropped, ring_bytes=t.ring_bytes)))
     """)
     assert result["dropped"] == 0
     # One page at start(), not the 128 MiB the ring may grow to.
@@ -130,7 +130,7 @@ def test_thread_churn_costs_what_the_threads_record():
         out = dict(rss=status("VmRSS") - rss_before, vm=status("VmSize") - vm_before)
         if t is not None:
             t.stop()
-            out.update(ring_bytes=t.ring_bytes, dropped=t.dropped,
+            out.update(ring_bytes=t.ring_bytes, dropped=t.stats.dropped,
                        threads=len(t.threads),
                        leaves=sum(e.name == "leaf" for e in t.getEvents()))
         print(json.dumps(out))
@@ -167,7 +167,7 @@ def test_an_ended_threads_ring_gives_back_its_unused_part():
         th.join()
         grown = t.ring_bytes
         t.stop()
-        print(json.dumps(dict(grown=grown, after=t.ring_bytes, dropped=t.dropped)))
+        print(json.dumps(dict(grown=grown, after=t.ring_bytes, dropped=t.stats.dropped)))
     """)
     assert result["dropped"] == 0
     assert result["grown"] >= 2 << 20, result  # doubled past its first MiB

@@ -103,7 +103,7 @@ def test_200_tracers_started_and_stopped_while_8_threads_run(fast_gil_switching)
                 # Checked once the workers are done: in Python, under
                 # contention, the checks would take most of the time.
                 times = types.SimpleNamespace(start_ns=tracer.start_ns, stop_ns=tracer.stop_ns)
-                traces.append((times, events, tracer.dropped))
+                traces.append((times, events, tracer.stats.dropped))
                 tracer.clear()
                 with pytest.raises(RuntimeError, match="clear"):
                     tracer.getEvents()
@@ -294,7 +294,7 @@ def test_real_sigint_from_another_thread_in_a_traced_loop(py_calls, default_sigi
     assert len(find(events, "sig_spin")) == 1 and len(find(events, "recurse")) == 1
     after = events[only(events, "recurse")]
     assert after.parent == events[outer].parent and after.start_ns >= events[outer].end_ns
-    assert tracer.dropped == 0
+    assert tracer.stats.dropped == 0
 
 
 @one_clock
@@ -371,7 +371,7 @@ def test_timer_signal_handler_nested_in_what_was_running(restore_signals):
             up = events[up].parent
         kids = [e.name for e in events if e.parent == i and e.name != name]
         assert kids == ["leaf", "list.append"]
-    assert tracer.dropped == 0
+    assert tracer.stats.dropped == 0
 
 
 class Alarm(Exception):
@@ -974,9 +974,9 @@ BIG_RUN = STATUS + """
     tracer.stop()
     seconds = time.perf_counter() - t0
     out = dict(rss0=rss0, hwm0=hwm0, rss1=status("VmRSS"), hwm1=status("VmHWM"),
-               seconds=seconds, capacity=CAPACITY, dropped=tracer.dropped,
-               dropped_records=tracer.dropped_records,
-               by_thread=list(tracer.dropped_by_thread.values()),
+               seconds=seconds, capacity=CAPACITY, dropped=tracer.stats.dropped,
+               dropped_records=tracer.stats.dropped_records,
+               by_thread=[t.dropped for t in tracer.threads],
                produced=2 * UNROLL * N + 2)  # + work()'s own call and return
     events = tracer.getEvents()
     out["len_events"] = sum(1 for e in events if e.name == "len")

@@ -313,7 +313,7 @@ def _run_view(*args, env=None):
 
 
 @pytest.mark.parametrize("what", ["missing", "directory", "script", "empty", "binary", "text",
-                                  "portable", "bad gzip", "ui missing", "ui without index"])
+                                  "bad gzip", "ui missing", "ui without index"])
 def test_bad_input(what, tmp_path, trace, ui):
     path, args = tmp_path / "x.json", []
     if what == "directory":
@@ -327,8 +327,6 @@ def test_bad_input(what, tmp_path, trace, ui):
         path.write_bytes(bytes(range(256)))
     elif what == "text":
         path.write_text("\n\nimport os\nnot a trace at all, though it starts with a newline\n")
-    elif what == "portable":
-        path.write_text('{"format": "frametrace", "version": 1, "events": []}')
     elif what == "bad gzip":
         path = tmp_path / "x.json.gz"
         path.write_bytes(b"\x1f\x8b" + b"\xff" * 40)
@@ -344,7 +342,7 @@ def test_bad_input(what, tmp_path, trace, ui):
     assert proc.stderr.startswith("frametrace view: ") and "Traceback" not in proc.stderr
     assert "open this URL" not in proc.stdout
     expected = {"missing": "no such file", "directory": "is a directory", "empty": "is empty",
-                "portable": "portable format", "bad gzip": "not a valid gzip file",
+                "bad gzip": "not a valid gzip file",
                 "ui missing": "no such directory", "ui without index": "no index.html"}
     assert expected.get(what, "is not a trace") in proc.stderr
 

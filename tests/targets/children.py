@@ -1,6 +1,6 @@
 """A program whose child processes do known work, for tests/system/test_children.py:
     python children.py METHOD OUTDIR
-profiles itself with trace_children=True (frametrace.save(OUTDIR)); its
+profiles itself with trace_children=True (frametrace.trace_handler(OUTDIR)); its
 children are a Process running work(3), a Pool(2) mapping work over
 range(4) (closed and joined: each worker ends normally), and a Process
 terminated (SIGTERM) while it waits.  Prints a JSON report: the parent's pid
@@ -34,7 +34,7 @@ def wait_forever(ready):
 
 def main(method, outdir):
     ctx = multiprocessing.get_context(method)
-    with frametrace.profile(on_trace_ready=frametrace.save(outdir), trace_children=True):
+    with frametrace.profile(on_trace_ready=frametrace.trace_handler(outdir), trace_children=True):
         proc = ctx.Process(target=work, args=(3,))
         proc.start()
         proc.join()

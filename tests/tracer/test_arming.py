@@ -104,9 +104,9 @@ def test_refusals():
     with pytest.raises(RuntimeError, match="arm\\(\\) called twice"):
         tracer.arm()
     other = frametrace.Tracer()
-    with pytest.raises(RuntimeError, match="another frametrace Tracer is armed"):
+    with pytest.raises(frametrace.ConflictError, match="another frametrace Tracer is armed"):
         other.start()
-    with pytest.raises(RuntimeError, match="another frametrace Tracer is armed"):
+    with pytest.raises(frametrace.ConflictError, match="another frametrace Tracer is armed"):
         other.arm()
     tracer.start()
     with pytest.raises(RuntimeError, match="arm\\(\\) called twice: this Tracer is already active"):
@@ -215,7 +215,7 @@ def test_a_refusal_is_raised_from_the_step_that_begins_warmup():
     with frametrace.profile(schedule=sched) as prof:
         other.start()
         try:
-            with pytest.raises(RuntimeError, match="another frametrace Tracer is already active"):
+            with pytest.raises(frametrace.ConflictError, match="another frametrace Tracer is already active"):
                 prof.step()
         finally:
             other.stop()

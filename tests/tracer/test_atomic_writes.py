@@ -14,7 +14,7 @@ import pytest
 
 import frametrace
 from frametrace import reports
-from frametrace.export import trace_document, write_chrome, write_json, write_perfetto
+from frametrace.export import write_chrome, write_perfetto
 from frametrace.loader import merge, read_other_data
 from targets import calls
 
@@ -127,14 +127,30 @@ def test_an_interrupted_export_to_a_fifo_does_not_end_like_a_trace(long_trace, t
     assert not tail.endswith(b"}\n")
 
 
+class _Unwritable:
+    """An event whose name cannot be read: the writer fails at it."""
+
+    def __init__(self, event):
+        self.event = event
+
+    def __getattr__(self, field):
+        if field == "name":
+            raise TypeError("no name")
+        return getattr(self.event, field)
+
+
 def test_a_failure_while_writing_json_leaves_the_target_as_it_was(long_trace, tmp_path):
-    # json.dump streams: what it wrote before the unserializable value was
-    # in the file before.
+    # A trace without records (a loaded one) is written from its Events, in
+    # chunks: what it wrote before the event it fails at was in the file.
     target = tmp_path / "doc.json"
     target.write_bytes(PREVIOUS)
-    doc = trace_document(long_trace.getEvents()[:100_000])
-    with pytest.raises(TypeError):
-        write_json(target, {**doc, "z": object()})
+    events = long_trace.getEvents()[:100_000]
+    trace = frametrace.Trace(events=events + [_Unwritable(events[0])], threads=long_trace.threads,
+                             session_start_ns=long_trace.start_ns,
+                             session_end_ns=long_trace.stop_ns, tracer_start_ns=long_trace.start_ns,
+                             tracer_stop_ns=long_trace.stop_ns, pid=os.getpid())
+    with pytest.raises(TypeError, match="no name"):
+        trace.save(target)
     assert os.listdir(tmp_path) == ["doc.json"]
     assert target.read_bytes() == PREVIOUS
 

@@ -46,9 +46,10 @@ def trees(backend, c_calls=True):
     # Thread.run goes through Context.run).
     roots = {}
     main = threading.get_ident()
+    names = {t.serial: t.name for t in tracer.threads}
     for i, ev in enumerate(events):
         if ev.name == "program_with_threads" or (ev.name == "program" and ev.thread_id != main):
-            roots.setdefault(tracer.thread_names.get(ev.thread_id, ev.thread_id),
+            roots.setdefault(names.get(ev.thread_serial) or ev.thread_id,
                              without_thread_handshake(subtree(events, i)))
     return roots, tracer
 

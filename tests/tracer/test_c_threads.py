@@ -151,7 +151,7 @@ def test_every_call_of_a_c_thread_is_recorded_on_one_thread(clib, clock, tmp_pat
     assert not any(e.open_at_start or e.open_at_stop for e in calls)
     # One thread for the OS thread, nothing lost.
     assert [t.native_thread_id for t in tracer.threads].count(tid) == 1
-    assert tracer.dropped == 0
+    assert tracer.stats.dropped == 0
     assert sum(t.dropped for t in tracer.threads) == 0
 
     # One track in the file.

@@ -175,7 +175,7 @@ def test_event_fields():
     assert ev.end_ns >= ev.start_ns
     assert isinstance(ev, frametrace.Event)
     assert tuple(ev)[:4] == ("leaf", calls.__file__, 15, "py")
-    assert tracer.get_events() == events
+    assert not hasattr(tracer, "get_events")  # one name: getEvents
 
 
 def test_decorator_and_exception_in_body():

@@ -437,7 +437,7 @@ def frametrace_trees(prog, c_calls):
             _run(ns, prog.depth)
     events = tracer.getEvents()
     assert_valid_trace(events, tracer.start_ns, tracer.stop_ns)
-    assert tracer.dropped == 0
+    assert tracer.stats.dropped == 0
     kids = {}
     for i, ev in enumerate(events):
         kids.setdefault(ev.parent, []).append(i)

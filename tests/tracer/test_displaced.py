@@ -362,7 +362,7 @@ def test_session_refused_says_so(where):
     release = occupy_the_hook(frametrace.Tracer().backend)
     try:
         schedule = None if where == "enter" else frametrace.schedule(wait=1, warmup=0, active=1)
-        with pytest.raises(RuntimeError, match="another profiler") as info:
+        with pytest.raises(frametrace.ConflictError, match="another profiler") as info:
             with frametrace.profile(schedule=schedule) as prof:
                 for _ in range(3):
                     work()

@@ -358,7 +358,7 @@ def test_clear_from_another_thread_during_a_write(tmp_path, writer, name):
     w.start()
     assert in_write.wait(60)
     tracer.clear()
-    assert tracer.threads == [] and tracer.dropped_records == 0
+    assert tracer.threads == [] and tracer.stats.dropped_records == 0
     with pytest.raises(RuntimeError, match="clear"):
         tracer.getEvents()
     with pytest.raises(RuntimeError):

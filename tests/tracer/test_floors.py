@@ -34,7 +34,7 @@ def no_floor_left():
 def test_noop_profile_is_installed_and_removed(clock):
     _testing.set_noop_profile(True, clock=clock)
     # Installed: a setprofile tracer sees another profile function.
-    with pytest.raises(RuntimeError, match="another profiler is installed"):
+    with pytest.raises(frametrace.ConflictError, match="another profiler is installed"):
         frametrace.Tracer(backend="setprofile").start()
     assert work() == 144 + 1225 + 2
     _testing.set_noop_profile(False)

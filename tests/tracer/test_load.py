@@ -1,4 +1,4 @@
-"""frametrace.loader: Chrome traces (and the portable format) read back into
+"""frametrace.loader: Chrome traces read back into
 a frametrace.Trace, event by event equal to getEvents(), to the nanosecond;
 merged traces; every kind of bad file rejected with a ValueError naming it."""
 import decimal
@@ -26,6 +26,12 @@ def assert_same_events(loaded, events):
         assert tuple(a) == tuple(b), (i, a, b)
         for f in frametrace.Event.__match_args__:
             assert type(getattr(a, f)) is type(getattr(b, f)), (i, f)
+
+
+def names_of(trace):
+    """{thread_id: name} of a trace's threads (of threads that had one ident,
+    the latest's)."""
+    return {t.thread_id: t.name for t in trace.threads if t.name is not None}
 
 
 def busy(n):
@@ -72,9 +78,10 @@ def test_round_trip_is_exact(tmp_path, suffix):
     assert trace.session_start_ns == tracer.start_ns
     assert trace.session_end_ns == tracer.stop_ns
     assert trace.pid == os.getpid()
-    assert trace.dropped == tracer.dropped == 0
-    assert trace.thread_names[worker.ident] == "load-worker"
-    assert trace.thread_names[threading.get_ident()] == threading.current_thread().name
+    assert trace.stats.dropped == tracer.stats.dropped == 0
+    assert trace.threads == tracer.threads
+    assert names_of(trace)[worker.ident] == "load-worker"
+    assert names_of(trace)[threading.get_ident()] == threading.current_thread().name
     assert trace.ranges == [] and trace.steps == [] and trace.cycle == 0
     assert_valid_trace(trace.events, tracer.start_ns, tracer.stop_ns)
 
@@ -96,12 +103,13 @@ def test_open_at_start_and_stop_and_overflow(tmp_path):
         write_chrome(tmp_path / "t.json", tracer)
         trace = load(tmp_path / "t.json")
         assert_same_events(trace.events, events)
-        assert trace.dropped == tracer.dropped
-        assert trace.dropped_by_thread == tracer.dropped_by_thread
-        assert (buffer_size == 97) == (trace.dropped > 0)
+        assert trace.stats.dropped == tracer.stats.dropped
+        assert trace.stats == tracer.stats
+        assert [t.dropped for t in trace.threads] == [t.dropped for t in tracer.threads]
+        assert (buffer_size == 97) == (trace.stats.dropped > 0)
 
 
-def test_dropped_by_thread_survives_the_file_and_a_merge(tmp_path):
+def test_each_threads_dropped_survives_the_file_and_a_merge(tmp_path):
     both_alive = threading.Barrier(2)  # distinct idents: none ends before the other starts
 
     def work(n, barrier=None):
@@ -117,19 +125,20 @@ def test_dropped_by_thread_survives_the_file_and_a_merge(tmp_path):
         for t in threads:
             t.join()
         work(120)
-    by_thread = tracer.dropped_by_thread
-    assert len([n for n in by_thread.values() if n > 0]) == 3  # each thread overflowed
-    assert len(set(by_thread.values())) == 3  # and by different amounts
+    by_thread = [t.dropped for t in tracer.threads]
+    assert len([n for n in by_thread if n > 0]) == 3  # each thread overflowed
+    assert len(set(by_thread)) == 3  # and by different amounts
     write_chrome(tmp_path / "t.json", tracer)
     trace = load(tmp_path / "t.json")
-    assert trace.dropped_by_thread == by_thread
-    assert sum(trace.dropped_by_thread.values()) == trace.dropped == tracer.dropped
+    assert [t.dropped for t in trace.threads] == by_thread
+    assert sum(by_thread) == trace.stats.dropped == tracer.stats.dropped
+    assert trace.stats == tracer.stats
     merged = frametrace.loader.merge([tmp_path / "t.json"], tmp_path / "all.json")
     assert merged["inputs"][0]["dropped_by_thread"]
     again = load(tmp_path / "all.json")
-    assert again.dropped == tracer.dropped
-    assert sorted(again.dropped_by_thread.values()) == sorted(by_thread.values())
-    assert again.processes[0]["dropped_by_thread"] == again.dropped_by_thread
+    assert again.stats == tracer.stats
+    assert [t.dropped for t in again.threads] == by_thread
+    assert again.processes[0]["stats"] == tracer.stats
 
 
 def test_names_and_files_needing_escapes(tmp_path):
@@ -190,7 +199,7 @@ def test_file_names_that_are_not_utf8_survive_every_writer(tmp_path):
         assert {e["args"]["name"] for e in doc["traceEvents"] if e["name"] == "process_name"} == {name}
         trace = load(path)
         assert works(trace) == {(filename, 1)}, suffix
-        assert trace.thread_names[t.ident] == name
+        assert names_of(trace)[t.ident] == name
         # A loaded trace written again (the Python writer), and merged.
         trace.save(tmp_path / "again.json")
         assert works(load(tmp_path / "again.json")) == {(filename, 1)}
@@ -198,7 +207,7 @@ def test_file_names_that_are_not_utf8_survive_every_writer(tmp_path):
         merged = load(tmp_path / "merged.json")
         assert works(merged) == {(filename, 1)}
         assert merged.processes[0]["process_name"] == name
-        assert merged.thread_names[t.ident] == f"{name} [pid {os.getpid()}]"
+        assert names_of(merged)[t.ident] == f"{name} [pid {os.getpid()}]"
     path = tmp_path / "t.pftrace"
     frametrace.export.write_perfetto(path, tracer, process_name=name)
     decoded = pftrace.decode(path)
@@ -212,8 +221,7 @@ def test_file_names_that_are_not_utf8_survive_every_writer(tmp_path):
     trace.to_pstats(tmp_path / "t.pstats")
     stats = pstats.Stats(str(tmp_path / "t.pstats")).stats
     assert (filename, 1, "work") in stats
-    reports.write_collapsed(trace.events, tmp_path / "t.folded", weight="calls",
-                            thread_names=trace.thread_names)
+    reports.write_collapsed(trace, tmp_path / "t.folded", weight="calls")
     assert b"caf\xe9 (thread " in (tmp_path / "t.folded").read_bytes()
     assert b"caf\xe9/prog.py" in (tmp_path / "t.folded").read_bytes()
 
@@ -308,11 +316,9 @@ def test_session_trace_with_ranges_and_steps(tmp_path):
     assert all(type(s) is frametrace.StepRecord for s in loaded.steps)
     assert [s.name for s in loaded.steps] == ["step#0", "step#1", "step#2", "step#3", "step#4"]
     for f in ("session_start_ns", "session_end_ns", "tracer_start_ns", "tracer_stop_ns",
-              "pid", "cycle", "dropped"):
+              "pid", "cycle", "stats", "threads"):
         assert getattr(loaded, f) == getattr(trace, f), f
     assert loaded.session_end_ns > loaded.tracer_stop_ns  # Python tracing stopped at step 2
-    for tid, name in loaded.thread_names.items():
-        assert trace.thread_names[tid] == name
 
 
 def test_summary_and_reports_of_a_loaded_trace(tmp_path):
@@ -330,7 +336,7 @@ def test_summary_and_reports_of_a_loaded_trace(tmp_path):
     assert (tmp_path / "t.svg").read_text().startswith("<?xml")
 
 
-def test_portable_format(tmp_path):
+def test_trace_save_round_trip(tmp_path):
     with frametrace.profile() as prof:
         with frametrace.range("r"):
             calls.program()
@@ -341,17 +347,22 @@ def test_portable_format(tmp_path):
         assert_same_events(loaded.events, trace.events)
         assert loaded.ranges == trace.ranges and loaded.steps == trace.steps
         for f in ("session_start_ns", "session_end_ns", "tracer_start_ns", "tracer_stop_ns",
-                  "pid", "cycle", "dropped", "dropped_by_thread", "thread_names"):
+                  "pid", "cycle", "stats", "threads"):
             assert getattr(loaded, f) == getattr(trace, f), f
-    # The pytest plugin's documents: start_ns/stop_ns, dict ranges without flags.
-    from frametrace.export import trace_document, write_json
-    doc = trace_document(trace.events, metadata={"pid": 5, "start_ns": trace.tracer_start_ns,
-                                                 "stop_ns": trace.tracer_stop_ns},
-                         ranges=[{"name": "body", "thread_id": 1, "start_ns": 1, "end_ns": 2}])
-    loaded = load(write_json(tmp_path / "plugin.json", doc))
-    assert (loaded.pid, loaded.tracer_start_ns, loaded.session_start_ns) == \
-        (5, trace.tracer_start_ns, trace.tracer_start_ns)
-    assert loaded.ranges == [frametrace.RangeRecord("body", 1, 1, 2)]
+
+
+def test_a_document_of_no_chrome_trace_is_refused(tmp_path):
+    """A JSON object without traceEvents (such as the "format": "frametrace"
+    documents no released version wrote) is no trace: load() and merge()
+    say so, naming the file."""
+    path = tmp_path / "doc.json"
+    path.write_text(json.dumps({"format": "frametrace", "version": 1, "metadata": {},
+                                "event_fields": list(frametrace.Event.__match_args__),
+                                "events": [], "ranges": [], "steps": []}))
+    with pytest.raises(ValueError, match=re.escape(f"{path}: not a trace: no traceEvents")):
+        load(path)
+    with pytest.raises(ValueError, match=re.escape(f"{path}: not a trace: no traceEvents")):
+        merge([path], tmp_path / "out.json")
 
 
 def test_merged_traces_load_on_one_timeline(tmp_path):
@@ -396,7 +407,7 @@ def test_merged_traces_load_on_one_timeline(tmp_path):
     threads = {(e.thread_serial, e.native_thread_id) for e in merged.events}
     assert len({serial for serial, _ in threads}) == len(threads) == \
         len({e.thread_serial for e in events_a}) + len({e.thread_serial for e in events_b})
-    assert any(n.endswith(f"[pid {pids[1]}]") for n in merged.thread_names.values())
+    assert any(t.name.endswith(f"[pid {pids[1]}]") for t in merged.threads if t.name)
     assert merged.summary(print=False).calls == len(merged.events)
     # Read another way (otherData not at the end: the events are kept until it is known).
     with open(tmp_path / "ab.json", encoding="utf-8") as fh:
@@ -487,16 +498,8 @@ BAD = {
                       "thread_ids"),
     "origin-not-int": (lambda g: edit(g, lambda d: d["otherData"]["frametrace"].update(origin_ns=1.5)),
                        "origin_ns"),
-    "portable-version": (lambda g: b'{"format": "frametrace", "version": 99, "events": []}',
-                         "version 99"),
-    "portable-bad-event": (lambda g: json.dumps({
-        "format": "frametrace", "version": 1, "event_fields": list(frametrace.Event.__match_args__),
-        "events": [["f", "m.py", 1, "python", 1, 1, 0, 1, 0, -1, False, False, 1, False]]}).encode(),
-        "events[0].kind"),
-    "portable-old-bad-event": (lambda g: json.dumps({
-        "format": "frametrace", "version": 1, "event_fields": list(frametrace.Event.__match_args__)[:12],
-        "events": [["f", "m.py", 1, "py", 1, 1, 0, 1, 0, -1, False]]}).encode(),
-        "events[0]: a list of 12 or 14 fields expected"),
+    "no-trace-events": (lambda g: b'{"format": "frametrace", "version": 1, "events": []}',
+                        "not a trace: no traceEvents"),
     "5000-digit-ts": (lambda g: g.replace(b'"ts":', b'"ts":' + b"1" * 5000 + b',"x":', 1),
                       "an integer of 5000 digits in the value at character"),
     "5000-digit-other": (lambda g: g.replace(b'"origin_ns":', b'"origin_ns":' + b"9" * 5000
@@ -513,16 +516,10 @@ BAD = {
                                             "after the tracer's stop"),
     "bad-event-other-in-the-middle": (lambda g: _other_in_the_middle(
         edit(g, lambda d: first_x(d).update(tid="1"))), ".tid: an integer expected"),
-    "portable-events-wrong-shape": (lambda g: b'{"format": "frametrace", "version": 1, "events": '
-                                              b'[[1, 2], []]}', "events[0]: a list of 12 or 14"),
     # Compressed 1000 times: more than 64 times the file, and than 8 MiB.
     "huge-value": (lambda g: gzip.compress(b'{"otherData": "' + b"a" * (9 << 20) + b'"}'),
                    "a JSON value of more than 8388608 characters at character 14 (64 times "
                    "the compressed file's"),
-    "portable-bad-serial": (lambda g: json.dumps({
-        "format": "frametrace", "version": 1, "event_fields": list(frametrace.Event.__match_args__),
-        "events": [["f", "m.py", 1, "py", 1, 1, 0, 1, 0, -1, False, False, -3, False]]}).encode(),
-        "thread_serial: -3 is negative"),
 }
 
 
@@ -550,38 +547,33 @@ def test_merge_rejects_what_it_cannot_align(tmp_path, good_file):
 
 
 def test_merge_takes_every_file_frametrace_writes(tmp_path, good_file):
-    """Trace.save()'s Chrome JSON; the portable format frametrace.save()
-    wrote before (which merge refused: the issue's 'merge refuses the files
-    frametrace.save() writes'), rewritten as Chrome JSON; a file without a
-    clock anchor, placed by its CLOCK_MONOTONIC times as if of the anchored
-    file's machine (said in inputs[].aligned_by)."""
+    """Trace.save()'s Chrome JSON; a file without a clock anchor, placed by
+    its CLOCK_MONOTONIC times as if of the anchored file's machine (said in
+    inputs[].aligned_by)."""
     (tmp_path / "good.json").write_bytes(good_file)
-    (tmp_path / "noanchor.json").write_bytes(
-        edit(good_file, lambda d: d["otherData"]["frametrace"].pop("clock_anchor")))
     with frametrace.profile() as prof:
         calls.leaf(1)
-    prof.last_trace.save(tmp_path / "saved.json")
-    merge([tmp_path / "saved.json"], tmp_path / "saved-merged.json")
-    assert frametrace.load(tmp_path / "saved-merged.json").events == prof.last_trace.events
-    from frametrace.export import trace_document, write_json
     trace = prof.last_trace
-    write_json(tmp_path / "portable.json", trace_document(
-        trace.events, metadata={"pid": trace.pid, "tracer_start_ns": trace.tracer_start_ns,
-                                "tracer_stop_ns": trace.tracer_stop_ns}))
-    other = merge([tmp_path / "saved.json", tmp_path / "portable.json", tmp_path / "noanchor.json"],
+    trace.save(tmp_path / "saved.json")
+    merge([tmp_path / "saved.json"], tmp_path / "saved-merged.json")
+    assert frametrace.load(tmp_path / "saved-merged.json").events == trace.events
+    (tmp_path / "noanchor.json").write_bytes(
+        edit((tmp_path / "saved.json").read_bytes(),
+             lambda d: d["otherData"]["frametrace"].pop("clock_anchor")))
+    other = merge([tmp_path / "saved.json", tmp_path / "noanchor.json", tmp_path / "good.json"],
                   tmp_path / "all.json")
     assert [d["source"] for d in other["inputs"]] == [
-        str(tmp_path / n) for n in ("saved.json", "portable.json", "noanchor.json")]
-    assert ["aligned_by" in d for d in other["inputs"]] == [False, True, True]
+        str(tmp_path / n) for n in ("saved.json", "noanchor.json", "good.json")]
+    assert ["aligned_by" in d for d in other["inputs"]] == [False, True, False]
     merged = frametrace.load(tmp_path / "all.json")
     first, second = merged.processes[:2]
-    # The portable file's events are the saved one's, at the same times:
+    # The unanchored file's events are the saved one's, at the same times:
     # both on this machine's CLOCK_MONOTONIC.
     assert first["shift_ns"] == second["shift_ns"]
     leaves = [e.start_ns for e in merged.events if e.name == "leaf"]
     good = [e.name for e in frametrace.load(tmp_path / "good.json").events].count("leaf")
     assert len(leaves) == 2 * [e.name for e in trace.events].count("leaf") + good
-    assert leaves[0] == leaves[1]  # the saved file's and the portable one's, at one time
+    assert leaves[0] == leaves[1]  # the saved file's and the unanchored one's, at one time
 
 
 def test_thread_ident_reused_by_a_later_thread(tmp_path):
@@ -656,7 +648,7 @@ except ValueError as exc:
     ("", "", "not JSON: Expecting value at character 0"),
     ('{"traceEvents":[', "0", "traceEvents[0]: an object expected"),
     ('{"otherData":"', "a", "a JSON value of more than"),
-    ('{"format":"frametrace","version":1,"events":[', "[],", "events[0]: a list of 12 or 14"),
+    ('{"events":[', "[],", "more than 1000 elements in the top-level array 'events'"),
 ])
 def test_gzip_bomb_is_refused_within_bounded_memory(tmp_path, head, fill, words):
     """A small gzip file of 96 MiB inflated: ValueError, the loader's peak

@@ -98,7 +98,7 @@ def test_profile_passes_max_memory_to_its_tracers():
 def test_an_ended_threads_records_go_first_whole():
     # Unbounded, the same program: what the worker recorded.
     free, free_events, free_ident = run(1 << 30, 2000, 3000)
-    assert free.dropped == 0 and free.dropped_records == 0
+    assert free.stats.dropped == 0 and free.stats.dropped_records == 0
     worker_events = by_thread(free_events, free_ident)
     worker_records = records(worker_events)
     assert len([e for e in worker_events if e.name == "leaf"]) == 2000
@@ -107,14 +107,15 @@ def test_an_ended_threads_records_go_first_whole():
     # both fit once this thread's needs 64 KiB for its 6,000-odd records.
     tracer, events, ident = run(64 << 10, 2000, 3000)
     assert by_thread(events, ident) == []
-    assert tracer.dropped_records == worker_records
+    assert tracer.stats.dropped_records == worker_records
     # Events lost entirely: all of the worker's, counted as under overflow.
-    assert tracer.dropped_by_thread[ident] == len(worker_events)
-    assert tracer.dropped == len(worker_events)
+    dropped = {t.thread_id: t.dropped for t in tracer.threads}
+    assert dropped[ident] == len(worker_events)
+    assert tracer.stats.dropped == len(worker_events)
     # This thread lost nothing.
     main = threading.get_ident()
     assert len([e for e in by_thread(events, main) if e.name == "leaf"]) == 3000
-    assert tracer.dropped_by_thread[main] == 0
+    assert dropped[main] == 0
 
 
 def test_an_ended_threads_ring_is_packed_before_anything_is_dropped():
@@ -123,7 +124,7 @@ def test_an_ended_threads_ring_is_packed_before_anything_is_dropped():
     # the worker's 4,000-odd, 32 KiB in words, would not fit beside it, but
     # packed (3-4 bytes a record) they do: nothing is lost.
     tracer, events, ident = run(80 << 10, 2000, 3000)
-    assert tracer.dropped == 0 and tracer.dropped_records == 0
+    assert tracer.stats.dropped == 0 and tracer.stats.dropped_records == 0
     assert tracer.ring_bytes < 64 * 1024 + 4000 * 4
     shape = [(e.name, e.depth, e.kind) for e in by_thread(events, ident)]
     assert shape == [(e.name, e.depth, e.kind) for e in by_thread(free_events, free_ident)]
@@ -139,13 +140,13 @@ def test_live_threads_at_the_bound_wrap_at_their_size():
     assert tracer.ring_bytes <= 16 << 10
     kept = records(by_thread(events, main))
     assert 0 < kept < records(by_thread(free_events, main))
-    lost = tracer.dropped_records
+    lost = tracer.stats.dropped_records
     assert lost > 0
     # Every record is either kept or counted, the worker's ring (discarded
     # or kept) included.
     assert records(events) + lost == records(free_events)
     # dropped: the events not shown at all.
-    assert tracer.dropped == len(free_events) - len(events)
+    assert tracer.stats.dropped == len(free_events) - len(events)
     shown = [e for e in by_thread(events, main) if e.name == "leaf"]
     assert 0 < len(shown) < 20000
 
@@ -167,7 +168,7 @@ def test_ended_threads_rings_are_packed_and_replay_exactly():
         ring_bytes = tracer.ring_bytes
     events = tracer.getEvents()
     assert_valid_trace(events, tracer.start_ns, tracer.stop_ns)
-    assert tracer.dropped == 0 and tracer.dropped_records == 0
+    assert tracer.stats.dropped == 0 and tracer.stats.dropped_records == 0
     assert len(set(idents)) < len(idents)  # the premise: idents reused
     by_serial = {}
     for e in events:

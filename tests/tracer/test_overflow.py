@@ -20,14 +20,14 @@ def test_tiny_ring_drops_oldest_and_keeps_invariants():
     events = tracer.getEvents()
     assert_valid_trace(events, tracer.start_ns, tracer.stop_ns)
     me = threading.get_ident()
-    assert tracer.dropped > 0
-    assert tracer.dropped_by_thread[me] == tracer.dropped
+    assert tracer.stats.dropped > 0
+    assert [(t.thread_id, t.dropped) for t in tracer.threads] == [(me, tracer.stats.dropped)]
     # 2 records per leaf call; the ring keeps the last 64 records.
-    assert tracer.dropped_records >= 2 * 5000 - 64
+    assert tracer.stats.dropped_records >= 2 * 5000 - 64
     # dropped counts events: of busy, 5003 leaf calls and branch, exactly
     # those not shown at all (busy is shown, its call lost).
     shown = [e for e in events if e.name in ("busy", "leaf", "branch")]
-    assert tracer.dropped == 1 + 5003 + 1 - len(shown)
+    assert tracer.stats.dropped == 1 + 5003 + 1 - len(shown)
     # The newest calls survive, complete.
     br = only(events, "branch")
     assert len([i for i in find(events, "leaf") if events[i].parent == br]) == 3
@@ -57,26 +57,28 @@ def test_overflow_while_frames_stay_open():
     # Entered before the window, still running at stop: from the stop stack.
     assert lp.open_at_start and lp.open_at_stop
     # Lost entirely: the leaf calls not shown; loop is shown, its call lost.
-    assert tracer.dropped == 3000 - len(find(events, "leaf"))
-    assert tracer.dropped_records == 2 * tracer.dropped + 1
+    assert tracer.stats.dropped == 3000 - len(find(events, "leaf"))
+    assert tracer.stats.dropped_records == 2 * tracer.stats.dropped + 1
 
 
 def test_dropped_counts_events_once_stopped_and_records_any_time():
     tracer = frametrace.Tracer(buffer_size=8, c_calls=False)
-    assert (tracer.dropped, tracer.dropped_by_thread, tracer.dropped_records) == (0, {}, 0)
+    assert tracer.stats == (0, 0) and tracer.threads == []
+    assert type(tracer.stats) is frametrace.Stats
     with tracer:
         busy(100)
         # Events lost are known by replaying the records after the stop.
-        assert tracer.dropped is None and tracer.dropped_by_thread is None
-        assert tracer.dropped_records > 0
-    records = tracer.dropped_records
-    assert 0 < tracer.dropped <= records and tracer.dropped_records == records
-    assert tracer.dropped_by_thread == {threading.get_ident(): tracer.dropped}
+        assert tracer.stats.dropped is None and tracer.threads[0].dropped is None
+        assert tracer.stats.dropped_records > 0
+    records = tracer.stats.dropped_records
+    assert 0 < tracer.stats.dropped <= records and tracer.stats.dropped_records == records
+    assert [(t.thread_id, t.dropped) for t in tracer.threads] == [
+        (threading.get_ident(), tracer.stats.dropped)]
     events = tracer.getEvents()
     shown = [e for e in events if e.name in ("busy", "leaf", "branch")]
-    assert tracer.dropped == 1 + 103 + 1 - len(shown)
+    assert tracer.stats.dropped == 1 + 103 + 1 - len(shown)
     tracer.clear()
-    assert (tracer.dropped, tracer.dropped_by_thread, tracer.dropped_records) == (0, {}, 0)
+    assert tracer.stats == (0, 0) and tracer.threads == []
 
 
 def test_every_size_keeps_invariants():
@@ -87,4 +89,4 @@ def test_every_size_keeps_invariants():
             calls.catcher()
         events = tracer.getEvents()
         assert_valid_trace(events, tracer.start_ns, tracer.stop_ns)
-        assert (tracer.dropped > 0) == (size <= 13)
+        assert (tracer.stats.dropped > 0) == (size <= 13)

@@ -41,7 +41,8 @@ def test_python_traced_only_in_first_active_step():
         # Nothing of the session's own work is in the trace.
         assert not [e for e in events if e.filename == frametrace.session.__file__]
         assert trace.pid == os.getpid()
-        assert trace.thread_names[threading.get_ident()] == threading.current_thread().name
+        assert trace.threads[0].thread_id == threading.get_ident()
+        assert trace.threads[0].name == threading.current_thread().name
 
 
 def test_events_of_a_session_trace_are_sound():
@@ -196,7 +197,7 @@ def test_range_decorator_and_misuse():
 
 def test_save_writes_each_trace(tmp_path):
     sched = frametrace.schedule(wait=0, warmup=0, active=1, repeat=2)
-    with frametrace.profile(schedule=sched, on_trace_ready=frametrace.save(tmp_path / "t")) as prof:
+    with frametrace.profile(schedule=sched, on_trace_ready=frametrace.trace_handler(tmp_path / "t")) as prof:
         run_training(prof, 4)
     files = sorted(os.listdir(tmp_path / "t"))
     assert files == [f"frametrace.{os.getpid()}.0.json", f"frametrace.{os.getpid()}.1.json"]
@@ -252,9 +253,9 @@ def test_a_window_that_lost_events_says_so_naming_buffer_size():
             burst(1000)     # cycle 1: overflows it
             prof.step()
     assert [t.cycle for t in traces] == [0, 1]
-    assert traces[0].dropped == 0 and traces[1].dropped > 0
+    assert traces[0].stats.dropped == 0 and traces[1].stats.dropped > 0
     messages = [str(w.message) for w in told if "lost" in str(w.message)]
-    assert messages == [f"frametrace: {traces[1].dropped:,} events of cycle 1, steps 1-1 were lost "
+    assert messages == [f"frametrace: {traces[1].stats.dropped:,} events of cycle 1, steps 1-1 were lost "
                         f"entirely (the oldest, per thread: buffer_size is 256 records, a call "
                         f"and a return are two); a larger buffer_size keeps them"]
     assert told[0].filename == __file__  # the step() that closed the window

@@ -159,7 +159,7 @@ def test_back_to_back_windows_stay_apart():
         (call,) = [e for e in trace.events if e.name == "model"]
         assert trace.session_start_ns <= call.start_ns <= call.end_ns <= trace.session_end_ns
         assert [s.step for s in trace.steps] == [i]
-        assert "frametrace-writer" not in trace.thread_names.values()
+        assert "frametrace-writer" not in [t.name for t in trace.threads]
         assert not [e for e in trace.events if e.filename == session_file
                     or e.filename == threading.__file__]
 

@@ -151,7 +151,7 @@ def test_snapshot_of_a_wrapped_ring_keeps_the_frames_running():
     deeps = [ev for ev in events if ev.name.endswith("deep")]
     assert len(deeps) == 6
     assert all(ev.open_at_start and ev.open_at_stop for ev in deeps)
-    assert snap.dropped > 0 and snap.dropped <= tracer.dropped
+    assert snap.stats.dropped > 0 and snap.stats.dropped <= tracer.stats.dropped
 
 
 def test_snapshot_inside_generator_and_exception_handler():

@@ -144,7 +144,7 @@ def test_chrome_export_and_load(traced, tmp_path):
     assert [t.thread_name for t in table.threads.values()] == expected_names()
 
 
-def test_portable_json_round_trip(traced, tmp_path):
+def test_save_round_trip(traced, tmp_path):
     loaded = frametrace.load(traced.save(tmp_path / "t.json"))
     assert list(map(tuple, loaded.threads)) == list(map(tuple, traced.threads))
     assert [t.thread_name for t in reports.summary(loaded, per_thread=True).threads.values()] \

@@ -32,7 +32,7 @@ def test_thread_names_come_from_public_threading_api():
     done.set()
     early.join()
     late.join()
-    names = tr.thread_names
+    names = {t.thread_id: t.name for t in tr.threads}
     assert names[early.ident] == "renamed"
     assert names[late.ident] == "late"
     assert names[threading.main_thread().ident] == "MainThread"

@@ -104,7 +104,7 @@ def test_steps_and_ranges_have_tracks_of_their_own(tmp_path):
     assert sorted(loaded.ranges) == sorted(trace.ranges)
     assert loaded.steps == trace.steps
     assert loaded.events == trace.events
-    assert loaded.thread_names == trace.thread_names
+    assert loaded.threads == trace.threads
 
 
 def test_every_kind_of_trace_is_written_as_chrome_json_and_read_back(tmp_path):

@@ -159,7 +159,7 @@ def assert_same_trace(a, b):
         assert tuple(x) == tuple(y), (i, x, y)
         for f in frametrace.Event.__match_args__:
             assert type(getattr(x, f)) is type(getattr(y, f)), (i, f)
-    for f in ("ranges", "steps", "thread_names", "threads", "dropped_by_thread", "pid",
+    for f in ("ranges", "steps", "threads", "stats", "pid",
               "tracer_start_ns", "tracer_stop_ns", "session_start_ns", "session_end_ns"):
         assert getattr(a, f) == getattr(b, f), f
 

@@ -199,8 +199,9 @@ def test_empty_and_trace_input(tmp_path):
     assert reports.collapsed_stacks([]) == []
     assert marshal.load(open(reports.write_pstats([], tmp_path / "e.pstats"), "rb")) == {}
     ET.parse(reports.write_flamegraph_svg([], tmp_path / "e.svg"))
-    # A frametrace.Trace: its events and thread names.
-    trace = frametrace.Trace(events=tree(), thread_names={7: "MainThread"})
+    # A frametrace.Trace: its events and its threads' names.
+    trace = frametrace.Trace(events=[frametrace.Event(tuple(e)[:12] + (1, False)) for e in tree()],
+                             threads=[frametrace.ThreadInfo((1, 7, 1007, "MainThread", 0))])
     assert reports.summary(trace).calls == 6
     assert reports.collapsed_stacks(trace)[0] == "MainThread (thread 7);main (m.py:1) 30"
     # Events out of call order but parents first: still exact.
