@@ -305,7 +305,7 @@ def collapsed_lines(events: Sequence[Any], weight: str = "self", threads: bool =
     where alike."""
     paths = Paths(events)
     shared = _shared_idents(paths.idents)
-    names = _Names({}, {})
+    names = _Names({})
     values = paths.selfs if weight == "self" else paths.calls
     label_ids: dict[tuple[int, str], int] = {}
     label_up: list[int] = []

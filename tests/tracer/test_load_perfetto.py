@@ -42,7 +42,7 @@ def test_a_pftrace_loads_as_its_json_does(tmp_path, suffix):
                                    metadata={"run": [1, "x"]})
     assert_same_trace(from_pftrace, from_json)
     assert_same_events(from_pftrace.events, events)
-    assert from_pftrace.thread_names[worker.ident] == "load-worker"
+    assert [t.name for t in from_pftrace.threads if t.thread_id == worker.ident] == ["load-worker"]
     assert (from_pftrace.tracer_start_ns, from_pftrace.tracer_stop_ns) == (tracer.start_ns,
                                                                           tracer.stop_ns)
     # What the reports make of it too.
@@ -67,8 +67,8 @@ def test_open_flags_and_a_ring_that_overwrote(tmp_path):
         from_json, from_pftrace = both(tmp_path, tracer)
         assert_same_trace(from_pftrace, from_json)
         assert_same_events(from_pftrace.events, events)
-        assert from_pftrace.dropped_by_thread == tracer.dropped_by_thread
-        assert (buffer_size == 97) == (from_pftrace.dropped > 0)
+        assert [t.dropped for t in from_pftrace.threads] == [t.dropped for t in tracer.threads]
+        assert (buffer_size == 97) == (from_pftrace.stats.dropped > 0)
 
 
 def test_a_session_trace_with_ranges_and_steps(tmp_path):
