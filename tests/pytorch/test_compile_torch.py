@@ -147,7 +147,7 @@ def test_a_compiled_function_is_what_it_is_unprofiled_its_modules_said_once():
     # Rings that keep the whole compile (its first call's frame too).
     got, got_graphs, traces, told = compiled_function_run({"buffer_size": 1 << 21})
     assert got == losses and got_graphs == graphs and len(graphs) == 1
-    assert traces[0].dropped == 0 and [r.name for t in traces for r in t.ranges] == []
+    assert traces[0].stats.dropped == 0 and [r.name for t in traces for r in t.ranges] == []
     ours = [m for m in told if "module_names" in m]
     assert ours == ["frametrace.torch: module_names: modules ran in code torch.compile "
                     "compiled (a compiled function): they have no ranges there (dynamo traces "
