@@ -284,10 +284,19 @@ class Profile:
 
     def _torch_ready(self, prof: Any) -> None:
         """torch's on_trace_ready, on the training thread inside torch's
-        step(): only hands the window's results over (the parsing and the
-        writing are the session's writer thread's)."""
+        step(): hands the window's results and activities over (the join
+        and the writing are the session's writer thread's)."""
+        result = prof.profiler
+        kineto = getattr(result, "kineto_results", None)
+        # torch builds a window's activities the first time they are asked
+        # for, in C++ with the GIL (several ms for thousands of ops): here,
+        # where nothing else waits for it, rather than on the writer thread,
+        # where the loop would wait for the GIL meanwhile.
+        activities = (kineto.trace_activities() if hasattr(kineto, "trace_activities")
+                      else None)
         with self._cond:
-            self._results[self._torch_cycles] = prof.profiler
+            # The activities refer to the result's objects: kept together.
+            self._results[self._torch_cycles] = (result, activities)
             self._torch_cycles += 1
             # The window's results are frametrace's: torch's next window
             # starts a profile of its own (as without acc_events) and has no
@@ -312,12 +321,13 @@ class Profile:
                 self._cond.notify_all()
             raise
 
-    def _wait_torch(self, cycle: int) -> Any:
+    def _wait_torch(self, cycle: int) -> tuple:
+        """(torch's profile object, its activities or None) of a window."""
         with self._cond:
             ok = self._cond.wait_for(lambda: cycle in self._results or self._torch_failed is not None,
                                      timeout=_TORCH_RESULT_TIMEOUT_S)
-            result = self._results.pop(cycle, None)
-        if result is None:
+            result = self._results.pop(cycle, (None, None))
+        if result[0] is None:
             why = (f"torch.profiler failed: {self._torch_failed!r}" if self._torch_failed is not None
                    else "torch.profiler delivered no results" if ok else "timed out")
             raise RuntimeError(f"frametrace.torch: cycle {cycle}: no torch ops to join ({why})")
@@ -326,12 +336,12 @@ class Profile:
     def _ready(self, trace: Trace) -> None:
         """The session's on_trace_ready (its writer thread): torch's ops of
         the same window joined into trace, then the user's handler."""
-        result = self._wait_torch(trace.cycle)
+        result, activities = self._wait_torch(trace.cycle)
         kineto = getattr(result, "kineto_results", None)
         if kineto is not None:
-            if hasattr(kineto, "trace_activities"):
+            if activities is not None:
                 # torch's own objects, read in C: no Python object per op.
-                join_torch(trace, kineto.trace_activities(),
+                join_torch(trace, activities,
                            args_of=_metadata_args if self.record_shapes else None)
             else:
                 join_torch(trace, _activities_of(kineto, with_args=self.record_shapes))
