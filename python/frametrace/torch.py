@@ -301,8 +301,10 @@ class Profile:
             # The window's results are frametrace's: torch's next window
             # starts a profile of its own (as without acc_events) and has no
             # earlier one to warn "Profiler clears events" about.  Kept here
-            # as torch kept it (freed on this thread when the next comes).
-            self._kept, prof.profiler = prof.profiler, None
+            # as torch kept it, with its activities (freed on this thread
+            # when the next comes, not on the writer's with the GIL).
+            self._kept = (result, activities)
+            prof.profiler = None
             self._cond.notify_all()
 
     def _torch_step(self, final: bool) -> None:
