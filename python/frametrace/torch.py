@@ -287,7 +287,7 @@ class Profile:
         step(): hands the window's results and activities over (the join
         and the writing are the session's writer thread's)."""
         result = prof.profiler
-        kineto = getattr(result, "kineto_results", None)
+        kineto: Any = getattr(result, "kineto_results", None)
         # torch builds a window's activities the first time they are asked
         # for, in C++ with the GIL (several ms for thousands of ops): here,
         # where nothing else waits for it, rather than on the writer thread,
