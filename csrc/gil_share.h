@@ -10,6 +10,7 @@
 
 #include "Python.h"
 #include "compat.h"
+#include "clock.h"
 
 #include <stdint.h>
 #include <time.h>
@@ -31,18 +32,10 @@ typedef struct {
     int64_t due;    /* the end of this turn; INT64_MAX: not sharing */
 } ft_gil_share;
 
-static inline int64_t
-ft_gil_share_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 static inline void
 ft_gil_share_begin(ft_gil_share *g)
 {
-    g->due = ft_gil_sharing ? ft_gil_share_now() + FT_GIL_SHARE_NS
+    g->due = ft_gil_sharing ? ft_clock_now() + FT_GIL_SHARE_NS
                             : INT64_MAX;
 }
 
@@ -52,14 +45,14 @@ ft_gil_share_begin(ft_gil_share *g)
 static inline void
 ft_gil_share_point(ft_gil_share *g)
 {
-    if (g->due == INT64_MAX || ft_gil_share_now() < g->due) {
+    if (g->due == INT64_MAX || ft_clock_now() < g->due) {
         return;
     }
     Py_BEGIN_ALLOW_THREADS
     struct timespec pause = {0, FT_GIL_SHARE_PAUSE_NS};
     nanosleep(&pause, NULL);
     Py_END_ALLOW_THREADS
-    g->due = ft_gil_share_now() + FT_GIL_SHARE_NS;
+    g->due = ft_clock_now() + FT_GIL_SHARE_NS;
 }
 
 extern PyMethodDef ft_share_gil_def;
