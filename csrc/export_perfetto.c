@@ -507,23 +507,32 @@ emit_clock_packets(out_t *out, const ft_clock *clock, pb_t *pkt)
     return rc;
 }
 
+/* A ChromeMetadata entry md (freed here) as a packet on sequence 1: 0, or
+ * -1 out of memory.  Pure C. */
+static int
+chrome_metadata_packet(pb_t *pkt, pb_t *md)
+{
+    pb_t bundle = {0};
+    pb_message(&bundle, CEB_METADATA, md);
+    pkt->len = 0;
+    pb_varint(pkt, PKT_SEQUENCE_ID, SEQUENCE_ID);
+    pb_message(pkt, PKT_CHROME_EVENTS, &bundle);
+    int failed = md->failed || bundle.failed || pkt->failed;
+    free(md->p);
+    free(bundle.p);
+    return failed ? -1 : 0;
+}
+
 /* frametrace's metadata (JSON: what load() reads back beside the events,
  * as otherData.frametrace in Chrome JSON), on sequence 1 in a
  * ChromeMetadata "frametrace", which trace processor keeps as metadata. */
 static int
 meta_packet(pb_t *pkt, PyObject *json)
 {
-    pb_t md = {0}, bundle = {0};
+    pb_t md = {0};
     pb_bytes(&md, CM_NAME, "frametrace", 10);
     pb_str(&md, CM_JSON_VALUE, json);
-    pb_message(&bundle, CEB_METADATA, &md);
-    pkt->len = 0;
-    pb_varint(pkt, PKT_SEQUENCE_ID, SEQUENCE_ID);
-    pb_message(pkt, PKT_CHROME_EVENTS, &bundle);
-    int failed = md.failed || bundle.failed || pkt->failed;
-    free(md.p);
-    free(bundle.p);
-    return failed ? -1 : 0;
+    return chrome_metadata_packet(pkt, &md);
 }
 
 /* The file's last packet with the metadata: how many calls it holds, so
@@ -531,17 +540,10 @@ meta_packet(pb_t *pkt, PyObject *json)
 static int
 count_packet(pb_t *pkt, uint64_t calls)
 {
-    pb_t md = {0}, bundle = {0};
+    pb_t md = {0};
     pb_bytes(&md, CM_NAME, "frametrace_calls", 16);
     pb_varint(&md, CM_INT_VALUE, calls);
-    pb_message(&bundle, CEB_METADATA, &md);
-    pkt->len = 0;
-    pb_varint(pkt, PKT_SEQUENCE_ID, SEQUENCE_ID);
-    pb_message(pkt, PKT_CHROME_EVENTS, &bundle);
-    int failed = md.failed || bundle.failed || pkt->failed;
-    free(md.p);
-    free(bundle.p);
-    return failed ? -1 : 0;
+    return chrome_metadata_packet(pkt, &md);
 }
 
 /* A track descriptor packet: a process (thread_id < 0), a thread, or a

@@ -116,6 +116,21 @@ Py_ssize_t ft_rp_list_index(PyObject *obj, Py_ssize_t len);
 /* Unpacks event ev into v: 0, or -1 with an exception. */
 int ft_rp_read_event(pass *p, PyObject *ev, view *v);
 
+/* v's borrowed fields of a recorded Event's shared info and thread
+ * tuples (ft_event_parts). */
+static inline void
+ft_rp_view_parts(view *v, PyObject *info, PyObject *thread)
+{
+    v->info = info;
+    v->thread = thread;
+    v->name = PyTuple_GET_ITEM(info, 0);
+    v->filename = PyTuple_GET_ITEM(info, 1);
+    v->lineno = PyTuple_GET_ITEM(info, 2);
+    v->kind = PyTuple_GET_ITEM(info, 3);
+    v->ident = PyTuple_GET_ITEM(thread, 0);
+    v->serial = PyTuple_GET_ITEM(thread, 2);
+}
+
 /* The same for an Event getEvents() or the loader built (inline: per
  * event): 1, or 0 for any other event (ft_rp_read_event's). */
 static inline int
@@ -130,14 +145,7 @@ ft_rp_read_recorded(pass *p, PyObject *ev, view *v)
     v->values = v->parent = NULL;
     v->d.big = NULL;
     v->have_numbers = v->small_parent = 1;
-    v->info = info;
-    v->thread = thread;
-    v->name = PyTuple_GET_ITEM(info, 0);
-    v->filename = PyTuple_GET_ITEM(info, 1);
-    v->lineno = PyTuple_GET_ITEM(info, 2);
-    v->kind = PyTuple_GET_ITEM(info, 3);
-    v->ident = PyTuple_GET_ITEM(thread, 0);
-    v->serial = PyTuple_GET_ITEM(thread, 2);
+    ft_rp_view_parts(v, info, thread);
     return 1;
 }
 

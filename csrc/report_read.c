@@ -116,14 +116,7 @@ ft_rp_read_event(pass *p, PyObject *ev, view *v)
     if (ft_event_parts(p->state, ev, &info, &thread, &v->e) == 0) {
         v->have_numbers = v->small_parent = 1;
         if (thread != NULL) {  /* getEvents()'s or the loader's */
-            v->info = info;
-            v->thread = thread;
-            v->name = PyTuple_GET_ITEM(info, 0);
-            v->filename = PyTuple_GET_ITEM(info, 1);
-            v->lineno = PyTuple_GET_ITEM(info, 2);
-            v->kind = PyTuple_GET_ITEM(info, 3);
-            v->ident = PyTuple_GET_ITEM(thread, 0);
-            v->serial = PyTuple_GET_ITEM(thread, 2);
+            ft_rp_view_parts(v, info, thread);
             return 0;
         }
         v->values = Py_NewRef(info);
