@@ -193,8 +193,10 @@ def child_pids(pid: int) -> list:
         return []
 
 
-def wait_for_a_child_to_come_and_go(pid: int, timeout: float = 60.0) -> None:
-    """Waits until process pid has started a child and that has ended."""
+def wait_for_a_child_to_come_and_go(pid: int, process=None,
+                                    timeout: float = 60.0) -> None:
+    """Waits until process pid has started a child and that has ended;
+    process: its Popen, whose output an early exit shows."""
     import time
 
     deadline = time.monotonic() + timeout
@@ -204,6 +206,10 @@ def wait_for_a_child_to_come_and_go(pid: int, timeout: float = 60.0) -> None:
         seen = seen or bool(children)
         if seen and not children:
             return
+        if process is not None and process.poll() is not None:
+            out, err = process.communicate()
+            raise AssertionError(f"process {pid} ended (status {process.returncode}) before a "
+                                 f"child came and went: {out}{err}")
         assert time.monotonic() < deadline, f"process {pid} started no child"
         time.sleep(0.002)
 

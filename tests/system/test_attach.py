@@ -22,7 +22,7 @@ import pytest
 
 import frametrace
 from frametrace.testing import assert_no_events_after_stop, assert_valid_trace, assert_well_nested
-from support import TESTS_DIR, UserPython, child_env, wait_for_a_child_to_come_and_go
+from support import UNDER_ASAN, TESTS_DIR, UserPython, child_env, wait_for_a_child_to_come_and_go
 
 # A tracer runs here (in this process or a child): in every setup.
 pytestmark = pytest.mark.usefixtures("clock")
@@ -258,9 +258,11 @@ def test_every_tracer_option_reaches_the_target(tmp_path, targets):
     max_memory bounds what its rings hold."""
     options = frametrace.Options(buffer_size=RING, c_calls=False, backend="setprofile",
                                  max_memory=1 << 16, ignore=["__main__.leaf"])
+    # Long enough for the busy loop to fill 64 KiB, also under ASan.
+    duration = 3.0 if UNDER_ASAN else 0.3
     target = targets("busy")
     out = tmp_path / "options.json"
-    result = frametrace.attach(target.pid, duration=0.3, output=str(out), options=options)
+    result = frametrace.attach(target.pid, duration=duration, output=str(out), options=options)
     assert attach_metadata(out)["options"] == options.as_dict()
     assert result.dropped > 0  # 64 KiB hold little of a busy loop
     events = check_trace(out).events
@@ -271,7 +273,7 @@ def test_every_tracer_option_reaches_the_target(tmp_path, targets):
 
     target = targets("busy")
     out = tmp_path / "cli.json"
-    proc = attach_as_this_user(target.pid, "--duration", "0.3", "-o", str(out),
+    proc = attach_as_this_user(target.pid, "--duration", str(duration), "-o", str(out),
                                "--max-memory", "65536", "--buffer-size", str(RING),
                                "--include", "__main__")
     assert proc.returncode == 0, proc.stderr
@@ -554,7 +556,7 @@ def test_the_folder_given_to_the_user_redirects_nothing(tmp_path, targets, user_
     try:
         # Once the script is handed over (sys.remote_exec checks it can be
         # read), the user redirects its folder.
-        wait_for_a_child_to_come_and_go(cli.pid)
+        wait_for_a_child_to_come_and_go(cli.pid, cli)
         (given,) = [p for p in set(glob.glob(pattern)) - before
                     if not os.path.islink(p) and os.lstat(p).st_uid == uid]
         subprocess.run(["sh", "-c", 'mv "$1" "$1.moved" && ln -s "$2" "$1"', "sh", given,
