@@ -159,7 +159,9 @@ def _slice_lists(pid: int, thread_slices: Optional[Mapping[int, Sequence[Slice]]
             raise ValueError(f"thread_slices: no traced thread has serial {serial!r}")
         if isinstance(items, (str, bytes)) or not isinstance(items, Iterable):
             raise TypeError(f"thread_slices must be a list of records, not {type(items).__name__}")
-        lists.append((tid_of_serial[serial], list(items)))
+        # A list is passed as it is: the C writer reads it in turns,
+        # sharing the GIL, and copes with its changing meanwhile.
+        lists.append((tid_of_serial[serial], items if type(items) is list else list(items)))
     lines = []
     for k, track in enumerate(slice_tracks or ()):
         if not (isinstance(track, tuple) and len(track) == 2 and isinstance(track[0], str)):
@@ -168,7 +170,7 @@ def _slice_lists(pid: int, thread_slices: Optional[Mapping[int, Sequence[Slice]]
             raise TypeError(f"slice_tracks must be a list of records, not {type(track[1]).__name__}")
         tid = SLICE_TRACKS_TID_BASE + k
         lines.append(_chrome_event("M", "thread_name", "__metadata", pid, tid, args={"name": track[0]}))
-        lists.append((tid, list(track[1])))
+        lists.append((tid, track[1] if type(track[1]) is list else list(track[1])))
     return lines, lists
 
 

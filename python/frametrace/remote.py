@@ -472,11 +472,16 @@ class _Attach:
     def _converse(self) -> Any:  # AttachResult here, DumpResult in _Dump
         assert self.sock is not None
         reader = _Lines(self.sock)
-        self.sock.settimeout(_HANDSHAKE_TIMEOUT)
+        # The script imports frametrace before it speaks: as long as the
+        # caller allows for the target, since a busy or instrumented target
+        # may take seconds.
+        waited = max(self.timeout, _HANDSHAKE_TIMEOUT)
+        self.sock.settimeout(waited)
         try:
             hello = reader.next()
         except (OSError, ValueError) as exc:
-            raise self._fail(f"the script started but said nothing ({exc})") from None
+            raise self._fail(f"the script started but said nothing within {waited:g} s "
+                             f"({exc})") from None
         if hello is None:
             raise self._fail("the script started but said nothing")
         info = hello.get("hello", {})
@@ -628,11 +633,13 @@ class _Dump(_Attach):
     def _converse(self) -> DumpResult:
         assert self.sock is not None
         reader = _Lines(self.sock)
-        self.sock.settimeout(_HANDSHAKE_TIMEOUT)
+        waited = max(self.timeout, _HANDSHAKE_TIMEOUT)
+        self.sock.settimeout(waited)
         try:
             hello = reader.next()
         except (OSError, ValueError) as exc:
-            raise self._fail(f"the request started but said nothing ({exc})") from None
+            raise self._fail(f"the request started but said nothing within {waited:g} s "
+                             f"({exc})") from None
         info = (hello or {}).get("hello")
         if info is None:
             raise self._fail("the request started but said nothing")
