@@ -5,11 +5,14 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ..view import DEFAULT_PORT
 from ._common import CommandError
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
+    # Imported here: a child of run --follow-children imports this package
+    # (its trace's writer) and needs nothing of the server.
+    from ..view import DEFAULT_PORT
+
     p = sub.add_parser(
         "view", help="open a trace in the Perfetto UI",
         description="Open a trace in the Perfetto UI: serve it on 127.0.0.1 to the UI alone "
