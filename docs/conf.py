@@ -1,7 +1,9 @@
 """Sphinx configuration: MyST pages, furo, the API reference from docstrings
 and the CLI reference from the argparse parser (docs/development.md)."""
 import pathlib
+import subprocess
 import sys
+import tempfile
 
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tools"))
@@ -36,7 +38,22 @@ autodoc_typehints = "none"
 
 # The performance tables are written from benchmarks/results on every build,
 # so the page shows the latest committed run.
-perf_tables.write(HERE.parent / "benchmarks" / "results", HERE / "_generated" / "performance-tables.md")
+GENERATED = HERE / "_generated"
+perf_tables.write(HERE.parent / "benchmarks" / "results", GENERATED / "performance-tables.md")
+
+
+def _flamegraph():
+    # Made by the CLI from the bundled example, so the picture stays true.
+    with tempfile.TemporaryDirectory() as tmp:
+        subprocess.run([sys.executable, str(HERE.parent / "examples" / "train_loop.py")],
+                       cwd=tmp, check=True, stdout=subprocess.DEVNULL)
+        first = sorted(pathlib.Path(tmp, "traces").glob("*.0.json"))[0]
+        subprocess.run([sys.executable, "-m", "frametrace", "flamegraph", str(first),
+                        "-o", str(GENERATED / "flamegraph.svg")], check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+_flamegraph()
 
 
 def _drop_module_docstrings(app, what, name, obj, options, lines):

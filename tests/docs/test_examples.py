@@ -19,6 +19,8 @@ PAGES = [ROOT / "README.md"] + sorted((ROOT / "docs").glob("*.md"))
 
 # What the examples call but leave to the reader: a small training loop.
 STAND_INS = '''
+import frametrace
+
 def train_step(batch=None):
     return sum(i * i for i in range(200))
 
