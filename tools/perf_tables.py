@@ -1,8 +1,9 @@
 """Write the performance page's tables from benchmarks/results.
 
-benchmarks/compare.py writes one compare-3.X.md per CPython; this takes the
-slowdown and per-event tables out of each (not the run's date, command or
-paths: the page shows figures, the files keep the record).
+benchmarks/overhead.py and compare.py write one file per CPython
+(overhead-3.X.md, compare-3.X.md); this takes the main tables out of each
+(not the run's date, command or paths: the page shows figures, the files
+keep the record).
 
     python tools/perf_tables.py [RESULTS_DIR] [OUT.md]
 """
@@ -20,23 +21,40 @@ def _tables(text):
         if line.startswith("### "):
             keep = line.startswith(WANTED)
             if keep:
-                out += ["", "#" + line, ""]  # one level down, under the CPython heading
+                out += ["", "**" + line[4:] + "**", ""]  # under the CPython heading
             continue
         if keep and line.startswith("|"):
             out.append(line)
     return out
 
 
+def _version_key(path):
+    return [int(x) for x in path.stem.split("-")[1].split(".")]
+
+
+def _first_table(text):
+    """The first table of an overhead file: every workload and configuration."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("|"))
+    end = next((i for i in range(start, len(lines)) if not lines[i].startswith("|")), len(lines))
+    return lines[start:end]
+
+
 def render(results):
-    """The page fragment, one section per CPython, oldest first."""
-    files = sorted(pathlib.Path(results).glob("compare-3.*.md"),
-                   key=lambda p: [int(x) for x in re.findall(r"\d+", p.stem.split("-")[1])])
-    lines = []
-    for f in files:
+    """The page fragment: per CPython, oldest first, the added cost per
+    event (benchmarks/overhead.py), then the comparison with other tracers
+    (benchmarks/compare.py)."""
+    results = pathlib.Path(results)
+    lines = ["### Added cost per profile event (`benchmarks/overhead.py`)", ""]
+    for f in sorted(results.glob("overhead-3.*.md"), key=_version_key):
+        version = f.stem.split("-")[1]
+        lines += [f"#### CPython {version}", ""] + _first_table(f.read_text()) + [""]
+    lines += ["### Against other tracers (`benchmarks/compare.py`)", ""]
+    for f in sorted(results.glob("compare-3.*.md"), key=_version_key):
         if f.stem.endswith("-wall"):
             continue
         version = f.stem.split("-")[1]
-        lines += [f"### CPython {version}"] + _tables(f.read_text()) + [""]
+        lines += [f"#### CPython {version}"] + _tables(f.read_text()) + [""]
     return "\n".join(lines).rstrip() + "\n"
 
 
