@@ -2,7 +2,8 @@
 namespace per page (in order, as a reader would type them), shell blocks
 with bash, each page in a fresh directory.  An example that cannot run here
 (it installs, opens a browser, needs torch or a second process) carries a
-`<!-- skip: next "why" -->` comment just above it."""
+`<!-- skip: next "why" -->` comment just above it.  A test an example
+defines is run too."""
 import os
 import pathlib
 import subprocess
@@ -87,4 +88,20 @@ def test_example(page, example, tmp_path_factory, monkeypatch):
         namespace["_cwd"] = str(cwd)
         exec(textwrap.dedent(STAND_INS), namespace)
     monkeypatch.chdir(namespace["_cwd"])
+    before = set(namespace)
     example.evaluate()
+    _run_tests_defined(namespace, before)
+
+
+def _run_tests_defined(namespace, before):
+    """A pytest example defines a test: run it, with the plugin's fixture
+    (a started tracer around the body) where it asks for one."""
+    import builtins
+    import frametrace
+    # Sybil takes __builtins__ out of the namespace after each example; the
+    # functions defined there look builtins up in it.
+    namespace.setdefault("__builtins__", builtins)
+    for name in sorted(set(namespace) - before):
+        if name.startswith("test_") and callable(namespace[name]):
+            with frametrace.trace() as tracer:
+                namespace[name](frametrace_tracer=tracer)
