@@ -21,6 +21,7 @@ extensions = [
     "sphinx.ext.autodoc",
     "sphinx.ext.napoleon",
     "sphinxarg.ext",
+    "_stubs",  # docs/_stubs.py: the C extension's signatures from its .pyi
 ]
 source_suffix = {".md": "markdown", ".rst": "restructuredtext"}
 exclude_patterns = ["_build", "_generated", "conftest.py"]
@@ -32,9 +33,7 @@ myst_enable_extensions = ["colon_fence"]
 # sphinx-argparse's domain cannot resolve MyST's any-links (it warns on each);
 # a short name like `events` matching two classes' attributes is not a broken link.
 suppress_warnings = ["myst.domains", "ref.python"]
-# Signatures of the C types come from their docstrings' first lines.
 autodoc_member_order = "bysource"
-autodoc_typehints = "none"
 
 # The performance tables are written from benchmarks/results on every build,
 # so the page shows the latest committed run.
