@@ -881,7 +881,8 @@ def _is_zip(path: str) -> bool:
 
 def _attach(ns: argparse.Namespace) -> int:
     from . import reports
-    from .remote import AttachError, _Attach
+    from .remote import AttachError
+    from .remote._attacher import Attach as _Attach
 
     import signal
 
@@ -959,7 +960,8 @@ def _attach(ns: argparse.Namespace) -> int:
 
 
 def _attach_dump(ns: argparse.Namespace) -> int:
-    from .remote import AttachError, _Dump
+    from .remote import AttachError
+    from .remote._dump import Dump as _Dump
 
     given = [option for option, value in (("--duration", ns.duration), ("--steps", ns.steps),
                                           ("--step-function", ns.step_function),
