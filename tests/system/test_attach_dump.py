@@ -143,6 +143,40 @@ def test_no_flight_recorder(tmp_path, targets):
     assert target.finish() == (0, [], "")
 
 
+# A target whose frametrace (if any) has no _serve_dump, the name the
+# request calls: none, or one of a version older than attach --dump.
+NO_SERVE_DUMP = """\
+import sys, time, types
+if sys.argv[1] == "old":
+    sys.modules["frametrace"] = types.ModuleType("frametrace")
+    sys.modules["frametrace"].__version__ = "0.0.1"
+    sys.modules["frametrace.remote"] = types.ModuleType("frametrace.remote")
+print("ready", flush=True)
+while True:
+    time.sleep(0.01)
+"""
+
+
+@needs_remote_exec
+@pytest.mark.parametrize("frametrace_there,said", [
+    ("none", "no flight recorder is running in it"),
+    ("old", "its frametrace 0.0.1 is older than attach --dump: send its flight recorder's "
+            "signal"),
+])
+def test_a_target_without_serve_dump(frametrace_there, said):
+    target = subprocess.Popen([sys.executable, "-I", "-c", NO_SERVE_DUMP, frametrace_there],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert target.stdout.readline() == "ready\n"
+        proc = attach_dump(target.pid)
+        assert proc.returncode == 2 and proc.stdout == ""
+        assert said in proc.stderr, proc.stderr
+        assert target.poll() is None  # untouched
+    finally:
+        target.kill()
+        target.communicate()
+
+
 @needs_remote_exec
 def test_max_dumps_reached(tmp_path, targets):
     target = targets("full")
