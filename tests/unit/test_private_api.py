@@ -152,13 +152,14 @@ ALLOWED_PRIVATE_FROM_C = {"_active"}
 
 
 def private_python_names():
-    """module._name uses in python/frametrace/*.py of modules not ours."""
+    """module._name uses in python/frametrace/ (subpackages too) of modules
+    not ours."""
     found = set()
-    for name in sorted(os.listdir(PACKAGE)):
-        if not name.endswith(".py"):
-            continue
-        with open(os.path.join(PACKAGE, name), encoding="utf-8") as f:
-            tree = ast.parse(f.read(), name)
+    paths = sorted(os.path.join(folder, name) for folder, _, names in os.walk(PACKAGE)
+                   for name in names if name.endswith(".py"))
+    for path in paths:
+        with open(path, encoding="utf-8") as f:
+            tree = ast.parse(f.read(), path)
         modules = {}
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):
