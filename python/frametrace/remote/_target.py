@@ -1,6 +1,6 @@
-"""What attach reads of a target from /proc and its files, which are its
-user's (maybe hostile): bounded reads, nothing opened before it is
-checked, nothing of the target's run."""
+"""What attach reads of a target in /proc and in its interpreter's files:
+its user's, maybe hostile, so checked before use; nothing of the
+target's is run."""
 from __future__ import annotations
 
 import os

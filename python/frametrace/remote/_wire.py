@@ -1,6 +1,6 @@
-"""The wire between the attacher and the target: one JSON object a line
-over a Unix socket (the target's "go" and the attacher's stop are a bare
-line and the socket's end)."""
+"""The wire between the attacher and the target: JSON objects, one a line,
+over a Unix socket (the attacher's "go" is a bare line, its stop the end
+of what it sends)."""
 from __future__ import annotations
 
 import json
