@@ -85,7 +85,8 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
 def run(ns: argparse.Namespace) -> int:
     """Runs the parsed attach command; the exit status."""
     from .. import reports
-    from ..remote import AttachError, _Attach
+    from ..remote import AttachError
+    from ..remote._attacher import Attach
 
     err = sys.stderr
     if ns.dump:
@@ -100,7 +101,7 @@ def run(ns: argparse.Namespace) -> int:
             raise CommandError(str(exc)) from None
     options = tracer_options(ns)
     try:
-        session = _Attach(ns.pid, duration=ns.duration, output=ns.output, steps=ns.steps,
+        session = Attach(ns.pid, duration=ns.duration, output=ns.output, steps=ns.steps,
                           step_function=ns.step_function, options=options, timeout=ns.timeout,
                           report=lambda message: print(f"{PROG}: {message}", file=err))
     except (TypeError, ValueError) as exc:
@@ -159,7 +160,8 @@ def run(ns: argparse.Namespace) -> int:
 
 def _dump(ns: argparse.Namespace) -> int:
     """attach --dump."""
-    from ..remote import AttachError, _Dump
+    from ..remote import AttachError
+    from ..remote._dump import Dump
 
     given = [option for option, value in (("--duration", ns.duration), ("--steps", ns.steps),
                                           ("--step-function", ns.step_function),
@@ -169,7 +171,7 @@ def _dump(ns: argparse.Namespace) -> int:
         raise CommandError(f"--dump does not go with {given[0]}: the flight "
                            f"recorder's own settings and dump_dir apply")
     try:
-        request = _Dump(ns.pid, reason="attach" if ns.reason is None else ns.reason,
+        request = Dump(ns.pid, reason="attach" if ns.reason is None else ns.reason,
                         timeout=ns.timeout, use_signal=not ns.no_signal,
                         report=lambda message: print(f"{PROG}: {message}", file=sys.stderr))
     except (TypeError, ValueError) as exc:
