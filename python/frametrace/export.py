@@ -509,15 +509,15 @@ def _other_data(tracer: Any, pid: int, origin: int, maps: dict,
     }
 
 
-def _write_events(path: str, trace: Any, *, process_name: str | None = None,
+def _write_events(path: str, trace: Any, output: str, *, process_name: str | None = None,
                   metadata: Mapping[str, Any] | None = None,
                   thread_slices: Mapping[int, Sequence[Slice]] | None = None,
                   slice_tracks: Sequence[tuple] = (),
                   top_level: Mapping[str, Any] | None = None, progress: Any = None) -> int:
     """A Trace without tracer records (one load() read, or a session window
     that traced no Python), from its Events, by the C writers of
-    write_chrome and write_perfetto (the format path's extension names),
-    laid out as they lay out a tracer's; returns how many Python/C events."""
+    write_chrome and write_perfetto (output: "chrome" or "perfetto"), laid
+    out as they lay out a tracer's; returns how many Python/C events."""
     if getattr(trace, "processes", None):
         raise ValueError("a merged trace (of several processes) is written by frametrace merge, "
                          "from the files it merged")
@@ -542,10 +542,12 @@ def _write_events(path: str, trace: Any, *, process_name: str | None = None,
         if isinstance(e, _tracer.Event) and e.thread_serial not in infos:
             infos[e.thread_serial] = _ThreadOf(e)
     threads = [infos[serial] for serial in sorted(infos)]
+    tids_used: set[int] = set()
     tids: list[int] = []
     for t in threads:
         tid = t.native_thread_id or t.thread_id
-        tids.append(SYNTHETIC_TID_BASE + t.serial if tid in set(tids) else tid)
+        tids.append(SYNTHETIC_TID_BASE + t.serial if tid in tids_used else tid)
+        tids_used.add(tids[-1])
     tid_of = {t.serial: tid for t, tid in zip(threads, tids)}
     names = [t.name or f"thread {t.thread_id}" for t in threads]
     lines, maps = _thread_parts(pid, process_name, [
@@ -568,7 +570,7 @@ def _write_events(path: str, trace: Any, *, process_name: str | None = None,
                           "stop_ns": stop if traced else None, "pid": pid,
                           "progress": progress, "name": path,
                           "compress": path.endswith(".gz")}
-    if output_format(path) == "chrome":
+    if output == "chrome":
         label = {t.thread_id: name for t, name in zip(threads, names)}  # ranges: the latest
         by_ident = {t.thread_id: tid for t, tid in zip(threads, tids)}
         lines += _chrome_tracks(pid, origin, lambda tid: by_ident.get(tid, tid),

@@ -191,7 +191,7 @@ class Trace:
         if self.parent_pid is not None:
             metadata = {"parent_pid": self.parent_pid, **(metadata or {})}
         if self.tracer is None:  # load()'s, or a window that traced no Python
-            return _write_events(os.fspath(path), self, process_name=process_name,
+            return _write_events(os.fspath(path), self, "chrome", process_name=process_name,
                                  metadata={**(metadata or {}), "cycle": self.cycle,
                                            "session_end_ns": self.session_end_ns},
                                  thread_slices=self.slices, slice_tracks=self.slice_tracks,
@@ -260,7 +260,7 @@ class Trace:
         if self.parent_pid is not None:
             metadata = {"parent_pid": self.parent_pid, **metadata}
         if self.tracer is None:  # load()'s, or a window that traced no Python
-            return _write_events(os.fspath(path), self, process_name=process_name,
+            return _write_events(os.fspath(path), self, "perfetto", process_name=process_name,
                                  metadata=metadata, thread_slices=self.slices,
                                  slice_tracks=self.slice_tracks, progress=progress)
         return write_perfetto(path, self.tracer, pid=self.pid, process_name=process_name,
