@@ -256,8 +256,8 @@ ft_events_take(ft_driver *d, const ft_source *src)
         if (ft_event_parts(src->state, PyTuple_GET_ITEM(events, i), &info,
                            &thread, &ev) < 0) {
             PyErr_Format(PyExc_TypeError, "events[%zd] is not a "
-                         "frametrace.Event with int64 times and bool flags "
-                         "(%.100s)", i,
+                         "frametrace.Event with int64 times, an int depth "
+                         "and bool flags (%.100s)", i,
                          Py_TYPE(PyTuple_GET_ITEM(events, i))->tp_name);
             goto done;
         }
