@@ -116,6 +116,7 @@ recorded_numbers(const ft_eventobject *self, ft_event *out)
     out->start_ns = self->start_ns;
     out->end_ns = self->end_ns;
     out->parent = self->parent;
+    out->depth = self->depth;
     out->open_at_start = self->open_at_start;
     out->open_at_stop = self->open_at_stop;
     out->open_at_loss = self->open_at_loss;
@@ -133,9 +134,10 @@ ft_event_parts(ft_state *state, PyObject *obj, PyObject **info,
     *thread = self->thread;
     if (!IS_RECORDED(self)) {
         PyObject *parent = PyTuple_GET_ITEM(self->info, F_PARENT);
+        PyObject *depth = PyTuple_GET_ITEM(self->info, F_DEPTH);
         int overflow;
         if (ft_event_values_span(self->info, out) < 0
-            || !PyLong_CheckExact(parent)) {
+            || !PyLong_CheckExact(parent) || !PyLong_CheckExact(depth)) {
             return -1;
         }
         out->parent = PyLong_AsLongLongAndOverflow(parent, &overflow);
@@ -143,6 +145,12 @@ ft_event_parts(ft_state *state, PyObject *obj, PyObject **info,
             PyErr_Clear();
             return -1;
         }
+        unsigned long d = PyLong_AsUnsignedLong(depth);
+        if (d > UINT32_MAX) {  /* also (unsigned long)-1: an error */
+            PyErr_Clear();
+            return -1;
+        }
+        out->depth = (uint32_t)d;
         return 0;
     }
     recorded_numbers(self, out);

@@ -7,7 +7,7 @@
  * origin_ns (kept in otherData by the caller), since absolute monotonic
  * nanoseconds would exceed what a double holds exactly. */
 #include "state.h"
-#include "export_out.h"
+#include "export_driver.h"
 #include "gil_share.h"
 
 #include <stdio.h>
@@ -158,38 +158,6 @@ describe_thread(thread_json *tj, long long pid, uint64_t tid)
     tj->c_len = (size_t)snprintf(tj->c, sizeof(tj->c),
         "{\"ph\":\"X\",\"cat\":\"c\",\"pid\":%lld,\"tid\":%llu,\"ts\":",
         pid, (unsigned long long)tid);
-}
-
-/* The escaped names of every function and the event heads of every
- * thread (malloc'd, also on failure: the caller frees them).  0, or -1
- * with an exception. */
-static int
-describe_all(ft_tracer *tracer, uint32_t nfuncs, long long pid,
-             func_json **funcs, thread_json **tids)
-{
-    *funcs = calloc((size_t)nfuncs + 1, sizeof(func_json));
-    *tids = calloc((size_t)tracer->nthreads + 1, sizeof(thread_json));
-    if (*funcs == NULL || *tids == NULL) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    for (uint32_t i = 0; i < nfuncs; i++) {
-        if (describe_func(&tracer->funcs.funcs[i], &(*funcs)[i]) < 0) {
-            return -1;
-        }
-    }
-    /* The OS's id where known (the one other tools show), unique per
-     * thread: the prelude's thread metadata uses the same ones. */
-    uint64_t *export_tids = ft_export_tids(tracer);
-    if (export_tids == NULL) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    for (Py_ssize_t i = 0; i < tracer->nthreads; i++) {
-        describe_thread(&(*tids)[i], pid, export_tids[i]);
-    }
-    free(export_tids);
-    return 0;
 }
 
 /* Other tools' slices (frametrace.torch's ops), written after the frames:
@@ -513,6 +481,128 @@ write_slices(out_t *out, slice_list *lists, Py_ssize_t nlists, long long pid,
  * tail: the separator, ts, dur, both open flags and the closing braces. */
 #define EVENT_FIXED_MAX (2 + FT_US_MAX + 7 + FT_US_MAX + 21 + 20 + 20 + 2)
 
+/* The Chrome encoder: what the driver's steps share. */
+typedef struct {
+    long long pid;
+    int64_t origin_ns;
+    const char *head, *prelude, *postlude;  /* UTF-8 of the caller's str */
+    func_json *funcs;   /* per function id, nfuncs + 1 */
+    uint32_t nfuncs;
+    thread_json *tids;  /* per thread */
+    slice_list *lists;
+    Py_ssize_t nlists;
+    int first;          /* nothing written in traceEvents yet */
+} chrome_enc;
+
+/* The escaped names of every function and the event heads of every
+ * thread.  0, or -1 with an exception. */
+static int
+chrome_describe(void *enc, ft_driver *d)
+{
+    chrome_enc *c = enc;
+    c->nfuncs = d->nfuncs;
+    c->funcs = calloc((size_t)d->nfuncs + 1, sizeof(func_json));
+    c->tids = calloc((size_t)d->nthreads + 1, sizeof(thread_json));
+    if (c->funcs == NULL || c->tids == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (uint32_t i = 0; i < d->nfuncs; i++) {
+        if (describe_func(&d->funcs[i], &c->funcs[i]) < 0) {
+            return -1;
+        }
+    }
+    /* The prelude's thread metadata uses the same tids. */
+    for (Py_ssize_t i = 0; i < d->nthreads; i++) {
+        describe_thread(&c->tids[i], c->pid, d->tids[i]);
+    }
+    return 0;
+}
+
+static int
+chrome_begin(void *enc, ft_driver *d)
+{
+    chrome_enc *c = enc;
+    OUT_LIT(&d->out, "{");
+    out_bytes(&d->out, c->head, strlen(c->head));
+    OUT_LIT(&d->out, "\"traceEvents\":[");
+    out_bytes(&d->out, c->prelude, strlen(c->prelude));
+    c->first = c->prelude[0] == '\0';
+    return 0;
+}
+
+static int
+chrome_thread(void *enc, ft_driver *d, Py_ssize_t t,
+              const ft_thread_events *te)
+{
+    chrome_enc *c = enc;
+    const thread_json *tj = &c->tids[t];
+    size_t n = te->head.len + te->body.len;
+    for (size_t i = 0; i < n && !d->out.failed; i++) {
+        const ft_event *ev = ft_thread_event(te, i);
+        if (ft_driver_event(d, ev) < 0) {
+            return -1;
+        }
+        const func_json *fj = &c->funcs[ev->func & ~FT_ID_IGNORED];
+        const char *head = ev->is_c ? tj->c : tj->py;
+        size_t head_len = ev->is_c ? tj->c_len : tj->py_len;
+        /* One reservation per event, then plain stores. */
+        char *p = out_reserve(&d->out, EVENT_FIXED_MAX + head_len
+                                       + fj->tail_len);
+        if (p == NULL) {
+            d->nomem = 1;
+            return -1;
+        }
+        if (!c->first) {
+            p = PUT_LIT(p, ",\n");
+        }
+        c->first = 0;
+        memcpy(p, head, head_len);
+        p = put_us(p + head_len, ev->start_ns - c->origin_ns);
+        p = PUT_LIT(p, ",\"dur\":");
+        p = put_us(p, ev->end_ns - ev->start_ns);
+        memcpy(p, fj->tail, fj->tail_len);
+        p += fj->tail_len;
+        if (ev->open_at_start) {
+            p = PUT_LIT(p, ",\"open_at_start\":true");
+        }
+        if (ev->open_at_stop) {
+            p = PUT_LIT(p, ",\"open_at_stop\":true");
+        }
+        if (ev->open_at_loss) {
+            p = PUT_LIT(p, ",\"open_at_loss\":true");
+        }
+        p = PUT_LIT(p, "}}");
+        out_commit(&d->out, p);
+    }
+    return 0;
+}
+
+static int
+chrome_end(void *enc, ft_driver *d)
+{
+    chrome_enc *c = enc;
+    if (c->postlude[0] != '\0') {
+        if (!c->first) {
+            OUT_LIT(&d->out, ",\n");
+        }
+        out_bytes(&d->out, c->postlude, strlen(c->postlude));
+        c->first = 0;
+    }
+    write_slices(&d->out, c->lists, c->nlists, c->pid, c->origin_ns,
+                 &c->first);
+    OUT_LIT(&d->out, "]}\n");
+    return 0;
+}
+
+static const ft_encoder chrome_encoder = {
+    .who = "_write_chrome()",
+    .describe = chrome_describe,
+    .begin = chrome_begin,
+    .thread = chrome_thread,
+    .end = chrome_end,
+};
+
 /* _write_chrome(path, *, pid, origin_ns, head, prelude, compress,
  *               progress, name, postlude, slices, args_text) -- the
  * document is {head"traceEvents":[prelude, events, postlude, slices]}:
@@ -524,7 +614,7 @@ write_slices(out_t *out, slice_list *lists, Py_ssize_t nlists, long long pid,
  * name: the path errors show (default path; the caller writes to a
  * temporary and renames it). */
 PyObject *
-ft_write_chrome(ft_tracer *tracer, PyObject *args, PyObject *kwargs)
+ft_write_chrome_source(const ft_source *src, PyObject *args, PyObject *kwargs)
 {
     static char *kwlist[] = {"path", "pid", "origin_ns", "head", "prelude",
                              "compress", "progress", "name", "postlude",
@@ -553,158 +643,43 @@ ft_write_chrome(ft_tracer *tracer, PyObject *args, PyObject *kwargs)
                         "origin_ns, head and prelude");
         return NULL;
     }
-    ft_export ex = {0};
-    ft_thread_events te = {0};
-    func_json *funcs = NULL;
-    thread_json *tids = NULL;
-    out_t out = {0};
+    chrome_enc c = {.pid = pid, .origin_ns = origin_ns};
     PyObject *result = NULL;
-    slice_list *lists = NULL;
-    Py_ssize_t nlists = 0;
-    PyObject *slice_memo = NULL;  /* keeps what lists point to */
-    uint32_t nfuncs = tracer->funcs.nfuncs;
-
-    const char *prelude_s = PyUnicode_AsUTF8(prelude);
-    const char *head_s = PyUnicode_AsUTF8(head);
-    const char *postlude_s = postlude != NULL ? PyUnicode_AsUTF8(postlude) : "";
-    if (prelude_s == NULL || head_s == NULL || postlude_s == NULL) {
+    PyObject *slice_memo = NULL;  /* keeps what c.lists point to */
+    c.prelude = PyUnicode_AsUTF8(prelude);
+    c.head = PyUnicode_AsUTF8(head);
+    c.postlude = postlude != NULL ? PyUnicode_AsUTF8(postlude) : "";
+    if (c.prelude == NULL || c.head == NULL || c.postlude == NULL) {
         goto done;
     }
-    /* The records pinned, then what needs Python (the names), with the
-     * GIL and the collector off: no finalizer can let another thread
-     * clear() the function table meanwhile. */
+    /* The slices read first: that runs Python code, which must not run
+     * once the records are pinned and the names taken. */
     slice_memo = PyDict_New();
     if (slice_memo == NULL
-        || describe_slices(slices, args_text, slice_memo, &lists,
-                           &nlists) < 0) {
+        || describe_slices(slices, args_text, slice_memo, &c.lists,
+                           &c.nlists) < 0) {
         goto done;
     }
-    if (ft_export_begin(&ex, tracer, "_write_chrome()") < 0) {
-        goto done;
-    }
-    int gc_was_enabled = PyGC_Disable();
-    int described = describe_all(tracer, nfuncs, pid, &funcs, &tids);
-    if (gc_was_enabled) {
-        PyGC_Enable();
-    }
-    if (described < 0) {
-        goto done;
-    }
-    if (out_open_or_raise(&out, path_obj, name_obj, compress, OUT_CAP) < 0) {
-        goto done;
-    }
-    /* Replay and writing are pure C on what this call owns or pinned (the
-     * escaped names, the threads' records): one thread at a time, with
-     * the GIL released. */
-    Py_ssize_t nthreads = ex.nthreads;
-    uint64_t rest = 0;
-    for (Py_ssize_t t = 0; t < nthreads; t++) {
-        rest += ft_export_estimate(&ex, t);
-    }
-    size_t done = 0;
-    uint32_t max_depth = 0;
-    int write_err, interrupted = 0, nomem = 0;
-    Py_BEGIN_ALLOW_THREADS
-    OUT_LIT(&out, "{");
-    out_bytes(&out, head_s, strlen(head_s));
-    OUT_LIT(&out, "\"traceEvents\":[");
-    out_bytes(&out, prelude_s, strlen(prelude_s));
-    int first = prelude_s[0] == '\0';
-    /* Stops at an interruption or a write error: no closing part then,
-     * so even a file written in place does not look complete. */
-    for (Py_ssize_t t = 0; t < nthreads && !interrupted && !out.failed; t++) {
-        if (ft_export_thread(&ex, t, &te) < 0) {
-            interrupted = nomem = 1;
-            break;
-        }
-        size_t n = te.head.len + te.body.len;
-        rest -= ft_export_estimate(&ex, t);
-        /* progress's total: exact for the threads replayed, estimated for
-         * the others. */
-        size_t total = done + n + (size_t)rest;
-        for (size_t i = 0; i < n && !out.failed; i++, done++) {
-            if (out_progress(progress, done, total, ex.pid, &_save) < 0) {
-                interrupted = 1;
-                break;
-            }
-            const ft_event *ev = ft_thread_event(&te, i);
-            if (ev->depth > max_depth) {
-                max_depth = ev->depth;
-            }
-            const func_json *fj = &funcs[ev->func & ~FT_ID_IGNORED];
-            const char *head = ev->is_c ? tids[t].c : tids[t].py;
-            size_t head_len = ev->is_c ? tids[t].c_len : tids[t].py_len;
-            /* One reservation per event, then plain stores. */
-            char *p = out_reserve(&out, EVENT_FIXED_MAX + head_len
-                                        + fj->tail_len);
-            if (p == NULL) {
-                interrupted = nomem = 1;
-                break;
-            }
-            if (!first) {
-                p = PUT_LIT(p, ",\n");
-            }
-            first = 0;
-            memcpy(p, head, head_len);
-            p = put_us(p + head_len, ev->start_ns - origin_ns);
-            p = PUT_LIT(p, ",\"dur\":");
-            p = put_us(p, ev->end_ns - ev->start_ns);
-            memcpy(p, fj->tail, fj->tail_len);
-            p += fj->tail_len;
-            if (ev->open_at_start) {
-                p = PUT_LIT(p, ",\"open_at_start\":true");
-            }
-            if (ev->open_at_stop) {
-                p = PUT_LIT(p, ",\"open_at_stop\":true");
-            }
-            if (ev->open_at_loss) {
-                p = PUT_LIT(p, ",\"open_at_loss\":true");
-            }
-            p = PUT_LIT(p, "}}");
-            out_commit(&out, p);
-        }
-    }
-    if (!interrupted) {
-        if (postlude_s[0] != '\0') {
-            if (!first) {
-                OUT_LIT(&out, ",\n");
-            }
-            out_bytes(&out, postlude_s, strlen(postlude_s));
-            first = 0;
-        }
-        write_slices(&out, lists, nlists, pid, origin_ns, &first);
-        OUT_LIT(&out, "]}\n");
-    }
-    write_err = out_end(&out, interrupted);
-    ft_thread_events_free(&te);
-    Py_END_ALLOW_THREADS
-    if (interrupted) {
-        if (nomem) {
-            PyErr_NoMemory();
-        }
-        goto done;  /* else the signal handler's or the callback's exception */
-    }
-    if (write_err) {
-        out_raise(write_err, name_obj);
-        goto done;
-    }
-    /* The deepest depth, for the caller's warning past what viewers show. */
-    result = Py_BuildValue("(nI)", (Py_ssize_t)done, (unsigned int)max_depth);
-
+    result = ft_driver_run(&chrome_encoder, &c, src, path_obj, name_obj,
+                           compress, progress);
 done:
-    out_end(&out, 1);  /* on the error paths */
-    ft_thread_events_free(&te);
-    ft_export_end(&ex);
-    if (funcs != NULL) {
-        for (uint32_t i = 0; i < nfuncs; i++) {
-            free(funcs[i].tail);
+    if (c.funcs != NULL) {
+        for (uint32_t i = 0; i < c.nfuncs; i++) {
+            free(c.funcs[i].tail);
         }
-        free(funcs);
+        free(c.funcs);
     }
-    free(tids);
-    free_slice_lists(lists, nlists);
+    free(c.tids);
+    free_slice_lists(c.lists, c.nlists);
     Py_XDECREF(slice_memo);
     Py_DECREF(path_obj);
     Py_DECREF(name_obj);
     return result;
+}
+
+PyObject *
+ft_write_chrome(ft_tracer *tracer, PyObject *args, PyObject *kwargs)
+{
+    ft_source src = {.tracer = tracer};
+    return ft_write_chrome_source(&src, args, kwargs);
 }

@@ -41,195 +41,12 @@
  * the sequence's start), which a file written whole cannot be, and it
  * would cost 2 bytes a packet (12.5 -> 14.5 bytes per entry or exit). */
 #include "state.h"
-#include "export_out.h"
+#include "export_driver.h"
+#include "export_pb.h"
+#include "export_tracks.h"
 
 #include <stdlib.h>
 #include <string.h>
-
-/* Field numbers, from Perfetto's protos/perfetto/trace. */
-enum {
-    TRACE_PACKET = 1,
-    PKT_CLOCK_SNAPSHOT = 6,
-    PKT_TIMESTAMP = 8,
-    PKT_SEQUENCE_ID = 10,
-    PKT_TRACK_EVENT = 11,
-    PKT_INTERNED_DATA = 12,
-    PKT_SEQUENCE_FLAGS = 13,
-    PKT_DEFAULTS = 59,
-    PKT_TRACK_DESCRIPTOR = 60,
-    DEFAULTS_TRACK_EVENT = 11,
-    DEFAULTS_CLOCK_ID = 58,
-    TED_TRACK_UUID = 11,
-    CS_CLOCKS = 1,
-    CS_PRIMARY_TRACE_CLOCK = 2,
-    CLK_ID = 1,
-    CLK_TIMESTAMP = 2,
-    CLK_IS_INCREMENTAL = 3,
-    TE_CATEGORY_IIDS = 3,
-    TE_TYPE = 9,
-    TE_NAME_IID = 10,
-    TE_TRACK_UUID = 11,
-    TE_CATEGORIES = 22,
-    TE_NAME = 23,
-    TE_SOURCE_LOCATION_IID = 34,
-    TE_DEBUG_ANNOTATIONS = 4,
-    DA_BOOL_VALUE = 2,
-    DA_NAME = 10,
-    PKT_CHROME_EVENTS = 5,
-    CEB_METADATA = 2,
-    CM_NAME = 1,
-    CM_INT_VALUE = 4,
-    CM_JSON_VALUE = 5,
-    ID_EVENT_CATEGORIES = 1,
-    ID_EVENT_NAMES = 2,
-    ID_SOURCE_LOCATIONS = 4,
-    IID = 1,
-    IID_NAME = 2,
-    TD_UUID = 1,
-    TD_NAME = 2,
-    TD_PROCESS = 3,
-    TD_THREAD = 4,
-    TD_PARENT_UUID = 5,
-    PD_PID = 1,
-    PD_PROCESS_NAME = 6,
-    THD_PID = 1,
-    THD_TID = 2,
-    THD_THREAD_NAME = 5,
-    SL_FILE_NAME = 2,
-    SL_FUNCTION_NAME = 3,
-    SL_LINE_NUMBER = 4,
-};
-enum { SLICE_BEGIN = 1, SLICE_END = 2 };
-enum { SEQ_INCREMENTAL_STATE_CLEARED = 1, SEQ_NEEDS_INCREMENTAL_STATE = 2 };
-enum { WT_VARINT = 0, WT_LEN = 2 };
-/* Builtin clocks (protos/perfetto/common/builtin_clock.proto), and the
- * threads' own, sequence-scoped (64-127). */
-enum { CLOCK_ID_MONOTONIC = 3, CLOCK_ID_BOOTTIME = 6, CLOCK_ID_THREAD = 64 };
-/* Category iids: "c" on a thread's sequence; "range" and "step" on
- * sequence 1. */
-enum { CATEGORY_C = 1, CATEGORY_RANGE = 1, CATEGORY_STEP = 2 };
-
-#define SEQUENCE_ID 1
-#define PROCESS_UUID 1
-#define FIRST_THREAD_UUID 16
-
-/* A growable byte buffer for messages built before their length is known. */
-typedef struct {
-    uint8_t *p;
-    size_t len;
-    size_t cap;
-    int failed;
-} pb_t;
-
-static void
-pb_reserve(pb_t *b, size_t extra)
-{
-    if (b->failed || b->len + extra <= b->cap) {
-        return;
-    }
-    size_t cap = b->cap ? b->cap : 256;
-    while (cap < b->len + extra) {
-        cap *= 2;
-    }
-    uint8_t *p = realloc(b->p, cap);
-    if (p == NULL) {
-        b->failed = 1;
-        return;
-    }
-    b->p = p;
-    b->cap = cap;
-}
-
-static inline size_t
-varint_to(uint8_t *p, uint64_t v)
-{
-    size_t n = 0;
-    while (v >= 0x80) {
-        p[n++] = (uint8_t)(v | 0x80);
-        v >>= 7;
-    }
-    p[n++] = (uint8_t)v;
-    return n;
-}
-
-static inline size_t
-key_to(uint8_t *p, uint32_t field, int wire_type)
-{
-    return varint_to(p, ((uint64_t)field << 3) | (uint64_t)wire_type);
-}
-
-static void
-pb_varint(pb_t *b, uint32_t field, uint64_t v)
-{
-    pb_reserve(b, 20);
-    if (!b->failed) {
-        b->len += key_to(b->p + b->len, field, WT_VARINT);
-        b->len += varint_to(b->p + b->len, v);
-    }
-}
-
-static void
-pb_bytes(pb_t *b, uint32_t field, const void *data, size_t n)
-{
-    pb_reserve(b, n + 20);
-    if (!b->failed) {
-        b->len += key_to(b->p + b->len, field, WT_LEN);
-        b->len += varint_to(b->p + b->len, n);
-        memcpy(b->p + b->len, data, n);
-        b->len += n;
-    }
-}
-
-static void
-pb_message(pb_t *b, uint32_t field, const pb_t *msg)
-{
-    if (msg->failed) {
-        b->failed = 1;
-        return;
-    }
-    pb_bytes(b, field, msg->p, msg->len);
-}
-
-/* s as bytes (a new reference, NULL with an exception): UTF-8, a lone
- * surrogate U+DC80..U+DCFF (a byte of a file name that was not UTF-8, as
- * Python's surrogateescape decodes it) as that byte again, which trace
- * processor keeps as it is; a string with another lone surrogate, which no
- * decoder makes, as UTF-8 with it backslash-escaped. */
-static PyObject *
-encoded(PyObject *s)
-{
-    PyObject *b = PyUnicode_AsEncodedString(s, "utf-8", "surrogateescape");
-    if (b == NULL && PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) {
-        PyErr_Clear();
-        b = PyUnicode_AsEncodedString(s, "utf-8", "backslashreplace");
-    }
-    return b;
-}
-
-/* A string field of s (encoded()): b failed if it cannot be encoded. */
-static void
-pb_str(pb_t *b, uint32_t field, PyObject *s)
-{
-    PyObject *bytes = encoded(s);
-    if (bytes == NULL) {
-        b->failed = 1;
-        return;
-    }
-    pb_bytes(b, field, PyBytes_AS_STRING(bytes),
-             (size_t)PyBytes_GET_SIZE(bytes));
-    Py_DECREF(bytes);
-}
-
-/* Emits msg as one TracePacket of the trace. */
-static void
-emit_packet(out_t *out, const pb_t *pkt)
-{
-    uint8_t head[16];
-    size_t n = key_to(head, TRACE_PACKET, WT_LEN);
-    n += varint_to(head + n, pkt->len);
-    out_bytes(out, (const char *)head, n);
-    out_bytes(out, (const char *)pkt->p, pkt->len);
-}
 
 /* A slice packet, encoded in place: the hot loop of the writer.  ts: the
  * timestamp field as written (a delta on the threads' clock); track 0: the
@@ -355,7 +172,7 @@ add_string(pb_t *strings, PyObject *s, size_t *at, size_t *len)
 /* Every function's names, plus a last entry ("?", C) for an id beyond the
  * table.  0, or -1 when out of memory. */
 static int
-take_func_names(ft_tracer *tracer, uint32_t nfuncs, func_names_t *names,
+take_func_names(const ft_func *table, uint32_t nfuncs, func_names_t *names,
                 pb_t *strings)
 {
     PyObject *unknown = PyUnicode_FromString("?");
@@ -364,7 +181,7 @@ take_func_names(ft_tracer *tracer, uint32_t nfuncs, func_names_t *names,
     }
     for (uint32_t i = 0; i <= nfuncs && !strings->failed; i++) {
         func_names_t *f = &names[i];
-        const ft_func *func = i < nfuncs ? &tracer->funcs.funcs[i] : NULL;
+        const ft_func *func = i < nfuncs ? &table[i] : NULL;
         if (func != NULL && func->state == FT_FUNC_FREE) {
             func = NULL;  /* no record refers to it: "?" all the same */
         }
@@ -584,189 +401,6 @@ track_packet(pb_t *pkt, uint64_t uuid, uint64_t parent, long long pid,
     return failed ? -1 : 0;
 }
 
-/* The session's tracks, copied out of their Python lists before anything
- * else runs: converting a value may run Python code (__index__), which must
- * not be able to free what is being read, nor the tracer's records. */
-typedef struct {
-    PyObject *name;  /* strong */
-    PyObject *cat;   /* strong, maybe NULL: the track's category */
-    int64_t start, end;
-    /* Their bytes (encoded(), strong; cat8 NULL without cat), taken with
-     * the GIL: what a thread's slices are written from without it. */
-    PyObject *name8, *cat8;
-} span_t;
-
-typedef struct {
-    PyObject *name;  /* strong */
-    int category;
-    span_t *spans;
-    Py_ssize_t nspans;
-} track_t;
-
-static void
-free_tracks(track_t *tracks, Py_ssize_t n)
-{
-    for (Py_ssize_t i = 0; tracks != NULL && i < n; i++) {
-        for (Py_ssize_t j = 0; j < tracks[i].nspans; j++) {
-            Py_XDECREF(tracks[i].spans[j].name);
-            Py_XDECREF(tracks[i].spans[j].cat);
-            Py_XDECREF(tracks[i].spans[j].name8);
-            Py_XDECREF(tracks[i].spans[j].cat8);
-        }
-        free(tracks[i].spans);
-        Py_XDECREF(tracks[i].name);
-    }
-    free(tracks);
-}
-
-/* obj as an int64; TypeError or ValueError naming what. */
-static int
-as_int64(PyObject *obj, const char *what, int64_t *out)
-{
-    PyObject *index = PyNumber_Index(obj);
-    if (index == NULL) {
-        PyErr_Format(PyExc_TypeError, "%s must be an int, not %.100s", what,
-                     Py_TYPE(obj)->tp_name);
-        return -1;
-    }
-    int overflow;
-    long long v = PyLong_AsLongLongAndOverflow(index, &overflow);
-    Py_DECREF(index);
-    if (overflow) {
-        PyErr_Format(PyExc_ValueError, "%s is out of the 64-bit range", what);
-        return -1;
-    }
-    if (v == -1 && PyErr_Occurred()) {
-        return -1;
-    }
-    *out = v;
-    return 0;
-}
-
-/* A tuple of n items (or n + 1 with extra) with a str first, copied out of
- * item. */
-static PyObject *
-named_tuple_of_n(PyObject *item, Py_ssize_t n, int extra, const char *what)
-{
-    if (!PyTuple_Check(item)
-        || (PyTuple_GET_SIZE(item) != n
-            && !(extra && PyTuple_GET_SIZE(item) == n + 1))
-        || !PyUnicode_Check(PyTuple_GET_ITEM(item, 0))) {
-        PyErr_Format(PyExc_TypeError, "%s, not %.100s", what,
-                     Py_TYPE(item)->tp_name);
-        return NULL;
-    }
-    return Py_NewRef(item);
-}
-
-static PyObject *
-named_tuple_of(PyObject *item, Py_ssize_t n, const char *what)
-{
-    return named_tuple_of_n(item, n, 0, what);
-}
-
-static int
-parse_spans(PyObject *list, track_t *track)
-{
-    if (!PyList_Check(list)) {
-        PyErr_Format(PyExc_TypeError, "a track's spans must be a list, not "
-                     "%.100s", Py_TYPE(list)->tp_name);
-        return -1;
-    }
-    PyObject *snapshot = PySequence_Tuple(list);
-    if (snapshot == NULL) {
-        return -1;
-    }
-    Py_ssize_t n = PyTuple_GET_SIZE(snapshot);
-    track->spans = calloc((size_t)n + 1, sizeof(span_t));
-    if (track->spans == NULL) {
-        Py_DECREF(snapshot);
-        PyErr_NoMemory();
-        return -1;
-    }
-    int rc = 0;
-    for (Py_ssize_t i = 0; rc == 0 && i < n; i++) {
-        PyObject *span = named_tuple_of_n(PyTuple_GET_ITEM(snapshot, i), 3, 1,
-                                          "a span is (name, start_ns, end_ns"
-                                          "[, category])");
-        if (span == NULL) {
-            rc = -1;
-            break;
-        }
-        span_t *out = &track->spans[track->nspans];
-        if (as_int64(PyTuple_GET_ITEM(span, 1), "a span's start_ns", &out->start) < 0
-            || as_int64(PyTuple_GET_ITEM(span, 2), "a span's end_ns", &out->end) < 0) {
-            rc = -1;
-        }
-        else if (!PyUnicode_Check(PyTuple_GET_ITEM(span, 0))) {
-            PyErr_Format(PyExc_TypeError, "a span's name must be a str, "
-                         "not %.100s", Py_TYPE(PyTuple_GET_ITEM(span, 0))->tp_name);
-            rc = -1;
-        }
-        else if (PyTuple_GET_SIZE(span) == 4
-                 && !PyUnicode_Check(PyTuple_GET_ITEM(span, 3))) {
-            PyErr_Format(PyExc_TypeError, "a span's category must be a str, "
-                         "not %.100s", Py_TYPE(PyTuple_GET_ITEM(span, 3))->tp_name);
-            rc = -1;
-        }
-        else {
-            out->name = Py_NewRef(PyTuple_GET_ITEM(span, 0));
-            out->cat = PyTuple_GET_SIZE(span) == 4
-                       ? Py_NewRef(PyTuple_GET_ITEM(span, 3)) : NULL;
-            out->name8 = encoded(out->name);
-            /* Not with an exception set: name8 may have failed. */
-            out->cat8 = out->cat != NULL && out->name8 != NULL
-                        ? encoded(out->cat) : NULL;
-            track->nspans++;
-            if (out->name8 == NULL || (out->cat != NULL && out->cat8 == NULL)) {
-                rc = -1;
-            }
-        }
-        Py_DECREF(span);
-    }
-    Py_DECREF(snapshot);
-    return rc;
-}
-
-static int
-parse_tracks(PyObject *list, track_t **tracks, Py_ssize_t *ntracks)
-{
-    *tracks = NULL;
-    *ntracks = 0;
-    PyObject *snapshot = PySequence_Tuple(list);
-    if (snapshot == NULL) {
-        return -1;
-    }
-    Py_ssize_t n = PyTuple_GET_SIZE(snapshot);
-    *tracks = calloc((size_t)n + 1, sizeof(track_t));
-    if (*tracks == NULL) {
-        Py_DECREF(snapshot);
-        PyErr_NoMemory();
-        return -1;
-    }
-    int rc = 0;
-    for (Py_ssize_t i = 0; rc == 0 && i < n; i++) {
-        PyObject *item = named_tuple_of(PyTuple_GET_ITEM(snapshot, i), 3,
-                                        "a track is (name, category, spans)");
-        if (item == NULL) {
-            rc = -1;
-            break;
-        }
-        track_t *track = &(*tracks)[*ntracks];
-        int64_t category;
-        track->name = Py_NewRef(PyTuple_GET_ITEM(item, 0));
-        (*ntracks)++;
-        if (as_int64(PyTuple_GET_ITEM(item, 1), "a track's category", &category) < 0
-            || parse_spans(PyTuple_GET_ITEM(item, 2), track) < 0) {
-            rc = -1;
-        }
-        track->category = category == 1;
-        Py_DECREF(item);
-    }
-    Py_DECREF(snapshot);
-    return rc;
-}
-
 /* Slices of a track, named inline (there are few), on sequence 1 at
  * CLOCK_MONOTONIC ns; the track's category is interned at its first use
  * (*interned: the categories interned so far, a bit each). */
@@ -813,42 +447,6 @@ emit_spans(out_t *out, const track_t *track, uint64_t uuid, uint64_t category,
         if (failed) {
             PyErr_NoMemory();
             return -1;
-        }
-    }
-    return 0;
-}
-
-/* thread_slices: one list of spans (name, start_ns, end_ns, category) per
- * thread, in registration order, sorted by start and then longest first,
- * nested among themselves and with the thread's events (the caller,
- * frametrace.torch, made sure). */
-static int
-parse_thread_slices(PyObject *list, Py_ssize_t nthreads, track_t **out)
-{
-    *out = NULL;
-    if (list == NULL || list == Py_None) {
-        return 0;
-    }
-    if (!PyList_Check(list) || PyList_GET_SIZE(list) != nthreads) {
-        PyErr_Format(PyExc_ValueError, "_write_perfetto(): thread_slices "
-                     "must be a list of one list per thread (%zd)", nthreads);
-        return -1;
-    }
-    *out = calloc((size_t)nthreads + 1, sizeof(track_t));
-    if (*out == NULL) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    for (Py_ssize_t t = 0; t < nthreads; t++) {
-        if (parse_spans(PyList_GET_ITEM(list, t), &(*out)[t]) < 0) {
-            return -1;
-        }
-        for (Py_ssize_t i = 0; i < (*out)[t].nspans; i++) {
-            if ((*out)[t].spans[i].cat == NULL) {
-                PyErr_SetString(PyExc_TypeError, "a thread slice is (name, "
-                                "start_ns, end_ns, category)");
-                return -1;
-            }
         }
     }
     return 0;
@@ -933,17 +531,318 @@ seq_interning_reset(seq_interning *si)
     si->category_c = 0;
 }
 
+/* The Perfetto encoder: what the driver's steps share. */
+typedef struct {
+    long long pid;
+    PyObject *process_name;     /* borrowed: the caller's argument */
+    PyObject *meta;             /* borrowed, or NULL: frametrace's JSON */
+    PyObject **thread_names;    /* strong or NULL, per thread */
+    Py_ssize_t nnames;
+    track_t *session_tracks;
+    Py_ssize_t nsession_tracks;
+    track_t *tslices;           /* per thread, or NULL */
+    func_names_t *funcs;        /* per function id, nfuncs + 1 */
+    uint32_t nfuncs;
+    seq_interning si;
+    pb_t pkt, strings, data, tmp, snap, sev, spkt;
+    size_t *stack;              /* open events of a thread */
+    size_t stack_cap;
+    open_t *open;               /* open events and slices of a thread */
+    size_t open_cap;
+} perfetto_enc;
+
+/* The function table's names, each thread's name checked against the
+ * pinned threads. */
+static int
+perfetto_describe(void *enc, ft_driver *d)
+{
+    perfetto_enc *e = enc;
+    if (d->nthreads != e->nnames) {
+        PyErr_SetString(PyExc_RuntimeError, "_write_perfetto(): the tracer "
+                        "changed while its arguments were read");
+        return -1;
+    }
+    e->nfuncs = d->nfuncs;
+    e->funcs = calloc((size_t)d->nfuncs + 1, sizeof(func_names_t));
+    e->si.iid = calloc((size_t)d->nfuncs + 1, sizeof(uint32_t));
+    e->si.used = calloc((size_t)d->nfuncs + 1, sizeof(uint32_t));
+    if (e->funcs == NULL || e->si.iid == NULL || e->si.used == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    if (take_func_names(d->funcs, d->nfuncs, e->funcs, &e->strings) < 0) {
+        if (!PyErr_Occurred()) {  /* else encoded()'s */
+            PyErr_NoMemory();
+        }
+        return -1;
+    }
+    return 0;
+}
+
+/* Sequence 1: the clocks, frametrace's metadata, the tracks and the
+ * session's spans (with the GIL: names are encoded()). */
+static int
+perfetto_begin(void *enc, ft_driver *d)
+{
+    perfetto_enc *e = enc;
+    out_t *out = &d->out;
+    pb_t *pkt = &e->pkt;
+    if (e->meta != NULL) {
+        if (emit_clock_packets(out, &d->ex.clock, pkt) < 0
+            || meta_packet(pkt, e->meta) < 0) {
+            return -1;
+        }
+        emit_packet(out, pkt);
+    }
+    if ((e->meta == NULL && emit_clock_packets(out, &d->ex.clock, pkt) < 0)
+        || track_packet(pkt, PROCESS_UUID, 0, e->pid, -1, e->process_name,
+                        1) < 0) {
+        return -1;
+    }
+    emit_packet(out, pkt);
+    for (Py_ssize_t t = 0; t < d->nthreads; t++) {
+        if (track_packet(pkt, FIRST_THREAD_UUID + (uint64_t)t, PROCESS_UUID,
+                         e->pid, (long long)d->tids[t], e->thread_names[t],
+                         0) < 0) {
+            return -1;
+        }
+        emit_packet(out, pkt);
+    }
+    /* The session's tracks: after the threads', uuids of their own. */
+    uint64_t next_uuid = FIRST_THREAD_UUID + (uint64_t)d->nthreads;
+    int categories = 0;
+    for (Py_ssize_t i = 0; i < e->nsession_tracks; i++) {
+        const track_t *track = &e->session_tracks[i];
+        uint64_t uuid = next_uuid++;
+        if (track_packet(pkt, uuid, PROCESS_UUID, e->pid, -1, track->name,
+                         0) < 0) {
+            return -1;
+        }
+        emit_packet(out, pkt);
+        if (emit_spans(out, track, uuid,
+                       track->category ? CATEGORY_STEP : CATEGORY_RANGE,
+                       &categories) < 0) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* A thread's events merged with its own slices, one stream of nested
+ * slices by time: a slice begins before the event it starts before (or
+ * at, and outlasts); before anything begins, what does not contain it
+ * ends (an event: what is not its parent). */
+static int
+thread_with_slices(perfetto_enc *e, ft_driver *d, const ft_thread_events *te,
+                   const track_t *xs, uint64_t seq, int64_t clock)
+{
+    out_t *out = &d->out;
+    size_t n = te->head.len + te->body.len;
+    size_t nx = (size_t)xs->nspans;
+    if (n + nx + 1 > e->open_cap) {
+        open_t *grown = realloc(e->open, (n + nx + 1) * sizeof(open_t));
+        if (grown == NULL) {
+            d->nomem = 1;
+            return -1;
+        }
+        e->open = grown;
+        e->open_cap = n + nx + 1;
+    }
+    open_t *open = e->open;
+    size_t depth = 0, x = 0;
+    for (size_t i = 0; (i < n || x < nx) && !out->failed; ) {
+        const ft_event *ev = i < n ? ft_thread_event(te, i) : NULL;
+        const span_t *sp = x < nx ? &xs->spans[x] : NULL;
+        int take_slice = sp != NULL
+            && (ev == NULL || sp->start < ev->start_ns
+                || (sp->start == ev->start_ns && sp->end > ev->end_ns));
+        int64_t start = take_slice ? sp->start : ev->start_ns;
+        int64_t end = take_slice ? sp->end : ev->end_ns;
+        while (depth) {
+            const open_t *top = &open[depth - 1];
+            int keep = (top->is_slice || take_slice)
+                ? top->start <= start && end <= top->end
+                : (int64_t)top->idx == ev->parent;
+            if (keep) {
+                break;
+            }
+            depth--;
+            emit_slice(out, SLICE_END, (uint64_t)top->end - (uint64_t)clock,
+                       seq, 0, 0, 0, 0, NULL, 0);
+            clock = top->end;
+        }
+        if (take_slice) {
+            if (emit_thread_slice(out, &e->sev, &e->spkt,
+                                  (uint64_t)start - (uint64_t)clock,
+                                  seq, sp) < 0) {
+                d->nomem = 1;
+                return -1;
+            }
+            clock = start;
+            open[depth++] = (open_t){start, end, x, 1};
+            x++;
+            continue;
+        }
+        if (ft_driver_event(d, ev) < 0) {
+            return -1;
+        }
+        uint32_t iid;
+        int is_c;
+        const pb_t *interned;
+        if (func_iid(&e->si, ev->func, e->nfuncs, e->funcs, &e->strings,
+                     &e->data, &e->tmp, &iid, &is_c, &interned) < 0) {
+            d->nomem = 1;
+            return -1;
+        }
+        emit_slice(out, SLICE_BEGIN, (uint64_t)start - (uint64_t)clock,
+                   seq, 0, iid, is_c ? CATEGORY_C : 0, is_c ? 0 : iid,
+                   interned, flags_of(ev));
+        clock = start;
+        open[depth++] = (open_t){start, end, i, 0};
+        i++;
+    }
+    while (depth) {
+        int64_t end = open[--depth].end;
+        emit_slice(out, SLICE_END, (uint64_t)end - (uint64_t)clock, seq,
+                   0, 0, 0, 0, NULL, 0);
+        clock = end;
+    }
+    return 0;
+}
+
+/* A thread's sequence: its first packet, then a slice per event, ended
+ * when the next event is not its descendant.  Pure C. */
+static int
+perfetto_thread(void *enc, ft_driver *d, Py_ssize_t t,
+                const ft_thread_events *te)
+{
+    perfetto_enc *e = enc;
+    out_t *out = &d->out;
+    uint64_t seq = SEQUENCE_ID + 1 + (uint64_t)t;
+    size_t n = te->head.len + te->body.len;
+    if (n + 1 > e->stack_cap) {
+        size_t *grown = realloc(e->stack, (n + 1) * sizeof(size_t));
+        if (grown == NULL) {
+            d->nomem = 1;
+            return -1;
+        }
+        e->stack = grown;
+        e->stack_cap = n + 1;
+    }
+    /* The thread's clock starts at its first event (timestamps are
+     * unsigned there), and then counts ns from packet to packet; going
+     * back (never expected) wraps around, as int64 deltas. */
+    const track_t *xs = e->tslices != NULL ? &e->tslices[t] : NULL;
+    size_t nx = xs != NULL ? (size_t)xs->nspans : 0;
+    int64_t first = n ? ft_thread_event(te, 0)->start_ns : 0;
+    if (nx && (!n || xs->spans[0].start < first)) {
+        first = xs->spans[0].start;
+    }
+    int64_t clock = first > 0 ? first : 0;
+    if (thread_first_packet(&e->pkt, &e->snap, &e->tmp, seq,
+                            FIRST_THREAD_UUID + (uint64_t)t,
+                            (uint64_t)clock) < 0) {
+        d->nomem = 1;
+        return -1;
+    }
+    emit_packet(out, &e->pkt);
+    seq_interning_reset(&e->si);
+    if (nx) {
+        return thread_with_slices(e, d, te, xs, seq, clock);
+    }
+    size_t *stack = e->stack;
+    size_t depth = 0;
+    for (size_t i = 0; i < n && !out->failed; i++) {
+        const ft_event *ev = ft_thread_event(te, i);
+        if (ft_driver_event(d, ev) < 0) {
+            return -1;
+        }
+        while (depth && (int64_t)stack[depth - 1] != ev->parent) {
+            int64_t end = ft_thread_event(te, stack[--depth])->end_ns;
+            emit_slice(out, SLICE_END, (uint64_t)end - (uint64_t)clock,
+                       seq, 0, 0, 0, 0, NULL, 0);
+            clock = end;
+        }
+        uint32_t iid;
+        int is_c;
+        const pb_t *interned;
+        if (func_iid(&e->si, ev->func, e->nfuncs, e->funcs, &e->strings,
+                     &e->data, &e->tmp, &iid, &is_c, &interned) < 0) {
+            d->nomem = 1;
+            return -1;
+        }
+        emit_slice(out, SLICE_BEGIN,
+                   (uint64_t)ev->start_ns - (uint64_t)clock, seq, 0, iid,
+                   is_c ? CATEGORY_C : 0, is_c ? 0 : iid, interned,
+                   flags_of(ev));
+        clock = ev->start_ns;
+        stack[depth++] = i;
+    }
+    while (depth) {
+        int64_t end = ft_thread_event(te, stack[--depth])->end_ns;
+        emit_slice(out, SLICE_END, (uint64_t)end - (uint64_t)clock, seq,
+                   0, 0, 0, 0, NULL, 0);
+        clock = end;
+    }
+    return 0;
+}
+
+/* The count of calls, by which load() knows the file whole. */
+static int
+perfetto_end(void *enc, ft_driver *d)
+{
+    perfetto_enc *e = enc;
+    if (e->meta != NULL) {
+        if (count_packet(&e->pkt, d->done) < 0) {
+            d->nomem = 1;
+            return -1;
+        }
+        emit_packet(&d->out, &e->pkt);
+    }
+    return 0;
+}
+
+static const ft_encoder perfetto_encoder = {
+    .who = "_write_perfetto()",
+    .describe = perfetto_describe,
+    .begin = perfetto_begin,
+    .thread = perfetto_thread,
+    .end = perfetto_end,
+};
+
+static void
+perfetto_enc_free(perfetto_enc *e)
+{
+    free(e->pkt.p);
+    free(e->strings.p);
+    free(e->data.p);
+    free(e->tmp.p);
+    free(e->snap.p);
+    free(e->sev.p);
+    free(e->spkt.p);
+    free(e->funcs);
+    free(e->si.iid);
+    free(e->si.used);
+    free(e->stack);
+    free(e->open);
+    ft_free_tracks(e->session_tracks, e->nsession_tracks);
+    ft_free_tracks(e->tslices, e->tslices != NULL ? e->nnames : 0);
+    for (Py_ssize_t t = 0; e->thread_names != NULL && t < e->nnames; t++) {
+        Py_XDECREF(e->thread_names[t]);
+    }
+    free(e->thread_names);
+}
+
 /* _write_perfetto(path, *, pid, process_name, thread_names, tracks,
  *                 compress, progress, name, thread_slices, frametrace)
  * -- frametrace: the metadata load() reads back (JSON), written after the
  * clock snapshots, and then the count of calls as the file's last packet;
- * thread_names: [str or
- * None] per thread, in registration order; tracks: [(name, thread_id or
- * None, category, [(span name, start, end)])] for ranges and steps; name:
- * the path errors show (default path; the caller writes to a temporary
- * and renames it). */
+ * thread_names: [str or None] per thread, in registration order; tracks:
+ * [(name, category, [(span name, start, end)])] for ranges and steps;
+ * name: the path errors show (default path; the caller writes to a
+ * temporary and renames it). */
 PyObject *
-ft_write_perfetto(ft_tracer *tracer, PyObject *args, PyObject *kwargs)
+ft_write_perfetto_source(const ft_source *src, PyObject *args, PyObject *kwargs)
 {
     static char *kwlist[] = {"path", "pid", "process_name", "thread_names",
                              "tracks", "compress", "progress", "name",
@@ -965,364 +864,52 @@ ft_write_perfetto(ft_tracer *tracer, PyObject *args, PyObject *kwargs)
     if (name_obj == NULL) {
         name_obj = Py_NewRef(path_obj);
     }
-    ft_export ex = {0};
-    ft_thread_events te = {0};
-    out_t out = {0};
-    pb_t pkt = {0}, strings = {0}, data = {0}, tmp = {0}, snap = {0};
+    perfetto_enc e = {.pid = pid, .process_name = process_name,
+                      .meta = meta};
     PyObject *result = NULL;
-    size_t *stack = NULL;
-    size_t stack_cap = 0;
-    track_t *session_tracks = NULL;
-    Py_ssize_t nsession_tracks = 0;
-    track_t *tslices = NULL;          /* per thread, or NULL */
-    Py_ssize_t ntslices = 0;
-    open_t *open = NULL;
-    size_t open_cap = 0;
-    pb_t sev = {0}, spkt = {0};
-    PyObject **thread_names = NULL;
-    Py_ssize_t nnames = 0;
-    uint64_t *export_tids = NULL;
-    func_names_t *funcs = NULL;
-    seq_interning si = {0};
-    uint32_t nfuncs = tracer->funcs.nfuncs;
-
     if (pid < 0 || process_name == NULL || names == NULL || tracks == NULL) {
         PyErr_SetString(PyExc_TypeError, "_write_perfetto() needs pid, "
                         "process_name, thread_names and tracks");
         goto done;
     }
     /* The names (taken before any Python code runs), then what can run
-     * Python code (converting the tracks), then the tracer's records
-     * pinned (a clear() before makes the pin refuse). */
-    thread_names = calloc((size_t)tracer->nthreads + 1, sizeof(PyObject *));
-    if (thread_names == NULL) {
+     * Python code (converting the tracks); the driver then pins the
+     * records (a clear() before makes the pin refuse). */
+    e.thread_names = calloc((size_t)ft_source_nthreads(src) + 1,
+                            sizeof(PyObject *));
+    if (e.thread_names == NULL) {
         PyErr_NoMemory();
         goto done;
     }
     /* One name (str or None) per thread, in registration order: threads
      * that had the same ident each have their own. */
-    nnames = tracer->nthreads;
-    if (PyList_GET_SIZE(names) != nnames) {
+    e.nnames = ft_source_nthreads(src);
+    if (PyList_GET_SIZE(names) != e.nnames) {
         PyErr_Format(PyExc_ValueError, "_write_perfetto(): thread_names "
                      "has %zd names for %zd threads", PyList_GET_SIZE(names),
-                     nnames);
+                     e.nnames);
         goto done;
     }
-    for (Py_ssize_t t = 0; t < nnames; t++) {
+    for (Py_ssize_t t = 0; t < e.nnames; t++) {
         PyObject *name = PyList_GET_ITEM(names, t);
-        thread_names[t] = PyUnicode_Check(name) ? Py_NewRef(name) : NULL;
+        e.thread_names[t] = PyUnicode_Check(name) ? Py_NewRef(name) : NULL;
     }
-    if (parse_tracks(tracks, &session_tracks, &nsession_tracks) < 0) {
+    if (ft_parse_tracks(tracks, &e.session_tracks, &e.nsession_tracks) < 0
+        || ft_parse_thread_slices(slices_obj, e.nnames, &e.tslices) < 0) {
         goto done;
     }
-    ntslices = nnames;
-    if (parse_thread_slices(slices_obj, nnames, &tslices) < 0) {
-        goto done;
-    }
-    if (ft_export_begin(&ex, tracer, "_write_perfetto()") < 0) {
-        goto done;
-    }
-    if (ex.nthreads != nnames) {
-        PyErr_SetString(PyExc_RuntimeError, "_write_perfetto(): the tracer "
-                        "changed while its arguments were read");
-        goto done;
-    }
-    export_tids = ft_export_tids(tracer);
-    if (export_tids == NULL) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    /* The function table's names, with the collector off: no finalizer
-     * can let another thread clear() it meanwhile. */
-    nfuncs = tracer->funcs.nfuncs;
-    funcs = calloc((size_t)nfuncs + 1, sizeof(func_names_t));
-    si.iid = calloc((size_t)nfuncs + 1, sizeof(uint32_t));
-    si.used = calloc((size_t)nfuncs + 1, sizeof(uint32_t));
-    if (funcs == NULL || si.iid == NULL || si.used == NULL) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    int gc_was_enabled = PyGC_Disable();
-    int taken = take_func_names(tracer, nfuncs, funcs, &strings);
-    if (gc_was_enabled) {
-        PyGC_Enable();
-    }
-    if (taken < 0) {
-        if (!PyErr_Occurred()) {  /* else encoded()'s */
-            PyErr_NoMemory();
-        }
-        goto done;
-    }
-    if (out_open_or_raise(&out, path_obj, name_obj, compress, (size_t)1 << 18) < 0) {
-        goto done;
-    }
-    if (meta != NULL) {
-        if (emit_clock_packets(&out, &ex.clock, &pkt) < 0
-            || meta_packet(&pkt, meta) < 0) {
-            if (!PyErr_Occurred()) {  /* else encoded()'s */
-                PyErr_NoMemory();
-            }
-            goto done;
-        }
-        emit_packet(&out, &pkt);
-    }
-    if ((meta == NULL && emit_clock_packets(&out, &ex.clock, &pkt) < 0)
-        || track_packet(&pkt, PROCESS_UUID, 0, pid, -1, process_name, 1) < 0) {
-        if (!PyErr_Occurred()) {  /* else encoded()'s */
-            PyErr_NoMemory();
-        }
-        goto done;
-    }
-    emit_packet(&out, &pkt);
-    Py_ssize_t nthreads = ex.nthreads;
-    for (Py_ssize_t t = 0; t < nthreads; t++) {
-        long long tid = (long long)export_tids[t];
-        if (track_packet(&pkt, FIRST_THREAD_UUID + (uint64_t)t, PROCESS_UUID,
-                         pid, tid, thread_names[t], 0) < 0) {
-            if (!PyErr_Occurred()) {  /* else encoded()'s */
-                PyErr_NoMemory();
-            }
-            goto done;
-        }
-        emit_packet(&out, &pkt);
-    }
-    /* The session's tracks: after the threads', uuids of their own. */
-    uint64_t next_uuid = FIRST_THREAD_UUID + (uint64_t)nthreads;
-    int categories = 0;
-    for (Py_ssize_t i = 0; i < nsession_tracks; i++) {
-        const track_t *track = &session_tracks[i];
-        uint64_t uuid = next_uuid++;
-        if (track_packet(&pkt, uuid, PROCESS_UUID, pid, -1, track->name,
-                         0) < 0) {
-            if (!PyErr_Occurred()) {  /* else encoded()'s */
-                PyErr_NoMemory();
-            }
-            goto done;
-        }
-        emit_packet(&out, &pkt);
-        if (emit_spans(&out, track, uuid,
-                       track->category ? CATEGORY_STEP : CATEGORY_RANGE,
-                       &categories) < 0) {
-            goto done;
-        }
-    }
-    uint64_t rest = 0;
-    for (Py_ssize_t t = 0; t < nthreads; t++) {
-        rest += ft_export_estimate(&ex, t);
-    }
-    /* Each thread's sequence: its first packet, then a slice per event,
-     * ended when the next event is not its descendant.  Pure C on what
-     * this call owns or pinned, one thread at a time, with the GIL
-     * released.  Stops at an interruption or a write error, without
-     * ending the open slices: even a file written in place does not look
-     * complete. */
-    int interrupted = 0, nomem = 0, write_err;
-    size_t done = 0;
-    uint32_t max_depth = 0;
-    Py_BEGIN_ALLOW_THREADS
-    for (Py_ssize_t t = 0; t < nthreads && !interrupted && !out.failed; t++) {
-        uint64_t seq = SEQUENCE_ID + 1 + (uint64_t)t;
-        if (ft_export_thread(&ex, t, &te) < 0) {
-            interrupted = nomem = 1;
-            break;
-        }
-        size_t n = te.head.len + te.body.len;
-        if (n + 1 > stack_cap) {
-            size_t *grown = realloc(stack, (n + 1) * sizeof(size_t));
-            if (grown == NULL) {
-                interrupted = nomem = 1;
-                break;
-            }
-            stack = grown;
-            stack_cap = n + 1;
-        }
-        /* The thread's clock starts at its first event (timestamps are
-         * unsigned there), and then counts ns from packet to packet;
-         * going back (never expected) wraps around, as int64 deltas. */
-        const track_t *xs = tslices != NULL ? &tslices[t] : NULL;
-        size_t nx = xs != NULL ? (size_t)xs->nspans : 0;
-        int64_t first = n ? ft_thread_event(&te, 0)->start_ns : 0;
-        if (nx && (!n || xs->spans[0].start < first)) {
-            first = xs->spans[0].start;
-        }
-        int64_t clock = first > 0 ? first : 0;
-        if (thread_first_packet(&pkt, &snap, &tmp, seq,
-                                FIRST_THREAD_UUID + (uint64_t)t,
-                                (uint64_t)clock) < 0) {
-            interrupted = nomem = 1;
-            break;
-        }
-        emit_packet(&out, &pkt);
-        seq_interning_reset(&si);
-        rest -= ft_export_estimate(&ex, t);
-        /* progress's total: exact for the threads replayed, estimated for
-         * the others. */
-        size_t total = done + n + (size_t)rest;
-        size_t depth = 0;
-        if (nx) {
-            /* The thread's events and its slices, one stream of nested
-             * slices by time: a slice begins before the event it starts
-             * before (or at, and outlasts); before anything begins, what
-             * does not contain it ends (an event: what is not its parent). */
-            if (n + nx + 1 > open_cap) {
-                open_t *grown = realloc(open, (n + nx + 1) * sizeof(open_t));
-                if (grown == NULL) {
-                    interrupted = nomem = 1;
-                    break;
-                }
-                open = grown;
-                open_cap = n + nx + 1;
-            }
-            size_t x = 0;
-            for (size_t i = 0; (i < n || x < nx) && !out.failed && !interrupted; ) {
-                const ft_event *ev = i < n ? ft_thread_event(&te, i) : NULL;
-                const span_t *sp = x < nx ? &xs->spans[x] : NULL;
-                int take_slice = sp != NULL
-                    && (ev == NULL || sp->start < ev->start_ns
-                        || (sp->start == ev->start_ns && sp->end > ev->end_ns));
-                int64_t start = take_slice ? sp->start : ev->start_ns;
-                int64_t end = take_slice ? sp->end : ev->end_ns;
-                while (depth) {
-                    const open_t *top = &open[depth - 1];
-                    int keep = (top->is_slice || take_slice)
-                        ? top->start <= start && end <= top->end
-                        : (int64_t)top->idx == ev->parent;
-                    if (keep) {
-                        break;
-                    }
-                    depth--;
-                    emit_slice(&out, SLICE_END, (uint64_t)top->end - (uint64_t)clock,
-                               seq, 0, 0, 0, 0, NULL, 0);
-                    clock = top->end;
-                }
-                if (take_slice) {
-                    if (emit_thread_slice(&out, &sev, &spkt,
-                                          (uint64_t)start - (uint64_t)clock,
-                                          seq, sp) < 0) {
-                        interrupted = nomem = 1;
-                        break;
-                    }
-                    clock = start;
-                    open[depth++] = (open_t){start, end, x, 1};
-                    x++;
-                    continue;
-                }
-                if (out_progress(progress, done, total, ex.pid, &_save) < 0) {
-                    interrupted = 1;
-                    break;
-                }
-                if (ev->depth > max_depth) {
-                    max_depth = ev->depth;
-                }
-                uint32_t iid;
-                int is_c;
-                const pb_t *interned;
-                if (func_iid(&si, ev->func, nfuncs, funcs, &strings, &data,
-                             &tmp, &iid, &is_c, &interned) < 0) {
-                    interrupted = nomem = 1;
-                    break;
-                }
-                emit_slice(&out, SLICE_BEGIN, (uint64_t)start - (uint64_t)clock,
-                           seq, 0, iid, is_c ? CATEGORY_C : 0, is_c ? 0 : iid,
-                           interned, flags_of(ev));
-                clock = start;
-                open[depth++] = (open_t){start, end, i, 0};
-                i++;
-                done++;
-            }
-            while (depth && !interrupted) {
-                int64_t end = open[--depth].end;
-                emit_slice(&out, SLICE_END, (uint64_t)end - (uint64_t)clock, seq,
-                           0, 0, 0, 0, NULL, 0);
-                clock = end;
-            }
-            continue;
-        }
-        for (size_t i = 0; i < n && !out.failed; i++, done++) {
-            if (out_progress(progress, done, total, ex.pid, &_save) < 0) {
-                interrupted = 1;
-                break;
-            }
-            const ft_event *ev = ft_thread_event(&te, i);
-            if (ev->depth > max_depth) {
-                max_depth = ev->depth;
-            }
-            while (depth && (int64_t)stack[depth - 1] != ev->parent) {
-                int64_t end = ft_thread_event(&te, stack[--depth])->end_ns;
-                emit_slice(&out, SLICE_END, (uint64_t)end - (uint64_t)clock,
-                           seq, 0, 0, 0, 0, NULL, 0);
-                clock = end;
-            }
-            uint32_t iid;
-            int is_c;
-            const pb_t *interned;
-            if (func_iid(&si, ev->func, nfuncs, funcs, &strings, &data, &tmp,
-                         &iid, &is_c, &interned) < 0) {
-                interrupted = nomem = 1;
-                break;
-            }
-            emit_slice(&out, SLICE_BEGIN,
-                       (uint64_t)ev->start_ns - (uint64_t)clock, seq, 0, iid,
-                       is_c ? CATEGORY_C : 0, is_c ? 0 : iid, interned,
-                       flags_of(ev));
-            clock = ev->start_ns;
-            stack[depth++] = i;
-        }
-        while (depth && !interrupted) {
-            int64_t end = ft_thread_event(&te, stack[--depth])->end_ns;
-            emit_slice(&out, SLICE_END, (uint64_t)end - (uint64_t)clock, seq,
-                       0, 0, 0, 0, NULL, 0);
-            clock = end;
-        }
-    }
-    if (!interrupted && meta != NULL) {
-        if (count_packet(&pkt, done) < 0) {
-            interrupted = nomem = 1;
-        }
-        else {
-            emit_packet(&out, &pkt);
-        }
-    }
-    write_err = out_end(&out, interrupted);
-    ft_thread_events_free(&te);
-    Py_END_ALLOW_THREADS
-    if (interrupted) {
-        if (nomem) {
-            PyErr_NoMemory();
-        }
-        goto done;  /* else the signal handler's or the callback's exception */
-    }
-    if (write_err) {
-        out_raise(write_err, name_obj);
-        goto done;
-    }
-    /* The deepest depth, for the caller's warning past what viewers show. */
-    result = Py_BuildValue("(nI)", (Py_ssize_t)done, (unsigned int)max_depth);
-
+    result = ft_driver_run(&perfetto_encoder, &e, src, path_obj,
+                           name_obj, compress, progress);
 done:
-    out_end(&out, 1);  /* on the error paths */
-    ft_thread_events_free(&te);
-    ft_export_end(&ex);
-    free(pkt.p);
-    free(strings.p);
-    free(data.p);
-    free(tmp.p);
-    free(snap.p);
-    free(funcs);
-    free(si.iid);
-    free(si.used);
-    free(stack);
-    free_tracks(session_tracks, nsession_tracks);
-    free_tracks(tslices, tslices != NULL ? ntslices : 0);
-    free(open);
-    free(sev.p);
-    free(spkt.p);
-    for (Py_ssize_t t = 0; thread_names != NULL && t < nnames; t++) {
-        Py_XDECREF(thread_names[t]);
-    }
-    free(thread_names);
-    free(export_tids);
+    perfetto_enc_free(&e);
     Py_DECREF(path_obj);
     Py_DECREF(name_obj);
     return result;
+}
+
+PyObject *
+ft_write_perfetto(ft_tracer *tracer, PyObject *args, PyObject *kwargs)
+{
+    ft_source src = {.tracer = tracer};
+    return ft_write_perfetto_source(&src, args, kwargs);
 }

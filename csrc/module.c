@@ -197,6 +197,16 @@ module_exec(PyObject *module)
     if (rc < 0) {
         return -1;
     }
+    PyObject *write_events = PyCFunction_NewEx(&ft_write_events_def, module,
+                                               NULL);
+    if (write_events == NULL) {
+        return -1;
+    }
+    rc = PyModule_AddObjectRef(module, "_write_events", write_events);
+    Py_DECREF(write_events);
+    if (rc < 0) {
+        return -1;
+    }
     PyObject *merge_lines = PyCFunction_NewEx(&ft_merge_chrome_lines_def,
                                               module, NULL);
     if (merge_lines == NULL) {

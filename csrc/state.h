@@ -515,8 +515,8 @@ int ft_event_values_span(PyObject *values, ft_event *out);
 /* An Event's parts: for one built by getEvents() or the loader's C path,
  * its shared (name, filename, lineno, kind) and (thread_id,
  * native_thread_id, thread_serial) tuples; for an Event(values), *info is
- * its 14 values and *thread NULL (both borrowed).  Its start, end, parent
- * and open flags into out.  0, or -1 (no exception set) when obj is no
+ * its 14 values and *thread NULL (both borrowed).  Its start, end, parent,
+ * depth and open flags into out.  0, or -1 (no exception set) when obj is no
  * Event or its numbers are not int64 and its flags not bools. */
 int ft_event_parts(ft_state *state, PyObject *obj, PyObject **info,
                    PyObject **thread, ft_event *out);
@@ -592,9 +592,11 @@ void ft_export_end(ft_export *ex);
  * hands them to the running exports. */
 void ft_release_records(ft_tracer *tracer);
 
-/* ==== export_chrome.c, export_perfetto.c ==== */
+/* ==== export_chrome.c, export_perfetto.c, export_events.c ==== */
 /* Tracer._write_chrome() and Tracer._write_perfetto(). */
 PyObject *ft_write_chrome(ft_tracer *tracer, PyObject *args, PyObject *kwargs);
 PyObject *ft_write_perfetto(ft_tracer *tracer, PyObject *args, PyObject *kwargs);
+/* _write_events(): the same writers from a list of Events. */
+extern PyMethodDef ft_write_events_def;
 
 #endif /* FT_STATE_H */

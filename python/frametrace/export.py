@@ -9,7 +9,6 @@ from __future__ import annotations
 import gzip
 import json
 import os
-import re
 import shutil
 import stat
 import sys
@@ -18,7 +17,7 @@ import time
 import warnings
 from typing import IO, Any, Callable, Iterable, Mapping, NamedTuple, Optional, Sequence
 
-from ._output import open_output, output_path
+from ._output import output_path
 from . import _tracer
 from ._ranks import distributed_info
 from ._ranks import process_name as _rank_name
@@ -120,39 +119,13 @@ def _check_slices(thread_slices: Optional[Mapping[int, Sequence[Slice]]],
     return by_serial, tracks
 
 
-def _chrome_slices(pid: int, origin: int, by_serial: dict, tid_of_serial: Mapping[int, int],
-                   tracks: list) -> tuple[list, list]:
-    """The Chrome events of other tools' slices: (those on tracks of their
-    own, SLICE_TRACKS_TID_BASE + k; those on their thread's tid, to be
-    written after the frames: Perfetto's importer keeps file order for
-    slices of equal times, so that a slice with its frame's very times is
-    nested in it, as in the .pftrace)."""
-    lines: list = []
-    after: list = []
-
-    def event(x: Slice, tid: int) -> str:
-        fields: dict[str, Any] = {"args": x.args} if x.args else {}
-        return _chrome_event("X", x.name, x.category, pid, tid,
-                             (x.start_ns - origin, x.end_ns - origin), **fields)
-
-    for serial, items in by_serial.items():
-        tid = tid_of_serial[serial]
-        after += [event(x, tid) for x in items]
-    for k, (name, items) in enumerate(tracks):
-        tid = SLICE_TRACKS_TID_BASE + k
-        lines.append(_chrome_event("M", "thread_name", "__metadata", pid, tid, args={"name": name}))
-        lines += [event(x, tid) for x in items]
-    return lines, after
-
-
 def _slice_lists(pid: int, thread_slices: Optional[Mapping[int, Sequence[Slice]]],
                  slice_tracks: Sequence[tuple], tid_of_serial: Mapping[int, int]
                  ) -> tuple[list, list]:
     """What the C writer writes of other tools' slices: (the metadata
     events naming the tracks of their own, SLICE_TRACKS_TID_BASE + k;
     [(tid, [Slice])]: each slice checked, sorted and written there without
-    the GIL, after the frames, as _chrome_slices does for a trace read
-    from a file)."""
+    the GIL, after the frames, as for a trace read from a file)."""
     lists: list = []
     for serial, items in (thread_slices or {}).items():
         if serial not in tid_of_serial:
@@ -177,17 +150,6 @@ def _slice_lists(pid: int, thread_slices: Optional[Mapping[int, Sequence[Slice]]
 def _args_text(args: Any) -> str:
     """A slice's args as the Chrome writers write them."""
     return json.dumps(args, separators=(",", ":"))
-
-
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def _json_text(s: str) -> str:
-    """s as a JSON string literal laid out as the C writer writes it: UTF-8
-    text, a lone surrogate (a byte of a file name that was not UTF-8, as
-    surrogateescape decodes it) as its \\uXXXX escape, which JSON readers
-    give back."""
-    return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", json.dumps(s, ensure_ascii=False))
 
 
 def _us_text(ns: int) -> str:
@@ -547,14 +509,15 @@ def _other_data(tracer: Any, pid: int, origin: int, maps: dict,
     }
 
 
-def _write_chrome_events(path: str, trace: Any, *, process_name: str | None = None,
-                         metadata: Mapping[str, Any] | None = None,
-                         thread_slices: Mapping[int, Sequence[Slice]] | None = None,
-                         slice_tracks: Sequence[tuple] = (),
-                         top_level: Mapping[str, Any] | None = None) -> int:
+def _write_events(path: str, trace: Any, output: str, *, process_name: str | None = None,
+                  metadata: Mapping[str, Any] | None = None,
+                  thread_slices: Mapping[int, Sequence[Slice]] | None = None,
+                  slice_tracks: Sequence[tuple] = (),
+                  top_level: Mapping[str, Any] | None = None, progress: Any = None) -> int:
     """A Trace without tracer records (one load() read, or a session window
-    that traced no Python) as Chrome trace JSON, laid out as write_chrome
-    lays it out, from its Events; returns how many Python/C events."""
+    that traced no Python), from its Events, by the C writers of
+    write_chrome and write_perfetto (output: "chrome" or "perfetto"), laid
+    out as they lay out a tracer's; returns how many Python/C events."""
     if getattr(trace, "processes", None):
         raise ValueError("a merged trace (of several processes) is written by frametrace merge, "
                          "from the files it merged")
@@ -569,36 +532,27 @@ def _write_chrome_events(path: str, trace: Any, *, process_name: str | None = No
     ranges = _spans("ranges", trace.ranges, ("name", "thread_id", "start_ns", "end_ns"))
     steps = _spans("steps", trace.steps, ("name", "step", "start_ns", "end_ns"))
     events = trace.events
+    events = events if type(events) is list else list(events)
     origin = trace.session_start_ns
     _check_int64("session_start_ns", origin)
-    # One Chrome tid per thread (serial), as the C writer gives them: the
-    # native id, or a synthetic one where an earlier thread had it.
+    # One Chrome tid per thread (serial), as the C writer gives a tracer's:
+    # the native id, or a synthetic one where an earlier thread had it.
     infos = {t.serial: t for t in trace.threads}
     for e in events:
-        if e.thread_serial not in infos:
+        if isinstance(e, _tracer.Event) and e.thread_serial not in infos:
             infos[e.thread_serial] = _ThreadOf(e)
-    tid_of: dict[int, int] = {}
-    used: set[int] = set()
-    for serial in sorted(infos):
-        t = infos[serial]
+    threads = [infos[serial] for serial in sorted(infos)]
+    tids_used: set[int] = set()
+    tids: list[int] = []
+    for t in threads:
         tid = t.native_thread_id or t.thread_id
-        if tid in used:
-            tid = SYNTHETIC_TID_BASE + serial
-        used.add(tid)
-        tid_of[serial] = tid
-    def own_name(t: Any) -> str:
-        return t.name or f"thread {t.thread_id}"
-
-    label = {t.thread_id: own_name(t) for _s, t in sorted(infos.items())}  # ranges: the latest
-    by_ident = {t.thread_id: tid_of[s] for s, t in sorted(infos.items())}
+        tids.append(SYNTHETIC_TID_BASE + t.serial if tid in tids_used else tid)
+        tids_used.add(tids[-1])
+    tid_of = {t.serial: tid for t, tid in zip(threads, tids)}
+    names = [t.name or f"thread {t.thread_id}" for t in threads]
     lines, maps = _thread_parts(pid, process_name, [
-        (tid_of[s], t.thread_id, t.native_thread_id, s, own_name(t), t.dropped or 0)
-        for s, t in sorted(infos.items())])
-    lines += _chrome_tracks(pid, origin, lambda tid: by_ident.get(tid, tid),
-                            lambda tid: label.get(tid, f"thread {tid}"), ranges, steps)
-    by_serial, extra_tracks = _check_slices(thread_slices, slice_tracks, list(tid_of))
-    own_tracks, after = _chrome_slices(pid, origin, by_serial, tid_of, extra_tracks)
-    lines += own_tracks
+        (tid, t.thread_id, t.native_thread_id, t.serial, name, t.dropped or 0)
+        for t, tid, name in zip(threads, tids, names)])
     traced = trace.tracer_stop_ns is not None
     stop = trace.tracer_stop_ns if traced else trace.session_end_ns
     other = {
@@ -612,27 +566,30 @@ def _write_chrome_events(path: str, trace: Any, *, process_name: str | None = No
     # none: merge refuses the file rather than misplace it.
     if trace.clock_anchor is not None:
         other["clock_anchor"] = _anchor(trace.clock_anchor)
-    depth = 0
-    level = 1 if path.endswith(".gz") else None
-    with open_output(path, "w", compresslevel=level, encoding="utf-8") as fh:
-        fh.write("{" + _chrome_head(other, rank, top_level) + '"traceEvents":[\n' + ",\n".join(lines))
-        chunk: list[str] = []
-        for e in events:
-            cat = "c" if e.kind == "c" else "python"
-            flags = "".join(f',"{k}":true' for k in ("open_at_start", "open_at_stop", "open_at_loss")
-                            if getattr(e, k))
-            chunk.append(f',\n{{"ph":"X","cat":"{cat}","pid":{pid},"tid":{tid_of[e.thread_serial]},'
-                         f'"ts":{_us_text(e.start_ns - origin)},"dur":{_us_text(e.end_ns - e.start_ns)},'
-                         f'"name":{_json_text(e.name)},"args":{{"file":'
-                         f'{_json_text(f"{e.filename}:{e.lineno}")}{flags}}}}}')
-            if e.depth > depth:
-                depth = e.depth
-            if len(chunk) >= 4096:
-                fh.write("".join(chunk))
-                chunk.clear()
-        fh.write("".join(chunk) + "".join(",\n" + line for line in after) + "]}\n")
+    kw: dict[str, Any] = {"events": events, "threads": list(tid_of.items()),
+                          "stop_ns": stop if traced else None, "pid": pid,
+                          "progress": progress, "name": path,
+                          "compress": path.endswith(".gz")}
+    if output == "chrome":
+        label = {t.thread_id: name for t, name in zip(threads, names)}  # ranges: the latest
+        by_ident = {t.thread_id: tid for t, tid in zip(threads, tids)}
+        lines += _chrome_tracks(pid, origin, lambda tid: by_ident.get(tid, tid),
+                                lambda tid: label.get(tid, f"thread {tid}"), ranges, steps)
+        track_lines, slices = _slice_lists(pid, thread_slices, slice_tracks, tid_of)
+        kw.update(format="chrome", origin_ns=origin, head=_chrome_head(other, rank, top_level),
+                  prelude=",\n".join(lines + track_lines), slices=slices, args_text=_args_text)
+    else:
+        thread_names = [t.name for t in threads]
+        tracks, per_thread = _perfetto_tracks(other, pid, process_name, threads, tids,
+                                              thread_names, {}, ranges, steps,
+                                              thread_slices, slice_tracks)
+        kw.update(format="perfetto", process_name=process_name or f"python {pid}",
+                  thread_names=thread_names, tracks=tracks, thread_slices=per_thread,
+                  frametrace=json.dumps(other, separators=(",", ":")))
+    with output_path(path) as where:
+        count, depth = _tracer._write_events(where, **kw)
     _warn_depth(path, depth)
-    return len(events)
+    return count
 
 
 class _ThreadOf:
@@ -700,49 +657,16 @@ def write_perfetto(
     process_name = process_name or _rank_name(rank)
     if rank is not None:
         metadata = {"distributed": rank, **dict(metadata or {})}
-    # (name, category, spans): spans (name, start, end[, category]).
-    tracks: list[tuple[str, int, list[tuple]]] = []
-    if steps:
-        tracks.append(("steps", 1, [(s.name, s.start_ns, s.end_ns) for s in steps]))
-    by_thread: dict = {}
-    for r in ranges:
-        by_thread.setdefault(r.thread_id, []).append((r.name, r.start_ns, r.end_ns))
     thread_names_list = _thread_name_list(tracer, names)
-    latest = {t.thread_id: name for t, name in zip(tracer.threads, thread_names_list) if name}
-    # What load() reads back: the Chrome writer's otherData.frametrace, and
-    # what the Chrome file says in events (names, ranges and steps).
     chrome_tids = tracer._export_tids
     _lines, maps = _thread_parts(pid, process_name, [
         (ctid, t.thread_id, t.native_thread_id, t.serial, name or f"thread {t.thread_id}",
          t.dropped) for t, ctid, name in zip(tracer.threads, chrome_tids, thread_names_list)])
-    owner = {t.thread_id: ctid for t, ctid in zip(tracer.threads, chrome_tids)}
     other = _other_data(tracer, pid, tracer.start_ns if origin_ns is None else origin_ns, maps,
                         clock_anchor, metadata)
-    other.update(
-        process_name=process_name or f"python {pid}",
-        thread_names={str(ctid): name or f"thread {t.thread_id}"
-                      for t, ctid, name in zip(tracer.threads, chrome_tids, thread_names_list)},
-        ranges=[[r.name, owner.get(r.thread_id, r.thread_id), r.start_ns, r.end_ns,
-                 bool(getattr(r, "open_at_start", False)), bool(getattr(r, "open_at_end", False))]
-                for r in ranges],
-        steps=[[s.name, s.step, s.start_ns, s.end_ns] for s in steps],
-        session_tracks=(1 if steps else 0) + len({r.thread_id for r in ranges}))
-    # A thread descriptor holds no args: a synthetic tid's real one goes in
-    # the thread's name.
-    for i, (t, tid) in enumerate(zip(tracer.threads, tracer._export_tids)):
-        if t.native_thread_id and tid != t.native_thread_id:
-            thread_names_list[i] = (f"{thread_names_list[i] or f'thread {t.thread_id}'} "
-                                    f"[tid {t.native_thread_id}]")
-    for tid, spans in by_thread.items():
-        tracks.append((f"ranges: {names.get(tid) or latest.get(tid, tid)}", 0, spans))
-    by_serial, extra_tracks = _check_slices(thread_slices, slice_tracks,
-                                            [t.serial for t in tracer.threads])
-    for name, items in extra_tracks:
-        tracks.append((name, 0, [(x.name, x.start_ns, x.end_ns, x.category) for x in items]))
-    per_thread = None
-    if by_serial:
-        per_thread = [[(x.name, x.start_ns, x.end_ns, x.category) for x in by_serial.get(t.serial, ())]
-                      for t in tracer.threads]
+    tracks, per_thread = _perfetto_tracks(other, pid, process_name, tracer.threads, chrome_tids,
+                                          thread_names_list, names, ranges, steps,
+                                          thread_slices, slice_tracks)
     compress = path.endswith(".gz")
     with output_path(path) as where:
         count, depth = tracer._write_perfetto(
@@ -752,6 +676,53 @@ def write_perfetto(
             frametrace=json.dumps(other, separators=(",", ":")))
     _warn_depth(path, depth)
     return count
+
+
+def _perfetto_tracks(other: dict, pid: int, process_name: str | None, threads: Sequence[Any],
+                     tids: Sequence[int], thread_names_list: list, names: Mapping[int, str],
+                     ranges: list, steps: list, thread_slices: Optional[Mapping[int, Sequence[Slice]]],
+                     slice_tracks: Sequence[tuple]) -> tuple[list, list | None]:
+    """What a .pftrace holds beside the calls: other (otherData.frametrace)
+    completed with what a Chrome file says in events, the threads' track
+    names (thread_names_list, one per thread, completed in place), and the
+    session's tracks and the threads' own slices as _write_perfetto takes
+    them.  threads: each with thread_id, native_thread_id and serial; tids
+    their Chrome tids."""
+    # (name, category, spans): spans (name, start, end[, category]).
+    tracks: list[tuple[str, int, list[tuple]]] = []
+    if steps:
+        tracks.append(("steps", 1, [(s.name, s.start_ns, s.end_ns) for s in steps]))
+    by_thread: dict = {}
+    for r in ranges:
+        by_thread.setdefault(r.thread_id, []).append((r.name, r.start_ns, r.end_ns))
+    latest = {t.thread_id: name for t, name in zip(threads, thread_names_list) if name}
+    owner = {t.thread_id: ctid for t, ctid in zip(threads, tids)}
+    other.update(
+        process_name=process_name or f"python {pid}",
+        thread_names={str(ctid): name or f"thread {t.thread_id}"
+                      for t, ctid, name in zip(threads, tids, thread_names_list)},
+        ranges=[[r.name, owner.get(r.thread_id, r.thread_id), r.start_ns, r.end_ns,
+                 bool(getattr(r, "open_at_start", False)), bool(getattr(r, "open_at_end", False))]
+                for r in ranges],
+        steps=[[s.name, s.step, s.start_ns, s.end_ns] for s in steps],
+        session_tracks=(1 if steps else 0) + len({r.thread_id for r in ranges}))
+    # A thread descriptor holds no args: a synthetic tid's real one goes in
+    # the thread's name.
+    for i, (t, tid) in enumerate(zip(threads, tids)):
+        if t.native_thread_id and tid != t.native_thread_id:
+            thread_names_list[i] = (f"{thread_names_list[i] or f'thread {t.thread_id}'} "
+                                    f"[tid {t.native_thread_id}]")
+    for tid, spans in by_thread.items():
+        tracks.append((f"ranges: {names.get(tid) or latest.get(tid, tid)}", 0, spans))
+    by_serial, extra_tracks = _check_slices(thread_slices, slice_tracks,
+                                            [t.serial for t in threads])
+    for name, items in extra_tracks:
+        tracks.append((name, 0, [(x.name, x.start_ns, x.end_ns, x.category) for x in items]))
+    per_thread = None
+    if by_serial:
+        per_thread = [[(x.name, x.start_ns, x.end_ns, x.category) for x in by_serial.get(t.serial, ())]
+                      for t in threads]
+    return tracks, per_thread
 
 
 class TerminalProgress:

@@ -184,18 +184,18 @@ class Trace:
                       process_name: Optional[str] = None, metadata: Optional[dict] = None,
                       progress: Any = None) -> int:
         """to_chrome(), returning how many Python/C events it wrote."""
-        from .export import _write_chrome_events, write_chrome
+        from .export import _write_events, write_chrome
 
         self._check()
         process_name = process_name or self.process_name
         if self.parent_pid is not None:
             metadata = {"parent_pid": self.parent_pid, **(metadata or {})}
         if self.tracer is None:  # load()'s, or a window that traced no Python
-            return _write_chrome_events(os.fspath(path), self, process_name=process_name,
-                                        metadata={**(metadata or {}), "cycle": self.cycle,
-                                                  "session_end_ns": self.session_end_ns},
-                                        thread_slices=self.slices, slice_tracks=self.slice_tracks,
-                                        top_level=self.chrome_top_level)
+            return _write_events(os.fspath(path), self, "chrome", process_name=process_name,
+                                 metadata={**(metadata or {}), "cycle": self.cycle,
+                                           "session_end_ns": self.session_end_ns},
+                                 thread_slices=self.slices, slice_tracks=self.slice_tracks,
+                                 top_level=self.chrome_top_level, progress=progress)
         return write_chrome(path, self.tracer, pid=self.pid, process_name=process_name,
                             ranges=self.ranges,
                             steps=self.steps, origin_ns=self.session_start_ns,
@@ -252,19 +252,17 @@ class Trace:
     def _write_perfetto(self, path: Union[str, "os.PathLike[str]"], *,
                         process_name: Optional[str] = None, progress: Any = None,
                         metadata: Optional[dict] = None) -> int:
-        from .export import write_perfetto
+        from .export import _write_events, write_perfetto
 
         self._check()
         process_name = process_name or self.process_name
-        if self.tracer is None:
-            what = ("a window that traced no Python (python_steps=0)" if self.tracer_stop_ns is None
-                    else "a trace read from a file")
-            raise ValueError(f"{os.fspath(path)}: .pftrace is written from a tracer's records, "
-                             f"which {what} does not have: write Chrome JSON instead "
-                             f"(Trace.save('trace.json'))")
         metadata = {**(metadata or {}), "cycle": self.cycle, "session_end_ns": self.session_end_ns}
         if self.parent_pid is not None:
             metadata = {"parent_pid": self.parent_pid, **metadata}
+        if self.tracer is None:  # load()'s, or a window that traced no Python
+            return _write_events(os.fspath(path), self, "perfetto", process_name=process_name,
+                                 metadata=metadata, thread_slices=self.slices,
+                                 slice_tracks=self.slice_tracks, progress=progress)
         return write_perfetto(path, self.tracer, pid=self.pid, process_name=process_name,
                               ranges=self.ranges,
                               steps=self.steps, progress=progress, distributed=self.distributed,

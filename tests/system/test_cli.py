@@ -410,10 +410,16 @@ def test_run_output_format_follows_the_extension(tmp_path, program, step_program
     frametrace_cmd("run", "--steps", "wait=1,active=2", "-o", "s.pftrace.gz", "loop.py", "4",
                    cwd=tmp_path, check=0)
     assert os.listdir(tmp_path).count("s.0.pftrace.gz") == 1
-    # No Python traced (--python-steps 0): the steps still go to Chrome JSON.
+    # No Python traced (--python-steps 0): the steps still go to Chrome JSON...
     frametrace_cmd("run", "--steps", "wait=1,active=2", "--python-steps", "0", "-o", "n.json",
                    "loop.py", "4", cwd=tmp_path, check=0)
     steps_only = load(tmp_path / "n.0.json")
+    assert [s.step for s in steps_only.steps] == [1, 2] and steps_only.events == []
+    assert steps_only.tracer_stop_ns is None
+    # ... and to a .pftrace just the same.
+    frametrace_cmd("run", "--steps", "wait=1,active=2", "--python-steps", "0", "-o", "n.pftrace",
+                   "loop.py", "4", cwd=tmp_path, check=0)
+    steps_only = load(tmp_path / "n.0.pftrace")
     assert [s.step for s in steps_only.steps] == [1, 2] and steps_only.events == []
     assert steps_only.tracer_stop_ns is None
     # merge writes Chrome JSON only.

@@ -15,7 +15,7 @@ PRODUCT = {"Tracer", "Event", "Range", "ThreadInfo", "Stats", "ConflictError", "
            "_die_of_signal", "_join_ops", "_load_chrome_calls", "_load_perfetto",
            "_merge_chrome_lines", "_relay_signal", "_report_pass", "_set_range_sink", "_share_gil",
            "_thread_bootstrap",
-           "_unrelay_signal", "_watch_relayed"}
+           "_unrelay_signal", "_watch_relayed", "_write_events"}
 TESTING = {"replay", "ticks_to_ns", "set_noop_profile", "set_noop_monitoring", "lifecycle_counts",
            "profile_off", "profile_on", "bound_function", "pattern_match", "nest"}
 

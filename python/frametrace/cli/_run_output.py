@@ -79,10 +79,6 @@ class CycleWriter:
             return  # a forked child's: the parent writes the cycles
         path = self.path(trace.cycle, trace.distributed)
         started = time.monotonic()
-        if trace.tracer is None and output_format(path) == "perfetto":
-            self.fail(path, "no Python was traced in this cycle (--python-steps 0): .pftrace is "
-                            "written from a tracer's records; use -o with .json for the steps")
-            return
         progress = Progress(f"{PROG}: writing {path}")
         try:
             count = trace._write(path, process_name=rank_name(trace.distributed, self.process_name),
