@@ -10,7 +10,6 @@ from typing import Any
 from .._output import reason, say
 from .._ranks import numbered, output_name
 from .._ranks import process_name as rank_name
-from ..export import output_format
 from ._common import PROG, SUMMARY_LIMIT, Progress, count_threads, report_dropped
 
 
