@@ -14,49 +14,56 @@ import os
 import threading
 from typing import Any, Callable, Optional
 
-# The session entered (frametrace.profile), if any: frametrace.step() steps it.
+# The session entered (frametrace.profile), if any.
 session: Optional[Any] = None
 # The flight recorder entered, if any (frametrace attach --dump asks it).
 recorder: Optional[Any] = None
-# What frametrace.step() calls when no session runs: the flight
-# recorder's step, else the traced child's, else None.
+# What frametrace.step() calls: the session's step, else the flight
+# recorder's, else the traced child's; None (one read) when none runs.
 step_receiver: Optional[Callable[[], Any]] = None
 # `frametrace run` runs its program (the pytest plugin's fixture skips),
 # and its --fork-traces tracers, if any.
 program_running = False
 fork_tracers: Optional[Any] = None
 
+_session_step: Optional[Callable[[], Any]] = None
 _child_step: Optional[Callable[[], Any]] = None
 _lock = threading.RLock()  # re-entered by a SIGTERM handler (a traced child's end)
 
 
 def _receiver() -> Optional[Callable[[], Any]]:
+    if session is not None:
+        return _session_step
     return recorder.step if recorder is not None else _child_step
 
 
-def register_session(new: Any, check: Callable[[], None]) -> Callable[[], None]:
-    """Makes new the session; check() runs first, under the same lock (it
-    raises to refuse).  Refused while another session runs."""
-    global session
+def register_session(new: Any, check: Callable[[], None],
+                     step: Callable[[], Any]) -> Callable[[], None]:
+    """Makes new the session, stepped by step() (frametrace.step() calls
+    it); check() runs first, under the same lock (it raises to refuse).
+    Refused while another session runs."""
+    global session, _session_step, step_receiver
     with _lock:
         if session is not None:
             raise RuntimeError("a frametrace profiling session is already running: "
                                "sessions do not nest")
         check()
-        session = new
+        session, _session_step = new, step
+        step_receiver = _receiver()
 
     def unregister() -> None:
-        global session
         with _lock:
             if session is new:
-                session = None
+                forget_session()
     return unregister
 
 
 def forget_session() -> Optional[Any]:
-    """In a forked child: the parent's session, no longer running here."""
-    global session
-    old, session = session, None
+    """The session is no longer running here (a forked child's hook calls
+    it without the lock: one thread); it is returned."""
+    global session, _session_step, step_receiver
+    old, session, _session_step = session, None, None
+    step_receiver = _receiver()
     return old
 
 

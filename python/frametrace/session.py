@@ -644,7 +644,7 @@ class Profile:
     # -- the public protocol ---------------------------------------------
 
     def __enter__(self) -> "Profile":
-        self._unregister = _running.register_session(self, self._first_entry)
+        self._unregister = _running.register_session(self, self._first_entry, _step_session)
         try:
             if self._children is not None:
                 _children.enable(self._children)
@@ -977,16 +977,18 @@ def step() -> None:
     ``frametrace.profile`` that is active, in any thread), and does nothing
     when no session runs: a program can mark its steps and run untraced,
     under ``frametrace run --steps``, or under its own session."""
+    # The session's step, else the flight recorder's, else a traced
+    # child's (profiled on the parent's schedule from its first step).
+    receiver = _running.step_receiver
+    if receiver is not None:
+        receiver()
+
+
+def _step_session() -> None:
+    """frametrace.step() while a session runs."""
     session = _running.session
-    if session is not None:
-        if not _flags.writer:
-            session.step()
-    else:
-        # The flight recorder's step, or a traced child's (profiled on the
-        # parent's schedule from its first step).
-        receiver = _running.step_receiver
-        if receiver is not None:
-            receiver()
+    if session is not None and not _flags.writer:
+        session.step()
 
 
 def _nested_code(func: Callable, name: str):
@@ -999,5 +1001,5 @@ _SESSION_CODE: tuple = (
     Profile._begin_step, Profile._prepare, Profile._unprepare, Profile._open_window,
     Profile._close_window, Profile._release, Profile._first_entry,
     Profile._raise_pending, _Writer.take_error, _Writer.submit, _Writer._run, _Writer._call,
-    Schedule._action, _nested_code(range.__call__, "ranged"), step,
+    Schedule._action, _nested_code(range.__call__, "ranged"), step, _step_session,
 )
