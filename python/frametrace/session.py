@@ -984,8 +984,7 @@ def step() -> None:
         receiver()
 
 
-def _step_session() -> None:
-    """frametrace.step() while a session runs."""
+def _step_session() -> None:  # frametrace.step() while a session runs
     session = _running.session
     if session is not None and not _flags.writer:
         session.step()
