@@ -46,7 +46,7 @@ import traceback
 import warnings
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
-from . import _tracer
+from . import _running, _tracer
 from ._endings import SigtermWatch, block_sigterm, die_of_sigterm, new_watch, watch_sigterm
 from ._output import say
 
@@ -57,6 +57,7 @@ _plan: Optional["Plan"] = None  # this process traces its children
 _enabled: list = []  # the plans enabled, innermost last
 _child: Optional["_ChildRun"] = None  # this process is a traced child
 _ending: Optional["_ChildRun"] = None  # its trace is being written (or was)
+_unregister_step: Optional[Callable[[], None]] = None  # frametrace.step() reaches step()
 _original_preparation: Optional[Callable[[str], dict]] = None
 _fork_hook = False
 _warned_pickle = False
@@ -177,6 +178,7 @@ def _bootstrap_child(plan: Plan, parent_pid: int) -> None:
 def _after_fork_in_child() -> None:
     global _child, _ending
     _child = _ending = None  # a traced child's child: its own trace
+    _stop_stepping()
     plan = _plan
     if plan is not None:
         _start(plan, "fork", os.getppid())
@@ -188,12 +190,14 @@ def _start(plan: Plan, method: str, parent_pid: int) -> None:
 
     # Made before the tracer starts: its calls are not the child's.
     watch = new_watch() if _sigterm_is_free() else None
+    _start_stepping()  # step() does nothing until _child is set
     try:
         tracer = Tracer(options=plan.options)
         for code in _OWN_CODE + plan.ignore:
             tracer._ignore(code)
         tracer.start()
     except (RuntimeError, TypeError, ValueError) as exc:
+        _stop_stepping()
         if watch is not None:
             watch.close()
         # Another profiler in the child: said, not silently untraced.
@@ -201,6 +205,19 @@ def _start(plan: Plan, method: str, parent_pid: int) -> None:
         return
     _child = _ChildRun(plan, tracer, method, parent_pid)
     _arm_exits(watch)
+
+
+def _start_stepping() -> None:
+    global _unregister_step
+    _stop_stepping()
+    _unregister_step = _running.register_child_step(step)
+
+
+def _stop_stepping() -> None:
+    global _unregister_step
+    unregister, _unregister_step = _unregister_step, None
+    if unregister is not None:
+        unregister()
 
 
 def _sigterm_is_free() -> bool:
@@ -276,8 +293,8 @@ def step() -> bool:
     plan = run.plan
     session = Profile(schedule=plan.schedule, python_steps=plan.python_steps,
                       on_trace_ready=plan.deliver, _ignore=_OWN_CODE + plan.ignore,
-                      options=plan.options)
-    session._trace_extra = {"parent_pid": run.parent_pid, "process_name": _process_name(run)}
+                      options=plan.options,
+                      _trace_extra={"parent_pid": run.parent_pid, "process_name": _process_name(run)})
     session.step_num = 1
     session.__enter__()
     run.session = session
@@ -311,6 +328,7 @@ def _finish(sigterm: bool) -> bool:
     _child, _ending = None, run
     tracer = run.tracer
     tracer.stop()
+    _stop_stepping()  # after the stop: not in the trace
     # A SIGTERM now (a Pool's terminate() while a worker that ended
     # normally writes) waits for the write: blocked, then delivered.
     blocked = block_sigterm()

@@ -61,8 +61,8 @@ a pending dump holds its own copy of the names.  ``frametrace run
 only: ``frametrace.torch.flight_recorder`` is one whose dumps hold torch's
 ops too (``frametrace._torch_flight``).
 
-A running recorder is listed in ``_running`` (``frametrace attach --dump``
-asks those), and, on Linux, names its signal and dump_dir to other
+A running recorder is registered in ``frametrace._running`` (``frametrace
+attach --dump`` asks it there), and, on Linux, names its signal and dump_dir to other
 processes in a memfd it keeps open, named
 ``frametrace-flight-recorder-PID`` (``/proc/PID/fd``): it goes with the
 process, and a forked child's copy names its parent.  ``attach --dump``
@@ -80,9 +80,9 @@ import socket
 import sys
 import threading
 import time
-from typing import Any, Optional, Union
+from typing import Any, Callable, Optional, Union
 
-from . import _tracer, session
+from . import _running, _tracer
 from ._ranks import distributed_info
 from .export import output_format, read_clock_anchor
 from .session import StepRecord, Trace
@@ -91,8 +91,6 @@ from .tracer import Options, Tracer
 __all__ = ["FlightRecorder", "flight_recorder"]
 
 _DEFAULT_SIGNAL = getattr(signal_module, "SIGUSR2", None)
-_active: Optional["FlightRecorder"] = None  # frametrace.step() reaches it
-_running: list = []  # entered, not yet exited: what frametrace attach --dump asks
 ADVERT_PREFIX = "frametrace-flight-recorder-"  # + pid: the memfd's name
 
 
@@ -230,6 +228,7 @@ class FlightRecorder:
         self._requests: collections.deque = collections.deque()  # (reason, done)
         self._advert = -1  # the memfd naming the signal (Linux), or -1
         self._relay_error: Optional[OSError] = None  # the watchdog's last relay failure
+        self._unregister: Optional[Callable[[], None]] = None  # from _running, while entered
         # A companion recording beside the tracer (frametrace.torch's
         # flight recorder): _between_steps() runs in step() after a step
         # ended, before the next begins (under the lock, outside both
@@ -242,8 +241,7 @@ class FlightRecorder:
     # ---- the job's side ---------------------------------------------------
 
     def __enter__(self) -> "FlightRecorder":
-        global _active
-        if _active is not None:
+        if _running.recorder is not None:  # said before anything starts
             raise RuntimeError("a flight recorder is running already")
         os.makedirs(self.dump_dir, exist_ok=True)
         writer = threading.Thread(target=self._write_loop, name="frametrace-dump-writer",
@@ -267,29 +265,32 @@ class FlightRecorder:
             self._unadvertise()
             self._close()  # the signal, threading.excepthook, the threads started
             raise
-        _active = self
-        _running.append(self)
-        session._flight_step = self.step
+        try:
+            self._unregister = _running.register_recorder(self)  # frametrace.step() reaches it
+        except BaseException:  # another recorder entered meanwhile, in another thread
+            self._stop()
+            raise
         self._begin_step()
         return self
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        global _active
         try:
             if exc is not None:
                 self._dump(f"exception {exc_type.__name__}", limited=False, kind="exception")
         finally:
-            _active = None
-            if self in _running:
-                _running.remove(self)
-            self._unadvertise()
-            session._flight_step = None
-            try:
-                self.tracer.stop()  # raises an interrupt that came meanwhile, once stopped
-                if self._on_stop is not None:
-                    self._on_stop()
-            finally:
-                self._close()
+            unregister, self._unregister = self._unregister, None
+            if unregister is not None:
+                unregister()
+            self._stop()
+
+    def _stop(self) -> None:
+        self._unadvertise()
+        try:
+            self.tracer.stop()  # raises an interrupt that came meanwhile, once stopped
+            if self._on_stop is not None:
+                self._on_stop()
+        finally:
+            self._close()
 
     def _close(self) -> None:
         threading.excepthook = self._old_excepthook
@@ -473,7 +474,7 @@ class FlightRecorder:
                 bound = self._bounds.hang_ns if self.watchdog else None
                 running = time.monotonic_ns() - self._step_start
                 if (bound is not None and running > bound
-                        and self._hang_dumped != self.step_number and _active is self):
+                        and self._hang_dumped != self.step_number and _running.recorder is self):
                     self._hang_dumped = self.step_number
                     self._hang_path = self._dump(f"hung step {self.step_number}", limited=True,
                                                  kind="hung")
@@ -483,7 +484,7 @@ class FlightRecorder:
             ready, _, _ = select.select([self._sockets[0]], [], [], period)
             if ready:
                 data = self._sockets[0].recv(256)
-                if self.signal is not None and self.signal in data and _active is self:
+                if self.signal is not None and self.signal in data and _running.recorder is self:
                     self._dump(f"signal {_signal_name(self.signal)}", limited=True, kind="signal")
 
     def _relay_failed(self, exc: OSError) -> None:

@@ -30,7 +30,6 @@ import hashlib
 import os
 import platform
 import re
-import sys
 import threading
 import time
 import types
@@ -39,7 +38,7 @@ from typing import Any, Generator, Iterator
 
 import pytest
 
-from . import __version__
+from . import __version__, _running
 from .export import write_chrome
 from .session import RangeRecord
 from .tracer import Tracer
@@ -117,8 +116,7 @@ def frametrace_tracer(request: pytest.FixtureRequest) -> Iterator[Tracer]:
     skipped.  Otherwise starting fails, and the test errors, when another
     tracer or profiler is active.
     """
-    cli = sys.modules.get("frametrace.cli._run")
-    if cli is not None and getattr(cli, "_RUNNING", False):
+    if _running.program_running:
         pytest.skip(RUN_SKIP)
     tracer = Tracer()
     refused: str | None = None

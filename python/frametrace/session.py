@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any, Callable, Literal, NamedTuple, Optional, Sequence, Union
 
-from . import _children, _tracer
+from . import _children, _running, _tracer
 from ._output import say
 from ._ranks import distributed_info, output_name
 from .export import output_format, read_clock_anchor
@@ -553,12 +553,6 @@ def _note(exc: BaseException, note: str) -> None:
 _writers: set = set()  # writers whose thread runs
 
 
-_current: Optional["Profile"] = None
-# The running flight recorder's step() (frametrace.flight), or None.
-_flight_step: Optional[Callable[[], None]] = None
-_current_lock = threading.Lock()
-
-
 class Profile:
     """A profiling session; see ``frametrace.profile``."""
 
@@ -572,6 +566,8 @@ class Profile:
         options: Optional[Options] = None,
         _ignore: Sequence[Any] = (),
         _children_ready: Optional[Callable[[Trace], Any]] = None,
+        _step_hook: Optional[Callable[[bool], None]] = None,
+        _trace_extra: Optional[dict] = None,
         **tracer_options: Any,
     ):
         if schedule is not None and not callable(schedule):
@@ -633,21 +629,20 @@ class Profile:
         # tracer stopped), before the next step begins; _step_hook(True) at
         # exit, before the handlers are waited for.  The tracer records
         # it only between two steps of one window.
-        self._step_hook: Optional[Callable[[bool], None]] = None
-        self._trace_extra: dict = {}  # more Trace fields (a traced child's session)
+        self._step_hook = _step_hook
+        self._trace_extra = dict(_trace_extra or {})  # more Trace fields (a traced child's session)
+        self._unregister: Optional[Callable[[], None]] = None
+
+    def ignore_code(self, codes: Sequence[Any]) -> None:
+        """Keeps these code objects out of this process's traces of the
+        session (not its children's): the frames of frametrace's own
+        wrappers (``frametrace run``, ``frametrace.torch``)."""
+        self._ignored += tuple(codes)
 
     # -- the public protocol ---------------------------------------------
 
     def __enter__(self) -> "Profile":
-        global _current
-        with _current_lock:
-            if _current is not None:
-                raise RuntimeError("a frametrace profiling session is already running: "
-                                   "sessions do not nest")
-            if self._entered:
-                raise RuntimeError("this session has already run; create a new one")
-            _current = self
-            self._entered = True
+        self._unregister = _running.register_session(self, self._first_entry, _step_session)
         try:
             if self._children is not None:
                 _children.enable(self._children)
@@ -657,6 +652,11 @@ class Profile:
             self._release()
             raise
         return self
+
+    def _first_entry(self) -> None:
+        if self._entered:
+            raise RuntimeError("this session has already run; create a new one")
+        self._entered = True
 
     def step(self) -> None:
         """Ends the current step of the loop and starts the next (nothing, in
@@ -855,10 +855,9 @@ class Profile:
             _report(error)
 
     def _release(self) -> None:
-        global _current
-        with _current_lock:
-            if _current is self:
-                _current = None
+        unregister, self._unregister = self._unregister, None
+        if unregister is not None:
+            unregister()
         if self._children is not None:
             _children.disable(self._children)
         self._unprepare()
@@ -873,12 +872,10 @@ def _after_fork_in_child() -> None:
     """A forked child does not go on with its parent's session: the
     extension stopped the window's tracer at the fork; here the session is
     detached, so that it records nothing and delivers no trace."""
-    global _current, _current_lock
-    _current_lock = threading.Lock()  # another thread may have held it
     for writer in _writers:
         writer.forget()
     _writers.clear()
-    session, _current = _current, None
+    session = _running.forget_session()
     if session is not None:
         session._forked = True
         session._window = None
@@ -903,7 +900,7 @@ def _report(error: BaseException) -> None:
 def _report_at_exit() -> None:
     """A session never ended: its writes are done (the interpreter waited
     for the writer thread); what failed is told, not lost."""
-    session = _current
+    session = _running.session
     if session is not None and not session._forked:
         session._writer.wait()
         session._report_rest()
@@ -978,14 +975,17 @@ def step() -> None:
     ``frametrace.profile`` that is active, in any thread), and does nothing
     when no session runs: a program can mark its steps and run untraced,
     under ``frametrace run --steps``, or under its own session."""
-    session = _current
-    if session is not None:
-        if not _flags.writer:
-            session.step()
-    elif _flight_step is not None:
-        _flight_step()
-    elif _children._child is not None:
-        _children.step()  # a traced child that steps: profiled on the parent's schedule
+    # The session's step, else the flight recorder's, else a traced
+    # child's (profiled on the parent's schedule from its first step).
+    receiver = _running.step_receiver
+    if receiver is not None:
+        receiver()
+
+
+def _step_session() -> None:  # frametrace.step() while a session runs
+    session = _running.session
+    if session is not None and not _flags.writer:
+        session.step()
 
 
 def _nested_code(func: Callable, name: str):
@@ -996,7 +996,7 @@ def _nested_code(func: Callable, name: str):
 _SESSION_CODE: tuple = (
     Profile.__enter__, Profile.step, Profile.stop, Profile.__exit__,
     Profile._begin_step, Profile._prepare, Profile._unprepare, Profile._open_window,
-    Profile._close_window, Profile._release,
+    Profile._close_window, Profile._release, Profile._first_entry,
     Profile._raise_pending, _Writer.take_error, _Writer.submit, _Writer._run, _Writer._call,
-    Schedule._action, _nested_code(range.__call__, "ranged"), step,
+    Schedule._action, _nested_code(range.__call__, "ranged"), step, _step_session,
 )

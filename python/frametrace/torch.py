@@ -365,7 +365,8 @@ class Profile:
         # The children (trace_children) trace Python only, and hand their
         # traces to the user's handler, in the child.
         session = _Session(on_trace_ready=self._ready, **self._options,
-                           _ignore=_ignored_code(tp), _children_ready=self.on_trace_ready)
+                           _ignore=_ignored_code(tp), _children_ready=self.on_trace_ready,
+                           _step_hook=self._torch_step)
         torch_schedule = None
         if self.schedule is not None:
             # Called by torch's step() while Python may be traced: no call
@@ -392,10 +393,9 @@ class Profile:
         if modules is not None:
             modules.install()
             modules.tell_compiled()
-            session._ignored += modules.code
+            session.ignore_code(modules.code)
         if torch_schedule is not None:
-            session._ignored += (torch_schedule,)
-        session._step_hook = self._torch_step
+            session.ignore_code((torch_schedule,))
         self._stepping_thread = threading.get_native_id()  # torch's ProfilerStep's thread
         self.session, self._modules = session, modules
         try:

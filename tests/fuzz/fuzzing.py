@@ -376,7 +376,7 @@ def reset():
     _testing.set_noop_profile(False)
     sys.setprofile(None)
     threading.setprofile(None)
-    frametrace.session._current = None
+    frametrace._running.forget_session()
     _tracer._set_range_sink(None)
 
 
@@ -390,9 +390,9 @@ def assert_clean():
     if threading.getprofile() is not None:
         problems.append(f"threading.getprofile() is {threading.getprofile()!r}")
         threading.setprofile(None)
-    if frametrace.session._current is not None:
-        problems.append(f"a session is still current: {frametrace.session._current!r}")
-        frametrace.session._current = None
+    if frametrace._running.session is not None:
+        problems.append(f"a session is still current: {frametrace._running.session!r}")
+        frametrace._running.forget_session()
     if MONITORING and sys.monitoring.get_tool(sys.monitoring.PROFILER_ID) is not None:
         problems.append(f"sys.monitoring's profiler id is held by "
                         f"{sys.monitoring.get_tool(sys.monitoring.PROFILER_ID)!r}")

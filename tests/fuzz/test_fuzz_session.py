@@ -228,7 +228,7 @@ def test_fuzz_profile_session(data, kwargs, ignore):
         for other in reversed(nested):
             other.__exit__(None, None, None)
         # Whatever happened, the session is over and left nothing behind.
-        assert frametrace.session._current is None
+        assert frametrace._running.session is None
         assert_clean()
         if outcome.ok:
             assert attempt(prof.step, allowed=(RuntimeError,)).exc is not None

@@ -390,6 +390,22 @@ def test_bad_options(tmp_path):
                 pass
 
 
+def test_step_reaches_a_session_first_then_the_recorder_again(tmp_path):
+    """frametrace.step() steps the session that runs inside a recorder (not
+    the recorder), and the recorder once the session ended."""
+    with frametrace.flight_recorder(tmp_path, watchdog=False, signal=None) as rec:
+        frametrace.step()
+        assert rec.step_number == 1
+        with frametrace.profile(python_steps=0) as prof:  # no tracer: the recorder's runs
+            frametrace.step()
+            frametrace.step()
+        assert (prof.step_num, rec.step_number) == (2, 1)
+        frametrace.step()
+        assert rec.step_number == 2
+    frametrace.step()  # nothing runs: nothing happens
+    assert rec.step_number == 2
+
+
 def wait_for(what, timeout=10.0):
     deadline = time.monotonic() + timeout
     while not what():

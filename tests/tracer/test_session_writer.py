@@ -102,7 +102,7 @@ def test_failed_handler_raises_at_exit():
     with pytest.raises(Boom, match="cycle 0"):
         with frametrace.profile(on_trace_ready=handler):
             model([1])
-    assert frametrace.session._current is None
+    assert frametrace._running.session is None
     with frametrace.profile():  # the session is over
         pass
 

@@ -55,9 +55,9 @@ import argparse
 import os
 import platform
 import sys
-from typing import Any, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
-from .. import _children, _endings
+from .. import _children, _endings, _running
 from .._output import say, why_unwritable
 from .._ranks import distributed_info, numbered, output_name
 from .._ranks import process_name as rank_name
@@ -271,6 +271,7 @@ def _run_program(ns: argparse.Namespace, script: Optional[str], module: Optional
 
     saved_argv, saved_path = sys.argv, list(sys.path)
     plan = None
+    end_program: Optional[Callable[[], None]] = None
     if module is not None:
         sys.argv = ["-m"] + args  # runpy makes argv[0] the module's file, as python -m does
         sys.path[0:1] = [os.getcwd()]
@@ -352,9 +353,8 @@ def _run_program(ns: argparse.Namespace, script: Optional[str], module: Optional
             skip.update((report.__code__, end_abruptly.__code__) + endings.own_code())
             endings.arm(end_abruptly, tracer.stop if session is None else session.stop)
         sys.stdout.flush()
-        global _RUNNING, _FORKS
-        _RUNNING = True
-        forks = _FORKS = _ForkTracers(tracer, skip) if ns.fork_traces else None
+        forks = _ForkTracers(tracer, skip) if ns.fork_traces else None
+        end_program = _running.register_program(forks)
         shutdown = thread_shutdown(ns.own_process)
         if recorder is not None:
             for skipped in skip:
@@ -384,7 +384,7 @@ def _run_program(ns: argparse.Namespace, script: Optional[str], module: Optional
             endings.claim()  # after the stop: no call of it in the trace
         else:
             assert writer is not None
-            session._ignored += tuple(skip)
+            session.ignore_code(tuple(skip))
             writer.process_name = process_name
             writer.metadata = dict(metadata, steps=ns.steps_text)
             try:
@@ -397,7 +397,8 @@ def _run_program(ns: argparse.Namespace, script: Optional[str], module: Optional
             endings.claim()
             session.__exit__(None, None, None)
     finally:
-        _RUNNING, _FORKS = False, None
+        if end_program is not None:
+            end_program()
         if plan is not None:
             _children.disable(plan)
         sys.argv = saved_argv
@@ -424,10 +425,6 @@ def _run_program(ns: argparse.Namespace, script: Optional[str], module: Optional
             say(f"{PROG} run: flight recorder: nothing dumped")
         return status
     return report(status)
-
-
-# True while run executes the program: the pytest plugin's fixture skips.
-_RUNNING = False
 
 
 class _ForkTracers:
@@ -466,13 +463,12 @@ class _ForkTracers:
         return self.child if self.child is not None else self.parent
 
 
-# The run --fork-traces under way, and whether its at-fork hook is set.
-_FORKS: Optional[_ForkTracers] = None
-_FORK_HOOK = False
+_FORK_HOOK = False  # the at-fork hook is set: for good
 
 
 def _after_fork_in_child() -> None:
     # Registered after frametrace's own at-fork hooks: the inherited
     # tracer is stopped already.
-    if _RUNNING and _FORKS is not None:
-        _FORKS.start_child()
+    forks = _running.fork_tracers  # the run --fork-traces under way
+    if _running.program_running and forks is not None:
+        forks.start_child()

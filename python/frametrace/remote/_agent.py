@@ -17,8 +17,8 @@ def _serve_dump(sock: Any, config: dict) -> None:
     recorder's writer thread takes its dump and reports it over sock
     (closed after the last).  Never raises into the target."""
     try:
-        flight = sys.modules.get("frametrace.flight")
-        recorders = list(getattr(flight, "_running", ()))
+        running = sys.modules.get("frametrace._running")
+        recorders = running.flight_recorders() if running is not None else []
         _wire.send(sock, {"hello": {"pid": os.getpid(), "recorders": len(recorders),
                                     "frametrace": getattr(sys.modules.get("frametrace"),
                                                           "__version__", "?")}})
