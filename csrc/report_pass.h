@@ -168,15 +168,15 @@ ft_rp_view_clear(view *v)
     Py_XDECREF(v->values);
     Py_XDECREF(v->d.big);
 }
-/* v->d = end - start (TypeError naming the event if no int; rec: v's
- * numbers hold): 0, or -1. */
+/* v->d = end - start (TypeError naming the event if no int): 0, or -1. */
 int ft_rp_duration_slow(pass *p, Py_ssize_t i, view *v);
 
+/* The same, inline (rec: v's numbers are known to hold). */
 static inline int
 ft_rp_duration(pass *p, Py_ssize_t i, view *v, int rec)
 {
-    if ((rec || v->have_numbers) && !__builtin_sub_overflow(v->e.end_ns, v->e.start_ns,
-                                                   &v->d.small)) {
+    if ((rec || v->have_numbers)
+        && !__builtin_sub_overflow(v->e.end_ns, v->e.start_ns, &v->d.small)) {
         return 0;
     }
     return ft_rp_duration_slow(p, i, v);
