@@ -17,132 +17,15 @@
  * thread track's (thread_id, native_thread_id, thread_serial).  A slice
  * named by iid is a Python or C call (category "c"), its open flags as
  * debug annotations; one named inline another tool's slice. */
-#include "state.h"
+#include "load_perfetto.h"
 
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-enum { WT_VARINT = 0, WT_I64 = 1, WT_LEN = 2, WT_I32 = 5 };
-enum { SLICE_BEGIN = 1, SLICE_END = 2 };
 enum { CLOCK_MONOTONIC_ID = 3, SEQ_CLEARED = 1 };
 /* Far beyond any frametrace thread's functions (and below int overflow). */
 #define MAX_IID ((uint64_t)1 << 28)
-
-typedef struct {
-    const uint8_t *p, *end;
-} buf_t;
-
-typedef struct {
-    uint32_t num;
-    int wt;
-    uint64_t v;          /* a varint's value */
-    buf_t sub;           /* a length-delimited field's bytes */
-} field_t;
-
-/* What went wrong, for the ValueError: static text, or NULL. */
-typedef struct {
-    const char *err;
-    char detail[96];
-} why_t;
-
-static int
-bad(why_t *why, const char *err)
-{
-    why->err = err;
-    return -1;
-}
-
-static int
-varint(buf_t *b, uint64_t *out, why_t *why)
-{
-    uint64_t v = 0;
-    for (int shift = 0; shift < 70; shift += 7) {
-        if (b->p >= b->end) {
-            return bad(why, "truncated or corrupted: cut short in a varint");
-        }
-        uint8_t byte = *b->p++;
-        if (shift == 63 && byte > 1) {
-            return bad(why, "a varint longer than 64 bits");
-        }
-        v |= (uint64_t)(byte & 0x7f) << shift;
-        if (!(byte & 0x80)) {
-            *out = v;
-            return 0;
-        }
-    }
-    return bad(why, "a varint longer than 10 bytes");
-}
-
-/* The next field of b: 1, 0 at its end, -1 when malformed. */
-static int
-next_field(buf_t *b, field_t *f, why_t *why)
-{
-    memset(f, 0, sizeof(*f));
-    if (b->p >= b->end) {
-        return 0;
-    }
-    uint64_t key;
-    if (varint(b, &key, why) < 0) {
-        return -1;
-    }
-    if (key >> 3 == 0 || key >> 3 > 0x1fffffff) {
-        return bad(why, "a field number out of range");
-    }
-    f->num = (uint32_t)(key >> 3);
-    f->wt = (int)(key & 7);
-    size_t left;
-    switch (f->wt) {
-    case WT_VARINT:
-        return varint(b, &f->v, why) < 0 ? -1 : 1;
-    case WT_I64:
-    case WT_I32:
-        left = (size_t)(b->end - b->p);
-        if (left < (f->wt == WT_I64 ? 8u : 4u)) {
-            return bad(why, "truncated or corrupted: cut short in a "
-                       "fixed-size field");
-        }
-        b->p += f->wt == WT_I64 ? 8 : 4;
-        return 1;
-    case WT_LEN:
-        if (varint(b, &f->v, why) < 0) {
-            return -1;
-        }
-        if (f->v > (uint64_t)(b->end - b->p)) {
-            return bad(why, "truncated or corrupted: a length past the "
-                       "end of its message");
-        }
-        f->sub.p = b->p;
-        f->sub.end = b->p + f->v;
-        b->p += f->v;
-        return 1;
-    default:
-        return bad(why, "a group or unknown wire type (no frametrace field)");
-    }
-}
-
-/* Whether f, a field this reads, has the wire type it must have. */
-static int
-expect(const field_t *f, int wt, why_t *why)
-{
-    if (f->wt != wt) {
-        snprintf(why->detail, sizeof(why->detail),
-                 "field %u has wire type %d, not %d", (unsigned)f->num, f->wt,
-                 wt);
-        why->err = why->detail;
-        return -1;
-    }
-    return 0;
-}
-
-/* A string field as str (surrogateescape: the writer's bytes of a name
- * that was not UTF-8); NULL with an exception. */
-static PyObject *
-str_of(const buf_t *s)
-{
-    return PyUnicode_DecodeUTF8((const char *)s->p, s->end - s->p,
-                                "surrogateescape");
-}
 
 /* A sequence's interned data: PyObject * per iid (strong, or NULL). */
 typedef struct {
@@ -237,36 +120,6 @@ typedef struct {
     PyObject *seen_tracks;  /* set of thread track uuids given a sequence */
 } reader_t;
 
-static int
-interned_entry(buf_t b, uint64_t *iid, buf_t *name, why_t *why)
-{
-    field_t f;
-    int rc;
-    *iid = 0;
-    name->p = name->end = NULL;
-    while ((rc = next_field(&b, &f, why)) > 0) {
-        if (f.num == 1) {
-            if (expect(&f, WT_VARINT, why) < 0) {
-                return -1;
-            }
-            *iid = f.v;
-        }
-        else if (f.num == 2) {
-            if (expect(&f, WT_LEN, why) < 0) {
-                return -1;
-            }
-            *name = f.sub;
-        }
-    }
-    if (rc < 0) {
-        return -1;
-    }
-    if (*iid == 0 || name->p == NULL) {
-        return bad(why, "an interned entry without iid or name");
-    }
-    return 0;
-}
-
 /* iid is dense: at most one past the entries interned on the sequence. */
 static int
 check_iid(reader_t *r, uint64_t iid, why_t *why)
@@ -336,7 +189,7 @@ read_interned(reader_t *r, buf_t b, int on_seq1, why_t *why)
             continue;
         }
         buf_t name;
-        if (interned_entry(f.sub, &iid, &name, why) < 0) {
+        if (ft_pf_interned_entry(f.sub, &iid, &name, why) < 0) {
             return -1;
         }
         /* Sequence 1 interns "range" and "step" only, as 1 and 2. */
@@ -352,229 +205,6 @@ read_interned(reader_t *r, buf_t b, int on_seq1, why_t *why)
                      : on_seq1 ? &r->categories1 : &r->categories;
         if (table_put(t, iid, s) < 0) {
             return -1;
-        }
-    }
-    return rc;
-}
-
-/* A TrackEvent's fields. */
-typedef struct {
-    uint64_t type, track, name_iid, cat_iid, loc_iid;
-    int has_track, has_cat_iid;
-    buf_t name, cat;
-    uint8_t oas, oast, oal;
-} track_event_t;
-
-static int
-read_annotation(buf_t b, track_event_t *te, why_t *why)
-{
-    field_t f;
-    int rc;
-    buf_t name = {NULL, NULL};
-    uint64_t value = 0;
-    while ((rc = next_field(&b, &f, why)) > 0) {
-        if (f.num == 10) {
-            if (expect(&f, WT_LEN, why) < 0) {
-                return -1;
-            }
-            name = f.sub;
-        }
-        else if (f.num == 2) {
-            if (expect(&f, WT_VARINT, why) < 0) {
-                return -1;
-            }
-            value = f.v;
-        }
-    }
-    if (rc < 0) {
-        return -1;
-    }
-    size_t n = name.p ? (size_t)(name.end - name.p) : 0;
-    static const char *flags[3] = {"open_at_start", "open_at_stop",
-                                   "open_at_loss"};
-    uint8_t *slots[3] = {&te->oas, &te->oast, &te->oal};
-    for (int i = 0; i < 3; i++) {
-        if (n == strlen(flags[i]) && memcmp(name.p, flags[i], n) == 0) {
-            *slots[i] = value != 0;
-        }
-    }
-    return 0;
-}
-
-static int
-read_track_event(buf_t b, track_event_t *te, why_t *why)
-{
-    field_t f;
-    int rc;
-    memset(te, 0, sizeof(*te));
-    while ((rc = next_field(&b, &f, why)) > 0) {
-        switch (f.num) {
-        case 9: case 10: case 11: case 3: case 34:
-            if (f.num == 3 && f.wt == WT_LEN) {
-                return bad(why, "packed category iids (no frametrace "
-                           "file has them)");
-            }
-            if (expect(&f, WT_VARINT, why) < 0) {
-                return -1;
-            }
-            if (f.num == 9) {
-                te->type = f.v;
-            }
-            else if (f.num == 10) {
-                te->name_iid = f.v;
-            }
-            else if (f.num == 11) {
-                te->track = f.v;
-                te->has_track = 1;
-            }
-            else if (f.num == 3) {
-                if (te->has_cat_iid) {
-                    return bad(why, "a slice of two categories");
-                }
-                te->cat_iid = f.v;
-                te->has_cat_iid = 1;
-            }
-            else {
-                te->loc_iid = f.v;
-            }
-            break;
-        case 22: case 23: case 4:
-            if (expect(&f, WT_LEN, why) < 0) {
-                return -1;
-            }
-            if (f.num == 22) {
-                if (te->cat.p != NULL) {
-                    return bad(why, "a slice of two categories");
-                }
-                te->cat = f.sub;
-            }
-            else if (f.num == 23) {
-                te->name = f.sub;
-            }
-            else if (read_annotation(f.sub, te, why) < 0) {
-                return -1;
-            }
-            break;
-        default:
-            break;
-        }
-    }
-    if (rc < 0) {
-        return -1;
-    }
-    if (te->type != SLICE_BEGIN && te->type != SLICE_END) {
-        return bad(why, "a track event that is no slice begin or end");
-    }
-    return 0;
-}
-
-/* A ClockSnapshot: the clocks' (id, timestamp, incremental) into ids...,
- * at most 4. */
-typedef struct {
-    uint64_t id, ts;
-    int incremental;
-} snap_clock_t;
-
-static int
-read_snapshot(buf_t b, snap_clock_t *clocks, int *n, why_t *why)
-{
-    field_t f;
-    int rc;
-    *n = 0;
-    while ((rc = next_field(&b, &f, why)) > 0) {
-        if (f.num != 1) {
-            continue;
-        }
-        if (expect(&f, WT_LEN, why) < 0) {
-            return -1;
-        }
-        if (*n == 4) {
-            return bad(why, "a clock snapshot of more than 4 clocks");
-        }
-        snap_clock_t *c = &clocks[(*n)++];
-        memset(c, 0, sizeof(*c));
-        buf_t s = f.sub;
-        field_t g;
-        while ((rc = next_field(&s, &g, why)) > 0) {
-            if (g.num >= 1 && g.num <= 3) {
-                if (expect(&g, WT_VARINT, why) < 0) {
-                    return -1;
-                }
-                if (g.num == 1) {
-                    c->id = g.v;
-                }
-                else if (g.num == 2) {
-                    c->ts = g.v;
-                }
-                else {
-                    c->incremental = g.v != 0;
-                }
-            }
-        }
-        if (rc < 0) {
-            return -1;
-        }
-    }
-    return rc;
-}
-
-/* TracePacketDefaults: its clock id and default track (0: none). */
-static int
-read_defaults(buf_t b, uint64_t *clock_id, uint64_t *track, why_t *why)
-{
-    field_t f;
-    int rc;
-    *clock_id = 0;
-    *track = 0;
-    while ((rc = next_field(&b, &f, why)) > 0) {
-        if (f.num == 58) {
-            if (expect(&f, WT_VARINT, why) < 0) {
-                return -1;
-            }
-            *clock_id = f.v;
-        }
-        else if (f.num == 11) {
-            if (expect(&f, WT_LEN, why) < 0) {
-                return -1;
-            }
-            buf_t s = f.sub;
-            field_t g;
-            while ((rc = next_field(&s, &g, why)) > 0) {
-                if (g.num == 11) {
-                    if (expect(&g, WT_VARINT, why) < 0) {
-                        return -1;
-                    }
-                    *track = g.v;
-                }
-            }
-            if (rc < 0) {
-                return -1;
-            }
-        }
-    }
-    return rc;
-}
-
-/* A ProcessDescriptor (pid 1, name_num the name) or ThreadDescriptor
- * (pid 1, tid 2, name_num the name; tid not NULL). */
-static int
-read_desc(buf_t b, uint64_t *pid, uint64_t *tid, buf_t *name,
-          uint32_t name_num, why_t *why)
-{
-    field_t f;
-    int rc;
-    while ((rc = next_field(&b, &f, why)) > 0) {
-        if (f.num == 1 || (tid != NULL && f.num == 2)) {
-            if (expect(&f, WT_VARINT, why) < 0) {
-                return -1;
-            }
-            *(f.num == 1 ? pid : tid) = f.v;
-        }
-        else if (f.num == name_num) {
-            if (expect(&f, WT_LEN, why) < 0) {
-                return -1;
-            }
-            *name = f.sub;
         }
     }
     return rc;
@@ -613,13 +243,13 @@ read_track_descriptor(reader_t *r, buf_t b, why_t *why)
             }
             else if (f.num == 3) {
                 has_process = 1;
-                if (read_desc(f.sub, &pid, NULL, &pname, 6, why) < 0) {
+                if (ft_pf_read_desc(f.sub, &pid, NULL, &pname, 6, why) < 0) {
                     return -1;
                 }
             }
             else {
                 has_thread = 1;
-                if (read_desc(f.sub, &pid, &tid, &tname, 5, why) < 0) {
+                if (ft_pf_read_desc(f.sub, &pid, &tid, &tname, 5, why) < 0) {
                     return -1;
                 }
             }
@@ -1060,13 +690,13 @@ read_packet(reader_t *r, buf_t b, PyObject *on_header, why_t *why)
             }
             if (f.num == 6) {
                 has_snapshot = 1;
-                if (read_snapshot(f.sub, clocks, &nclocks, why) < 0) {
+                if (ft_pf_read_snapshot(f.sub, clocks, &nclocks, why) < 0) {
                     return -1;
                 }
             }
             else if (f.num == 59) {
                 has_defaults = 1;
-                if (read_defaults(f.sub, &clock_id, &track, why) < 0) {
+                if (ft_pf_read_defaults(f.sub, &clock_id, &track, why) < 0) {
                     return -1;
                 }
             }
@@ -1114,7 +744,7 @@ read_packet(reader_t *r, buf_t b, PyObject *on_header, why_t *why)
         }
         if (event.p != NULL) {
             track_event_t te;
-            if (read_track_event(event, &te, why) < 0
+            if (ft_pf_read_track_event(event, &te, why) < 0
                 || seq1_slice(r, &te, ts, has_ts, why) < 0) {
                 return -1;
             }
@@ -1150,7 +780,7 @@ read_packet(reader_t *r, buf_t b, PyObject *on_header, why_t *why)
     }
     if (event.p != NULL) {
         track_event_t te;
-        if (read_track_event(event, &te, why) < 0
+        if (ft_pf_read_track_event(event, &te, why) < 0
             || thread_slice(r, &te, ts, has_ts, why) < 0) {
             return -1;
         }

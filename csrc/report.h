@@ -60,9 +60,16 @@ typedef struct {
     size_t len, cap;
 } ft_i64vec;
 
+/* ft_grow's growth: twice the room (64 items at first). */
+int ft_grow_more(void **items, size_t *cap, size_t size);
+
 /* Room for one more item of size bytes; 0, or -1 when out of memory (no
- * exception set). */
-int ft_grow(void **items, size_t *cap, size_t len, size_t size);
+ * exception set).  Inline: a check per event. */
+static inline int
+ft_grow(void **items, size_t *cap, size_t len, size_t size)
+{
+    return len < *cap ? 0 : ft_grow_more(items, cap, size);
+}
 
 /* A memoryview of bytes read as fmt ("q", "i" or "?"); steals bytes. */
 PyObject *ft_typed_view(PyObject *bytes, const char *fmt);

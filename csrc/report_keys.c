@@ -43,11 +43,8 @@ ft_keys_put(ft_key_table *t, ft_key_slot *s, uint64_t key, int64_t value)
 }
 
 int
-ft_grow(void **items, size_t *cap, size_t len, size_t size)
+ft_grow_more(void **items, size_t *cap, size_t size)
 {
-    if (len < *cap) {
-        return 0;
-    }
     size_t want = *cap ? *cap * 2 : 64;
     void *grown = PyMem_Realloc(*items, want * size);
     if (grown == NULL) {

@@ -87,9 +87,9 @@ add_root(pass *p, int64_t thread, const ft_num *d)
 
 /* The open flag: 1, 0, or -1 with an exception. */
 static inline int
-capped(const view *v)
+capped(const view *v, int rec)
 {
-    if (v->have_numbers) {
+    if (rec || v->have_numbers) {
         return v->e.open_at_stop;
     }
     return PyObject_IsTrue(PyTuple_GET_ITEM(v->values, 11));
@@ -98,14 +98,14 @@ capped(const view *v)
 /* parent < 0 (1, 0, or -1 with an exception); a negative parent other
  * than -1 raises, naming the event. */
 static inline int
-is_root(pass *p, Py_ssize_t i, const view *v)
+is_root(pass *p, Py_ssize_t i, const view *v, int rec)
 {
-    int neg = v->small_parent ? v->e.parent < 0
+    int neg = rec || v->small_parent ? v->e.parent < 0
                               : ft_rp_compare_int(v->parent, 0, Py_LT);
     if (neg <= 0) {
         return neg;
     }
-    int ne = v->small_parent ? v->e.parent != -1
+    int ne = rec || v->small_parent ? v->e.parent != -1
                              : ft_rp_compare_int(v->parent, -1, Py_NE);
     if (ne < 0) {
         return -1;
@@ -120,13 +120,13 @@ is_root(pass *p, Py_ssize_t i, const view *v)
 /* Pops thread t's open events down to (not including) parent (small, or
  * the object; -1 with small: all): 0, or -1 with an exception. */
 static inline int
-unwind(pass *p, thread_acc *t, const view *v, int all)
+unwind(pass *p, thread_acc *t, const view *v, int all, int rec)
 {
     while (t->stack.len > 0) {
         int64_t j = t->stack.items[t->stack.len - 1];
         if (!all) {
             int ne;
-            if (v->small_parent) {
+            if (rec || v->small_parent) {
                 ne = j != v->e.parent;
             }
             else {
@@ -235,9 +235,9 @@ done:
 
 /* The parent's index (an earlier event's): -1 with an exception. */
 static inline Py_ssize_t
-parent_index(const view *v, Py_ssize_t i)
+parent_index(const view *v, Py_ssize_t i, int rec)
 {
-    if (v->small_parent && v->e.parent >= 0 && v->e.parent < i) {
+    if ((rec || v->small_parent) && v->e.parent >= 0 && v->e.parent < i) {
         return (Py_ssize_t)v->e.parent;
     }
     if (v->small_parent) {
@@ -252,9 +252,11 @@ parent_index(const view *v, Py_ssize_t i)
     return ft_rp_list_index(v->parent, i);
 }
 
-/* One event of the functions (and pairs): 0, or -1 with an exception. */
-static int
-take_function(pass *p, Py_ssize_t i, view *v)
+/* One event of the functions (and pairs): 0, or -1 with an exception.
+ * rec: v is a recorded Event (ft_rp_read_recorded): inlined twice, so that
+ * its numbers are read without checking, per event, that they are. */
+static inline __attribute__((always_inline)) int
+take_function(pass *p, Py_ssize_t i, view *v, int rec)
 {
     PyObject *tkey = NULL;  /* the thread key, where read */
     int64_t f = ft_rp_cached_func(p, v);
@@ -266,18 +268,18 @@ take_function(pass *p, Py_ssize_t i, view *v)
             return -1;
         }
     }
-    if (ft_rp_duration(p, i, v) < 0) {
+    if (ft_rp_duration(p, i, v, rec) < 0) {
         return -1;
     }
     int64_t thread = p->funcs[f].thread;
     thread_acc *t = &p->threads[thread];
     p->ev_func[i] = (int32_t)f;
-    int root = is_root(p, i, v);
+    int root = is_root(p, i, v, rec);
     if (root < 0) {
         return -1;
     }
     if (root) {
-        unwind(p, t, v, 1);
+        unwind(p, t, v, 1, rec);
         if (add_root(p, thread, &v->d) < 0) {
             return -1;
         }
@@ -286,12 +288,12 @@ take_function(pass *p, Py_ssize_t i, view *v)
         }
     }
     else {
-        if (unwind(p, t, v, 0) < 0
+        if (unwind(p, t, v, 0, rec) < 0
             || (t->stack.len == 0
                 && restack(p, i, v, t, thread_key(p, f, tkey)) < 0)) {
             return -1;
         }
-        Py_ssize_t at = parent_index(v, i);
+        Py_ssize_t at = parent_index(v, i, rec);
         if (at < 0) {
             return -1;
         }
@@ -321,7 +323,7 @@ take_function(pass *p, Py_ssize_t i, view *v)
     if (enter(p, &p->funcs[f].s, (size_t)f, 0, &v->d) < 0) {
         return -1;
     }
-    int cap = capped(v);
+    int cap = capped(v, rec);
     if (cap < 0) {
         return -1;
     }
@@ -393,9 +395,10 @@ new_path_info(pass *p, int64_t node, const view *v, PyObject *tkey)
     return 0;
 }
 
-/* One event of the call paths: 0, or -1 with an exception. */
-static int
-take_path(pass *p, Py_ssize_t i, view *v)
+/* One event of the call paths: 0, or -1 with an exception (rec: as
+ * take_function's). */
+static inline __attribute__((always_inline)) int
+take_path(pass *p, Py_ssize_t i, view *v, int rec)
 {
     PyObject *tkey = NULL;  /* the thread key, where read */
     int64_t thread, f = ft_rp_cached_func(p, v);
@@ -405,10 +408,10 @@ take_path(pass *p, Py_ssize_t i, view *v)
     else if ((thread = ft_rp_thread_of(p, v, &tkey)) < 0) {
         return -1;
     }
-    if (ft_rp_duration(p, i, v) < 0) {
+    if (ft_rp_duration(p, i, v, rec) < 0) {
         return -1;
     }
-    int root = is_root(p, i, v);
+    int root = is_root(p, i, v, rec);
     if (root < 0) {
         return -1;
     }
@@ -419,7 +422,7 @@ take_path(pass *p, Py_ssize_t i, view *v)
         }
     }
     else {
-        int late = v->small_parent ? v->e.parent >= i
+        int late = rec || v->small_parent ? v->e.parent >= i
                                    : ft_rp_compare_int(v->parent, i, Py_GE);
         if (late < 0) {
             return -1;
@@ -428,7 +431,7 @@ take_path(pass *p, Py_ssize_t i, view *v)
             return ft_rp_event_error(p, i, PyExc_ValueError, ft_rp_parent_why(
                 v, " is not an earlier event"), 1);
         }
-        Py_ssize_t at = parent_index(v, i);
+        Py_ssize_t at = parent_index(v, i, rec);
         if (at < 0) {
             return -1;
         }
@@ -467,6 +470,7 @@ take_path(pass *p, Py_ssize_t i, view *v)
         return -1;
     }
     if (made) {
+        ft_rp_view_fill(v);
         if (!PyUnicode_CheckExact(v->name)
             || !PyUnicode_CheckExact(v->filename)) {
             return ft_rp_not_str(p, i);
@@ -486,7 +490,7 @@ take_path(pass *p, Py_ssize_t i, view *v)
         return -1;
     }
     s->calls++;
-    int cap = capped(v);
+    int cap = capped(v, rec);
     if (cap < 0) {
         return -1;
     }
@@ -776,11 +780,13 @@ report_pass(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         view v;
         int rc = event_room(&p, (size_t)i);
         if (rc == 0) {
-            rc = ft_rp_read_recorded(&p, ev, &v) ? 0
-                 : ft_rp_read_event(&p, ev, &v);
-            if (rc == 0) {
-                rc = p.mode == MODE_PATHS ? take_path(&p, i, &v)
-                                          : take_function(&p, i, &v);
+            if (ft_rp_read_recorded(&p, ev, &v)) {
+                rc = p.mode == MODE_PATHS ? take_path(&p, i, &v, 1)
+                                          : take_function(&p, i, &v, 1);
+            }
+            else if ((rc = ft_rp_read_event(&p, ev, &v)) == 0) {
+                rc = p.mode == MODE_PATHS ? take_path(&p, i, &v, 0)
+                                          : take_function(&p, i, &v, 0);
             }
             ft_rp_view_clear(&v);
         }

@@ -91,6 +91,7 @@ typedef struct {
     PyObject *ev;              /* borrowed */
     PyObject *values;          /* strong: its 14 values; NULL: recorded */
     PyObject *info, *thread;   /* borrowed: a recorded Event's tuples */
+    /* borrowed; NULL for a recorded Event until ft_rp_view_fill() */
     PyObject *name, *filename, *lineno, *kind, *ident, *serial;
     ft_num d;                  /* end - start (d.big strong) */
     int small_parent;          /* parent is the int64 e.parent */
@@ -145,24 +146,37 @@ ft_rp_read_recorded(pass *p, PyObject *ev, view *v)
     v->values = v->parent = NULL;
     v->d.big = NULL;
     v->have_numbers = v->small_parent = 1;
-    ft_rp_view_parts(v, info, thread);
+    /* The values are read only where the cache misses. */
+    v->info = info;
+    v->thread = thread;
+    v->name = NULL;
     return 1;
+}
+
+/* A recorded Event's values read from its tuples, where not yet. */
+static inline void
+ft_rp_view_fill(view *v)
+{
+    if (v->name == NULL) {
+        ft_rp_view_parts(v, v->info, v->thread);
+    }
 }
 
 static inline void
 ft_rp_view_clear(view *v)
 {
-    Py_CLEAR(v->values);
-    Py_CLEAR(v->d.big);
+    Py_XDECREF(v->values);
+    Py_XDECREF(v->d.big);
 }
 /* v->d = end - start (TypeError naming the event if no int): 0, or -1. */
 int ft_rp_duration_slow(pass *p, Py_ssize_t i, view *v);
 
+/* The same, inline (rec: v's numbers are known to hold). */
 static inline int
-ft_rp_duration(pass *p, Py_ssize_t i, view *v)
+ft_rp_duration(pass *p, Py_ssize_t i, view *v, int rec)
 {
-    if (v->have_numbers && !__builtin_sub_overflow(v->e.end_ns, v->e.start_ns,
-                                                   &v->d.small)) {
+    if ((rec || v->have_numbers)
+        && !__builtin_sub_overflow(v->e.end_ns, v->e.start_ns, &v->d.small)) {
         return 0;
     }
     return ft_rp_duration_slow(p, i, v);

@@ -197,6 +197,7 @@ ft_rp_duration_slow(pass *p, Py_ssize_t i, view *v)
 int64_t
 ft_rp_thread_of(pass *p, view *v, PyObject **key)
 {
+    ft_rp_view_fill(v);
     int truth = PyObject_IsTrue(v->serial);
     if (truth < 0) {
         return -1;
@@ -244,6 +245,7 @@ int64_t
 ft_rp_func_by_value(pass *p, Py_ssize_t i, view *v, PyObject *tkey,
                     int64_t thread, int check_str)
 {
+    ft_rp_view_fill(v);
     PyObject *key = PyTuple_Pack(5, v->name, v->filename, v->lineno,
                                  v->kind, tkey);
     if (key == NULL) {
