@@ -28,7 +28,6 @@ process.
 """
 from __future__ import annotations
 
-import _thread
 import os
 import signal
 import sys

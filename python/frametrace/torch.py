@@ -618,7 +618,7 @@ def torch_chrome_as_frametrace(path: Union[str, "os.PathLike[str]"], output: str
                 if key in ev:
                     ns = _us_to_ns(ev.pop(key))
                     if key == "ts" and ns < 0:
-                        raise ValueError(f"negative ts: before baseTimeNanoseconds")
+                        raise ValueError("negative ts: before baseTimeNanoseconds")
                     times += f',"{key}":{_us_text(ns)}'
                     if key == "ts" and ev.get("ph") == "X":
                         start = ns if start is None else min(start, ns)
