@@ -37,7 +37,7 @@ from hypothesis import strategies as st
 
 import frametrace
 from frametrace import _tracer, export
-from frametrace.session import RangeRecord, StepRecord
+from frametrace.trace import RangeRecord, StepRecord
 
 pytestmark = PYTESTMARK
 

@@ -19,7 +19,8 @@ from fuzzing import (
 
 import frametrace
 from frametrace import Event, _testing, export, loader, reports, testing
-from frametrace.session import RangeRecord, StepRecord, Trace
+from frametrace.trace import RangeRecord, StepRecord, Trace
+from support import trace_of
 
 pytestmark = PYTESTMARK
 
@@ -217,12 +218,12 @@ def test_regression_export_int64_overflow(case, tmp_path):
     tracer = stopped_tracer()
     path = str(tmp_path / "x")
     call = {
-        "chrome_pid": lambda: export.write_chrome(path, tracer, pid=2**64),
-        "chrome_origin": lambda: export.write_chrome(path, tracer, origin_ns=2**64),
-        "perfetto_pid": lambda: export.write_perfetto(path, tracer, pid=2**64),
-        "perfetto_range": lambda: export.write_perfetto(path, tracer, ranges=[RangeRecord("r", 1, 2**64, 2**64)]),
-        "perfetto_step": lambda: export.write_perfetto(path, tracer, steps=[StepRecord("s", 0, 0, 2**64)]),
-        "perfetto_inf_key": lambda: export.write_perfetto(path, tracer, thread_names={math.inf: "x"}),
+        "chrome_pid": lambda: export.write_chrome(trace_of(tracer, pid=2**64), path),
+        "chrome_origin": lambda: export.write_chrome(trace_of(tracer, origin_ns=2**64), path),
+        "perfetto_pid": lambda: export.write_perfetto(trace_of(tracer, pid=2**64), path),
+        "perfetto_range": lambda: export.write_perfetto(trace_of(tracer, ranges=[RangeRecord("r", 1, 2**64, 2**64)]), path),
+        "perfetto_step": lambda: export.write_perfetto(trace_of(tracer, steps=[StepRecord("s", 0, 0, 2**64)]), path),
+        "perfetto_inf_key": lambda: export.write_perfetto(trace_of(tracer, threads=[math.inf]), path),
     }[case]
     with pytest.raises((TypeError, ValueError)):
         call()
@@ -235,11 +236,12 @@ def test_regression_write_chrome_accepts_nonstr_names(bad, tmp_path):
     TypeError) and write a file frametrace.load() then rejects ("traceEvents[0]
     (process_name).args.name: a string expected, not [null]")"""
     tracer = stopped_tracer()
-    tid = tracer._threads[0][0]
-    kwargs = {"process_name": [None]} if bad == "process_name" else {"thread_names": {tid: 5}}
+    t = tracer.threads[0]
+    named = [frametrace.ThreadInfo((t.serial, t.thread_id, t.native_thread_id, 5, t.dropped))]
+    kwargs = {"process_name": [None]} if bad == "process_name" else {"threads": named}
     path = str(tmp_path / "t.json")
     try:
-        export.write_chrome(path, tracer, **kwargs)
+        export.write_chrome(trace_of(tracer, **kwargs), path)
     except TypeError:
         return  # rejected, as write_perfetto does
     frametrace.load(path)
@@ -354,9 +356,8 @@ def test_write_chrome_ranges_far_from_origin_keep_ns(far, tmp_path):
     tracer = stopped_tracer()
     tid = tracer._threads[0][0]
     path = str(tmp_path / "t.json")
-    export.write_chrome(path, tracer, origin_ns=0,
-                        ranges=[RangeRecord("r", tid, far, far + 2)],
-                        steps=[StepRecord("step#0", 0, far, far + 6)])
+    export.write_chrome(trace_of(tracer, origin_ns=0, ranges=[RangeRecord("r", tid, far, far + 2)],
+                                 steps=[StepRecord("step#0", 0, far, far + 6)]), path)
     trace = frametrace.load(path)
     assert [(r.start_ns, r.end_ns) for r in trace.ranges] == [(far, far + 2)]
     assert [(s.start_ns, s.end_ns) for s in trace.steps] == [(far, far + 6)]

@@ -237,7 +237,7 @@ def fuzz_tracer_lifecycle(data, options):
         if phase == STOPPED:
             events = tracer.getEvents()
             assert_valid_trace(events, tracer.start_ns, tracer.stop_ns)
-            count = export.write_chrome(os.path.join(d, "final.json"), tracer)
+            count = export.write_chrome(tracer, os.path.join(d, "final.json"))
             assert count == len(events)
             tracer.clear()
         assert observed_phase(tracer) in (NEW, CLEARED)

@@ -25,10 +25,13 @@ def public_names(module):
 
 
 def package_sources():
-    for name in sorted(os.listdir(PACKAGE)):
-        if name.endswith(".py"):
-            with open(os.path.join(PACKAGE, name), encoding="utf-8") as f:
-                yield name, f.read()
+    for top, dirs, files in os.walk(PACKAGE):
+        dirs.sort()
+        for name in sorted(files):
+            if name.endswith(".py"):
+                path = os.path.join(top, name)
+                with open(path, encoding="utf-8") as f:
+                    yield os.path.relpath(path, PACKAGE), f.read()
 
 
 def test_product_module_exposes_only_what_the_package_uses():

@@ -152,9 +152,10 @@ ALLOWED_PRIVATE_FROM_C = {"_active"}
 
 
 def private_python_names():
-    """module._name uses in python/frametrace/*.py of modules not ours."""
+    """module._name uses in python/frametrace/**.py of modules not ours."""
     found = set()
-    for name in sorted(os.listdir(PACKAGE)):
+    for name in sorted(os.path.relpath(os.path.join(top, f), PACKAGE)
+                       for top, _dirs, files in os.walk(PACKAGE) for f in files):
         if not name.endswith(".py"):
             continue
         with open(os.path.join(PACKAGE, name), encoding="utf-8") as f:
