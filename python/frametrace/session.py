@@ -29,7 +29,7 @@ from typing import Any, Callable, Literal, Optional, Sequence, Union
 
 from . import _children, _tracer
 from ._output import say
-from ._ranks import distributed_info, output_name
+from ._ranks import distributed_info
 from .export import read_clock_anchor
 from .schedule import ProfilerAction, Schedule
 from .trace import RangeRecord, StepRecord, Trace

@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, Optional, Union
+from typing import TYPE_CHECKING, Any, NamedTuple, Optional, Union
 
 from . import _tracer
 from ._ranks import distributed_info, output_name
+
+if TYPE_CHECKING:
+    from .tracer import Tracer
 
 PathLike = Union[str, "os.PathLike[str]"]
 

@@ -84,17 +84,17 @@ def test_interrupted_export_leaves_the_target_as_it_was(long_trace, tmp_path, wr
         raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        writer(target, long_trace, progress=interrupt)
+        writer(long_trace, target, progress=interrupt)
     assert seen == [1 << 20]
     assert os.listdir(tmp_path) == []  # no part of a trace, no temporary
     target.write_bytes(PREVIOUS)
     with pytest.raises(KeyboardInterrupt):
-        writer(target, long_trace, progress=interrupt)
+        writer(long_trace, target, progress=interrupt)
     assert os.listdir(tmp_path) == [name]
     assert target.read_bytes() == PREVIOUS
     if name == "t.json":
         # The same export, not interrupted, replaces it.
-        assert writer(target, long_trace) > 1 << 20
+        assert writer(long_trace, target) > 1 << 20
         assert os.listdir(tmp_path) == [name]
         assert read_other_data(target)["stop_ns"] == long_trace.stop_ns
 

@@ -141,7 +141,7 @@ def test_session_trace_with_ranges_and_steps(tmp_path):
 
 def test_misuse(tmp_path):
     tracer = frametrace.Tracer()
-    with pytest.raises(RuntimeError, match="stopped"):
+    with pytest.raises(ValueError, match="never started"):
         write_chrome(tracer, tmp_path / "x.json")
     with tracer:
         pass

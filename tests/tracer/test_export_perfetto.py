@@ -201,7 +201,7 @@ def test_session_steps_and_ranges(tmp_path):
 
 def test_misuse(tmp_path):
     tracer = frametrace.Tracer()
-    with pytest.raises(RuntimeError, match="stopped"):
+    with pytest.raises(ValueError, match="never started"):
         write_perfetto(tracer, tmp_path / "x.pftrace")
     with tracer:
         pass
@@ -229,14 +229,14 @@ def test_progress_of_long_exports(tmp_path):
         loop(1_200_000)
     for writer, name in ((write_chrome, "t.json"), (write_perfetto, "t.pftrace")):
         seen = []
-        writer(tmp_path / name, tracer, progress=lambda done, total: seen.append((done, total)))
+        writer(tracer, tmp_path / name, progress=lambda done, total: seen.append((done, total)))
         assert seen and seen[0][0] == 1 << 20 and seen[0][1] > 1_200_000
 
         def stop(done, total):
             raise KeyboardInterrupt
 
         with pytest.raises(KeyboardInterrupt):
-            writer(tmp_path / name, tracer, progress=stop)
+            writer(tracer, tmp_path / name, progress=stop)
     # A pipe or a log gets no progress; a terminal gets a percentage.
     piped = io.StringIO()
     quiet = TerminalProgress("x", piped, delay=0)

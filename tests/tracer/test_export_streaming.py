@@ -264,7 +264,7 @@ def test_peak_memory_of_an_export_is_the_largest_thread_s(tmp_path, monkeypatch)
         with open("/proc/self/clear_refs", "w") as fh:
             fh.write("5")  # the peak RSS starts again from the RSS now
         before = status("VmRSS")
-        writer(os.path.join({str(tmp_path)!r}, name), tracer)
+        writer(tracer, os.path.join({str(tmp_path)!r}, name))
         peaks.append(status("VmHWM") - before)
     per_thread = {{}}
     for ev in tracer.getEvents():
@@ -314,7 +314,7 @@ def test_other_threads_run_while_a_write_runs(tmp_path, writer, name, big):
 
     def write():
         try:
-            result.append(writer(tmp_path / name, tracer))
+            result.append(writer(tracer, tmp_path / name))
         finally:
             done.set()
 
@@ -349,7 +349,7 @@ def test_clear_from_another_thread_during_a_write(tmp_path, writer, name):
 
     def write():
         try:
-            result.append(writer(tmp_path / name, tracer, progress=progress))
+            result.append(writer(tracer, tmp_path / name, progress=progress))
         except BaseException as exc:
             result.append(exc)
             in_write.set()
@@ -362,7 +362,7 @@ def test_clear_from_another_thread_during_a_write(tmp_path, writer, name):
     with pytest.raises(RuntimeError, match="clear"):
         tracer.getEvents()
     with pytest.raises(RuntimeError):
-        writer(tmp_path / ("again-" + name), tracer)
+        writer(tracer, tmp_path / ("again-" + name))
     cleared.set()
     w.join()
     assert result == [events]
@@ -386,7 +386,7 @@ def test_tracer_dropped_during_a_write(tmp_path, writer, name):
             assert dropped.wait(60)
 
     def write(t):
-        result.append(writer(tmp_path / name, t, progress=progress))
+        result.append(writer(t, tmp_path / name, progress=progress))
 
     w = threading.Thread(target=write, args=(tracer,))
     del tracer
@@ -412,7 +412,7 @@ def test_concurrent_writes_of_one_tracer(tmp_path, big):
     write_perfetto(trace_of(big, pid=1, clock_anchor=anchor), tmp_path / "one.pftrace")
     results = []
     threads = [threading.Thread(target=lambda w=w, p=p: results.append(
-                   w(tmp_path / p, big, pid=1, clock_anchor=anchor)))
+                   w(trace_of(big, pid=1, clock_anchor=anchor), tmp_path / p)))
                for w, p in ((write_chrome, "two.json"), (write_perfetto, "two.pftrace"))]
     for t in threads:
         t.start()
@@ -478,7 +478,7 @@ def test_a_child_forked_by_progress_does_not_go_on_writing(big, writer):
             big.clear()
 
     try:
-        count = writer("/dev/null", big, progress=progress)
+        count = writer(big, "/dev/null", progress=progress)
     except BaseException as exc:
         if os.getpid() != parent:
             os._exit(0 if isinstance(exc, RuntimeError) and "forked" in str(exc) else 5)

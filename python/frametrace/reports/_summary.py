@@ -2,6 +2,7 @@
 share of the traced time (per thread on request), and torch's ops'."""
 from __future__ import annotations
 
+import sys
 from typing import IO, Any, Mapping, NamedTuple, Optional
 
 from ._pass import (_check_choice, _check_limit, _display, _Functions, _ms, _Names,
