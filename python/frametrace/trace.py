@@ -10,13 +10,10 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, NamedTuple, Optional, Union
+from typing import Any, NamedTuple, Optional, Union
 
 from . import _tracer
 from ._ranks import distributed_info, output_name
-
-if TYPE_CHECKING:
-    from .tracer import Tracer
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -45,7 +42,9 @@ class StepRecord(NamedTuple):
 
 @dataclass
 class Trace:
-    """What one active window of a session recorded."""
+    """One recording and its facts: a session's active window, a stopped
+    tracer or a snapshot (``as_trace()``), or a file ``load()`` read.
+    Every writer and report reads it."""
 
     # None (the default): built from tracer when first read.
     events: list = field(default=None, repr=False)  # type: ignore[arg-type]
@@ -71,7 +70,7 @@ class Trace:
     pid: int = 0
     cycle: int = 0
     """Which cycle of the schedule (0-based)."""
-    tracer: Optional[Tracer] = field(default=None, repr=False, compare=False)
+    tracer: Optional[_tracer.Tracer] = field(default=None, repr=False, compare=False)
     """The stopped tracer the events came from (None: no Python tracing);
     the exporters stream from its records."""
     threads: list = field(default_factory=list)
@@ -252,14 +251,14 @@ def as_trace(what: Any) -> Trace:
     if isinstance(what, Trace):
         return what
     if isinstance(what, _tracer.Tracer):
-        if what.active or what.stop_ns is None:
+        start, stop = what.start_ns, what.stop_ns
+        if what.active or start is None or stop is None:
             state = "running" if what.active else "never started"
             raise ValueError(f"a frametrace.Tracer that is {state} has no trace yet: stop it "
                              f"first (accepted: {_ACCEPTED})")
-        return Trace(tracer=what, session_start_ns=what.start_ns, session_end_ns=what.stop_ns,
-                     tracer_start_ns=what.start_ns, tracer_stop_ns=what.stop_ns,
-                     stats=what.stats, pid=os.getpid(), threads=what.threads,
-                     distributed=distributed_info())
+        return Trace(tracer=what, session_start_ns=start, session_end_ns=stop,
+                     tracer_start_ns=start, tracer_stop_ns=stop, stats=what.stats,
+                     pid=os.getpid(), threads=what.threads, distributed=distributed_info())
     if isinstance(what, (list, tuple)):
         return Trace(events=list(what))
     raise TypeError(f"expected {_ACCEPTED}, not {type(what).__name__}")
