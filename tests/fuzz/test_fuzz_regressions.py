@@ -316,7 +316,7 @@ def test_regression_load_deep_nesting_recursionerror(where, tmp_path):
     scanner), not the documented ValueError naming the file"""
     deep = "[" * 100_000 + "]" * 100_000
     old, new = ('"traceEvents":[', '"traceEvents":[' + deep + ",") if where == "event" else \
-        ('"metadata":{}', '"metadata":{"x":' + deep + "}")
+        ('"metadata":{"cycle"', '"metadata":{"x":' + deep + ',"cycle"')
     with pytest.raises(ValueError):
         frametrace.load(_chrome_with(tmp_path, old, new))
 
@@ -441,7 +441,7 @@ for name, read in (("load", load), ("merge", lambda p: merge([p], out))):
 
 
 @pytest.mark.parametrize("old, new", [
-    ('"metadata":{}', '"metadata":{"x":1e999999999}'),
+    ('"metadata":{"cycle"', '"metadata":{"x":1e999999999,"cycle"'),
     ('"args":{"file":"<built-in>:0"}', '"args":{"v":-1e999999999,"file":"<built-in>:0"}'),
     ('{"ph":"M","name":"process_name"',
      '{"ph":"i","s":"g","pid":1,"tid":1,"ts":0,"name":"x","args":{"v":[1.5e999999999]}},\n'
@@ -489,7 +489,7 @@ def test_regression_a_line_number_of_5000_digits_is_not_named(tmp_path):
 def test_regression_nan_is_read_and_merged_into_a_file_that_is_no_json(constant, tmp_path):
     """The reader took NaN and Infinity (Python's json does, JSON has neither): merge wrote
     them back, a file no strict JSON reader (Perfetto's) takes"""
-    path = _chrome_with(tmp_path, '"metadata":{}', '"metadata":{"x":' + constant + '}')
+    path = _chrome_with(tmp_path, '"metadata":{"cycle"', '"metadata":{"x":' + constant + ',"cycle"')
     for read in (frametrace.load, lambda p: loader.merge([p], tmp_path / "m.json")):
         with pytest.raises(ValueError, match=rf"^{path}: not JSON: {constant} \(no JSON number"):
             read(path)
