@@ -5,6 +5,7 @@
  * runs (code it ran forked) stops the tracer once it returns.  The
  * tracer's `fork` fields are this file's. */
 #include "fork.h"
+#include "import.h"
 #include "lifecycle.h"
 
 static void
@@ -105,7 +106,7 @@ static PyMethodDef fork_defs[] = {
 int
 ft_register_at_fork(PyObject *module)
 {
-    PyObject *os = PyImport_ImportModule("os");
+    PyObject *os = ft_import("os");
     if (os == NULL) {
         return -1;
     }

@@ -11,6 +11,7 @@
  * install_perthread.c's.  Not here: when the hook goes on and off
  * (lifecycle.c), threads started later (bootstrap.c). */
 #include "install.h"
+#include "import.h"
 #include "audit_aside.h"
 
 #include <stdlib.h>
@@ -100,7 +101,7 @@ ft_find_conflict(ft_tracer *self)
     }
 #if FT_HAVE_MONITORING
     /* cProfile uses sys.monitoring's profiler tool id on 3.12+. */
-    PyObject *monitoring = PyImport_ImportModule("sys");
+    PyObject *monitoring = ft_import("sys");
     PyObject *tool = NULL;
     if (monitoring != NULL) {
         Py_SETREF(monitoring, PyObject_GetAttrString(monitoring, "monitoring"));
@@ -151,7 +152,7 @@ int
 ft_swap_threading_profile(ft_tracer *self, ft_interrupt *kept)
 {
     PyObject *hook = self->state->thread_bootstrap;
-    PyObject *threading = PyImport_ImportModule("threading");
+    PyObject *threading = ft_import("threading");
     if (threading == NULL) {
         return -1;
     }
@@ -180,7 +181,7 @@ ft_restore_threading_profile(ft_tracer *self, ft_interrupt *kept)
         Py_DECREF(prev);  /* threading is going away with everything else */
         return;
     }
-    PyObject *threading = PyImport_ImportModule("threading");
+    PyObject *threading = ft_import("threading");
     PyObject *current = threading
         ? call_threading_profile(threading, NULL, kept) : NULL;
     /* Someone may have set their own hook meanwhile: leave it. */

@@ -3,6 +3,7 @@
  * monitor_tool.h).  Compiled into frametrace._tracer and, for the
  * benchmarks' references, into frametrace._testing. */
 #include "monitor_tool.h"
+#include "import.h"
 
 #if FT_HAVE_MONITORING
 
@@ -54,7 +55,7 @@ new_callback(PyTypeObject *type, PyObject *owner, vectorcallfunc func)
 static PyObject *
 monitoring_module(void)
 {
-    PyObject *sys = PyImport_ImportModule("sys");
+    PyObject *sys = ft_import("sys");
     if (sys == NULL) {
         return NULL;
     }

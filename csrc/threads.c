@@ -8,6 +8,7 @@
  * (ft_thread_of_caller()) or through threading's bootstrap (bootstrap.c).
  * Also the interrupt kept while start() and stop() run Python code. */
 #include "threads.h"
+#include "import.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -379,7 +380,7 @@ names_of_threads(int caller_only, ft_interrupt *kept)
     ft_saved_exc saved;
     FT_SAVE_EXC(saved);
     PyObject *names = PyDict_New();
-    PyObject *threading = PyImport_ImportModule("threading");
+    PyObject *threading = ft_import("threading");
     PyObject *found = NULL;
     if (threading != NULL && caller_only) {
         found = PyObject_CallMethod(threading, "current_thread", NULL);

@@ -85,8 +85,9 @@ def summarize(trace):
     traced_steps = sum(1 for ev in events if ev.name == "train_step")
     capped = [ev.name for ev in events if ev.open_at_stop]
     busiest = Counter(ev.name for ev in events).most_common(4)
+    threads = len({ev.thread_serial for ev in events})
     print(f"trace {trace.cycle}: steps {trace.steps[0].step}-{trace.steps[-1].step}, "
-          f"{len(events)} Python/C events on {len({ev.thread_id for ev in events})} threads, "
+          f"{len(events)} Python/C events on {threads} thread{'s' if threads != 1 else ''}, "
           f"{trace.stats.dropped} dropped")
     print(f"  Python traced for {(trace.tracer_stop_ns - trace.session_start_ns) / 1e6:.2f} ms "
           f"of a {(trace.session_end_ns - trace.session_start_ns) / 1e6:.2f} ms window: "

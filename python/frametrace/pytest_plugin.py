@@ -117,7 +117,7 @@ def frametrace_tracer(request: pytest.FixtureRequest) -> Iterator[Tracer]:
     skipped.  Otherwise starting fails, and the test errors, when another
     tracer or profiler is active.
     """
-    cli = sys.modules.get("frametrace.cli")
+    cli = sys.modules.get("frametrace.cli._run")
     if cli is not None and getattr(cli, "_RUNNING", False):
         pytest.skip(RUN_SKIP)
     tracer = Tracer()

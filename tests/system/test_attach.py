@@ -290,12 +290,12 @@ def test_the_target_checks_the_options_it_receives(tmp_path, targets):
     """The options reach the target as data it checks again: a bad one
     (written by someone else than frametrace's attacher) is refused there,
     naming it, and the target goes on untouched."""
-    from frametrace import remote
+    from frametrace.remote import _attacher
 
     target = targets("busy")
-    session = remote._Attach(target.pid, duration=0.3, output=str(tmp_path / "t.json"),
-                             steps=None, step_function=None, options=frametrace.Options(),
-                             timeout=10)
+    session = _attacher.Attach(target.pid, duration=0.3, output=str(tmp_path / "t.json"),
+                               steps=None, step_function=None, options=frametrace.Options(),
+                               timeout=10)
     session.config["options"] = dict(session.config["options"], max_memory=-1)
     with pytest.raises(frametrace.AttachError, match="max_memory must be between"):
         session.run()
@@ -517,11 +517,11 @@ def test_under_yama_root_hands_the_script_over_itself(targets, user_python, othe
     attach to it (1, 2: Ubuntu's default is 1), root hands the script over
     through its own sys.remote_exec: no process is started, nothing of the
     user's runs as root."""
-    from frametrace import remote
+    from frametrace.remote import _target
 
-    monkeypatch.setattr(remote, "_ptrace_scope", lambda: "1")
-    monkeypatch.setattr(remote.subprocess, "run", None)  # no process may be started
     target = targets("busy", python=user_python)
+    monkeypatch.setattr(_target, "ptrace_scope", lambda: "1")
+    monkeypatch.setattr(subprocess, "Popen", None)  # no process may be started
     out = os.path.join(user_python.out, f"yama-{target.pid}.json")
     result = frametrace.attach(target.pid, duration=0.3, output=out, buffer_size=RING)
     assert result.reason == "duration"
@@ -665,7 +665,7 @@ def test_the_version_read_opens_no_file_by_the_name_the_user_controls(targets, u
     the mapped file itself (/proc/PID/map_files), or, where that cannot
     be opened, refuses the symlink; never the FIFO.  It returns promptly
     with the exact version, or the one the name tells."""
-    from frametrace import remote
+    from frametrace.remote import _target
 
     target = targets("busy", python=user_python)
     with open(f"/proc/{target.pid}/maps") as f:
@@ -700,7 +700,7 @@ def test_the_version_read_opens_no_file_by_the_name_the_user_controls(targets, u
         monkeypatch.setattr(os, "open", no_map_files)
     result = []
     try:
-        reader = threading.Thread(target=lambda: result.append(remote._cpython_version(target.pid)),
+        reader = threading.Thread(target=lambda: result.append(_target.cpython_version(target.pid)),
                                   daemon=True)
         reader.start()
         reader.join(30)

@@ -17,7 +17,7 @@ import warnings
 import pytest
 
 import frametrace
-from frametrace import remote
+from frametrace.remote import _dump
 from frametrace.testing import assert_no_events_after_stop, assert_valid_trace
 from support import TESTS_DIR, UNDER_ASAN, UserPython, child_env, wait_for_a_child_to_come_and_go
 
@@ -126,7 +126,7 @@ def test_dump_of_a_running_loop(tmp_path, targets):
 @needs_remote_exec
 def test_python_api(tmp_path, targets):
     target = targets("busy")
-    result = remote.dump(target.pid, "asked")
+    result = frametrace.remote.dump(target.pid, "asked")
     assert result.pid == target.pid and result.via == "remote_exec"
     assert result.reason == "asked" and len(result.paths) == 1
     check_dump(result.paths[0], "asked")
@@ -141,6 +141,40 @@ def test_no_flight_recorder(tmp_path, targets):
     assert (f"frametrace attach: process {target.pid}: no flight recorder is running in it"
             in proc.stderr), proc.stderr
     assert target.finish() == (0, [], "")
+
+
+# A target whose frametrace (if any) has no _serve_dump, the name the
+# request calls: none, or one of a version older than attach --dump.
+NO_SERVE_DUMP = """\
+import sys, time, types
+if sys.argv[1] == "old":
+    sys.modules["frametrace"] = types.ModuleType("frametrace")
+    sys.modules["frametrace"].__version__ = "0.0.1"
+    sys.modules["frametrace.remote"] = types.ModuleType("frametrace.remote")
+print("ready", flush=True)
+while True:
+    time.sleep(0.01)
+"""
+
+
+@needs_remote_exec
+@pytest.mark.parametrize("frametrace_there,said", [
+    ("none", "no flight recorder is running in it"),
+    ("old", "its frametrace 0.0.1 is older than attach --dump: send its flight recorder's "
+            "signal"),
+])
+def test_a_target_without_serve_dump(frametrace_there, said):
+    target = subprocess.Popen([sys.executable, "-I", "-c", NO_SERVE_DUMP, frametrace_there],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert target.stdout.readline() == "ready\n"
+        proc = attach_dump(target.pid)
+        assert proc.returncode == 2 and proc.stdout == ""
+        assert said in proc.stderr, proc.stderr
+        assert target.poll() is None  # untouched
+    finally:
+        target.kill()
+        target.communicate()
 
 
 @needs_remote_exec
@@ -265,9 +299,9 @@ def test_no_recorder_below_3_14(tmp_path, targets):
 
 
 def test_the_advert_lives_as_long_as_the_recorder(tmp_path):
-    assert remote._advertised(os.getpid()) == []
+    assert _dump.advertised(os.getpid()) == []
     with frametrace.flight_recorder(tmp_path / "d", watchdog=False, min_interval=5) as rec:
-        (about,) = remote._advertised(os.getpid())
+        (about,) = _dump.advertised(os.getpid())
         assert about["pid"] == os.getpid() and about["signal"] == signal.SIGUSR2
         assert about["signal_name"] == "SIGUSR2" and about["dump_dir"] == str(tmp_path / "d")
         assert (about["min_interval"], about["max_dumps"]) == (5, rec.max_dumps)
@@ -283,13 +317,13 @@ def test_the_advert_lives_as_long_as_the_recorder(tmp_path):
             finally:
                 os._exit(0)
         try:
-            assert remote._advertised(child) == []
+            assert _dump.advertised(child) == []
         finally:
             os.write(write, b"x")
             os.waitpid(child, 0)
             os.close(read)
             os.close(write)
-    assert remote._advertised(os.getpid()) == []
+    assert _dump.advertised(os.getpid()) == []
 
 
 def test_request_dump_is_served_by_the_writer(tmp_path):
@@ -363,9 +397,9 @@ def test_process_gone(capsys):
 ])
 def test_bad_arguments(kwargs, error, message):
     with pytest.raises(error, match=message):
-        remote.dump(**dict({"pid": 1}, **kwargs))
+        frametrace.remote.dump(**dict({"pid": 1}, **kwargs))
     with pytest.raises(ValueError, match="itself: call recorder.dump()"):
-        remote.dump(os.getpid())
+        frametrace.remote.dump(os.getpid())
 
 
 # ---- other users, and adverts that are not what flight.py writes ------------------------

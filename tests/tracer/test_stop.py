@@ -76,3 +76,20 @@ def test_clock_base_is_monotonic_ns():
         pass
     after = time.monotonic_ns()
     assert before <= tracer.start_ns <= tracer.stop_ns <= after
+
+
+def test_stop_and_start_from_code_without_builtins():
+    """Code exec()'d in a bare dict has no __builtins__ in its globals;
+    stopping there still frees the hook (and sys.monitoring's tool id), and
+    starting there works."""
+    namespace = {}
+    exec("def stop(t):\n    t.stop()\n\ndef start(t):\n    t.start()\n", namespace)
+    del namespace["__builtins__"]
+    with frametrace.trace() as tracer:
+        namespace["stop"](tracer)
+    assert not tracer.active and tracer.stop_ns is not None
+    again = frametrace.Tracer()
+    namespace["start"](again)
+    assert again.active
+    namespace["stop"](again)
+    assert not again.active

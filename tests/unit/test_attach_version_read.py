@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from frametrace import remote
+from frametrace.remote import _target
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 
@@ -24,16 +24,16 @@ def mountinfo_naming(tmp_path, path, fstype):
 @pytest.mark.parametrize("fstype,on_fuse", [("fuse.sshfs", True), ("fuseblk", True),
                                             ("fuse", True), ("ext4", False)])
 def test_on_fuse(tmp_path, monkeypatch, fstype, on_fuse):
-    monkeypatch.setattr(remote, "_MOUNTINFO", mountinfo_naming(tmp_path, sys.executable, fstype))
+    monkeypatch.setattr(_target, "MOUNTINFO", mountinfo_naming(tmp_path, sys.executable, fstype))
     fd = os.open(sys.executable, os.O_RDONLY)
     try:
-        assert remote._on_fuse(fd) is on_fuse
+        assert _target.on_fuse(fd) is on_fuse
     finally:
         os.close(fd)
 
 
 def interpreter_file():
-    """The file _cpython_version reads for this process."""
+    """The file cpython_version reads for this process."""
     with open("/proc/self/maps") as f:
         for line in f:
             parts = line.split(None, 5)
@@ -45,9 +45,9 @@ def interpreter_file():
 def test_a_file_on_fuse_is_not_read(tmp_path, monkeypatch):
     path = interpreter_file()
     read = []
-    monkeypatch.setattr(remote, "_elf_version", lambda fd: read.append(fd))
-    monkeypatch.setattr(remote, "_MOUNTINFO", mountinfo_naming(tmp_path, path, "fuse.sshfs"))
-    version, _ = remote._cpython_version(os.getpid())
+    monkeypatch.setattr(_target, "elf_version", lambda fd: read.append(fd))
+    monkeypatch.setattr(_target, "MOUNTINFO", mountinfo_naming(tmp_path, path, "fuse.sshfs"))
+    version, _ = _target.cpython_version(os.getpid())
     assert not read
     named = "libpython3" in path or os.path.basename(path).startswith("python3.")
     assert version == ((*sys.version_info[:2], -1) if named else None)
@@ -55,6 +55,6 @@ def test_a_file_on_fuse_is_not_read(tmp_path, monkeypatch):
 
 def test_a_file_elsewhere_is_read(tmp_path, monkeypatch):
     path = interpreter_file()
-    monkeypatch.setattr(remote, "_MOUNTINFO", mountinfo_naming(tmp_path, path, "ext4"))
-    version, _ = remote._cpython_version(os.getpid())
+    monkeypatch.setattr(_target, "MOUNTINFO", mountinfo_naming(tmp_path, path, "ext4"))
+    version, _ = _target.cpython_version(os.getpid())
     assert version is not None and version[:2] == sys.version_info[:2]

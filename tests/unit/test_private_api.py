@@ -134,8 +134,8 @@ def test_pythreadstate_fields_are_read_only_in_compat_h():
 
 # Private names of other modules the package may use, with why.
 ALLOWED_PRIVATE_PYTHON = {
-    "sys._getframe",  # documented CPython API (cli.py: the caller's frame)
-    # cli.py, run: waits for the program's non-daemon threads as Python's
+    "sys._getframe",  # documented CPython API (cli/_program.py: the caller's frame)
+    # cli/_program.py, run: waits for the program's non-daemon threads as Python's
     # exit does (3.10-3.15; a fallback joins them), and first looks, with
     # no call that would be traced, whether any is left.
     "threading._shutdown",
@@ -154,12 +154,10 @@ ALLOWED_PRIVATE_FROM_C = {"_active"}
 def private_python_names():
     """module._name uses in python/frametrace/**.py of modules not ours."""
     found = set()
-    for name in sorted(os.path.relpath(os.path.join(top, f), PACKAGE)
-                       for top, _dirs, files in os.walk(PACKAGE) for f in files):
-        if not name.endswith(".py"):
-            continue
-        with open(os.path.join(PACKAGE, name), encoding="utf-8") as f:
-            tree = ast.parse(f.read(), name)
+    for path in sorted(os.path.join(folder, name) for folder, _, names in os.walk(PACKAGE)
+                       for name in names if name.endswith(".py")):
+        with open(path, encoding="utf-8") as f:
+            tree = ast.parse(f.read(), path)
         modules = {}
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):

@@ -1,0 +1,138 @@
+"""What the commands share: the one error type, the tracer's options as
+flags (run and attach), reading a trace with progress, and the few counts
+and number types several commands print or parse."""
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from .._output import say
+from ..export import TerminalProgress as Progress
+
+PROG = "frametrace"
+SUMMARY_LIMIT = 10  # rows of the summary run and attach print
+
+
+class CommandError(Exception):
+    """A command failed: main() prints ``frametrace COMMAND: message`` on
+    stderr and exits with status."""
+
+    def __init__(self, message: str, status: int = 2):
+        super().__init__(message)
+        self.message = message
+        self.status = status
+
+
+# ---- the tracer's options (run and attach) ---------------------------------------------
+
+# Flag, frametrace.Options field, and whether the flag takes a value.
+TRACER_FLAGS = (("--buffer-size", "buffer_size", True), ("--max-memory", "max_memory", True),
+                ("--no-c-calls", "c_calls", False), ("--backend", "backend", True),
+                ("--ignore", "ignore", True), ("--include", "include", True))
+
+
+def tracer_arguments(parser: argparse.ArgumentParser) -> None:
+    """Adds the tracer's options (TRACER_FLAGS) to parser; none has a
+    default (None: not given), frametrace.Options has them."""
+    from .._tracer import DEFAULT_BUFFER_SIZE, DEFAULT_MAX_MEMORY
+    from ..tracer import BACKENDS
+
+    group = parser.add_argument_group("tracer options")
+    helps = {
+        "buffer_size": dict(type=int, metavar="N", help=(
+            f"ring capacity in records per thread, a call and a return being two (default "
+            f"{DEFAULT_BUFFER_SIZE:,}); when full, the oldest records are overwritten")),
+        "max_memory": dict(type=int, metavar="BYTES", help=(
+            f"bytes all threads' rings may hold together (default {DEFAULT_MAX_MEMORY:,}); "
+            f"past it, ended threads' records go first, then full rings stop growing and "
+            f"overwrite their oldest records")),
+        "c_calls": dict(action="store_false", default=None,
+                        help="do not record calls of C functions"),
+        "backend": dict(choices=BACKENDS, help=(
+            "how calls are seen: PyEval_SetProfile, or sys.monitoring (CPython 3.12+); "
+            "auto (default): sys.monitoring where there is one")),
+        "ignore": dict(action="append", metavar="PATTERN", help=(
+            "do not record the functions PATTERN matches (repeatable): a module and its "
+            "submodules or a module.qualname and what is nested in it (torch.nn, "
+            "mymod.Class), or a glob over module.qualname (*.helper_*); their calls are "
+            "still recorded")),
+        "include": dict(action="append", metavar="PATTERN", help=(
+            "record only the functions PATTERN matches (repeatable; --ignore removes from "
+            "them)")),
+    }
+    for flag, name, _ in TRACER_FLAGS:
+        group.add_argument(flag, dest=name, **helps[name])  # type: ignore[arg-type]
+
+
+def tracer_options(ns: argparse.Namespace) -> Any:
+    """The frametrace.Options of the flags given (tracer_arguments);
+    CommandError naming a bad one."""
+    from ..tracer import Options
+
+    try:
+        return Options(**{name: getattr(ns, name) for _, name, _ in TRACER_FLAGS
+                          if getattr(ns, name) is not None})
+    except (TypeError, ValueError) as exc:
+        raise CommandError(str(exc)) from None
+
+
+def tracer_flags_given(ns: argparse.Namespace) -> list[str]:
+    return [flag for flag, name, _ in TRACER_FLAGS if getattr(ns, name) is not None]
+
+
+# ---- traces --------------------------------------------------------------------------------
+
+
+def load(path: str) -> Any:
+    """The trace at path, read with progress on a terminal; OSError or
+    ValueError saying what is wrong."""
+    from ..loader import load as load_trace
+
+    progress = Progress(f"{PROG}: reading {path}")
+    try:
+        return load_trace(path, progress=progress)
+    finally:
+        progress.close()
+
+
+def count_threads(events: list) -> int:
+    """How many threads recorded: each OS thread once (thread_serial), also
+    those whose thread_id an earlier thread had."""
+    return len({(e.thread_serial, e.thread_id if not e.thread_serial else 0) for e in events})
+
+
+def report_dropped(dropped: int, buffer_size: int) -> None:
+    if dropped:
+        say(f"{PROG}: {dropped:,} events were lost entirely (the oldest, per thread: "
+            f"--buffer-size is {buffer_size:,} records, a call and a return are two)")
+
+
+def ms(ns: int) -> str:
+    return f"{ns / 1e6:.3f} ms"
+
+
+# ---- number arguments ------------------------------------------------------------------------
+
+
+def non_negative(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    return value
+
+
+def positive(text: str) -> int:
+    value = int(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {value}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a number of seconds expected, got {text!r}") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+    return value

