@@ -461,7 +461,7 @@ class Frametrace(Config):
         return {"kept": n}
 
     def write(self, path):
-        self.export.write_chrome(path, self.tracer)
+        self.export.write_chrome(self.tracer, path)
         return path
 
 

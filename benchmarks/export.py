@@ -61,7 +61,7 @@ def main():
         dt = cpu = float("inf")
         for _ in range(args.reps):
             c0, t0 = time.process_time(), time.perf_counter()
-            written = writer(path, tracer)
+            written = writer(tracer, path)
             dt = min(dt, time.perf_counter() - t0)
             cpu = min(cpu, time.process_time() - c0)
         size = os.path.getsize(path)

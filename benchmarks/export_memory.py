@@ -68,7 +68,7 @@ def child(writer_name, suffix, events, nthreads):
         fh.write("5")  # resets VmHWM to the current RSS
     before = status("VmRSS")
     t0 = time.perf_counter()
-    written = writer(path, tracer)
+    written = writer(tracer, path)
     dt = time.perf_counter() - t0
     peak = status("VmHWM") - before
 
@@ -97,7 +97,7 @@ def child(writer_name, suffix, events, nthreads):
     alone = (ticks[0] / (time.perf_counter() - t0), gaps[0])
     gaps[0], ticks[0] = 0.0, 0
     t0 = time.perf_counter()
-    writer(path, tracer)
+    writer(tracer, path)
     beside = (ticks[0] / (time.perf_counter() - t0), gaps[0])
     running[0] = False
     th.join()

@@ -172,7 +172,7 @@ def timed(writer, path, tracer, reps):
     dt = cpu = float("inf")
     for _ in range(reps):
         c0, t0 = time.process_time(), time.perf_counter()
-        written = writer(path, tracer)
+        written = writer(tracer, path)
         dt = min(dt, time.perf_counter() - t0)
         cpu = min(cpu, time.process_time() - c0)
     return written, dt, cpu

@@ -178,7 +178,7 @@ with frametrace.Tracer(buffer_size=1 << 26, c_calls=True) as tracer:
     train(Model(depth, width), steps, width)
     for t in threads:
         t.join()
-print(write_chrome(path, tracer))
+print(write_chrome(tracer, path))
 """
 
 CHILD = r"""

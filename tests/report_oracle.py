@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Optional, Sequence
 
-from frametrace.reports import _frame, _Names, _shared_idents, _thread_label
+from frametrace.reports._pass import _frame, _Names, _shared_idents, _thread_label
 
 
 def thread_key(serial: Any, tid: Any) -> Any:

@@ -321,3 +321,16 @@ class UserPython:
         import shutil
 
         shutil.rmtree(self.home, ignore_errors=True)
+
+
+# Writer options of earlier versions that are now fields of the Trace.
+_TRACE_FIELDS = {"thread_slices": "slices", "top_level": "chrome_top_level",
+                 "metadata": "extra_metadata", "origin_ns": "session_start_ns"}
+
+
+def trace_of(tracer, **facts):
+    """frametrace.as_trace(tracer) with these Trace fields set."""
+    trace = frametrace.as_trace(tracer)
+    for name, value in facts.items():
+        setattr(trace, _TRACE_FIELDS.get(name, name), value)
+    return trace

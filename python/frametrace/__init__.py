@@ -15,7 +15,8 @@ from .flight import FlightRecorder, flight_recorder
 from .loader import MergedTrace, load
 from .remote import AttachError, AttachResult, attach
 from .schedule import ProfilerAction, Schedule, schedule
-from .session import Profile, RangeRecord, StepRecord, Trace, profile, range, step, trace_handler
+from .trace import RangeRecord, StepRecord, Trace, as_trace
+from .session import Profile, profile, range, step, trace_handler
 from .tracer import Options, Tracer, trace
 
 # frametrace.range stays public but out of __all__: `from frametrace import *`
@@ -41,6 +42,7 @@ __all__ = [
     "Trace",
     "Tracer",
     "__version__",
+    "as_trace",
     "attach",
     "flight_recorder",
     "load",

@@ -355,19 +355,12 @@ def _end_session(run: _ChildRun) -> None:
 
 
 def _deliver(run: _ChildRun, tracer: Any) -> None:
-    from ._ranks import distributed_info
     from .export import read_clock_anchor
-    from .session import Trace
+    from .trace import as_trace
 
-    info = distributed_info()
-    trace = Trace(
-        session_start_ns=tracer.start_ns, session_end_ns=tracer.stop_ns,
-        tracer_start_ns=tracer.start_ns, tracer_stop_ns=tracer.stop_ns,
-        stats=tracer.stats, pid=run.pid, threads=tracer.threads,
-        cycle=0, tracer=tracer,
-        clock_anchor=read_clock_anchor(),
-        distributed=info, process_name=_process_name(run), parent_pid=run.parent_pid,
-    )
+    trace = as_trace(tracer)
+    trace.pid, trace.parent_pid = run.pid, run.parent_pid
+    trace.clock_anchor, trace.process_name = read_clock_anchor(), _process_name(run)
     try:
         run.plan.deliver(trace)
     except BaseException:  # noqa: B036 - a child's end: told, never raised into it

@@ -125,7 +125,7 @@ def _slice_lists(pid: int, thread_slices: Optional[Mapping[int, Sequence[Slice]]
     """What the C writer writes of other tools' slices: (the metadata
     events naming the tracks of their own, SLICE_TRACKS_TID_BASE + k;
     [(tid, [Slice])]: each slice checked, sorted and written there without
-    the GIL, after the frames, as for a trace read from a file)."""
+    the GIL, after the frames)."""
     lists: list = []
     for serial, items in (thread_slices or {}).items():
         if serial not in tid_of_serial:
@@ -174,53 +174,62 @@ def _chrome_event(ph: str, name: str, cat: str, pid: int, tid: int,
     return head[:-1] + times + ("," + rest if rest else "") + "}"
 
 
-def _prepare(path: str | os.PathLike[str], tracer: Any, pid: int | None,
-             thread_names: Mapping[int, str] | None, process_name: str | None,
-             ranges: Iterable[Any], steps: Iterable[Any],
-             writer: str) -> tuple[str, int, dict, list, list]:
-    """What both writers start with: the checks, the pid, the threads'
-    names, and the ranges and steps as lists."""
-    from ._tracer import Tracer
+class _Job(NamedTuple):
+    """What a writer reads of a Trace, checked."""
 
-    if not isinstance(tracer, Tracer):
-        raise TypeError(f"{writer}() writes a frametrace.Tracer's records, not "
-                        f"{type(tracer).__name__}")
-    if tracer.stop_ns is None or tracer.active:
+    trace: Any
+    path: str
+    pid: int
+    process_name: Optional[str]
+    rank: Optional[dict]
+    ranges: list
+    steps: list
+    origin: int
+    metadata: dict
+
+
+def _prepare(trace: Any, path: str | os.PathLike[str], writer: str) -> _Job:
+    """What every writer starts with: the trace (as_trace()) and its facts,
+    checked (a clear TypeError, not an AttributeError from deep inside)."""
+    from .trace import as_trace
+
+    trace = as_trace(trace)
+    trace._check()
+    tracer = trace.tracer
+    if tracer is not None and (tracer.stop_ns is None or tracer.active):
         raise RuntimeError(f"{writer}() needs a stopped tracer")
-    if pid is not None:
-        _check_int64("pid", pid, minimum=0)
+    pid = _check_int64("pid", trace.pid, minimum=0)
+    process_name = trace.process_name
     if process_name is not None and not isinstance(process_name, str):
         raise TypeError(f"process_name must be a str, not {type(process_name).__name__}")
-    ranges = _spans("ranges", ranges, ("name", "thread_id", "start_ns", "end_ns"))
-    steps = _spans("steps", steps, ("name", "step", "start_ns", "end_ns"))
-    if thread_names is not None and not isinstance(thread_names, Mapping):
-        raise TypeError(f"thread_names must be a mapping {{thread_id: name}}, not "
-                        f"{type(thread_names).__name__}")
-    names = {}
-    for tid, name in (thread_names or {}).items():
-        if isinstance(tid, bool) or not isinstance(tid, int):
-            raise TypeError(f"thread_names keys must be thread ids (int), not {type(tid).__name__}")
-        if not isinstance(name, str):
-            raise TypeError(f"thread_names[{tid!r}] must be a str, not {type(name).__name__}")
-        names[tid] = name
-    path = os.fspath(path)
-    return path, os.getpid() if pid is None else pid, names, ranges, steps
+    extra = trace.extra_metadata
+    if not isinstance(extra, Mapping):
+        raise TypeError(f"Trace.extra_metadata must be a mapping, not {type(extra).__name__}")
+    metadata = {**extra, "cycle": trace.cycle, "session_end_ns": trace.session_end_ns}
+    if trace.parent_pid is not None:
+        metadata = {"parent_pid": trace.parent_pid, **metadata}
+    rank = _distributed(trace.distributed)
+    if rank is not None:
+        metadata = {"distributed": rank, **metadata}
+    return _Job(trace, os.fspath(path), pid, process_name or _rank_name(rank), rank,
+                _spans("ranges", trace.ranges, ("name", "thread_id", "start_ns", "end_ns")),
+                _spans("steps", trace.steps, ("name", "step", "start_ns", "end_ns")),
+                _check_int64("session_start_ns", trace.session_start_ns), metadata)
 
 
-def _thread_name_list(tracer: Any, names: Mapping[int, str]) -> list:
-    """One name (or None) per traced thread, in serial order: the tracer's
-    own for each thread, or one given by thread_id for a thread whose ident
-    no other traced thread had (CPython reuses idents: a name by ident could
-    be any of theirs)."""
-    threads = tracer.threads
-    per_ident: dict[int, int] = {}
-    for t in threads:
-        per_ident[t.thread_id] = per_ident.get(t.thread_id, 0) + 1
-    out = []
-    for t in threads:
-        given = names.get(t.thread_id)
-        out.append(given if given is not None and per_ident[t.thread_id] == 1 else t.name)
-    return out
+def _thread_name_list(trace: Any) -> list:
+    """One name (or None) per thread of the trace's tracer, in serial order:
+    the Trace's (Trace.threads, by serial), else the tracer's own."""
+    given = {}
+    for i, t in enumerate(trace.threads):
+        if not isinstance(t, _tracer.ThreadInfo):
+            raise TypeError(f"Trace.threads[{i}] must be a frametrace.ThreadInfo, not "
+                            f"{type(t).__name__}")
+        if t.name is not None and not isinstance(t.name, str):
+            raise TypeError(f"Trace.threads[{i}].name must be a str or None, not "
+                            f"{type(t.name).__name__}")
+        given[t.serial] = t.name
+    return [given.get(t.serial, t.name) for t in trace.tracer.threads]
 
 
 def _check_int64(what: str, value: Any, minimum: int = -(1 << 63)) -> int:
@@ -360,8 +369,8 @@ def _top_level(given: Mapping[str, Any] | None) -> dict:
 
 
 def _distributed(given: Any) -> dict | None:
-    """write_chrome's and write_perfetto's distributed=: "auto" (this
-    process's rank, if any), None, or a mapping with the rank."""
+    """Trace.distributed checked: "auto" (this process's rank, if any),
+    None, or a mapping with the rank."""
     if isinstance(given, str) and given == "auto":
         return distributed_info()
     if given is None:
@@ -375,77 +384,67 @@ def _distributed(given: Any) -> dict | None:
     return out
 
 
-def write_chrome(
-    path: str | os.PathLike[str],
-    tracer: Any,
-    *,
-    pid: int | None = None,
-    process_name: str | None = None,
-    thread_names: Mapping[int, str] | None = None,
-    ranges: Iterable[Any] = (),
-    steps: Iterable[Any] = (),
-    origin_ns: int | None = None,
-    metadata: Mapping[str, Any] | None = None,
-    progress: Any = None,
-    clock_anchor: Mapping[str, int] | None = None,
-    distributed: Any = "auto",
-    thread_slices: Mapping[int, Sequence[Slice]] | None = None,
-    slice_tracks: Sequence[tuple] = (),
-    top_level: Mapping[str, Any] | None = None,
-) -> int:
-    """Writes a stopped tracer's events as Chrome trace event JSON, straight
-    from its records in C (``.json.gz``: gzip-compressed); returns how many
-    Python/C events were written.
+def write_trace(trace: Any, path: str | os.PathLike[str], *, progress: Any = None) -> int:
+    """Writes trace (a Trace, or what ``as_trace()`` takes) in the format
+    path's extension names (``write_chrome`` or ``write_perfetto``);
+    returns how many Python/C events were written."""
+    if output_format(path) == "chrome":
+        return write_chrome(trace, path, progress=progress)
+    return write_perfetto(trace, path, progress=progress)
+
+
+def write_chrome(trace: Any, path: str | os.PathLike[str], *, progress: Any = None) -> int:
+    """Writes a Trace (or what ``frametrace.as_trace()`` takes: a stopped
+    tracer, a snapshot, a loaded trace) as Chrome trace event JSON, straight
+    from its tracer's records in C (``.json.gz``: gzip-compressed); returns
+    how many Python/C events were written.  What the file says besides the
+    events (process name, ranges, steps, rank, slices, clock anchor,
+    metadata, more top-level members) is the Trace's.
 
     The document starts with ``otherData.frametrace``, what reading the
     file back needs: the origin, start and stop times, the thread ids, and a
-    wall-clock anchor.  Then ``traceEvents``: each Python/C call a complete
-    event (``"ph": "X"``), ``cat`` "python" or "c", ``ts``/``dur`` in
-    microseconds with three decimals from ``origin_ns`` (default: the
-    tracer's start), ``tid`` the OS thread id, ``args`` with ``file``
-    ("path:line") and the open_at_start/open_at_stop flags when set.
-    Metadata events name the process and the threads.  Steps (cat "step")
-    and each thread's ranges (cat "range", ``args.thread_tid`` the thread's
-    tid) are on tracks of their own, named "steps" and "ranges: <thread>":
-    Perfetto drops a slice that partly overlaps another of its track.
-    Calls nested deeper than Perfetto's UI shows (512 levels) are written
-    all the same, with a ``RuntimeWarning``.  ``clock_anchor``
-    ({"monotonic_ns", "wall_ns"}, one moment on both clocks, which
-    ``merge`` aligns processes by): default, read now.  ``distributed``:
-    the process's rank in a distributed job (default "auto": from
-    torch.distributed or the environment, see ``frametrace._ranks``); with
-    one, the process is named "rank N" (unless process_name is given) and
-    the rank goes in ``metadata.distributed`` and the top-level
-    ``distributedInfo``.
-    ``thread_slices`` ({thread serial: [Slice]}, slices that nest with that
-    thread's frames) and ``slice_tracks`` ([(track name, [Slice])]): other
-    tools' slices (``frametrace.torch``), cat their ``category``.
-    ``top_level``: more top-level members, before traceEvents
-    (``frametrace.torch``: torch.profiler's ``schemaVersion``,
-    ``deviceProperties``, ``baseTimeNanoseconds``).
+    wall-clock anchor (``Trace.clock_anchor``, which ``merge`` aligns
+    processes by; none: read now), and the metadata (``cycle``,
+    ``session_end_ns``, ``Trace.extra_metadata``).  Then ``traceEvents``:
+    each Python/C call a complete event (``"ph": "X"``), ``cat`` "python" or
+    "c", ``ts``/``dur`` in microseconds with three decimals from the
+    trace's ``session_start_ns``, ``tid`` the OS thread id, ``args`` with
+    ``file`` ("path:line") and the open_at_start/open_at_stop flags when
+    set.  Metadata events name the process and the threads (the names in
+    ``Trace.threads``).  Steps (cat "step") and each thread's ranges (cat
+    "range", ``args.thread_tid`` the thread's tid) are on tracks of their
+    own, named "steps" and "ranges: <thread>": Perfetto drops a slice that
+    partly overlaps another of its track.  Calls nested deeper than
+    Perfetto's UI shows (512 levels) are written all the same, with a
+    ``RuntimeWarning``.  A trace with a rank (``Trace.distributed``; a
+    tracer's: this process's, see ``frametrace._ranks``) names the process
+    "rank N" (unless ``Trace.process_name`` is set) and has the rank in
+    ``metadata.distributed`` and the top-level ``distributedInfo``.
+    ``Trace.slices`` and ``Trace.slice_tracks``: other tools' slices
+    (``frametrace.torch``), cat their ``category``.
+    ``Trace.chrome_top_level``: more top-level members, before traceEvents.
     ``progress(done, total)`` is called every 2**20 events (see
-    ``terminal_progress``; total is exact for the threads written, an
+    ``TerminalProgress``; total is exact for the threads written, an
     estimate for the others).  The file replaces path only once complete:
     an exception (from progress too) leaves path as it was.  The events
     are replayed and written with the GIL released, one thread at a time:
     other threads run meanwhile, and a ``clear()`` from one of them returns
-    at once while this write still writes every event.
+    at once while this write still writes every event.  A trace without
+    a tracer (load()'s, or a window that traced no Python) is written from
+    its Events by the same C writer.
     """
-    if origin_ns is not None:
-        _check_int64("origin_ns", origin_ns)
-    path, pid, names, ranges, steps = _prepare(path, tracer, pid, thread_names, process_name,
-                                               ranges, steps, "write_chrome")
-    rank = _distributed(distributed)
-    process_name = process_name or _rank_name(rank)
-    if rank is not None:
-        metadata = {"distributed": rank, **dict(metadata or {})}
-    origin = tracer.start_ns if origin_ns is None else origin_ns
+    job = _prepare(trace, path, "write_chrome")
+    trace = job.trace
+    if trace.tracer is None:  # load()'s, or a window that traced no Python
+        return _write_events(job, "chrome", progress)
+    tracer = trace.tracer
+    path, pid, process_name, origin = job.path, job.pid, job.process_name, job.origin
     # Every traced thread, also one whose ident an earlier thread had, with
     # the C writer's tid: the native id where known, unique per thread
     # (a synthetic one where the OS reused a native id, see _export_tids).
     threads = tracer.threads
     chrome_tids = tracer._export_tids
-    thread_names_list = _thread_name_list(tracer, names)
+    thread_names_list = _thread_name_list(trace)
     native = {t.thread_id: ctid for t, ctid in zip(threads, chrome_tids)}  # ranges: the latest
     label = {t.thread_id: name or f"thread {t.thread_id}"
              for t, name in zip(threads, thread_names_list)}
@@ -454,13 +453,12 @@ def write_chrome(
         (ctid, t.thread_id, t.native_thread_id, t.serial, name or f"thread {t.thread_id}",
          t.dropped) for t, ctid, name in zip(threads, chrome_tids, thread_names_list)])
     lines += _chrome_tracks(pid, origin, lambda tid: native.get(tid, tid),
-                            lambda tid: names.get(tid) or label.get(tid, f"thread {tid}"),
-                            ranges, steps)
-    track_lines, slices = _slice_lists(pid, thread_slices, slice_tracks,
+                            lambda tid: label.get(tid, f"thread {tid}"), job.ranges, job.steps)
+    track_lines, slices = _slice_lists(pid, trace.slices, trace.slice_tracks,
                                        {t.serial: ctid for t, ctid in zip(threads, chrome_tids)})
     lines += track_lines
-    other = _other_data(tracer, pid, origin, maps, clock_anchor, metadata)
-    head = _chrome_head(other, rank, top_level)
+    other = _other_data(tracer, pid, origin, maps, trace.clock_anchor, job.metadata)
+    head = _chrome_head(other, job.rank, trace.chrome_top_level)
     prelude = ",\n".join(lines)
     compress = path.endswith(".gz")
     with output_path(path) as where:
@@ -509,32 +507,17 @@ def _other_data(tracer: Any, pid: int, origin: int, maps: dict,
     }
 
 
-def _write_events(path: str, trace: Any, output: str, *, process_name: str | None = None,
-                  metadata: Mapping[str, Any] | None = None,
-                  thread_slices: Mapping[int, Sequence[Slice]] | None = None,
-                  slice_tracks: Sequence[tuple] = (),
-                  top_level: Mapping[str, Any] | None = None, progress: Any = None) -> int:
+def _write_events(job: _Job, output: str, progress: Any) -> int:
     """A Trace without tracer records (one load() read, or a session window
     that traced no Python), from its Events, by the C writers of
     write_chrome and write_perfetto (output: "chrome" or "perfetto"), laid
     out as they lay out a tracer's; returns how many Python/C events."""
+    trace, path, pid, origin = job.trace, job.path, job.pid, job.origin
     if getattr(trace, "processes", None):
         raise ValueError("a merged trace (of several processes) is written by frametrace merge, "
                          "from the files it merged")
-    pid = trace.pid
-    _check_int64("pid", pid, minimum=0)
-    if process_name is not None and not isinstance(process_name, str):
-        raise TypeError(f"process_name must be a str, not {type(process_name).__name__}")
-    rank = _distributed(getattr(trace, "distributed", None))
-    process_name = process_name or _rank_name(rank)
-    if rank is not None:
-        metadata = {"distributed": rank, **dict(metadata or {})}
-    ranges = _spans("ranges", trace.ranges, ("name", "thread_id", "start_ns", "end_ns"))
-    steps = _spans("steps", trace.steps, ("name", "step", "start_ns", "end_ns"))
     events = trace.events
     events = events if type(events) is list else list(events)
-    origin = trace.session_start_ns
-    _check_int64("session_start_ns", origin)
     # One Chrome tid per thread (serial), as the C writer gives a tracer's:
     # the native id, or a synthetic one where an earlier thread had it.
     infos = {t.serial: t for t in trace.threads}
@@ -550,7 +533,7 @@ def _write_events(path: str, trace: Any, output: str, *, process_name: str | Non
         tids_used.add(tids[-1])
     tid_of = {t.serial: tid for t, tid in zip(threads, tids)}
     names = [t.name or f"thread {t.thread_id}" for t in threads]
-    lines, maps = _thread_parts(pid, process_name, [
+    lines, maps = _thread_parts(pid, job.process_name, [
         (tid, t.thread_id, t.native_thread_id, t.serial, name, t.dropped or 0)
         for t, tid, name in zip(threads, tids, names)])
     traced = trace.tracer_stop_ns is not None
@@ -560,7 +543,7 @@ def _write_events(path: str, trace: Any, output: str, *, process_name: str | Non
         "start_ns": trace.tracer_start_ns if traced else origin, "stop_ns": stop,
         "pid": pid, "dropped": trace.stats.dropped,
         "dropped_records": trace.stats.dropped_records, **maps,
-        "metadata": {**dict(metadata or {}), "python_traced": traced},
+        "metadata": {**job.metadata, "python_traced": traced},
     }
     # The trace's own (a new one would not fit the times of a loaded trace);
     # none: merge refuses the file rather than misplace it.
@@ -574,16 +557,15 @@ def _write_events(path: str, trace: Any, output: str, *, process_name: str | Non
         label = {t.thread_id: name for t, name in zip(threads, names)}  # ranges: the latest
         by_ident = {t.thread_id: tid for t, tid in zip(threads, tids)}
         lines += _chrome_tracks(pid, origin, lambda tid: by_ident.get(tid, tid),
-                                lambda tid: label.get(tid, f"thread {tid}"), ranges, steps)
-        track_lines, slices = _slice_lists(pid, thread_slices, slice_tracks, tid_of)
-        kw.update(format="chrome", origin_ns=origin, head=_chrome_head(other, rank, top_level),
+                                lambda tid: label.get(tid, f"thread {tid}"), job.ranges, job.steps)
+        track_lines, slices = _slice_lists(pid, trace.slices, trace.slice_tracks, tid_of)
+        kw.update(format="chrome", origin_ns=origin,
+                  head=_chrome_head(other, job.rank, trace.chrome_top_level),
                   prelude=",\n".join(lines + track_lines), slices=slices, args_text=_args_text)
     else:
         thread_names = [t.name for t in threads]
-        tracks, per_thread = _perfetto_tracks(other, pid, process_name, threads, tids,
-                                              thread_names, {}, ranges, steps,
-                                              thread_slices, slice_tracks)
-        kw.update(format="perfetto", process_name=process_name or f"python {pid}",
+        tracks, per_thread = _perfetto_tracks(other, job, threads, tids, thread_names)
+        kw.update(format="perfetto", process_name=job.process_name or f"python {pid}",
                   thread_names=thread_names, tracks=tracks, thread_slices=per_thread,
                   frametrace=json.dumps(other, separators=(",", ":")))
     with output_path(path) as where:
@@ -605,26 +587,12 @@ class _ThreadOf:
 
 # ---- Perfetto's native protobuf trace (.pftrace) ----------------------------
 
-def write_perfetto(
-    path: str | os.PathLike[str],
-    tracer: Any,
-    *,
-    pid: int | None = None,
-    process_name: str | None = None,
-    thread_names: Mapping[int, str] | None = None,
-    ranges: Iterable[Any] = (),
-    steps: Iterable[Any] = (),
-    progress: Any = None,
-    distributed: Any = "auto",
-    thread_slices: Mapping[int, Sequence[Slice]] | None = None,
-    slice_tracks: Sequence[tuple] = (),
-    origin_ns: int | None = None,
-    metadata: Mapping[str, Any] | None = None,
-    clock_anchor: Mapping[str, int] | None = None,
-) -> int:
-    """Writes a stopped tracer's events as Perfetto's native protobuf trace
-    (``.pftrace``; ``.gz`` compressed), straight from its records in C, with
-    no protobuf library; returns how many Python/C events were written.
+def write_perfetto(trace: Any, path: str | os.PathLike[str], *, progress: Any = None) -> int:
+    """Writes a Trace (or what ``frametrace.as_trace()`` takes) as Perfetto's
+    native protobuf trace (``.pftrace``; ``.gz`` compressed), straight from
+    its tracer's records in C (a trace without a tracer: from its Events,
+    as write_chrome), with no protobuf library; returns how many
+    Python/C events were written.
 
     TrackEvent packets: a track per process and per thread, each event a
     SLICE_BEGIN/SLICE_END pair on its thread's track, each thread on a
@@ -635,38 +603,34 @@ def write_perfetto(
     CLOCK_MONOTONIC nanoseconds, declared so: the file's first packets are
     clock snapshots relating CLOCK_MONOTONIC to CLOCK_BOOTTIME (read
     together at start and at stop), which Perfetto takes as the trace's
-    clock, as for system traces of the machine.  ``progress``,
-    ``distributed``, ``thread_slices`` and ``slice_tracks`` as for
-    ``write_chrome`` (a rank names the process "rank N": a .pftrace has no
-    other place for it; a thread's slices are merged into its sequence,
-    nested with its frames); the file replaces path only once complete.
+    clock, as for system traces of the machine.  ``progress``, the rank
+    and the slices as for ``write_chrome`` (a rank names the process "rank
+    N": a .pftrace has no other place for it; a thread's slices are merged
+    into its sequence, nested with its frames); the file replaces path only
+    once complete.
     Strings are UTF-8 but for a name that is not (a file name's byte, which
     Python decodes to a lone surrogate U+DC80..U+DCFF): that byte, as the
     file system has it (surrogateescape); in JSON it is the surrogate's
     ``\\uXXXX`` escape.
-    ``origin_ns``, ``metadata`` and ``clock_anchor`` as for ``write_chrome``:
-    the file holds what ``otherData.frametrace`` holds in Chrome JSON (as
-    a ChromeMetadata "frametrace"), and ``frametrace.load()`` reads it
+    The origin, metadata and clock anchor as for ``write_chrome``: the file
+    holds what ``otherData.frametrace`` holds in Chrome JSON (as a
+    ChromeMetadata "frametrace"), and ``frametrace.load()`` reads it
     back; each call's open_at_* flags are debug annotations of its slice.
     """
-    if origin_ns is not None:
-        _check_int64("origin_ns", origin_ns)
-    path, pid, names, ranges, steps = _prepare(path, tracer, pid, thread_names, process_name,
-                                               ranges, steps, "write_perfetto")
-    rank = _distributed(distributed)
-    process_name = process_name or _rank_name(rank)
-    if rank is not None:
-        metadata = {"distributed": rank, **dict(metadata or {})}
-    thread_names_list = _thread_name_list(tracer, names)
+    job = _prepare(trace, path, "write_perfetto")
+    trace = job.trace
+    path, pid, process_name = job.path, job.pid, job.process_name
+    tracer = trace.tracer
+    if tracer is None:
+        return _write_events(job, "perfetto", progress)
+    thread_names_list = _thread_name_list(trace)
     chrome_tids = tracer._export_tids
     _lines, maps = _thread_parts(pid, process_name, [
         (ctid, t.thread_id, t.native_thread_id, t.serial, name or f"thread {t.thread_id}",
          t.dropped) for t, ctid, name in zip(tracer.threads, chrome_tids, thread_names_list)])
-    other = _other_data(tracer, pid, tracer.start_ns if origin_ns is None else origin_ns, maps,
-                        clock_anchor, metadata)
-    tracks, per_thread = _perfetto_tracks(other, pid, process_name, tracer.threads, chrome_tids,
-                                          thread_names_list, names, ranges, steps,
-                                          thread_slices, slice_tracks)
+    other = _other_data(tracer, pid, job.origin, maps, trace.clock_anchor, job.metadata)
+    tracks, per_thread = _perfetto_tracks(other, job, tracer.threads, chrome_tids,
+                                          thread_names_list)
     compress = path.endswith(".gz")
     with output_path(path) as where:
         count, depth = tracer._write_perfetto(
@@ -678,16 +642,15 @@ def write_perfetto(
     return count
 
 
-def _perfetto_tracks(other: dict, pid: int, process_name: str | None, threads: Sequence[Any],
-                     tids: Sequence[int], thread_names_list: list, names: Mapping[int, str],
-                     ranges: list, steps: list, thread_slices: Optional[Mapping[int, Sequence[Slice]]],
-                     slice_tracks: Sequence[tuple]) -> tuple[list, list | None]:
+def _perfetto_tracks(other: dict, job: _Job, threads: Sequence[Any], tids: Sequence[int],
+                     thread_names_list: list) -> tuple[list, list | None]:
     """What a .pftrace holds beside the calls: other (otherData.frametrace)
     completed with what a Chrome file says in events, the threads' track
     names (thread_names_list, one per thread, completed in place), and the
-    session's tracks and the threads' own slices as _write_perfetto takes
-    them.  threads: each with thread_id, native_thread_id and serial; tids
-    their Chrome tids."""
+    trace's tracks and the threads' own slices as the C writer takes them.
+    threads: each with thread_id, native_thread_id and serial; tids their
+    Chrome tids."""
+    trace, pid, process_name, ranges, steps = job.trace, job.pid, job.process_name, job.ranges, job.steps
     # (name, category, spans): spans (name, start, end[, category]).
     tracks: list[tuple[str, int, list[tuple]]] = []
     if steps:
@@ -713,8 +676,8 @@ def _perfetto_tracks(other: dict, pid: int, process_name: str | None, threads: S
             thread_names_list[i] = (f"{thread_names_list[i] or f'thread {t.thread_id}'} "
                                     f"[tid {t.native_thread_id}]")
     for tid, spans in by_thread.items():
-        tracks.append((f"ranges: {names.get(tid) or latest.get(tid, tid)}", 0, spans))
-    by_serial, extra_tracks = _check_slices(thread_slices, slice_tracks,
+        tracks.append((f"ranges: {latest.get(tid, tid)}", 0, spans))
+    by_serial, extra_tracks = _check_slices(trace.slices, trace.slice_tracks,
                                             [t.serial for t in threads])
     for name, items in extra_tracks:
         tracks.append((name, 0, [(x.name, x.start_ns, x.end_ns, x.category) for x in items]))

@@ -83,9 +83,8 @@ import time
 from typing import Any, Callable, Optional, Union
 
 from . import _running, _tracer
-from ._ranks import distributed_info
-from .export import output_format, read_clock_anchor
-from .session import StepRecord, Trace
+from .export import read_clock_anchor, write_trace
+from .trace import StepRecord, Trace, as_trace
 from .tracer import Options, Tracer
 
 __all__ = ["FlightRecorder", "flight_recorder"]
@@ -430,18 +429,12 @@ class FlightRecorder:
             path, snap, steps, info, done, extra = job
             error: Optional[str] = None
             try:
-                trace = Trace(tracer=snap, steps=steps, session_start_ns=snap.start_ns,
-                              session_end_ns=snap.stop_ns, tracer_start_ns=snap.start_ns,
-                              tracer_stop_ns=snap.stop_ns, stats=snap.stats, pid=os.getpid(),
-                              threads=snap.threads,
-                              clock_anchor=read_clock_anchor(),
-                              distributed=distributed_info(),
-                              process_name=f"python {os.getpid()} (dump: {info['reason']})")
+                trace = as_trace(snap)
+                trace.steps, trace.clock_anchor = steps, read_clock_anchor()
+                trace.process_name = f"python {os.getpid()} (dump: {info['reason']})"
+                trace.extra_metadata = {"dump": info}
                 self._complete(trace, info, extra)
-                if output_format(path) == "chrome":
-                    trace._write(path, metadata={"dump": info})
-                else:
-                    trace._write(path)
+                write_trace(trace, path)
             except BaseException as exc:  # noqa: B036 - kept, the job goes on
                 self.errors.append(exc)
                 error = f"{type(exc).__name__}: {exc}"

@@ -30,7 +30,8 @@ import re
 import sys
 from typing import IO, Any, Iterable, NamedTuple, Optional
 
-from .reports import SORT_KEYS, _check_choice, _check_limit
+from .reports import SORT_KEYS
+from .reports._pass import _check_choice, _check_limit
 
 __all__ = ["OpRow", "OpTable", "has_ops", "op_table"]
 

@@ -40,7 +40,7 @@ import pytest
 
 from . import __version__, _running
 from .export import write_chrome
-from .session import RangeRecord
+from .trace import RangeRecord, as_trace
 from .tracer import Tracer
 
 __all__ = ["entry_point", "frametrace_tracer", "trace_filename"]
@@ -238,6 +238,7 @@ def _write_trace(item: pytest.Item, state: _TestTrace, report: pytest.TestReport
         ranges.append(RangeRecord(f"test body: {item.nodeid}", state.thread_id,
                                   state.body_start_ns, end))
     path = os.path.join(directory, trace_filename(item.nodeid))
-    write_chrome(path, tracer, process_name=f"pytest {item.nodeid}", ranges=ranges,
-                 metadata=metadata)
+    trace = as_trace(tracer)
+    trace.process_name, trace.ranges, trace.extra_metadata = f"pytest {item.nodeid}", ranges, metadata
+    write_chrome(trace, path)
     return path

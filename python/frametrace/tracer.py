@@ -3,9 +3,10 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import os
 import threading
 import warnings
-from typing import Any, Callable, Iterable, Mapping, Optional, TypeVar
+from typing import Any, Callable, Iterable, Mapping, Optional, TypeVar, Union
 
 from . import _tracer
 
@@ -164,6 +165,14 @@ class Tracer(_tracer.Tracer):
         """This tracer's options (``frametrace.Options``; its backend the
         one it chose): ``Tracer(options=tracer.options)`` is a like one."""
         return Options.of(self)
+
+    def save(self, path: Union[str, "os.PathLike[str]"]) -> str:
+        """Writes this stopped tracer or snapshot as ``Trace.save(path)``
+        does (format by extension); returns the path.  ValueError while it
+        runs: stop it, or save a ``snapshot()``."""
+        from .trace import as_trace
+
+        return as_trace(self).save(path)
 
     def __call__(self, func: F) -> F:
         if not callable(func):

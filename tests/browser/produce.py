@@ -102,11 +102,13 @@ def main():
             threaded()
         if mode == "plain":
             for ext in (".json", ".json.gz"):
-                write_chrome(os.path.join(out, "plain" + ext), tracer)
+                write_chrome(tracer, os.path.join(out, "plain" + ext))
             for ext in (".pftrace", ".pftrace.gz"):
-                write_perfetto(os.path.join(out, "plain" + ext), tracer)
+                write_perfetto(tracer, os.path.join(out, "plain" + ext))
         else:
-            write_chrome(os.path.join(out, "rank.json"), tracer, process_name=name)
+            trace = frametrace.as_trace(tracer)
+            trace.process_name = name
+            write_chrome(trace, os.path.join(out, "rank.json"))
         events, threads = tracer.getEvents(), tracer.threads
     elif mode in ("session", "rank-session"):
         def handler(trace):
@@ -115,7 +117,8 @@ def main():
                 trace.to_perfetto(os.path.join(out, "session.pftrace"))
                 frametrace.trace_handler(out)(trace)  # frametrace.<pid>.0.json, the quick start's
             else:
-                trace.to_chrome(os.path.join(out, "rank.json"), process_name=name)
+                trace.process_name = name
+                trace.to_chrome(os.path.join(out, "rank.json"))
 
         trace = session(handler)
         if mode == "session":

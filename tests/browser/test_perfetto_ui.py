@@ -201,8 +201,8 @@ def g():
 
 with frametrace.trace() as tracer:
     g()
-write_chrome(sys.argv[1] + ".json", tracer)
-write_perfetto(sys.argv[1] + ".pftrace", tracer)
+write_chrome(tracer, sys.argv[1] + ".json")
+write_perfetto(tracer, sys.argv[1] + ".pftrace")
 print(sum(e.name == "bad\\udcffname" for e in tracer.getEvents()))
 """
 

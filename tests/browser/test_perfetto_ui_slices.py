@@ -7,6 +7,7 @@ import pytest
 
 import frametrace
 from frametrace.export import Slice, write_chrome, write_perfetto
+from support import trace_of
 from ui_compare import bad_stats, snapshot
 
 pytestmark = pytest.mark.browser
@@ -31,7 +32,7 @@ def joined(tmp_path_factory):
            Slice("aten::len", "cpu_op", len_call.start_ns, len_call.end_ns)]
     tracks = [("torch: device 0 stream 7", [Slice("kernel", "kernel", a, b)])]
     for ext, writer in ((".json", write_chrome), (".pftrace", write_perfetto)):
-        writer(out / f"joined{ext}", tracer, thread_slices={serial: ops}, slice_tracks=tracks)
+        writer(trace_of(tracer, slices={serial: ops}, slice_tracks=tracks), out / f"joined{ext}")
     return out, {"sorted": sorted_call, "len": len_call}
 
 

@@ -63,7 +63,7 @@ from hypothesis import strategies as st
 import frametrace
 from frametrace import Event, _testing, _tracer, export, loader, reports, testing
 from frametrace.schedule import ProfilerAction
-from frametrace.session import Trace
+from frametrace.trace import Trace
 
 # Every fuzz module's pytestmark.  One setup is enough here (the fuzzed code
 # does not depend on it): the cycle counter, setprofile backend.
@@ -958,8 +958,10 @@ def loader_bases():
     trace = cached_trace()
     texts = {}
     with scratch() as d:
-        trace.to_chrome(os.path.join(d, "session.json"), metadata={"k": [1, 2]})
-        export.write_chrome(os.path.join(d, "plain.json"), stopped_tracer(threads=True))
+        trace.extra_metadata = {"k": [1, 2]}
+        trace.to_chrome(os.path.join(d, "session.json"))
+        trace.extra_metadata = {}
+        export.write_chrome(stopped_tracer(threads=True), os.path.join(d, "plain.json"))
         trace.save(os.path.join(d, "saved.json"))
         loader.merge([os.path.join(d, "session.json"), os.path.join(d, "plain.json")],
                      os.path.join(d, "merged.json"))

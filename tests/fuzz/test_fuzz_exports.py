@@ -26,7 +26,6 @@ from fuzzing import (
     nasty,
     observed_phase,
     path_specs,
-    safe_keys,
     scratch,
     small_ints,
     stopped_tracer,
@@ -37,7 +36,8 @@ from hypothesis import strategies as st
 
 import frametrace
 from frametrace import _tracer, export
-from frametrace.session import RangeRecord, StepRecord
+from frametrace.trace import RangeRecord, StepRecord
+from support import trace_of
 
 pytestmark = PYTESTMARK
 
@@ -77,7 +77,6 @@ def test_fuzz_export_writers(data, writer, tracer_kind):
         kwargs = data.draw(st.fixed_dictionaries({}, optional={
             "pid": st.one_of(st.none(), st.integers(0, 2**31), nasty),
             "process_name": st.one_of(st.none(), strs, nasty),
-            "thread_names": st.one_of(st.none(), st.dictionaries(st.one_of(small_ints, safe_keys), strs, max_size=3), nasty),
             "ranges": st.one_of(st.lists(records, max_size=3), nasty),
             "steps": st.one_of(st.lists(records, max_size=3), nasty),
             "progress": st.one_of(st.none(), nasty)}), label="kwargs")
@@ -91,7 +90,9 @@ def test_fuzz_export_writers(data, writer, tracer_kind):
             tracer.start()
         actions = (_young_gc,) + ((tracer.stop, tracer.getEvents) if isinstance(tracer, _tracer.Tracer) else ())
         try:
-            out = attempt(write, path, tracer, actions=actions, allowed=(TypeError, ValueError, RuntimeError, OSError), **kwargs)
+            # The writer's options of old are the Trace's fields now.
+            out = attempt(lambda t, p, progress=None, **facts: write(trace_of(t, **facts), p, progress=progress),
+                          tracer, path, actions=actions, allowed=(TypeError, ValueError, RuntimeError, OSError), **kwargs)
         finally:
             if isinstance(tracer, _tracer.Tracer):
                 tracer.stop()
@@ -163,21 +164,21 @@ def fuzz_progress_callbacks():
     with scratch():
         for write in (export.write_chrome, export.write_perfetto):
             tracer = record()
-            out = attempt(write, path, tracer, progress=raising)
+            out = attempt(write, tracer, path, progress=raising)
             assert out.user, out
-            out = attempt(write, path, tracer, progress=5)
+            out = attempt(write, tracer, path, progress=5)
             assert not out.ok and isinstance(out.exc, TypeError), out
             counts = []
             if write is export.write_perfetto:
                 def again(done, total):
-                    counts.append(write(path, tracer))
+                    counts.append(write(tracer, path))
 
-                out = attempt(write, path, tracer, progress=again)
+                out = attempt(write, tracer, path, progress=again)
                 assert out.ok and counts == [out.value], (out, counts)
                 counts.append(out.value)
             # Clearing the tracer from the callback: the writers own what
             # they write by then, and write it all.
-            out = attempt(write, path, tracer, allowed=(RuntimeError,),
+            out = attempt(write, tracer, path, allowed=(RuntimeError,),
                           progress=lambda done, total: tracer.clear())
             assert out.ok and out.value > 1 << 20, out
             assert not counts or out.value == counts[-1], (out, counts)

@@ -36,7 +36,7 @@ from hypothesis import strategies as st
 
 import frametrace
 from frametrace import Event, export, loader, reports
-from frametrace.session import RangeRecord, StepRecord, Trace
+from frametrace.trace import RangeRecord, StepRecord, Trace
 
 pytestmark = PYTESTMARK
 
@@ -167,7 +167,7 @@ def pftrace_bases():
     out = {}
     with scratch() as d:
         cached_trace().to_perfetto(os.path.join(d, "session.pftrace"))
-        export.write_perfetto(os.path.join(d, "plain.pftrace"), stopped_tracer(threads=True))
+        export.write_perfetto(stopped_tracer(threads=True), os.path.join(d, "plain.pftrace"))
         for name in ("session", "plain"):
             with open(os.path.join(d, name + ".pftrace"), "rb") as fh:
                 out[name] = fh.read()

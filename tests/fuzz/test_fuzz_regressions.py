@@ -19,7 +19,8 @@ from fuzzing import (
 
 import frametrace
 from frametrace import Event, _testing, export, loader, reports, testing
-from frametrace.session import RangeRecord, StepRecord, Trace
+from frametrace.trace import RangeRecord, StepRecord, Trace
+from support import trace_of
 
 pytestmark = PYTESTMARK
 
@@ -217,12 +218,12 @@ def test_regression_export_int64_overflow(case, tmp_path):
     tracer = stopped_tracer()
     path = str(tmp_path / "x")
     call = {
-        "chrome_pid": lambda: export.write_chrome(path, tracer, pid=2**64),
-        "chrome_origin": lambda: export.write_chrome(path, tracer, origin_ns=2**64),
-        "perfetto_pid": lambda: export.write_perfetto(path, tracer, pid=2**64),
-        "perfetto_range": lambda: export.write_perfetto(path, tracer, ranges=[RangeRecord("r", 1, 2**64, 2**64)]),
-        "perfetto_step": lambda: export.write_perfetto(path, tracer, steps=[StepRecord("s", 0, 0, 2**64)]),
-        "perfetto_inf_key": lambda: export.write_perfetto(path, tracer, thread_names={math.inf: "x"}),
+        "chrome_pid": lambda: export.write_chrome(trace_of(tracer, pid=2**64), path),
+        "chrome_origin": lambda: export.write_chrome(trace_of(tracer, origin_ns=2**64), path),
+        "perfetto_pid": lambda: export.write_perfetto(trace_of(tracer, pid=2**64), path),
+        "perfetto_range": lambda: export.write_perfetto(trace_of(tracer, ranges=[RangeRecord("r", 1, 2**64, 2**64)]), path),
+        "perfetto_step": lambda: export.write_perfetto(trace_of(tracer, steps=[StepRecord("s", 0, 0, 2**64)]), path),
+        "perfetto_inf_key": lambda: export.write_perfetto(trace_of(tracer, threads=[math.inf]), path),
     }[case]
     with pytest.raises((TypeError, ValueError)):
         call()
@@ -235,11 +236,12 @@ def test_regression_write_chrome_accepts_nonstr_names(bad, tmp_path):
     TypeError) and write a file frametrace.load() then rejects ("traceEvents[0]
     (process_name).args.name: a string expected, not [null]")"""
     tracer = stopped_tracer()
-    tid = tracer._threads[0][0]
-    kwargs = {"process_name": [None]} if bad == "process_name" else {"thread_names": {tid: 5}}
+    t = tracer.threads[0]
+    named = [frametrace.ThreadInfo((t.serial, t.thread_id, t.native_thread_id, 5, t.dropped))]
+    kwargs = {"process_name": [None]} if bad == "process_name" else {"threads": named}
     path = str(tmp_path / "t.json")
     try:
-        export.write_chrome(path, tracer, **kwargs)
+        export.write_chrome(trace_of(tracer, **kwargs), path)
     except TypeError:
         return  # rejected, as write_perfetto does
     frametrace.load(path)
@@ -314,7 +316,7 @@ def test_regression_load_deep_nesting_recursionerror(where, tmp_path):
     scanner), not the documented ValueError naming the file"""
     deep = "[" * 100_000 + "]" * 100_000
     old, new = ('"traceEvents":[', '"traceEvents":[' + deep + ",") if where == "event" else \
-        ('"metadata":{}', '"metadata":{"x":' + deep + "}")
+        ('"metadata":{"cycle"', '"metadata":{"x":' + deep + ',"cycle"')
     with pytest.raises(ValueError):
         frametrace.load(_chrome_with(tmp_path, old, new))
 
@@ -354,9 +356,8 @@ def test_write_chrome_ranges_far_from_origin_keep_ns(far, tmp_path):
     tracer = stopped_tracer()
     tid = tracer._threads[0][0]
     path = str(tmp_path / "t.json")
-    export.write_chrome(path, tracer, origin_ns=0,
-                        ranges=[RangeRecord("r", tid, far, far + 2)],
-                        steps=[StepRecord("step#0", 0, far, far + 6)])
+    export.write_chrome(trace_of(tracer, origin_ns=0, ranges=[RangeRecord("r", tid, far, far + 2)],
+                                 steps=[StepRecord("step#0", 0, far, far + 6)]), path)
     trace = frametrace.load(path)
     assert [(r.start_ns, r.end_ns) for r in trace.ranges] == [(far, far + 2)]
     assert [(s.start_ns, s.end_ns) for s in trace.steps] == [(far, far + 6)]
@@ -440,7 +441,7 @@ for name, read in (("load", load), ("merge", lambda p: merge([p], out))):
 
 
 @pytest.mark.parametrize("old, new", [
-    ('"metadata":{}', '"metadata":{"x":1e999999999}'),
+    ('"metadata":{"cycle"', '"metadata":{"x":1e999999999,"cycle"'),
     ('"args":{"file":"<built-in>:0"}', '"args":{"v":-1e999999999,"file":"<built-in>:0"}'),
     ('{"ph":"M","name":"process_name"',
      '{"ph":"i","s":"g","pid":1,"tid":1,"ts":0,"name":"x","args":{"v":[1.5e999999999]}},\n'
@@ -488,7 +489,7 @@ def test_regression_a_line_number_of_5000_digits_is_not_named(tmp_path):
 def test_regression_nan_is_read_and_merged_into_a_file_that_is_no_json(constant, tmp_path):
     """The reader took NaN and Infinity (Python's json does, JSON has neither): merge wrote
     them back, a file no strict JSON reader (Perfetto's) takes"""
-    path = _chrome_with(tmp_path, '"metadata":{}', '"metadata":{"x":' + constant + '}')
+    path = _chrome_with(tmp_path, '"metadata":{"cycle"', '"metadata":{"x":' + constant + ',"cycle"')
     for read in (frametrace.load, lambda p: loader.merge([p], tmp_path / "m.json")):
         with pytest.raises(ValueError, match=rf"^{path}: not JSON: {constant} \(no JSON number"):
             read(path)

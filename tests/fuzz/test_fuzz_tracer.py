@@ -37,6 +37,7 @@ import frametrace
 from frametrace import export
 from frametrace import Event, _tracer
 from frametrace.testing import assert_valid_trace
+from support import trace_of
 
 pytestmark = PYTESTMARK
 
@@ -174,7 +175,8 @@ def fuzz_tracer_lifecycle(data, options):
                     path = os.path.join(sub, "out.json" if op == "write_chrome" else "out.pftrace")
                     writer = getattr(export, op)
                     process_name = data.draw(st.one_of(st.just("p"), nasty), label="process_name")
-                    out = attempt(writer, path, tracer, process_name=process_name, actions=actions,
+                    out = attempt(lambda t, p, process_name: writer(trace_of(t, process_name=process_name), p),
+                                  tracer, path, process_name=process_name, actions=actions,
                                   allowed=(TypeError, ValueError, RuntimeError))
                     if not out.mutated and not out.user and isinstance(process_name, str):
                         assert out.ok == (phase == STOPPED), (out, phase)
@@ -237,7 +239,7 @@ def fuzz_tracer_lifecycle(data, options):
         if phase == STOPPED:
             events = tracer.getEvents()
             assert_valid_trace(events, tracer.start_ns, tracer.stop_ns)
-            count = export.write_chrome(os.path.join(d, "final.json"), tracer)
+            count = export.write_chrome(tracer, os.path.join(d, "final.json"))
             assert count == len(events)
             tracer.clear()
         assert observed_phase(tracer) in (NEW, CLEARED)

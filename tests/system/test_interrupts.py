@@ -53,7 +53,7 @@ PROGRAM = """
                 sum(range(100))
                 tracer.stop()
                 tracer.getEvents()
-                write_chrome(path, tracer)
+                write_chrome(tracer, path)
                 armed[0] = False
             except KeyboardInterrupt:
                 interrupted += 1

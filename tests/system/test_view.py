@@ -366,7 +366,7 @@ def test_kinds(tmp_path):
     with frametrace.trace() as tracer:
         sorted(range(10))
     pf = tmp_path / "t.pftrace"
-    write_perfetto(str(pf), tracer)
+    write_perfetto(tracer, str(pf))
     assert view.check_trace(str(pf))[0] == "pftrace"
     packed = tmp_path / "t.pftrace.gz"
     packed.write_bytes(gzip.compress(pf.read_bytes()))

@@ -49,13 +49,13 @@ def test_every_writer_reports_a_write_error_and_keeps_the_target(tmp_path):
                 for i in range(300):
                     ns[f"function_number_{{i}}"](300)
         source = {str(tmp_path / "source.json")!r}
-        write_chrome(source, tracer)
+        write_chrome(tracer, source)
         trace = frametrace.load(source)
         writers = {{
-            "chrome.json": lambda p: write_chrome(p, tracer),
-            "chrome.json.gz": lambda p: write_chrome(p, tracer),
-            "perfetto.pftrace": lambda p: write_perfetto(p, tracer),
-            "perfetto.pftrace.gz": lambda p: write_perfetto(p, tracer),
+            "chrome.json": lambda p: write_chrome(tracer, p),
+            "chrome.json.gz": lambda p: write_chrome(tracer, p),
+            "perfetto.pftrace": lambda p: write_perfetto(tracer, p),
+            "perfetto.pftrace.gz": lambda p: write_perfetto(tracer, p),
             "save.json": lambda p: trace.save(p),
             "save.json.gz": lambda p: trace.save(p),
             "pstats.prof": lambda p: reports.write_pstats(trace, p),

@@ -46,17 +46,17 @@ def short_trace(tmp_path_factory):
     with frametrace.Tracer(c_calls=False) as tracer:
         calls.branch(5)
     source = tmp_path_factory.mktemp("source") / "source.json"
-    write_chrome(source, tracer)
+    write_chrome(tracer, source)
     return tracer, frametrace.load(source), source
 
 
 def every_writer(tracer, trace, source, compressed=True):
     """name -> write(path) for each writer of a file; " gz": to path + ".gz"."""
     writers = {
-        "write_chrome": lambda p: write_chrome(p, tracer),
-        "write_chrome gz": lambda p: write_chrome(str(p) + ".gz", tracer),
-        "write_perfetto": lambda p: write_perfetto(p, tracer),
-        "write_perfetto gz": lambda p: write_perfetto(str(p) + ".gz", tracer),
+        "write_chrome": lambda p: write_chrome(tracer, p),
+        "write_chrome gz": lambda p: write_chrome(tracer, str(p) + ".gz"),
+        "write_perfetto": lambda p: write_perfetto(tracer, p),
+        "write_perfetto gz": lambda p: write_perfetto(tracer, str(p) + ".gz"),
         # A loaded trace: written from its Events in Python (Trace.save
         # picks it by extension, and refuses a path without one).
         "Trace.to_chrome": lambda p: trace.to_chrome(p),
@@ -84,17 +84,17 @@ def test_interrupted_export_leaves_the_target_as_it_was(long_trace, tmp_path, wr
         raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        writer(target, long_trace, progress=interrupt)
+        writer(long_trace, target, progress=interrupt)
     assert seen == [1 << 20]
     assert os.listdir(tmp_path) == []  # no part of a trace, no temporary
     target.write_bytes(PREVIOUS)
     with pytest.raises(KeyboardInterrupt):
-        writer(target, long_trace, progress=interrupt)
+        writer(long_trace, target, progress=interrupt)
     assert os.listdir(tmp_path) == [name]
     assert target.read_bytes() == PREVIOUS
     if name == "t.json":
         # The same export, not interrupted, replaces it.
-        assert writer(target, long_trace) > 1 << 20
+        assert writer(long_trace, target) > 1 << 20
         assert os.listdir(tmp_path) == [name]
         assert read_other_data(target)["stop_ns"] == long_trace.stop_ns
 
@@ -118,7 +118,7 @@ def test_an_interrupted_export_to_a_fifo_does_not_end_like_a_trace(long_trace, t
         raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        write_chrome(fifo, long_trace, progress=interrupt)
+        write_chrome(long_trace, fifo, progress=interrupt)
     reader.join(timeout=120)  # not a timing check: the writer has closed the FIFO
     assert not reader.is_alive()
     assert b'"ph":"X"' in tail  # events came through
@@ -188,7 +188,7 @@ def test_devices_and_fifos_are_written_in_place(short_trace, tmp_path):
         assert write("/dev/null") is not None, name
     fifo = tmp_path / "pipe.json"
     os.mkfifo(fifo)
-    for name, write in {"write_chrome": lambda p: write_chrome(p, tracer),
+    for name, write in {"write_chrome": lambda p: write_chrome(tracer, p),
                         "Trace.to_chrome": lambda p: trace.to_chrome(p),
                         "merge": lambda p: merge([source], p)}.items():
         got = []
@@ -211,7 +211,7 @@ def test_a_symbolic_link_keeps_pointing_at_the_new_file(short_trace, tmp_path):
     real.write_bytes(PREVIOUS)
     link = tmp_path / "link.json"
     link.symlink_to(real)
-    write_chrome(link, tracer)
+    write_chrome(tracer, link)
     assert link.is_symlink() and os.readlink(link) == str(real)
     assert len(frametrace.load(real).events) == len(tracer.getEvents())
     assert sorted(os.listdir(tmp_path)) == ["link.json", "real.json"]

@@ -156,7 +156,7 @@ def test_every_call_of_a_c_thread_is_recorded_on_one_thread(clib, clock, tmp_pat
 
     # One track in the file.
     path = tmp_path / "t.json"
-    write_chrome(path, tracer)
+    write_chrome(tracer, path)
     loaded = frametrace.load(path)
     on_file = [e for e in loaded.events if e.name == "callback"]
     assert len(on_file) == N

@@ -11,6 +11,7 @@ import pytest
 import frametrace
 from frametrace.export import write_chrome
 from frametrace.testing import assert_valid_trace
+from support import trace_of
 from targets import calls
 
 
@@ -47,7 +48,7 @@ def test_events_round_trip_exactly(tmp_path, suffix):
     events = tracer.getEvents()
     assert_valid_trace(events, tracer.start_ns, tracer.stop_ns)
     path = tmp_path / f"trace{suffix}"
-    assert write_chrome(path, tracer, process_name="trainer") == len(events)
+    assert write_chrome(trace_of(tracer, process_name="trainer"), path) == len(events)
     if suffix == ".json.gz":
         with open(path, "rb") as fh:
             assert fh.read(2) == b"\x1f\x8b"
@@ -78,7 +79,7 @@ def test_events_round_trip_exactly(tmp_path, suffix):
 
 def test_nesting_survives_in_the_file(tmp_path):
     tracer, _ = traced_program()
-    write_chrome(tmp_path / "t.json", tracer)
+    write_chrome(tracer, tmp_path / "t.json")
     doc = load(tmp_path / "t.json")
     by_tid = {}
     for e in doc["traceEvents"]:
@@ -106,7 +107,7 @@ def test_names_needing_escapes(tmp_path):
         f.__code__.replace(co_name='we"ird\\name\n\u00e9\u2603', co_filename='dir/"x".py')
     with frametrace.trace() as tracer:
         f()
-    write_chrome(tmp_path / "t.json", tracer)
+    write_chrome(tracer, tmp_path / "t.json")
     doc = load(tmp_path / "t.json")
     names = [e["name"] for e in doc["traceEvents"] if e["ph"] == "X"]
     assert 'we"ird\\name\n\u00e9\u2603' in names
@@ -140,12 +141,12 @@ def test_session_trace_with_ranges_and_steps(tmp_path):
 
 def test_misuse(tmp_path):
     tracer = frametrace.Tracer()
-    with pytest.raises(RuntimeError, match="stopped"):
-        write_chrome(tmp_path / "x.json", tracer)
+    with pytest.raises(ValueError, match="never started"):
+        write_chrome(tracer, tmp_path / "x.json")
     with tracer:
         pass
     with pytest.raises(OSError):
-        write_chrome(tmp_path, tracer)  # a directory, not a file
+        write_chrome(tracer, tmp_path)  # a directory, not a file
     with pytest.raises(TypeError):
         tracer._write_chrome(str(tmp_path / "x.json"))
     tracer.clear()

@@ -8,6 +8,7 @@ import pytest
 
 import frametrace
 from frametrace.export import write_chrome, write_perfetto
+from support import trace_of
 from pftrace import BOOTTIME, CLEARED, MONOTONIC, decode, named_tracks, thread_tracks
 from targets import calls
 
@@ -41,7 +42,7 @@ def test_events_round_trip(tmp_path, suffix):
     tracer, worker = run_program()
     events = tracer.getEvents()
     path = tmp_path / f"t{suffix}"
-    assert write_perfetto(path, tracer, process_name="trainer") == len(events)
+    assert write_perfetto(trace_of(tracer, process_name="trainer"), path) == len(events)
     trace = decode(path)
     assert trace.unknown == []
     # One process track and a thread track per thread, named.
@@ -63,7 +64,7 @@ def test_events_round_trip(tmp_path, suffix):
 def test_sequences_intern_what_they_use_when_first_used(tmp_path):
     tracer, worker = run_program()
     events = tracer.getEvents()
-    write_perfetto(tmp_path / "t.pftrace", tracer)
+    write_perfetto(tracer, tmp_path / "t.pftrace")
     trace = decode(tmp_path / "t.pftrace")
     threads = thread_tracks(trace)
     by_track = {}
@@ -109,7 +110,7 @@ def test_clocks(tmp_path):
     at stop; each thread's clock is incremental, tied to MONOTONIC."""
     tracer, _ = run_program()
     events = tracer.getEvents()
-    write_perfetto(tmp_path / "t.pftrace", tracer)
+    write_perfetto(tracer, tmp_path / "t.pftrace")
     trace = decode(tmp_path / "t.pftrace")
     first = trace.packets[0]
     assert first.trusted_packet_sequence_id == 1 and first.HasField("clock_snapshot")
@@ -152,7 +153,7 @@ def test_odd_names_and_files(tmp_path):
         namespace["f"]()
         odd()
     events = tracer.getEvents()
-    write_perfetto(tmp_path / "t.pftrace", tracer)
+    write_perfetto(tracer, tmp_path / "t.pftrace")
     trace = decode(tmp_path / "t.pftrace")
     assert trace.unknown == []
     uuid, _ = thread_tracks(trace)[threading.main_thread().native_id]
@@ -166,8 +167,8 @@ def test_much_smaller_than_json(tmp_path):
     with frametrace.trace() as tracer:
         for _ in range(300):
             calls.program()
-    write_perfetto(tmp_path / "t.pftrace", tracer)
-    write_chrome(tmp_path / "t.json", tracer)
+    write_perfetto(tracer, tmp_path / "t.pftrace")
+    write_chrome(tracer, tmp_path / "t.json")
     ratio = os.path.getsize(tmp_path / "t.pftrace") / os.path.getsize(tmp_path / "t.json")
     assert ratio < 1 / 3, ratio
 
@@ -200,12 +201,12 @@ def test_session_steps_and_ranges(tmp_path):
 
 def test_misuse(tmp_path):
     tracer = frametrace.Tracer()
-    with pytest.raises(RuntimeError, match="stopped"):
-        write_perfetto(tmp_path / "x.pftrace", tracer)
+    with pytest.raises(ValueError, match="never started"):
+        write_perfetto(tracer, tmp_path / "x.pftrace")
     with tracer:
         pass
     with pytest.raises(OSError):
-        write_perfetto(tmp_path, tracer)
+        write_perfetto(tracer, tmp_path)
     with pytest.raises(TypeError):
         tracer._write_perfetto(str(tmp_path / "x"), pid=1, process_name="p",
                                thread_names={}, tracks=[("bad", 0, [("x", "no", 1)])])
@@ -228,14 +229,14 @@ def test_progress_of_long_exports(tmp_path):
         loop(1_200_000)
     for writer, name in ((write_chrome, "t.json"), (write_perfetto, "t.pftrace")):
         seen = []
-        writer(tmp_path / name, tracer, progress=lambda done, total: seen.append((done, total)))
+        writer(tracer, tmp_path / name, progress=lambda done, total: seen.append((done, total)))
         assert seen and seen[0][0] == 1 << 20 and seen[0][1] > 1_200_000
 
         def stop(done, total):
             raise KeyboardInterrupt
 
         with pytest.raises(KeyboardInterrupt):
-            writer(tmp_path / name, tracer, progress=stop)
+            writer(tracer, tmp_path / name, progress=stop)
     # A pipe or a log gets no progress; a terminal gets a percentage.
     piped = io.StringIO()
     quiet = TerminalProgress("x", piped, delay=0)

@@ -8,6 +8,7 @@ import pytest
 
 import frametrace
 from frametrace.export import SLICE_TRACKS_TID_BASE, Slice, write_chrome, write_perfetto
+from support import trace_of
 from targets import calls
 
 pftrace = pytest.importorskip("pftrace")
@@ -43,8 +44,7 @@ def placed(events):
 def test_slices_nest_with_the_frames_in_the_pftrace(tmp_path):
     tracer, events = traced()
     serial, ops, want, branch, events = placed(events)
-    write_perfetto(tmp_path / "t.pftrace", tracer, thread_slices={serial: ops},
-                   slice_tracks=[("gpu", [Slice("kernel", "kernel", 5, 10)])])
+    write_perfetto(trace_of(tracer, thread_slices={serial: ops}, slice_tracks=[("gpu", [Slice("kernel", "kernel", 5, 10)])]), tmp_path / "t.pftrace")
     decoded = pftrace.decode(tmp_path / "t.pftrace")
     main = next(t for t in tracer.threads if t.serial == serial)
     uuid, _ = pftrace.thread_tracks(decoded)[main.native_thread_id]
@@ -72,9 +72,8 @@ def test_slices_nest_with_the_frames_in_the_pftrace(tmp_path):
 def test_slices_on_the_threads_tid_in_the_chrome_json(tmp_path):
     tracer, events = traced()
     serial, ops, want, branch, events = placed(events)
-    write_chrome(tmp_path / "t.json", tracer, thread_slices={serial: ops},
-                 slice_tracks=[("gpu", [Slice("kernel", "kernel", tracer.start_ns + 5,
-                                              tracer.start_ns + 10, {"stream": 7})])])
+    write_chrome(trace_of(tracer, thread_slices={serial: ops}, slice_tracks=[("gpu", [Slice("kernel", "kernel", tracer.start_ns + 5,
+                                              tracer.start_ns + 10, {"stream": 7})])]), tmp_path / "t.json")
     with open(tmp_path / "t.json") as fh:
         doc = json.load(fh)
     main = next(t for t in tracer.threads if t.serial == serial)
@@ -98,12 +97,11 @@ def test_slices_on_the_threads_tid_in_the_chrome_json(tmp_path):
 def test_bad_slices_are_refused(tmp_path):
     tracer, _ = traced()
     with pytest.raises(ValueError, match="no traced thread has serial 99"):
-        write_chrome(tmp_path / "t.json", tracer, thread_slices={99: []})
+        write_chrome(trace_of(tracer, thread_slices={99: []}), tmp_path / "t.json")
     with pytest.raises(TypeError, match="thread_slices"):
-        write_perfetto(tmp_path / "t.pftrace", tracer,
-                       thread_slices={tracer.threads[0].serial: [("x", 1, 2)]})
+        write_perfetto(trace_of(tracer, thread_slices={tracer.threads[0].serial: [("x", 1, 2)]}), tmp_path / "t.pftrace")
     with pytest.raises(TypeError, match="slice_tracks"):
-        write_perfetto(tmp_path / "t.pftrace", tracer, slice_tracks=["gpu"])
+        write_perfetto(trace_of(tracer, slice_tracks=["gpu"]), tmp_path / "t.pftrace")
 
 
 def test_other_tools_top_level_members(tmp_path):
@@ -115,7 +113,7 @@ def test_other_tools_top_level_members(tmp_path):
     tracer, _ = traced()
     top = {"schemaVersion": 1, "deviceProperties": [{"id": 0, "totalGlobalMem": 2**40}],
            "baseTimeNanoseconds": 1234, "trace_id": "AB", "ratio": 0.5}
-    write_chrome(tmp_path / "t.json", tracer, top_level=top, distributed={"rank": 1})
+    write_chrome(trace_of(tracer, top_level=top, distributed={"rank": 1}), tmp_path / "t.json")
     loaded = frametrace.load(str(tmp_path / "t.json"))
     assert loaded.chrome_top_level == top and loaded.distributed == {"rank": 1}
     loaded.to_chrome(tmp_path / "u.json")
@@ -131,4 +129,4 @@ def test_other_tools_top_level_members(tmp_path):
     for bad, error in (({"traceEvents": []}, ValueError), ({"otherData": 1}, ValueError),
                        ({1: 2}, TypeError), ([("a", 1)], TypeError)):
         with pytest.raises(error, match="top_level"):
-            write_chrome(tmp_path / "bad.json", tracer, top_level=bad)
+            write_chrome(trace_of(tracer, top_level=bad), tmp_path / "bad.json")

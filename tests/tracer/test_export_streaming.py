@@ -16,7 +16,7 @@ import pytest
 import frametrace
 from frametrace.export import _us_text, write_chrome, write_perfetto
 from pbwire import message, one
-from support import UNDER_ASAN
+from support import UNDER_ASAN, trace_of
 from support import PROC_STATUS, needs_plain_allocator, run_json
 from targets import calls
 
@@ -92,7 +92,7 @@ def test_chrome_events_are_the_format_s_bytes(tmp_path, suffix):
         events = tracer.getEvents()
         assert any(ev.open_at_start for ev in events) or tracer.buffer_size > 64
         path = tmp_path / f"t{suffix}"
-        assert write_chrome(path, tracer, pid=4242) == len(events)
+        assert write_chrome(trace_of(tracer, pid=4242), path) == len(events)
         opener = gzip.open if suffix.endswith(".gz") else open
         with opener(path, "rb") as fh:
             text = fh.read().decode("utf-8")
@@ -196,7 +196,7 @@ def test_perfetto_thread_sequences_are_the_format_s_bytes(tmp_path, suffix):
     for tracer in known_traces():
         events = tracer.getEvents()
         path = tmp_path / f"t{suffix}"
-        assert write_perfetto(path, tracer, pid=4242) == len(events)
+        assert write_perfetto(trace_of(tracer, pid=4242), path) == len(events)
         opener = gzip.open if suffix.endswith(".gz") else open
         with opener(path, "rb") as fh:
             raw = fh.read()
@@ -264,7 +264,7 @@ def test_peak_memory_of_an_export_is_the_largest_thread_s(tmp_path, monkeypatch)
         with open("/proc/self/clear_refs", "w") as fh:
             fh.write("5")  # the peak RSS starts again from the RSS now
         before = status("VmRSS")
-        writer(os.path.join({str(tmp_path)!r}, name), tracer)
+        writer(tracer, os.path.join({str(tmp_path)!r}, name))
         peaks.append(status("VmHWM") - before)
     per_thread = {{}}
     for ev in tracer.getEvents():
@@ -314,7 +314,7 @@ def test_other_threads_run_while_a_write_runs(tmp_path, writer, name, big):
 
     def write():
         try:
-            result.append(writer(tmp_path / name, tracer))
+            result.append(writer(tracer, tmp_path / name))
         finally:
             done.set()
 
@@ -349,7 +349,7 @@ def test_clear_from_another_thread_during_a_write(tmp_path, writer, name):
 
     def write():
         try:
-            result.append(writer(tmp_path / name, tracer, progress=progress))
+            result.append(writer(tracer, tmp_path / name, progress=progress))
         except BaseException as exc:
             result.append(exc)
             in_write.set()
@@ -362,7 +362,7 @@ def test_clear_from_another_thread_during_a_write(tmp_path, writer, name):
     with pytest.raises(RuntimeError, match="clear"):
         tracer.getEvents()
     with pytest.raises(RuntimeError):
-        writer(tmp_path / ("again-" + name), tracer)
+        writer(tracer, tmp_path / ("again-" + name))
     cleared.set()
     w.join()
     assert result == [events]
@@ -386,7 +386,7 @@ def test_tracer_dropped_during_a_write(tmp_path, writer, name):
             assert dropped.wait(60)
 
     def write(t):
-        result.append(writer(tmp_path / name, t, progress=progress))
+        result.append(writer(t, tmp_path / name, progress=progress))
 
     w = threading.Thread(target=write, args=(tracer,))
     del tracer
@@ -408,11 +408,11 @@ def test_concurrent_writes_of_one_tracer(tmp_path, big):
     them: the same files as one at a time."""
     # One clock anchor for all: read at each write, it would differ.
     anchor = {"monotonic_ns": big.start_ns, "wall_ns": big.start_ns + 10**18}
-    write_chrome(tmp_path / "one.json", big, pid=1, origin_ns=big.start_ns, clock_anchor=anchor)
-    write_perfetto(tmp_path / "one.pftrace", big, pid=1, clock_anchor=anchor)
+    write_chrome(trace_of(big, pid=1, origin_ns=big.start_ns, clock_anchor=anchor), tmp_path / "one.json")
+    write_perfetto(trace_of(big, pid=1, clock_anchor=anchor), tmp_path / "one.pftrace")
     results = []
     threads = [threading.Thread(target=lambda w=w, p=p: results.append(
-                   w(tmp_path / p, big, pid=1, clock_anchor=anchor)))
+                   w(trace_of(big, pid=1, clock_anchor=anchor), tmp_path / p)))
                for w, p in ((write_chrome, "two.json"), (write_perfetto, "two.pftrace"))]
     for t in threads:
         t.start()
@@ -459,7 +459,7 @@ def test_clear_in_a_forked_child_of_a_write(tmp_path, big):
                 os._exit(code)
         forked.append(pid)
 
-    assert write_chrome(tmp_path / "t.json", big, progress=progress) > 1 << 20
+    assert write_chrome(big, tmp_path / "t.json", progress=progress) > 1 << 20
     _, status = os.waitpid(forked[0], 0)
     assert os.waitstatus_to_exitcode(status) == 0
     assert big.threads  # the parent's records are its own
@@ -478,7 +478,7 @@ def test_a_child_forked_by_progress_does_not_go_on_writing(big, writer):
             big.clear()
 
     try:
-        count = writer("/dev/null", big, progress=progress)
+        count = writer(big, "/dev/null", progress=progress)
     except BaseException as exc:
         if os.getpid() != parent:
             os._exit(0 if isinstance(exc, RuntimeError) and "forked" in str(exc) else 5)

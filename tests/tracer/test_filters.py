@@ -233,11 +233,11 @@ def test_exports_of_filtered_trace(tmp_path):
     from pftrace import decode
 
     tracer, events = traced(calls.program, ignore=[f"{MOD}.branch", "builtins.len"])
-    write_chrome(tmp_path / "t.json", tracer)
+    write_chrome(tracer, tmp_path / "t.json")
     loaded = frametrace.load(tmp_path / "t.json")
     assert_valid_trace(loaded.events, tracer.start_ns, tracer.stop_ns)
     assert sorted(ev.name for ev in loaded.events) == sorted(ev.name for ev in events)
-    write_perfetto(tmp_path / "t.pftrace", tracer)
+    write_perfetto(tracer, tmp_path / "t.pftrace")
     names = [sl.name for slices in decode(tmp_path / "t.pftrace").slices.values()
              for sl in slices]
     assert sorted(names) == sorted(ev.name for ev in events)

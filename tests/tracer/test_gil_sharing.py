@@ -15,6 +15,7 @@ import pytest
 import frametrace
 from frametrace import _tracer
 from frametrace.export import Slice, write_chrome
+from support import trace_of
 
 N = 200_000
 # The interpreter's default: past it, a thread that waits asks for the GIL
@@ -106,7 +107,7 @@ def test_rendering_slices_gives_the_gil_away_in_turns(tmp_path):
     tracer, slices = traced_with_slices(2 * N)
 
     def write():
-        write_chrome(tmp_path / "t.json", tracer, thread_slices=slices)
+        write_chrome(trace_of(tracer, thread_slices=slices), tmp_path / "t.json")
 
     # Rendering each slice needs the GIL; the sorting and writing do not.
     # The best of two: the machine's own scheduling adds gaps too.

@@ -15,7 +15,7 @@ from frametrace import reports
 from frametrace.export import write_chrome
 from frametrace.loader import MergedTrace, load, merge, read_other_data
 from frametrace.testing import assert_valid_trace
-from support import UNDER_ASAN
+from support import UNDER_ASAN, trace_of
 from targets import calls
 
 
@@ -68,7 +68,7 @@ def test_round_trip_is_exact(tmp_path, suffix):
     events = tracer.getEvents()
     assert_valid_trace(events, tracer.start_ns, tracer.stop_ns)
     path = tmp_path / f"trace{suffix}"
-    write_chrome(path, tracer, process_name="trainer")
+    write_chrome(trace_of(tracer, process_name="trainer"), path)
     if suffix == ".json":
         assert os.path.getsize(path) > 3 << 19  # crosses the reader's 1 MiB chunks
     trace = load(path)
@@ -100,7 +100,7 @@ def test_open_at_start_and_stop_and_overflow(tmp_path):
             deep(6, tracer)
         events = tracer.getEvents()
         assert any(e.open_at_stop for e in events) and any(e.open_at_start for e in events)
-        write_chrome(tmp_path / "t.json", tracer)
+        write_chrome(tracer, tmp_path / "t.json")
         trace = load(tmp_path / "t.json")
         assert_same_events(trace.events, events)
         assert trace.stats.dropped == tracer.stats.dropped
@@ -128,7 +128,7 @@ def test_each_threads_dropped_survives_the_file_and_a_merge(tmp_path):
     by_thread = [t.dropped for t in tracer.threads]
     assert len([n for n in by_thread if n > 0]) == 3  # each thread overflowed
     assert len(set(by_thread)) == 3  # and by different amounts
-    write_chrome(tmp_path / "t.json", tracer)
+    write_chrome(tracer, tmp_path / "t.json")
     trace = load(tmp_path / "t.json")
     assert [t.dropped for t in trace.threads] == by_thread
     assert sum(by_thread) == trace.stats.dropped == tracer.stats.dropped
@@ -153,7 +153,7 @@ def test_names_and_files_needing_escapes(tmp_path):
     with frametrace.trace() as tracer:
         for _ in range(3):
             f()
-    write_chrome(tmp_path / "t.json", tracer)
+    write_chrome(tracer, tmp_path / "t.json")
     trace = load(tmp_path / "t.json")
     assert_same_events(trace.events, tracer.getEvents())
     found = [e for e in trace.events if e.name == weird]
@@ -193,7 +193,7 @@ def test_file_names_that_are_not_utf8_survive_every_writer(tmp_path):
 
     for suffix in (".json", ".json.gz"):
         path = tmp_path / f"t{suffix}"
-        write_chrome(path, tracer, process_name=name)
+        write_chrome(trace_of(tracer, process_name=name), path)
         doc = json.loads((gzip.open if suffix.endswith(".gz") else open)(path, "rb").read()
                          .decode("utf-8"))
         assert {e["args"]["name"] for e in doc["traceEvents"] if e["name"] == "process_name"} == {name}
@@ -209,7 +209,7 @@ def test_file_names_that_are_not_utf8_survive_every_writer(tmp_path):
         assert merged.processes[0]["process_name"] == name
         assert names_of(merged)[t.ident] == f"{name} [pid {os.getpid()}]"
     path = tmp_path / "t.pftrace"
-    frametrace.export.write_perfetto(path, tracer, process_name=name)
+    frametrace.export.write_perfetto(trace_of(tracer, process_name=name), path)
     decoded = pftrace.decode(path)
     assert b"caf\xe9/prog.py" in path.read_bytes()
     assert [d.process.process_name for d in decoded.tracks.values()
@@ -247,7 +247,7 @@ def test_a_trace_of_200000_threads_loads_summarises_and_merges(tmp_path):
             for t in batch:
                 t.join()
     path = tmp_path / "requests.json.gz"
-    write_chrome(path, tracer)
+    write_chrome(tracer, path)
     assert len(json.dumps(read_other_data(path))) > 8 << 20
     trace = load(path)
     assert len(trace.threads) == n + 1
@@ -281,7 +281,7 @@ def dump_like_another_tool(doc):
 
 def test_reformatted_file_loads_the_same(tmp_path):
     tracer, _ = traced_program(30)
-    write_chrome(tmp_path / "t.json", tracer)
+    write_chrome(tracer, tmp_path / "t.json")
     with open(tmp_path / "t.json", encoding="utf-8") as fh:
         doc = json.load(fh, parse_float=decimal.Decimal)
     (tmp_path / "r.json").write_text(dump_like_another_tool(doc), encoding="utf-8")
@@ -324,7 +324,7 @@ def test_session_trace_with_ranges_and_steps(tmp_path):
 def test_summary_and_reports_of_a_loaded_trace(tmp_path):
     tracer, _ = traced_program(20)
     events = tracer.getEvents()
-    write_chrome(tmp_path / "t.json", tracer)
+    write_chrome(tracer, tmp_path / "t.json")
     trace = load(tmp_path / "t.json")
     table = trace.summary(print=False, limit=None)
     assert table.rows == reports.summary(events, limit=None).rows
@@ -370,8 +370,8 @@ def test_merged_traces_load_on_one_timeline(tmp_path):
     tracer_b, _ = traced_program(5)
     pid = os.getpid()
     # The same pid twice (and the same thread idents): both made distinct.
-    write_chrome(tmp_path / "a.json", tracer_a)
-    write_chrome(tmp_path / "b.json.gz", tracer_b)
+    write_chrome(tracer_a, tmp_path / "a.json")
+    write_chrome(tracer_b, tmp_path / "b.json.gz")
     other = merge([tmp_path / "b.json.gz", tmp_path / "a.json"], tmp_path / "ab.json")
     assert [d["original_pid"] for d in other["inputs"]] == [pid, pid]
     pids = [d["pid"] for d in other["inputs"]]
@@ -431,7 +431,7 @@ def good_file(tmp_path_factory):
     with frametrace.trace() as tracer:
         calls.program()
     path = tmp_path_factory.mktemp("good") / "good.json"
-    write_chrome(path, tracer)
+    write_chrome(tracer, path)
     return path.read_bytes()
 
 
@@ -589,7 +589,7 @@ def test_thread_ident_reused_by_a_later_thread(tmp_path):
             t.start()
             t.join()
     events = tracer.getEvents()
-    write_chrome(tmp_path / "t.json", tracer)
+    write_chrome(tracer, tmp_path / "t.json")
     known = {int(k): v for k, v in read_other_data(tmp_path / "t.json")["thread_ids"].items()}
     loaded = load(tmp_path / "t.json").events
     assert len(loaded) == len(events)

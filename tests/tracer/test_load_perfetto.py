@@ -13,6 +13,7 @@ import frametrace
 from frametrace import export
 from frametrace.export import Slice, write_chrome, write_perfetto
 from frametrace.loader import load
+from support import trace_of
 from targets import calls
 from test_load import assert_same_events, busy, traced_program
 
@@ -29,8 +30,8 @@ def assert_same_trace(got, want):
 def both(tmp_path, tracer, suffix=".pftrace", **kwargs):
     """The Traces load() gives of tracer written as JSON and as .pftrace."""
     anchor = export.read_clock_anchor()
-    write_chrome(tmp_path / "t.json", tracer, clock_anchor=anchor, **kwargs)
-    write_perfetto(tmp_path / f"t{suffix}", tracer, clock_anchor=anchor, **kwargs)
+    write_chrome(trace_of(tracer, clock_anchor=anchor, **kwargs), tmp_path / "t.json")
+    write_perfetto(trace_of(tracer, clock_anchor=anchor, **kwargs), tmp_path / f"t{suffix}")
     return load(tmp_path / "t.json"), load(tmp_path / f"t{suffix}")
 
 
@@ -139,7 +140,7 @@ def good(tmp_path_factory):
     """A small .pftrace of two threads: its bytes."""
     d = tmp_path_factory.mktemp("good")
     tracer, _ = traced_program(3)
-    write_perfetto(d / "t.pftrace", tracer)
+    write_perfetto(tracer, d / "t.pftrace")
     return (d / "t.pftrace").read_bytes()
 
 

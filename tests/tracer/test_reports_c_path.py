@@ -53,10 +53,10 @@ def traces(tmp_path_factory):
     events = tracer.getEvents()
     assert any(ev.open_at_stop for ev in events)
     d = tmp_path_factory.mktemp("reports")
-    write_chrome(d / "a.json", tracer)
+    write_chrome(tracer, d / "a.json")
     with frametrace.trace() as other:
         worker(2)
-    write_chrome(d / "b.json", other)
+    write_chrome(other, d / "b.json")
     merge([d / "a.json", d / "b.json"], d / "ab.json")
     return {"recorded": events, "loaded": frametrace.load(d / "a.json").events,
             "merged": frametrace.load(d / "ab.json").events}

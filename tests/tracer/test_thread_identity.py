@@ -176,7 +176,7 @@ def test_names_given_by_thread_id_do_not_name_reused_idents(traced, tmp_path):
     # under ASan not the first worker's).
     shared = next(i for i in idents if idents.count(i) > 1)
     path = tmp_path / "t.json"
-    write_chrome(path, traced.tracer, thread_names={shared: "impostor"})
+    write_chrome(traced, path)
     assert [t.name for t in frametrace.load(path).threads] == expected_names()
     table = reports.summary(traced.events, per_thread=True, thread_names={shared: "impostor"})
     assert "impostor" not in [t.thread_name for t in table.threads.values()]
@@ -242,7 +242,7 @@ def test_native_tid_reused_within_a_trace(tmp_path):
     synthetic = SYNTHETIC_TID_BASE + later.serial
 
     path = tmp_path / "t.json"
-    write_chrome(path, tracer)
+    write_chrome(tracer, path)
     with open(path) as fh:
         doc = json.load(fh)
     named = {e["tid"]: e["args"] for e in doc["traceEvents"]
@@ -259,7 +259,7 @@ def test_native_tid_reused_within_a_trace(tmp_path):
     assert [tuple(t)[:4] for t in loaded.threads] == [tuple(t)[:4] for t in tracer.threads]
 
     pf = tmp_path / "t.pftrace"
-    write_perfetto(pf, tracer)
+    write_perfetto(tracer, pf)
     threads = perfetto_threads(pf)
     tracks = {tid: names for tid, _, names in threads}
     assert len(tracks) == len(tracer.threads)

@@ -151,16 +151,16 @@ def test_a_trace_deeper_than_perfetto_shows_is_written_with_a_warning(tmp_path):
     with frametrace.Tracer(c_calls=False) as tracer:
         deep(600)
     with pytest.warns(RuntimeWarning, match=r"nest \d+ deep; Perfetto's UI shows 512 levels"):
-        write_chrome(tmp_path / "deep.json", tracer)
+        write_chrome(tracer, tmp_path / "deep.json")
     trace = frametrace.load(tmp_path / "deep.json")
     assert max(e.depth for e in trace.events) >= 600
     with pytest.warns(RuntimeWarning, match="512 levels"):
         trace.to_chrome(tmp_path / "again.json")
     with pytest.warns(RuntimeWarning, match="512 levels"):
-        write_perfetto(tmp_path / "deep.pftrace", tracer)
+        write_perfetto(tracer, tmp_path / "deep.pftrace")
     with frametrace.Tracer(c_calls=False) as shallow:
         deep(100)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        write_chrome(tmp_path / "shallow.json", shallow)
-        write_perfetto(tmp_path / "shallow.pftrace", shallow)
+        write_chrome(shallow, tmp_path / "shallow.json")
+        write_perfetto(shallow, tmp_path / "shallow.pftrace")

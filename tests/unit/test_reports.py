@@ -167,7 +167,7 @@ def test_bad_arguments():
     for bad in (1.5, "3", True):
         with pytest.raises(TypeError, match="limit"):
             reports.summary(events, limit=bad)
-    with pytest.raises(TypeError, match="events"):
+    with pytest.raises(TypeError, match="list of frametrace.Event, not int"):
         reports.summary(42)
     with pytest.raises(TypeError, match="event 1"):
         reports.summary([events[0], ("a", "m.py", 5)])

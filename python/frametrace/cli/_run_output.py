@@ -10,6 +10,7 @@ from typing import Any
 from .._output import reason, say
 from .._ranks import numbered, output_name
 from .._ranks import process_name as rank_name
+from ..export import write_trace
 from ._common import PROG, SUMMARY_LIMIT, Progress, count_threads, report_dropped
 
 
@@ -17,32 +18,26 @@ def write_run_trace(tracer: Any, output: str, process_name: str, metadata: dict,
                     status: int) -> int:
     """Writes the stopped tracer's trace to output and prints where and a
     summary; the exit status."""
-    from .. import export, reports, view
+    from .. import reports, view
+    from ..trace import as_trace
 
     started = time.monotonic()
     progress = Progress(f"{PROG}: writing {output}")
+    trace = as_trace(tracer)
+    trace.process_name, trace.extra_metadata = process_name, metadata
     try:
-        if export.output_format(output) == "perfetto":
-            count = export.write_perfetto(output, tracer, process_name=process_name,
-                                          metadata=metadata, progress=progress)
-        else:
-            count = export.write_chrome(output, tracer, process_name=process_name,
-                                        metadata=metadata, progress=progress)
+        count = write_trace(trace, output, progress=progress)
     except OSError as exc:
         progress.close()
         say(f"{PROG} run: could not write the trace to {output}: {reason(exc)}")
         return status or 2
     progress.close()
     seconds = time.monotonic() - started
-    events = tracer.getEvents()
-    threads = count_threads(events)
+    threads = count_threads(trace.events)
     say(f"{PROG}: {count:,} events of {threads} thread{'s' if threads != 1 else ''} "
         f"written to {output} ({seconds:.2f} s)")
     report_dropped(tracer.stats.dropped, tracer.buffer_size)
-    from ..session import Trace
-
-    table = reports.summary(Trace(events=events, threads=tracer.threads),
-                            limit=SUMMARY_LIMIT)
+    table = reports.summary(trace, limit=SUMMARY_LIMIT)
     say(str(table))
     say(view.open_hint(output))
     tracer.clear()
@@ -80,8 +75,9 @@ class CycleWriter:
         started = time.monotonic()
         progress = Progress(f"{PROG}: writing {path}")
         try:
-            count = trace._write(path, process_name=rank_name(trace.distributed, self.process_name),
-                                 metadata=self.metadata, progress=progress)
+            trace.process_name = rank_name(trace.distributed, self.process_name) or trace.process_name
+            trace.extra_metadata = self.metadata
+            count = write_trace(trace, path, progress=progress)
         except (OSError, RuntimeError, ValueError) as exc:
             self.fail(path, reason(exc))
             return
@@ -149,5 +145,6 @@ class ChildFile:
             path = numbered(path, trace.pid)
         if trace.steps:  # a child that steps: a trace per cycle of the schedule
             path = numbered(path, trace.cycle)
-        count = trace._write(path, metadata=self.metadata)
+        trace.extra_metadata = self.metadata
+        count = write_trace(trace, path)
         say(f"{PROG}: {count:,} events of child process {trace.pid} written to {path}")

@@ -304,29 +304,29 @@ class _Agent:
 
     def _write(self) -> dict:
         from .. import export
-        from ..session import StepRecord
+        from .._tracer import ThreadInfo
+        from ..trace import StepRecord, as_trace
 
         tracer = self.tracer
         path = self.config["output"]
-        names = {self.thread_id: "frametrace attach"}
-        steps = [StepRecord(f"step#{i}", i, start, end)
-                 for i, (start, end) in enumerate(self.step_marks)]
         argv = getattr(sys, "orig_argv", sys.argv)
-        process_name = " ".join(["python"] + [os.path.basename(a) for a in sys.argv[:1]])
-        metadata = {"command": argv, "cwd": os.getcwd(),
-                    "python": "%d.%d.%d" % sys.version_info[:3],
-                    "attach": {"duration": self.config["duration"],
-                               "steps": self.config["steps"],
-                               "step_function": self.config["step_function"],
-                               "reason": self.reason, "agent_thread_id": self.thread_id,
-                               "options": tracer.options.as_dict()}}
+        trace = as_trace(tracer)
+        trace.steps = [StepRecord(f"step#{i}", i, start, end)
+                       for i, (start, end) in enumerate(self.step_marks)]
+        trace.process_name = " ".join(["python"] + [os.path.basename(a) for a in sys.argv[:1]])
+        # The agent's own thread, by its serial: its ident may be an earlier thread's.
+        agent = max((t.serial for t in tracer.threads if t.thread_id == self.thread_id), default=0)
+        trace.threads = [ThreadInfo((t.serial, t.thread_id, t.native_thread_id, "frametrace attach",
+                                     t.dropped)) if t.serial == agent else t
+                         for t in tracer.threads]
+        trace.extra_metadata = {
+            "command": argv, "cwd": os.getcwd(), "python": "%d.%d.%d" % sys.version_info[:3],
+            "attach": {"duration": self.config["duration"], "steps": self.config["steps"],
+                       "step_function": self.config["step_function"],
+                       "reason": self.reason, "agent_thread_id": self.thread_id,
+                       "options": tracer.options.as_dict()}}
         try:
-            if path.endswith((".pftrace", ".pftrace.gz")):
-                count = export.write_perfetto(path, tracer, process_name=process_name,
-                                              thread_names=names, steps=steps, metadata=metadata)
-            else:
-                count = export.write_chrome(path, tracer, process_name=process_name,
-                                            thread_names=names, steps=steps, metadata=metadata)
+            count = export.write_trace(trace, path)
         except Exception as exc:  # noqa: BLE001
             from .._output import reason
 

@@ -1,0 +1,59 @@
+"""Reports of a trace: a per-function summary table, pstats files, collapsed
+stacks and a flame graph.
+
+    from frametrace import reports
+
+    with frametrace.trace() as tracer:
+        train_step()
+
+    reports.summary(tracer).print()                  # top 30 functions by self time
+    reports.write_pstats(tracer, "step.pstats")      # pstats.Stats("step.pstats"), snakeviz
+    reports.write_collapsed(tracer, "step.folded")   # flamegraph.pl, speedscope
+    reports.write_flamegraph_svg(tracer, "step.svg")
+
+Every report takes the trace first (then the path, for those that write
+one): a ``frametrace.Trace`` or what ``frametrace.as_trace()`` turns into
+one (a stopped tracer, a snapshot, a loaded trace, or the list
+``Tracer.getEvents()`` returns, or any list of 14-field event tuples in the
+same order: each thread's events in call order, parents before their
+children, ``parent`` the index of the parent event in the same list); its
+``events`` (and ``threads``' names) are used.  One module per report, the
+shared pass over the events in ``_pass``.  Each makes a single pass over the
+events, keeping a few integers per event.
+
+Conventions shared by every report:
+
+- A function is ``(name, filename, lineno, kind)``: frametrace's qualified
+  name (``co_name`` on 3.10), where its code is, and "py" or "c".
+- Every event is one call, including events flagged ``open_at_start`` (they
+  were already running when tracing began, and start at the tracer's start)
+  and each resume-to-yield slice of a generator (as cProfile counts them).
+- Self time is an event's duration minus the durations of its direct
+  children.  Total (inclusive) time counts a function's time once per
+  outermost activation on a thread's stack: a recursive call inside an
+  activation of the same function adds no total time (cProfile's
+  ``cumtime``).
+- The traced time, the denominator of every share, is the sum of the
+  durations of the root events (``parent == -1``) over all threads (over the
+  one thread for a per-thread table): the time the trace covers on each
+  thread, added up.
+- A function is *capped* when one of its events was still running at the
+  tracer's stop (``open_at_stop``): its time ends at the stop, shorter than
+  the real call.
+"""
+from ._collapsed import collapsed_stacks, write_collapsed
+from ._flamegraph import write_flamegraph_svg
+from ._pstats import pstats_label, write_pstats
+from ._summary import SORT_KEYS, SummaryRow, SummaryTable, summary
+
+__all__ = [
+    "SORT_KEYS",
+    "SummaryRow",
+    "SummaryTable",
+    "collapsed_stacks",
+    "pstats_label",
+    "summary",
+    "write_collapsed",
+    "write_flamegraph_svg",
+    "write_pstats",
+]
