@@ -356,7 +356,7 @@ def _end_session(run: _ChildRun) -> None:
 
 def _deliver(run: _ChildRun, tracer: Any) -> None:
     from .export import read_clock_anchor
-    from .trace import as_trace
+    from ._trace import as_trace
 
     trace = as_trace(tracer)
     trace.pid, trace.parent_pid = run.pid, run.parent_pid

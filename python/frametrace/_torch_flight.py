@@ -30,7 +30,7 @@ from typing import Any, Optional, Sequence, Union
 
 from . import _tracer
 from .flight import FlightRecorder
-from .trace import Trace
+from ._trace import Trace
 from .torch import _activities_of, _torch_activities, join_torch
 
 __all__ = ["TorchFlightRecorder"]

@@ -191,7 +191,7 @@ class _Job(NamedTuple):
 def _prepare(trace: Any, path: str | os.PathLike[str], writer: str) -> _Job:
     """What every writer starts with: the trace (as_trace()) and its facts,
     checked (a clear TypeError, not an AttributeError from deep inside)."""
-    from .trace import as_trace
+    from ._trace import as_trace
 
     trace = as_trace(trace)
     trace._check()

@@ -84,7 +84,7 @@ from typing import Any, Callable, Optional, Union
 
 from . import _running, _tracer
 from .export import read_clock_anchor, write_trace
-from .trace import StepRecord, Trace, as_trace
+from ._trace import StepRecord, Trace, as_trace
 from .tracer import Options, Tracer
 
 __all__ = ["FlightRecorder", "flight_recorder"]

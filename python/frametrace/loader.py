@@ -62,7 +62,7 @@ from . import _pftrace
 from ._tracer import Event, Stats, ThreadInfo, _load_chrome_calls
 from .export import _OWN_MEMBERS, Slice
 from .merge import merge
-from .trace import RangeRecord, StepRecord, Trace
+from ._trace import RangeRecord, StepRecord, Trace
 
 __all__ = ["MergedTrace", "load", "merge", "read_other_data"]
 

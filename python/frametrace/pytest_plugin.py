@@ -40,7 +40,7 @@ import pytest
 
 from . import __version__, _running
 from .export import write_chrome
-from .trace import RangeRecord, as_trace
+from ._trace import RangeRecord, as_trace
 from .tracer import Tracer
 
 __all__ = ["entry_point", "frametrace_tracer", "trace_filename"]

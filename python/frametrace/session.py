@@ -32,7 +32,7 @@ from ._output import say
 from ._ranks import distributed_info
 from .export import read_clock_anchor
 from .schedule import ProfilerAction, Schedule
-from .trace import RangeRecord, StepRecord, Trace
+from ._trace import RangeRecord, StepRecord, Trace
 from .tracer import Options, Tracer
 
 _now = _tracer._clock_ns  # a C function of the extension: never traced

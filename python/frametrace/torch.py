@@ -48,7 +48,7 @@ from .export import Slice, _json_document
 from .filters import TORCH_PLUMBING as PLUMBING
 from .schedule import ProfilerAction, Schedule
 from .session import Profile as _Session
-from .trace import Trace
+from ._trace import Trace
 from .tracer import Options
 
 __all__ = ["PLUMBING", "profile", "Profile", "flight_recorder", "tensorboard_trace_handler", "join_torch", "torch_trace_slices", "read_torch_chrome",

@@ -170,7 +170,7 @@ class Tracer(_tracer.Tracer):
         """Writes this stopped tracer or snapshot as ``Trace.save(path)``
         does (format by extension); returns the path.  ValueError while it
         runs: stop it, or save a ``snapshot()``."""
-        from .trace import as_trace
+        from ._trace import as_trace
 
         return as_trace(self).save(path)
 

@@ -63,7 +63,7 @@ from hypothesis import strategies as st
 import frametrace
 from frametrace import Event, _testing, _tracer, export, loader, reports, testing
 from frametrace.schedule import ProfilerAction
-from frametrace.trace import Trace
+from frametrace._trace import Trace
 
 # Every fuzz module's pytestmark.  One setup is enough here (the fuzzed code
 # does not depend on it): the cycle counter, setprofile backend.

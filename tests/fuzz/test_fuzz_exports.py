@@ -36,7 +36,7 @@ from hypothesis import strategies as st
 
 import frametrace
 from frametrace import _tracer, export
-from frametrace.trace import RangeRecord, StepRecord
+from frametrace._trace import RangeRecord, StepRecord
 from support import trace_of
 
 pytestmark = PYTESTMARK

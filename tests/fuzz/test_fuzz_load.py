@@ -36,7 +36,7 @@ from hypothesis import strategies as st
 
 import frametrace
 from frametrace import Event, export, loader, reports
-from frametrace.trace import RangeRecord, StepRecord, Trace
+from frametrace._trace import RangeRecord, StepRecord, Trace
 
 pytestmark = PYTESTMARK
 

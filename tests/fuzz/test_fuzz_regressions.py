@@ -19,7 +19,7 @@ from fuzzing import (
 
 import frametrace
 from frametrace import Event, _testing, export, loader, reports, testing
-from frametrace.trace import RangeRecord, StepRecord, Trace
+from frametrace._trace import RangeRecord, StepRecord, Trace
 from support import trace_of
 
 pytestmark = PYTESTMARK

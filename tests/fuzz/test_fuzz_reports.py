@@ -33,7 +33,7 @@ from hypothesis import strategies as st
 import frametrace
 import report_oracle
 from frametrace import _tracer, reports
-from frametrace.trace import Trace
+from frametrace._trace import Trace
 
 pytestmark = PYTESTMARK
 

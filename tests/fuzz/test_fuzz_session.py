@@ -32,7 +32,7 @@ from hypothesis import strategies as st
 import frametrace
 from frametrace import _tracer
 from frametrace.schedule import ProfilerAction, Schedule
-from frametrace.trace import Trace
+from frametrace._trace import Trace
 from frametrace.testing import assert_valid_trace
 
 pytestmark = PYTESTMARK

@@ -14,7 +14,7 @@ from frametrace.export import SLICE_TRACKS_TID_BASE, Slice
 from frametrace.loader import load
 from frametrace.op_table import op_table
 from frametrace.reports import summary
-from frametrace.trace import Trace
+from frametrace._trace import Trace
 
 PID, TID, ORIGIN = 4242, 11, 5_000_000_000
 TRACKS = ["torch: T1 (not nested in its frames)", "torch: thread 99", "torch: device 0 stream 7"]

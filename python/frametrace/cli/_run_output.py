@@ -19,7 +19,7 @@ def write_run_trace(tracer: Any, output: str, process_name: str, metadata: dict,
     """Writes the stopped tracer's trace to output and prints where and a
     summary; the exit status."""
     from .. import reports, view
-    from ..trace import as_trace
+    from .._trace import as_trace
 
     started = time.monotonic()
     progress = Progress(f"{PROG}: writing {output}")

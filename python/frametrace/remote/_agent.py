@@ -305,7 +305,7 @@ class _Agent:
     def _write(self) -> dict:
         from .. import export
         from .._tracer import ThreadInfo
-        from ..trace import StepRecord, as_trace
+        from .._trace import StepRecord, as_trace
 
         tracer = self.tracer
         path = self.config["output"]

@@ -39,7 +39,7 @@ def _thread_key(serial: Any, tid: Any) -> Any:
 
 def _source(trace: Any) -> tuple[Any, Sequence[Any], _Names]:
     """(the Trace, as_trace(trace); its events; its threads' names)."""
-    from ..trace import as_trace
+    from .._trace import as_trace
 
     trace = as_trace(trace)
     names = _Names({})
