@@ -448,3 +448,82 @@ def test_run_refuses_an_output_it_cannot_write_before_the_program_runs(tmp_path,
             assert proc.stdout == "", (output, proc.stdout)  # the program never ran
     assert sorted(os.listdir(tmp_path)) == ["file", "folder", "scripts"]
     assert os.listdir(tmp_path / "folder") == []
+
+
+FIB_PROGRAM = '''\
+import sys
+
+def fib(n):
+    return n if n < 2 else fib(n - 1) + fib(n - 2)
+
+fib(int(sys.argv[1]))
+'''
+
+
+def test_run_keeps_a_whole_ordinary_program_by_default(tmp_path):
+    """Without --buffer-size a thread's ring may grow to --max-memory: a
+    program of more calls than the library's default ring holds (fib(27):
+    635,621 calls, 1.27 million records) loses none."""
+    (tmp_path / "fib.py").write_text(FIB_PROGRAM)
+    frametrace_cmd("run", "-o", "t.pftrace", "fib.py", "27", cwd=tmp_path, check=0)
+    trace = load(tmp_path / "t.pftrace")
+    assert trace.stats.dropped == 0
+    assert sum(e.name == "fib" for e in trace.events) == 635621
+    assert 2 * len(trace.events) > frametrace.DEFAULT_BUFFER_SIZE
+
+
+def lost_line(stderr):
+    (line,) = [x for x in stderr.splitlines() if "lost entirely" in x]
+    return line
+
+
+def test_run_names_the_buffer_size_that_would_have_kept_everything(tmp_path):
+    (tmp_path / "fib.py").write_text(FIB_PROGRAM)
+    proc = frametrace_cmd("run", "--buffer-size", "4096", "-o", "t.pftrace", "fib.py", "18",
+                          cwd=tmp_path, check=0)
+    line = lost_line(proc.stderr)
+    assert "a thread's ring reached --buffer-size 4,096 records" in line, line
+    suggested = line.split("; --buffer-size ")[1].split(" would have kept them")[0]
+    proc = frametrace_cmd("run", "--buffer-size", suggested.replace(",", ""), "-o", "t.pftrace",
+                          "fib.py", "18", cwd=tmp_path, check=0)
+    assert "lost entirely" not in proc.stderr
+    assert load(tmp_path / "t.pftrace").stats.dropped == 0
+
+
+def test_run_names_the_max_memory_that_would_have_kept_everything(tmp_path):
+    (tmp_path / "fib.py").write_text(FIB_PROGRAM)
+    proc = frametrace_cmd("run", "--max-memory", str(1 << 20), "-o", "t.pftrace", "fib.py",
+                          "24", cwd=tmp_path, check=0)
+    line = lost_line(proc.stderr)
+    assert "the threads' rings together reached --max-memory 1,048,576 bytes" in line, line
+    suggested = line.split("; --max-memory ")[1].split(" would have kept them")[0]
+    proc = frametrace_cmd("run", "--max-memory", suggested.replace(",", ""), "-o", "t.pftrace",
+                          "fib.py", "24", cwd=tmp_path, check=0)
+    assert "lost entirely" not in proc.stderr
+    assert load(tmp_path / "t.pftrace").stats.dropped == 0
+
+
+def test_run_writes_pftrace_where_json_would_be_too_large(tmp_path, monkeypatch):
+    """Without -o, a trace of more events than the Perfetto UI opens as
+    JSON is written as frametrace.pftrace, said; with -o NAME.json it is
+    JSON all the same."""
+    from frametrace.cli import _run_output
+
+    def traced():
+        tracer = frametrace.Tracer()
+        with tracer:
+            sum(abs(i) for i in range(100))
+        return tracer
+
+    monkeypatch.setattr(_run_output, "JSON_EVENTS_THE_UI_OPENS", 50)
+    monkeypatch.chdir(tmp_path)
+    said = []
+    monkeypatch.setattr(_run_output, "say", said.append)
+    assert _run_output.write_run_trace(traced(), str(tmp_path / "frametrace.json"), "p", {}, 0,
+                                       chosen=False) == 0
+    assert not (tmp_path / "frametrace.json").exists()
+    assert load(tmp_path / "frametrace.pftrace").stats.dropped == 0
+    assert any("writing frametrace.pftrace" in x for x in said), said
+    assert _run_output.write_run_trace(traced(), str(tmp_path / "frametrace.json"), "p", {}, 0,
+                                       chosen=True) == 0
+    assert load(tmp_path / "frametrace.json").events

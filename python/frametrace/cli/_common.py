@@ -4,7 +4,7 @@ and number types several commands print or parse."""
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import Any, Optional
 
 from .._output import say
 from ..export import TerminalProgress as Progress
@@ -41,7 +41,8 @@ def tracer_arguments(parser: argparse.ArgumentParser) -> None:
     helps = {
         "buffer_size": dict(type=int, metavar="N", help=(
             f"ring capacity in records per thread, a call and a return being two (default "
-            f"{DEFAULT_BUFFER_SIZE:,}); when full, the oldest records are overwritten")),
+            f"{DEFAULT_BUFFER_SIZE:,}; run's: what --max-memory holds, so that a whole "
+            f"ordinary program is kept); when full, the oldest records are overwritten")),
         "max_memory": dict(type=int, metavar="BYTES", help=(
             f"bytes all threads' rings may hold together (default {DEFAULT_MAX_MEMORY:,}); "
             f"past it, ended threads' records go first, then full rings stop growing and "
@@ -101,10 +102,40 @@ def count_threads(events: list) -> int:
     return len({(e.thread_serial, e.thread_id if not e.thread_serial else 0) for e in events})
 
 
-def report_dropped(dropped: int, buffer_size: int) -> None:
-    if dropped:
-        say(f"{PROG}: {dropped:,} events were lost entirely (the oldest, per thread: "
-            f"--buffer-size is {buffer_size:,} records, a call and a return are two)")
+def report_dropped(dropped: int, options: Any, dropped_records: Optional[int] = None,
+                   held: Optional[int] = None) -> None:
+    """Says how many events were lost and which setting would have kept
+    them: --max-memory where the rings together reached it (held: the
+    bytes they held at the stop, when known), else --buffer-size."""
+    from .._tracer import MAX_BUFFER_SIZE
+
+    if not dropped:
+        return
+    lost = dropped_records if dropped_records else 2 * dropped  # a call and a return
+    if held is not None and held + 8 * lost > options.max_memory:
+        needed = -(-(held + 8 * lost) * 5 // 4 // 2**20) * 2**20  # a margin, whole MiB
+        say(f"{PROG}: {dropped:,} events were lost entirely (the oldest): the threads' rings "
+            f"together reached --max-memory {options.max_memory:,} bytes; --max-memory "
+            f"{needed:,} would have kept them")
+        return
+    needed = options.buffer_size + lost
+    hint = (f"--buffer-size {needed:,} would have kept them" if needed <= MAX_BUFFER_SIZE
+            else f"even --buffer-size {MAX_BUFFER_SIZE:,}, the most, would not have kept them all")
+    say(f"{PROG}: {dropped:,} events were lost entirely (the oldest): a thread's ring reached "
+        f"--buffer-size {options.buffer_size:,} records (a call and a return are two); {hint}")
+
+
+def run_options(options: Any, buffer_size_given: bool) -> Any:
+    """run's options: without --buffer-size, a thread's ring may grow to
+    the whole --max-memory, so that an ordinary program is kept whole."""
+    from .._tracer import MAX_BUFFER_SIZE
+    from ..tracer import Options
+
+    if buffer_size_given:
+        return options
+    fields = options.as_dict()
+    fields["buffer_size"] = min(MAX_BUFFER_SIZE, options.max_memory // 8)
+    return Options(**fields)
 
 
 def ms(ns: int) -> str:

@@ -62,7 +62,8 @@ from .._output import say, why_unwritable
 from .._ranks import distributed_info, numbered, output_name
 from .._ranks import process_name as rank_name
 from ..export import output_format
-from ._common import PROG, TRACER_FLAGS, CommandError, non_negative, tracer_arguments, tracer_options
+from ._common import (PROG, TRACER_FLAGS, CommandError, non_negative, run_options,
+                      tracer_arguments, tracer_options)
 from ._program import (check_program, code_objects_on_stack, compile_script, execute, exit_code,
                        is_zip, main_module, own_code, report_error, runpy_functions,
                        thread_shutdown, wait_for_threads)
@@ -79,7 +80,9 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                     "(Chrome trace JSON, or Perfetto's .pftrace, by the extension) and print "
                     "a summary on stderr.")
     run.add_argument("-o", "--output", default=DEFAULT_OUTPUT, metavar="trace.json|.pftrace",
-                     help=f"where to write the trace (default {DEFAULT_OUTPUT}): .json, "
+                     help=f"where to write the trace (default {DEFAULT_OUTPUT}, or "
+                          f"frametrace.pftrace for more events than the Perfetto UI opens as "
+                          f"JSON): .json, "
                           f".json.gz (Chrome trace JSON), .pftrace, .pftrace.gz (Perfetto's "
                           f"protobuf, smaller); {{rank}} and {{pid}} are replaced, and a rank "
                           f"of a distributed job (torchrun) writes NAME.rankN.EXT unless "
@@ -259,6 +262,8 @@ def _run_program(ns: argparse.Namespace, script: Optional[str], module: Optional
                 if given:
                     raise ValueError(f"--flight-recorder does not go with {name}")
             recorder = FlightRecorder(ns.flight_recorder, options=options)
+        else:
+            options = run_options(options, ns.buffer_size is not None)
         tracer = Tracer(options=options)
         if ns.python_steps is not None and ns.steps is None:
             raise ValueError("--python-steps needs --steps")
@@ -328,7 +333,8 @@ def _run_program(ns: argparse.Namespace, script: Optional[str], module: Optional
                 info = distributed_info()
                 return write_run_trace(tracer, output_name(output, info),
                                         rank_name(info) or process_name,
-                                        dict(metadata, exit_code=status), status)
+                                        dict(metadata, exit_code=status), status,
+                                        chosen=ns.output != DEFAULT_OUTPUT)
             assert writer is not None
             return report_cycles(writer, session, ns.steps_text, status)
 

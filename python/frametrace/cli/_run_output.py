@@ -14,13 +14,26 @@ from ..export import write_trace
 from ._common import PROG, SUMMARY_LIMIT, Progress, count_threads, report_dropped
 
 
+# Past this many events, run's default output is .pftrace: their Chrome
+# JSON (about 110 bytes an event) would be more than the Perfetto UI opens,
+# the .pftrace about a seventh of it.
+JSON_EVENTS_THE_UI_OPENS = 5_000_000
+
+
 def write_run_trace(tracer: Any, output: str, process_name: str, metadata: dict,
-                    status: int) -> int:
+                    status: int, chosen: bool = True) -> int:
     """Writes the stopped tracer's trace to output and prints where and a
-    summary; the exit status."""
+    summary; the exit status.  chosen: the user named output (else a trace
+    too large for JSON in the UI is written as .pftrace beside it)."""
     from .. import reports, view
     from .._trace import as_trace
 
+    events = tracer.ring_bytes // 16  # two 8-byte records an event, about
+    if not chosen and output.endswith(".json") and events > JSON_EVENTS_THE_UI_OPENS:
+        output = output[:-len(".json")] + ".pftrace"
+        say(f"{PROG}: about {events:,} events, more than the Perfetto UI opens as JSON: "
+            f"writing {os.path.basename(output)} (Perfetto's own format; -o NAME.json for "
+            f"JSON)")
     started = time.monotonic()
     progress = Progress(f"{PROG}: writing {output}")
     trace = as_trace(tracer)
@@ -36,7 +49,8 @@ def write_run_trace(tracer: Any, output: str, process_name: str, metadata: dict,
     threads = count_threads(trace.events)
     say(f"{PROG}: {count:,} events of {threads} thread{'s' if threads != 1 else ''} "
         f"written to {output} ({seconds:.2f} s)")
-    report_dropped(tracer.stats.dropped, tracer.buffer_size)
+    report_dropped(tracer.stats.dropped, tracer.options, tracer.stats.dropped_records,
+                   tracer.ring_bytes)
     table = reports.summary(trace, limit=SUMMARY_LIMIT)
     say(str(table))
     say(view.open_hint(output))
