@@ -170,3 +170,29 @@ def stopper(tracer):
     calls.leaf(1)
     tracer.stop()
     calls.leaf(2)
+
+
+def test_the_summary_says_thread_time_and_wall_time_apart():
+    """Several threads' outermost calls summed are thread time, more than the
+    wall time when they ran at once: the header says both."""
+    import threading
+
+    from frametrace import reports
+
+    def work():
+        sum(range(20000))
+
+    with frametrace.trace() as tracer:
+        threads = [threading.Thread(target=work) for _ in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    table = reports.summary(tracer)
+    header = str(table).splitlines()[0]
+    wall = (tracer.stop_ns - tracer.start_ns) / 1e6
+    assert table.thread_count == 3 and table.wall_ns == tracer.stop_ns - tracer.start_ns
+    assert (f"ms of thread time (each thread's outermost calls, summed over 3 threads) in "
+            f"{wall:.3f} ms of wall time") in header, header
+    one = reports.summary([e for e in tracer.getEvents() if e.thread_serial == 1])
+    assert "ms traced (its outermost calls' time)" in str(one).splitlines()[0]

@@ -137,7 +137,7 @@ def test_text_table_format():
     events[0] = ev("main", 0, 100 * US, -1, 0, lineno=1, oast=True)
     text = str(reports.summary(events))
     lines = text.splitlines()
-    assert lines[0].startswith("4 functions, 6 calls, 0.100 ms traced (sum of root durations)")
+    assert lines[0].startswith("4 functions, 6 calls, 0.100 ms traced (its outermost calls' time)")
     assert lines[1].split() == ["calls", "total", "ms", "self", "ms", "mean", "ms", "share",
                                 "function"]
     body = lines[2:6]

@@ -56,7 +56,9 @@ class SummaryTable:
     """The result of ``summary()``: ``rows`` (``SummaryRow``s, sorted and
     limited), ``str(table)`` an aligned text table, ``table.print()``.
 
-    ``traced_ns`` is the share denominator (sum of root durations),
+    ``traced_ns`` is the share denominator: the sum of each thread's
+    outermost calls' durations (over ``thread_count`` threads: more than
+    ``wall_ns``, the trace's wall time, where threads ran at once),
     ``functions`` and ``calls`` count every function and call before the
     limit.  With ``per_thread=True``, ``threads`` maps each thread's
     thread_serial (its thread_id for events with no serial) to its own table
@@ -82,6 +84,10 @@ class SummaryTable:
         self.ident_shared = False  # another thread of the events had this thread_id
         self.thread_name = thread_name
         self.threads: dict[Any, SummaryTable] = threads if threads is not None else {}
+        self.thread_count = 1
+        """How many threads the traced time is summed over."""
+        self.wall_ns: Optional[int] = None
+        """The trace's wall time (its tracer's start to stop), when known."""
         self.ops: Any = None
         """The op table (``frametrace.op_table.OpTable``) of a Trace with
         torch's ops, printed after the functions; else None."""
@@ -102,7 +108,7 @@ class SummaryTable:
         if self.threads:
             n = len(self.threads)
             parts = [f"{n} thread{'s' if n != 1 else ''}, {self.calls} calls, "
-                     f"{_ms(self.traced_ns)} ms traced (sum of root durations)"]
+                     f"{self._traced_text()}"]
             for table in self.threads.values():
                 parts.append(table._render())
             return "\n\n".join(parts + ops)
@@ -112,6 +118,15 @@ class SummaryTable:
         """Prints the table (to sys.stdout by default)."""
         print(str(self), file=file if file is not None else sys.stdout)
 
+    def _traced_text(self) -> str:
+        """What the shares are of: one thread's time, or the sum of several
+        threads' (more than the wall time when they ran at once)."""
+        if self.thread_count <= 1:
+            return f"{_ms(self.traced_ns)} ms traced (its outermost calls' time)"
+        wall = f" in {_ms(self.wall_ns)} ms of wall time" if self.wall_ns is not None else ""
+        return (f"{_ms(self.traced_ns)} ms of thread time (each thread's outermost calls, "
+                f"summed over {self.thread_count} threads){wall}")
+
     def _render(self) -> str:
         lines = []
         if self.thread_id is not None:
@@ -120,8 +135,8 @@ class SummaryTable:
                      if self.ident_shared and self.thread_serial is not None else "")
             lines.append(f"thread {self.thread_id}{which}{named}")
         shown = (f"; top {len(self.rows)} shown" if len(self.rows) < self.functions else "")
-        lines.append(f"{self.functions} functions, {self.calls} calls, {_ms(self.traced_ns)} ms "
-                     f"traced (sum of root durations); sorted by {self.sort}{shown}")
+        lines.append(f"{self.functions} functions, {self.calls} calls, {self._traced_text()}; "
+                     f"sorted by {self.sort}{shown}")
         header = ("calls", "total ms", "self ms", "mean ms", "share", "function")
         body = [
             (str(r.calls), _ms(r.total_ns), _ms(r.self_ns), _ms(r.mean_ns),
@@ -179,8 +194,9 @@ def summary(trace: Any, *, sort: str = "self", limit: Optional[int] = 30,
     ``(name, filename, lineno, kind)``.
 
     share is the function's **self time over the traced time, the sum of the
-    root events' durations** (over all threads; over the thread in a
-    per-thread table), so the shares of a full table add up to 100%.  Total
+    root events' durations** (over all threads: thread time, more than the
+    wall time where threads ran at once, both in the header; over the thread
+    in a per-thread table), so the shares of a full table add up to 100%.  Total
     time counts each outermost activation once (recursive calls inside it add
     nothing), like cProfile's cumtime.  capped: one of the function's events
     was still running at the tracer's stop, its time cut there (marked ``*``
@@ -210,6 +226,9 @@ def summary(trace: Any, *, sort: str = "self", limit: Optional[int] = 30,
                         f"{type(group_by_input_shape).__name__}")
     trace, evs, default_names = _source(trace)
     table = _summary(evs, _thread_names(default_names, thread_names), sort, limit, per_thread)
+    start, stop = getattr(trace, "tracer_start_ns", None), getattr(trace, "tracer_stop_ns", None)
+    if type(start) is int and type(stop) is int and stop >= start:
+        table.wall_ns = stop - start
     if has_ops(trace):
         table.ops = op_table(trace, sort=sort, limit=limit,
                              group_by_input_shape=group_by_input_shape)
@@ -234,10 +253,12 @@ def _summary(evs: Any, names: _Names, sort: str, limit: Optional[int],
             table.thread_serial = serial
             table.ident_shared = tid in shared
             tables[tk] = table
-        return SummaryTable([r for t in tables.values() for r in t.rows],
-                            traced_ns=sum(fs.roots.values()),
-                            functions=len({k[:4] for k in keys}), calls=sum(calls), sort=sort,
-                            limit=limit, threads=tables)
+        whole = SummaryTable([r for t in tables.values() for r in t.rows],
+                             traced_ns=sum(fs.roots.values()),
+                             functions=len({k[:4] for k in keys}), calls=sum(calls), sort=sort,
+                             limit=limit, threads=tables)
+        whole.thread_count = len(fs.threads)
+        return whole
     acc: dict[tuple[Any, ...], list[Any]] = {}
     for fid, key in enumerate(keys):
         a = acc.get(key[:4])
@@ -249,4 +270,6 @@ def _summary(evs: Any, names: _Names, sort: str, limit: Optional[int],
             a[2] += totals[fid]
             a[3] += selfs[fid]
             a[4] = a[4] or capped[fid]
-    return _table(acc, sum(fs.roots.values()), sort, limit, None, None)
+    table = _table(acc, sum(fs.roots.values()), sort, limit, None, None)
+    table.thread_count = len(fs.threads)
+    return table
