@@ -6,6 +6,7 @@ they ran, and frametrace merge puts them under the parent's times."""
 import json
 import multiprocessing
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -142,6 +143,18 @@ def test_run_follow_children(tmp_path, method, output):
         ["prog.py", output, f"{stem}.{mp_child}.{ext}", f"{stem}.{forked}.{ext}"])
     for pid in (mp_child, forked):
         assert f"of child process {pid} written to" in proc.stderr
+    # The closing hint names the children's files and the merge that shows
+    # all of them; run as printed, by a shell, it merges the three.
+    (hint,) = [line for line in proc.stderr.splitlines() if "the children's traces" in line]
+    command = hint.split("on one timeline: ", 1)[1]
+    assert command == f"frametrace merge {output} {stem}.*.{ext} -o merged.json", hint
+    merged = python("-c", "import sys; from frametrace.cli import main; sys.exit(main())",
+                    *shlex.split(subprocess.run(["sh", "-c", f"echo {command[len('frametrace '):]}"],
+                                                cwd=tmp_path, capture_output=True, text=True,
+                                                check=True).stdout), cwd=tmp_path)
+    assert merged.returncode == 0, merged.stderr
+    assert len(frametrace.load(str(tmp_path / "merged.json")).processes) == 3
+    os.unlink(tmp_path / "merged.json")
     if ext != "json":
         return
     for pid, x in ((mp_child, 1), (forked, 2)):

@@ -227,6 +227,14 @@ def _check_output(output: str) -> None:
         raise ValueError(f"-o {output}: {why}")
 
 
+def _children_pattern(output: str, info: Any) -> str:
+    """The glob the children's files of --follow-children match (ChildFile
+    names them)."""
+    if "{pid}" in output:
+        return output_name(output.replace("{pid}", "*"), info)
+    return numbered(output_name(output, info), "*")
+
+
 def run(ns: argparse.Namespace) -> int:
     """Runs the parsed run command (see parse); the exit status."""
     endings = _endings.Endings()
@@ -334,7 +342,9 @@ def _run_program(ns: argparse.Namespace, script: Optional[str], module: Optional
                 return write_run_trace(tracer, output_name(output, info),
                                         rank_name(info) or process_name,
                                         dict(metadata, exit_code=status), status,
-                                        chosen=ns.output != DEFAULT_OUTPUT)
+                                        chosen=ns.output != DEFAULT_OUTPUT,
+                                        children=(_children_pattern(output, info)
+                                                  if ns.follow_children else None))
             assert writer is not None
             return report_cycles(writer, session, ns.steps_text, status)
 

@@ -4,8 +4,9 @@ run's trace, each cycle of ``--steps`` and each child's of
 from __future__ import annotations
 
 import os
+import shlex
 import time
-from typing import Any
+from typing import Any, Optional
 
 from .._output import reason, say
 from .._ranks import numbered, output_name
@@ -21,10 +22,12 @@ JSON_EVENTS_THE_UI_OPENS = 5_000_000
 
 
 def write_run_trace(tracer: Any, output: str, process_name: str, metadata: dict,
-                    status: int, chosen: bool = True) -> int:
+                    status: int, chosen: bool = True, children: Optional[str] = None) -> int:
     """Writes the stopped tracer's trace to output and prints where and a
     summary; the exit status.  chosen: the user named output (else a trace
-    too large for JSON in the UI is written as .pftrace beside it)."""
+    too large for JSON in the UI is written as .pftrace beside it).
+    children: where the children's traces went (--follow-children), told
+    with the command that merges them with this one."""
     from .. import reports, view
     from .._trace import as_trace
 
@@ -54,6 +57,13 @@ def write_run_trace(tracer: Any, output: str, process_name: str, metadata: dict,
     table = reports.summary(trace, limit=SUMMARY_LIMIT)
     say(str(table))
     say(view.open_hint(output))
+    if children is not None:
+        parent = shlex.quote(os.path.relpath(output))
+        # Quoted around its *, which the shell is to expand.
+        pattern = "*".join(shlex.quote(part) for part in os.path.relpath(children).split("*"))
+        say(f"{PROG}: the children's traces are {pattern} (each child's pid in its name); "
+            f"to see them with this one on one timeline: {PROG} merge {parent} {pattern} "
+            f"-o merged.json")
     tracer.clear()
     return status
 
