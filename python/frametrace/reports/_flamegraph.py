@@ -76,6 +76,43 @@ _ZOOM_SCRIPT = """<script type="text/ecmascript"><![CDATA[
     g.style.cursor = "pointer";
     g.addEventListener("click", function () { zoom(g); });
   });
+  // Search: the frames whose name matches turn magenta, and the share of
+  // the traced time they cover (nested matches counted once) is shown.
+  var searchButton = document.getElementById("search"),
+      matched = document.getElementById("matched");
+  function search(term) {
+    var re = null;
+    if (term) {
+      try { re = new RegExp(term); } catch (e) { matched.textContent = "bad pattern"; return; }
+    }
+    var spans = [];
+    frames.forEach(function (g) {
+      var rect = g.querySelector("rect"), hit = re !== null && +g.getAttribute("data-l") >= 2
+          && re.test(g.getAttribute("data-n"));
+      rect.setAttribute("fill", hit ? "rgb(230,0,230)" : g.getAttribute("data-c"));
+      if (hit) spans.push([+g.getAttribute("data-x"), +g.getAttribute("data-w")]);
+    });
+    spans.sort(function (a, b) { return a[0] - b[0]; });
+    var covered = 0, end = -Infinity;
+    spans.forEach(function (s) {
+      var from = Math.max(s[0], end), to = s[0] + s[1];
+      if (to > from) covered += to - from;
+      end = Math.max(end, to);
+    });
+    matched.textContent = re === null ? "" : "matched: " + (covered / INNER * 100).toFixed(1) + "%%";
+    searchButton.textContent = re === null ? "search" : "reset search";
+    return covered / INNER;
+  }
+  searchButton.addEventListener("click", function () {
+    if (searchButton.textContent !== "search") { search(""); return; }
+    var term = window.prompt("Frames whose name matches (a regular expression):", "");
+    if (term) search(term);
+  });
+  // f.svg#s=PATTERN opens with that search made.
+  var given = /[#&]s=([^&]*)/.exec(window.location.hash);
+  if (given) search(decodeURIComponent(given[1]));
+  // The root ("all") is at the bottom: a tall graph opens there.
+  window.scrollTo(0, document.documentElement.scrollHeight);
 })();
 ]]></script>
 """
@@ -93,7 +130,10 @@ def write_flamegraph_svg(trace: Any, path: PathLike, *, title: str = "frametrace
                          thread_names: Optional[Mapping[Any, str]] = None) -> str:
     """Writes a flame graph of the trace as a self-contained SVG (no external
     font, script or link: it opens in any browser or viewer; in a browser, a
-    click on a frame zooms in on it, a click on "all" zooms out); returns the
+    click on a frame zooms in on it, a click on "all" zooms out, "search"
+    highlights the frames whose name matches a regular expression and says
+    what share of the time they cover (``f.svg#s=PATTERN`` opens with that
+    search made), and a tall graph opens scrolled to its root); returns the
     path.
 
     Events with the same call path on a thread merge into one frame; a
@@ -101,8 +141,8 @@ def write_flamegraph_svg(trace: Any, path: PathLike, *, title: str = "frametrace
     events), its children sit on top of it, left to right in the order they
     were first called.  All threads are merged in one graph: the bottom frame
     "all" is the traced time (the sum of the root durations of every
-    thread), above it one frame per thread (``thread <id>`` or its name),
-    then that thread's roots.  Each frame carries a ``<title>`` tooltip:
+    thread), above it one frame per thread (its name, or ``thread <id>``;
+    the tooltip gives both), then that thread's roots.  Each frame carries a ``<title>`` tooltip:
     name and file:line, inclusive time, share of the traced time, self time,
     calls, and whether it was capped at the tracer's stop.  Frames narrower
     than 0.1 px are not drawn (nor, then, anything above them).  Python
@@ -148,7 +188,10 @@ def write_flamegraph_svg(trace: Any, path: PathLike, *, title: str = "frametrace
             w = tsum * scale
             if w >= _MIN_PX:
                 tl = _thread_label(tid, paths.idents, shared, names)
-                frames.append((1, _PAD + x_ns * scale, w, tl, tip(tl, tsum, None, None, False), ""))
+                # The name where it has one (the thread's id is in the tooltip).
+                shown = tl.rsplit(" (thread ", 1)[0] if tl.endswith(")") else tl
+                frames.append((1, _PAD + x_ns * scale, w, shown, tip(tl, tsum, None, None, False),
+                               ""))
                 max_level = max(max_level, 1)
                 todo = []
                 x = x_ns
@@ -187,19 +230,24 @@ def write_flamegraph_svg(trace: Any, path: PathLike, *, title: str = "frametrace
         " .h{font-size:%dpx;text-anchor:middle}</style>\n" % (_FONT, _FONT + 6),
         f'<rect x="0" y="0" width="{width}" height="{height}" fill="#fdfdf6"/>\n',
         f'<text class="h" x="{width / 2:.1f}" y="22">{_xml(title)}</text>\n',
-        f'<text x="{_PAD}" y="38">{len(evs)} events, {_ms(traced)} ms traced (sum of root '
-        f'durations); width: inclusive time; hover a frame for details</text>\n',
+        f'<text x="{_PAD}" y="38">{len(evs)} events, {_ms(traced)} ms traced (each thread\'s '
+        f'outermost calls, summed); width: inclusive time; hover a frame for details</text>\n',
     ]
+    if frames:
+        out.append(f'<text id="search" x="{width - _PAD}" y="22" text-anchor="end" '
+                   f'style="cursor:pointer;fill:#06c">search</text>\n'
+                   f'<text id="matched" x="{width - _PAD}" y="38" text-anchor="end"></text>\n')
     if not frames:
         out.append(f'<text x="{_PAD}" y="{base - 2}">(no events)</text>\n')
     for level, fx, fw, label, tiptext, fill in frames:
         fy = base - (level + 1) * _FRAME_H
         text = _label(label, fw)
+        color = fill or _color(label, "")
         out.append(
             f'<g class="f" data-l="{level}" data-n="{_xml(label)}" data-x="{fx:.2f}" '
-            f'data-w="{fw:.2f}"><title>{_xml(tiptext)}</title>'
+            f'data-w="{fw:.2f}" data-c="{color}"><title>{_xml(tiptext)}</title>'
             f'<rect x="{fx:.2f}" y="{fy}" width="{fw:.2f}" height="{_FRAME_H - 1}" rx="2" '
-            f'fill="{fill or _color(label, "")}"/>'
+            f'fill="{color}"/>'
             + (f'<text x="{fx + 3:.2f}" y="{fy + _FRAME_H - 4}">{_xml(text)}</text>' if text else "")
             + "</g>\n")
     if frames:
