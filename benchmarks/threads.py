@@ -1,5 +1,5 @@
 """Thread churn and start-up: what recording costs a program that starts many
-threads (issue 17).  A report, never a test.
+threads.  A report, never a test.
 
     python benchmarks/threads.py [--threads N] [--calls N] [--rounds N]
 
@@ -12,7 +12,7 @@ not another's:
 - per-thread start cost: the time of `Thread(target=f).start(); join()` for
   a thread whose body makes the calls, traced and untraced (medians).
 - the stdlib's test_queue (many short threads): peak RSS untraced and
-  traced (recording only; the bound of issue 17: 2x untraced + 100 MB);
+  traced (recording only; the bound: 2x untraced + 100 MB);
 - packing: a thread records 128K, 250K or 1M records and ends; its ring's
   bytes before and after 300 more threads start (their sweeps pack rings of
   up to 256K records; a larger one waits for the memory bound), and the

@@ -313,8 +313,8 @@ def _named_errors(path: str) -> Iterator[None]:
 
 def _tail_other(path: str) -> Optional[dict]:
     """otherData.frametrace, unchecked, from before traceEvents (where
-    write_chrome puts it) or the end of the file (where it put it before
-    issue 18), the events not read; None when not there."""
+    write_chrome puts it) or the end of the file (where earlier versions
+    put it), the events not read; None when not there."""
     try:
         with _Reader(path) as r:
             for key, array in r.members():
@@ -548,7 +548,7 @@ def _parse_event(ev: Any, n: int, strings: _Strings) -> Optional[tuple[str, tupl
 
         def flag(key: str) -> bool:
             return _get(args, key, bool, f"{what}.args", False)
-        if cat == "range":  # on a track of its own since issue 18: its thread's tid in args
+        if cat == "range":  # on a track of its own in later versions: its thread's tid in args
             return "range", (_check(name, str, f"{what}.name"), pid,
                              _get(args, "thread_tid", int, f"{what}.args", tid), ts, end,
                              flag("open_at_start"), flag("open_at_end"))

@@ -1,5 +1,5 @@
 """frametrace.torch.flight_recorder: a flight recorder whose dumps hold
-torch's ops of the dumped steps (``frametrace.flight``, issue 20 part 3).
+torch's ops of the dumped steps (``frametrace.flight``).
 
 Kineto hands its ops over only when its trace stops, so torch.profiler runs
 beside the recorder's tracer in cycles of ``cycle_steps`` steps (a schedule

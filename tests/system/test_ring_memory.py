@@ -139,7 +139,7 @@ def test_thread_churn_costs_what_the_threads_record():
     traced = run("TRACED = True\n" + textwrap.dedent(program))
     assert traced["dropped"] == 0 and traced["leaves"] == 12 * THREADS, traced
     assert traced["threads"] == THREADS + 1
-    # Issue 17's bound: 60 MB above untraced (a full 8 MiB ring each: 24 GB).
+    # The bound: 60 MB above untraced (a full 8 MiB ring each: 24 GB).
     assert traced["rss"] - untraced["rss"] <= 60_000_000, (traced, untraced)
     # The rings hold a page or two each (threading's own calls, C calls
     # included, are most of the records); the ended threads' reserves (8 MiB
