@@ -67,6 +67,9 @@ def ui_version(web_dist: str) -> str:
 
 def unavailable() -> str | None:
     """Why the browser check cannot run here, or None."""
+    if "libasan" in os.environ.get("LD_PRELOAD", ""):
+        # Chromium would start with the sanitizer preloaded, and abort.
+        return "under a sanitizer build; CI's browser stage runs this layer"
     if find_chromium() is None:
         return ("no Chromium found (apt-get install chromium, or set FRAMETRACE_CHROMIUM); "
                 "looked for " + ", ".join(CHROMIUM_NAMES))

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from perfetto_ui import find_chromium
+from perfetto_ui import find_chromium, unavailable
 
 pytestmark = pytest.mark.browser
 
@@ -41,11 +41,12 @@ def dom_after_scripts(chromium, svg, fragment):
 
 
 def test_search_highlights_and_measures(tmp_path):
+    why = unavailable()
+    if why and os.environ.get("FRAMETRACE_BROWSER_REQUIRED"):
+        pytest.fail(f"Chromium required (FRAMETRACE_BROWSER_REQUIRED) but {why}")
+    if why:
+        pytest.skip(why)
     chromium = find_chromium()
-    if chromium is None:
-        if os.environ.get("FRAMETRACE_BROWSER_REQUIRED"):
-            pytest.fail("Chromium required (FRAMETRACE_BROWSER_REQUIRED) but not found")
-        pytest.skip("no Chromium found")
     (tmp_path / "prog.py").write_text(PROGRAM)
     svg = tmp_path / "f.svg"
     subprocess.run([sys.executable, "-m", "frametrace", "run", "-o", "t.json", "prog.py"],

@@ -249,8 +249,11 @@ def test_a_window_without_python_keeps_torchs_ops(tmp_path):
     events, _ = chrome(tmp_path / "t.json")
     assert sum(e.get("cat") == "cpu_op" for e in events) == len(trace.slice_tracks[0][1]) - sum(
         x.category != "cpu_op" for x in trace.slice_tracks[0][1])
-    with pytest.raises(ValueError, match="traced no Python"):
-        trace.save(tmp_path / "t.pftrace")
+    # .pftrace too, written from the trace's Events (none) and its slices.
+    trace.save(tmp_path / "t.pftrace")
+    loaded = frametrace.load(tmp_path / "t.pftrace")
+    assert loaded.events == []
+    assert sum(len(items) for _, items in loaded.slice_tracks) == len(trace.slice_tracks[0][1])
 
 
 def test_record_shapes_puts_the_input_dims_in_the_ops_args():

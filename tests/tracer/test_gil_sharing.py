@@ -15,9 +15,12 @@ import pytest
 import frametrace
 from frametrace import _tracer
 from frametrace.export import Slice, write_chrome
-from support import trace_of
+from support import UNDER_ASAN, trace_of
 
 N = 200_000
+# Under a sanitizer the work runs, sharing, and is checked for what it
+# makes; its timing (several times slower, on a loaded CI machine) is not.
+TIMED = not UNDER_ASAN
 # The interpreter's default: past it, a thread that waits asks for the GIL
 # and the next turn's end hands it over.
 SWITCH_INTERVAL = 0.005
@@ -96,6 +99,9 @@ def test_the_join_gives_the_gil_away_in_turns():
         slices, tracks = _tracer._join_ops(None, activities, Slice, {}, 0, 1, 250, None)
         assert sum(len(items) for _name, items in tracks) == N
 
+    if not TIMED:
+        longest_wait_beside(join, share=True)
+        return
     alone, took = longest_wait_beside(join, share=False)
     assert alone >= 0.9 * took  # the loop waited for the whole join
     shared, _took = longest_wait_beside(join, share=True)
@@ -111,9 +117,12 @@ def test_rendering_slices_gives_the_gil_away_in_turns(tmp_path):
 
     # Rendering each slice needs the GIL; the sorting and writing do not.
     # The best of two: the machine's own scheduling adds gaps too.
-    alone = longest_wait_beside(write, share=False)[0]
-    shared = min(longest_wait_beside(write, share=True)[0] for _ in range(2))
-    assert shared < 0.5 * alone, (shared, alone)
+    if TIMED:
+        alone = longest_wait_beside(write, share=False)[0]
+        shared = min(longest_wait_beside(write, share=True)[0] for _ in range(2))
+        assert shared < 0.5 * alone, (shared, alone)
+    else:
+        longest_wait_beside(write, share=True)
     assert (tmp_path / "t.json").read_bytes().count(b'"cat":"cpu_op"') == 2 * N
 
 
@@ -154,4 +163,4 @@ def test_a_sessions_writer_thread_shares_the_gil(tmp_path):
     with frametrace.profile(on_trace_ready=handler):
         pass
     (longest, took), = sharing
-    assert longest < 0.25 * took, (longest, took)
+    assert not TIMED or longest < 0.25 * took, (longest, took)
