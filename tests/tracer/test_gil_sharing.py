@@ -95,15 +95,21 @@ def traced_with_slices(n):
 def test_the_join_gives_the_gil_away_in_turns():
     activities = [Activity(i) for i in range(N)]
 
+    in_c = []
+
     def join():
+        start = time.perf_counter()
         slices, tracks = _tracer._join_ops(None, activities, Slice, {}, 0, 1, 250, None)
+        in_c.append(time.perf_counter() - start)
         assert sum(len(items) for _name, items in tracks) == N
 
     if not TIMED:
         longest_wait_beside(join, share=True)
         return
     alone, took = longest_wait_beside(join, share=False)
-    assert alone >= 0.9 * took  # the loop waited for the whole join
+    # The loop waited for the whole C call (the Python around it may let
+    # the loop in at the switch interval).
+    assert alone >= 0.9 * in_c[0], (alone, in_c[0])
     shared, _took = longest_wait_beside(join, share=True)
     assert shared < 0.25 * took, (shared, took)
 
