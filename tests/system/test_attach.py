@@ -17,6 +17,7 @@ import sys
 import tempfile
 import threading
 import time
+from typing import Callable
 
 import pytest
 
@@ -532,14 +533,87 @@ def test_under_yama_root_hands_the_script_over_itself(targets, user_python, othe
     assert (status, err) == (3, "") and "result" in stdout
 
 
+def _hand_over_by_a_runner(pid: int, output: str) -> Callable[[], str]:
+    """frametrace attach as a process whose runner, started as the target's
+    user, hands the script over; returns once that runner has come and
+    gone, with what waits for the attach's end and gives its stderr."""
+    cli = subprocess.Popen([sys.executable, "-m", "frametrace", "attach", str(pid),
+                            "--duration", "0.3", "--timeout", "2", "-o", output],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           env=child_env())
+
+    def end() -> str:
+        try:
+            _, err = cli.communicate(timeout=120)
+        finally:
+            cli.kill()
+            cli.communicate()
+        assert cli.returncode == 2, err
+        return err
+
+    try:
+        wait_for_a_child_to_come_and_go(cli.pid, cli)
+    except BaseException:
+        cli.kill()
+        cli.communicate()
+        raise
+    return end
+
+
+def _hand_over_by_root(pid: int, output: str, monkeypatch) -> Callable[[], str]:
+    """frametrace.attach in this process as under Yama, where root's own
+    sys.remote_exec hands the script over; returns once it has, with what
+    waits for the attach's end and gives its error."""
+    from frametrace.remote import _target
+
+    monkeypatch.setattr(_target, "ptrace_scope", lambda: "1")
+    handed = threading.Event()
+    remote_exec = sys.remote_exec  # type: ignore[attr-defined]
+
+    def remote_exec_then_say(target_pid, path):
+        remote_exec(target_pid, path)
+        handed.set()
+
+    monkeypatch.setattr(sys, "remote_exec", remote_exec_then_say)
+    outcome: list = []
+
+    def attach() -> None:
+        try:
+            frametrace.attach(pid, duration=0.3, output=output, timeout=2)
+        except BaseException as exc:  # noqa: BLE001 - the test looks at it
+            outcome.append(exc)
+        handed.set()
+
+    thread = threading.Thread(target=attach)
+    thread.start()
+    handed.wait(60)
+
+    def end() -> str:
+        thread.join(120)
+        assert not thread.is_alive()
+        (error,) = outcome
+        assert isinstance(error, frametrace.AttachError), repr(error)
+        return str(error)
+
+    return end
+
+
 @needs_remote_exec
 @needs_root
+@pytest.mark.parametrize("hand_over", ["runner", "root"])
 def test_the_folder_given_to_the_user_redirects_nothing(tmp_path, targets, user_python,
-                                                       other_user):
+                                                       other_user, monkeypatch, hand_over):
     """While the target may read the script, the folder holding it is its
     user's: renamed, and a symbolic link left in its place, root's clean-up
-    still acts in the folder itself, not where the link points."""
+    still acts in the folder itself, not where the link points.  Both ways
+    of handing the script over: a runner as the user, and (where Yama lets
+    no process of the user's attach) root's own sys.remote_exec."""
+    from frametrace.remote import _target
+
     _, uid, gid = other_user
+    if hand_over == "runner" and _target.ptrace_scope() != "0":
+        pytest.skip(f"kernel.yama.ptrace_scope is {_target.ptrace_scope()}: no process of the "
+                    f"target's user may attach to it, so root hands the script over itself")
     victim = tmp_path / "victim"  # root's, out of the user's reach
     victim.mkdir()
     (victim / "s").write_text("root's")
@@ -547,30 +621,30 @@ def test_the_folder_given_to_the_user_redirects_nothing(tmp_path, targets, user_
     target = targets("stdin", python=user_python)
     pattern = os.path.join(tempfile.gettempdir(), "frametrace-attach-*")
     before = set(glob.glob(pattern))
-    cli = subprocess.Popen([sys.executable, "-m", "frametrace", "attach", str(target.pid),
-                            "--duration", "0.3", "--timeout", "2", "-o",
-                            os.path.join(user_python.out, "never.json")],
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                           env=child_env())
+    output = os.path.join(user_python.out, "never.json")
+    # Once the script is handed over (sys.remote_exec checks it can be
+    # read), the user redirects its folder.
+    if hand_over == "runner":
+        end = _hand_over_by_a_runner(target.pid, output)
+    else:
+        end = _hand_over_by_root(target.pid, output, monkeypatch)
     moved = []
     try:
-        # Once the script is handed over (sys.remote_exec checks it can be
-        # read), the user redirects its folder.
-        wait_for_a_child_to_come_and_go(cli.pid, cli)
         (given,) = [p for p in set(glob.glob(pattern)) - before
                     if not os.path.islink(p) and os.lstat(p).st_uid == uid]
         subprocess.run(["sh", "-c", 'mv "$1" "$1.moved" && ln -s "$2" "$1"', "sh", given,
                         str(victim)], user=uid, group=gid, extra_groups=[], check=True)
         moved.append(given)
-        _, err = cli.communicate(timeout=120)
-        assert cli.returncode == 2 and "has not run Python code within 2 s" in err, err
+        err = end()
+        assert "has not run Python code within 2 s" in err, err
         assert (victim / "s").read_text() == "root's"
         # (Its late script, now behind the link, cannot be read: CPython says
         # so on its stderr.)
         assert target.finish()[0] == 3
     finally:
-        cli.kill()
-        cli.communicate()
+        if not moved:
+            with contextlib.suppress(AssertionError):
+                end()
         for link in moved:
             os.unlink(link)
             subprocess.run(["rm", "-rf", link + ".moved"])
