@@ -37,6 +37,7 @@ _MAX_VALUE = 8 << 20
 _GZIP_RATIO = 64
 _MAX_MEMBERS = 1000
 _MAX_DIGITS = 20
+_AFTER_VALUE = frozenset(" \t\n\r,}]")
 _OTHER_KEY = re.compile(r'"otherData"[ \t\n\r]*:[ \t\n\r]*')
 
 
@@ -171,6 +172,21 @@ class _Reader:
             self.fill(size)  # twice as much each time: a long value is parsed again a few times
             size *= 2
 
+    def known_value(self, known: tuple[str, Any]) -> Any:
+        """The next value: known's (its text, its value) when the file has
+        that text there (not parsed again), else read as value() reads it."""
+        text, value = known
+        self.peek()
+        while len(self.buf) - self.pos < len(text) + 1 and not self.eof:
+            self.fill(max(_CHUNK, len(text)))
+        end = self.pos + len(text)
+        # The character after it must end the value (no number goes on).
+        if (len(text) <= self.max_value and self.buf.startswith(text, self.pos)
+                and (end == len(self.buf) or self.buf[end] in _AFTER_VALUE)):
+            self.pos = end
+            return value
+        return self.value()
+
     def too_large(self) -> _Bad:
         return _Bad(f"not a trace: a JSON value of more than {self.max_value} characters at "
                     f"{self.where()} (" + (f"{_GZIP_RATIO} times the compressed file's "
@@ -248,10 +264,12 @@ class _Sink:
 
 
 def _read(path: str, sink: Optional[_Sink], progress: Progress = None,
-          skip_events: bool = False) -> tuple[dict[str, Any], bool]:
+          skip_events: bool = False, other: Optional[tuple[str, Any]] = None
+          ) -> tuple[dict[str, Any], bool]:
     """The top-level members of the document but traceEvents, whose elements
     go to sink (skip_events: only parsed), and whether traceEvents was an
-    array."""
+    array.  other: otherData's text and value as _tail_other_text read them
+    (a value of many threads is not parsed twice)."""
     top: dict[str, Any] = {}
     saw_events = False
     with _Reader(path, progress) as r:
@@ -270,6 +288,8 @@ def _read(path: str, sink: Optional[_Sink], progress: Progress = None,
                                    f"top-level array {key!r} (at {r.where()})")
                     values.append(r.value())
                 top[key] = values
+            elif key == "otherData" and other is not None:
+                top[key] = r.known_value(other)
             else:
                 top[key] = r.value()
     return top, saw_events
@@ -315,11 +335,22 @@ def _tail_other(path: str) -> Optional[dict]:
     """otherData.frametrace, unchecked, from before traceEvents (where
     write_chrome puts it) or the end of the file (where earlier versions
     put it), the events not read; None when not there."""
+    found = _tail_other_text(path)
+    return None if found is None else _frametrace_of(found[1])
+
+
+def _tail_other_text(path: str) -> Optional[tuple[str, Any]]:
+    """otherData's text and value, as _tail_other finds them; None when
+    otherData.frametrace is not there."""
     try:
         with _Reader(path) as r:
             for key, array in r.members():
                 if key == "otherData":
-                    return _frametrace_of(r.value())
+                    r.peek()
+                    start = r.base + r.pos  # a fill() meanwhile drops what was read
+                    other = r.value()
+                    text = r.buf[start - r.base:r.pos]
+                    return (text, other) if _frametrace_of(other) is not None else None
                 if array:
                     break
                 r.value()
@@ -348,7 +379,9 @@ def _tail_other(path: str) -> Optional[dict]:
             return None
     except (OSError, EOFError, zlib.error, ValueError, _BigInt, RecursionError):
         return None
-    return _frametrace_of(other)
+    if _frametrace_of(other) is None:
+        return None
+    return text[match.end():end], other
 
 
 def _frametrace_of(other: Any) -> Optional[dict]:

@@ -57,7 +57,7 @@ from typing import Any, Callable, Iterator, Optional
 
 from ._reader import (PathLike, Progress, _Bad, _check, _frametrace_other, _get,
                       _int, _named_errors, _plain, _processes, _ns, _read, _Sink,
-                      _tail_other)
+                      _tail_other, _tail_other_text)
 from . import _pftrace
 from ._tracer import Event, Stats, ThreadInfo, _load_chrome_calls
 from .export import _OWN_MEMBERS, Slice
@@ -375,14 +375,16 @@ def load(path: PathLike, *, progress: Progress = None) -> Trace:
             data = _pftrace.read(path, progress)
             if data is not None:
                 return _pftrace.load(path, data, lambda ft: _ChromeEvents(_Plan(ft)), _chrome_trace)
-            ft = _tail_other(path)
-            if ft is None:
+            other = _tail_other_text(path)
+            if other is None:
                 # otherData.frametrace neither before the events nor at the end:
                 # a first pass finds it (the events only checked), a second reads them.
                 ft = _frametrace_other(*_read(path, _Sink(), _half(progress, 0)))
                 progress = _half(progress, 1)
+            else:
+                ft = other[1]["frametrace"]
             col = _ChromeEvents(_Plan(_frametrace_other({"otherData": {"frametrace": ft}}, True)))
-            top, saw_events = _read(path, col, progress)
+            top, saw_events = _read(path, col, progress, other=other)
             if _frametrace_other(top, saw_events) != ft:
                 raise _Bad("otherData.frametrace is not the one read before its events")
             trace = _chrome_trace(col)
