@@ -833,6 +833,7 @@ def test_functions_classes_modules_deleted_while_traced():
             cls = ns.pop(f"K_{i}")
             cls().meth()
             refs.append(weakref.ref(cls.meth.__code__))
+            cls_ref = weakref.ref(cls)
             del cls
 
             mod = types.ModuleType(f"mod_{i}")
@@ -842,7 +843,8 @@ def test_functions_classes_modules_deleted_while_traced():
             mod.run()
             refs.append(weakref.ref(mod.run.__code__))
             del sys.modules[mod.__name__], mod, ns
-            gc.collect()  # the code objects' last references are the tracer's
+            gc.collect(0)  # young cycles: the code objects' last references are the tracer's
+            assert cls_ref() is None  # the class died while traced
 
     with frametrace.trace(buffer_size=SMALL) as tracer:
         churn(40)

@@ -170,10 +170,29 @@ def packets(data):
     return out
 
 
-def test_cut_anywhere_is_refused(tmp_path, good):
+def sorted_pair():
+    return sorted([2, 1])
+
+
+@pytest.fixture(scope="module")
+def small(tmp_path_factory):
+    """A .pftrace with each kind of packet good has, but few of each (two
+    threads, a Python and a C call on each): its bytes, a few KB."""
+    d = tmp_path_factory.mktemp("small")
+    with frametrace.trace(include=[__name__, "builtins"]) as tracer:
+        worker = threading.Thread(target=sorted_pair, name="cut-worker")
+        worker.start()
+        worker.join()
+        sorted_pair()
+    assert {e.kind for e in tracer.getEvents()} == {"py", "c"}
+    write_perfetto(tracer, d / "t.pftrace")
+    return (d / "t.pftrace").read_bytes()
+
+
+def test_cut_anywhere_is_refused(tmp_path, small):
     path = tmp_path / "cut.pftrace"
-    for n in range(1, len(good)):
-        path.write_bytes(good[:n])
+    for n in range(1, len(small)):
+        path.write_bytes(small[:n])
         with pytest.raises(ValueError) as info:
             load(path)
         message = str(info.value)
