@@ -117,11 +117,19 @@ class _Writer:
         with output_path(self.path(name)) as where:
             self.pq.write_table(t, where)
 
-    def batches(self, name: str, batches: Iterable[Any]) -> int:
-        """A large table, a row group per batch; returns its row count."""
+    def batches(self, name: str, batches_schema: Any, batches: Iterable[Any]) -> int:
+        """A large table, a row group per batch (of batches_schema: the
+        table's, with strings dictionary-encoded); returns its row count."""
         rows = 0
         with output_path(self.path(name)) as where:
-            with self.pq.ParquetWriter(where, self.schemas[name]) as out:
+            # store_schema=False: readers see the layout's plain strings
+            # (dictionary-encoded in the file either way).
+            # Dictionaries for the strings only: times and ids are all
+            # different, and trying one for them doubles the write's time.
+            strings = [f.name for f in batches_schema if not self.pa.types.is_integer(f.type)
+                       and not self.pa.types.is_boolean(f.type)]
+            with self.pq.ParquetWriter(where, batches_schema, store_schema=False,
+                                       use_dictionary=strings) as out:
                 for batch in batches:
                     out.write_batch(batch, row_group_size=ROW_GROUP)
                     rows += batch.num_rows
@@ -133,51 +141,71 @@ def _rank(trace: Any) -> int:
     return rank if rank is not None else 0
 
 
-_FIELDS = attrgetter("thread_serial", "native_thread_id", "depth", "name", "filename", "lineno",
-                     "kind", "open_at_start", "open_at_stop")
-
-
-def _event_batches(w: _Writer, events: list, names: dict, steps: list, pid: int) -> Iterable[Any]:
-    """The events table in batches of ROW_GROUP events: each column made
-    in C (map over the events, pyarrow's conversion and compute), no
-    Python code run per event.  names: {thread serial: name}."""
+def _events_table(w: _Writer, events: list, names: dict, steps: list, pid: int
+                  ) -> tuple[Any, list]:
+    """The events table, and the threads the events name [(thread_id,
+    native_thread_id, serial)]: the columns made in C
+    (``_tracer._event_columns``) and wrapped as Arrow arrays without a
+    copy; functions and threads, numbered there, looked up by pyarrow.
+    names: {thread serial: name}."""
     pa = w.pa
     import pyarrow.compute as pc
 
-    n, i64 = len(events), pa.int64()
-    ids = pa.array(range(n), type=i64)
-    starts = pa.array(map(attrgetter("start_ns"), events), type=i64)
-    durs = pc.subtract(pa.array(map(attrgetter("end_ns"), events), type=i64), starts)
-    parents = pa.array(map(attrgetter("parent"), events), type=i64)
-    # Self time: a call's duration less its children's, summed per parent.
-    sums = pa.table({"parent": parents, "dur": durs}).group_by("parent").aggregate(
-        [("dur", "sum")])
-    joined = pa.table({"id": ids}).join(sums, keys="id", right_keys="parent",
-                                        join_type="left outer").sort_by("id")
-    selfs = pc.subtract(durs, pc.fill_null(joined.column("dur_sum"), 0).combine_chunks())
-    serial_keys = pa.array(sorted(names), type=pa.int32())
-    serial_names = _strings(pa, [names[k] for k in serial_keys.to_pylist()])
-    for lo in range(0, n, ROW_GROUP):
-        chunk = events[lo:lo + ROW_GROUP]
-        k = len(chunk)
-        serial, tid, depth, name, file, line, kind, o_start, o_stop = zip(*map(_FIELDS, chunk))
-        serial_a = pa.array(serial, type=pa.int32())
-        start_a = starts.slice(lo, k)
-        parent_a = parents.slice(lo, k)
-        step_a = pa.nulls(k, pa.int32())
-        for s in steps:  # a window's few steps: one vectorised pass each
-            inside = pc.and_(pc.greater_equal(start_a, s.start_ns), pc.less(start_a, s.end_ns))
-            step_a = pc.if_else(inside, pa.scalar(s.step, pa.int32()), step_a)
-        yield pa.record_batch([
-            pa.array([pid] * k, type=i64), serial_a, pa.array(tid, type=i64),
-            pc.take(serial_names, pc.index_in(serial_a, value_set=serial_keys)),
-            ids.slice(lo, k),
-            pc.if_else(pc.less(parent_a, 0), pa.scalar(None, i64), parent_a),
-            pa.array(depth, type=pa.int32()), _strings(pa, name), _strings(pa, file),
-            pa.array(line, type=pa.int32()), _strings(pa, kind), start_a,
-            pc.add(start_a, durs.slice(lo, k)), durs.slice(lo, k), selfs.slice(lo, k), step_a,
-            pa.array(o_start, type=pa.bool_()), pa.array(o_stop, type=pa.bool_())],
-            schema=w.schemas["events"])
+    n = len(events)
+    (ids, start, end, parent, self_ns, depth, func, thread, open_start, open_stop, funcs,
+     threads) = _tracer._event_columns(events)
+
+    def column(kind: Any, data: bytes) -> Any:
+        return pa.Array.from_buffers(kind, n, [None, pa.py_buffer(data)])
+
+    i64, i32 = pa.int64(), pa.int32()
+    columns = {
+        "start_ns": column(i64, start), "end_ns": column(i64, end),
+        "parent": column(i64, parent), "self_ns": column(i64, self_ns),
+        "depth": column(i32, depth),
+        "open_at_start": pc.cast(column(pa.uint8(), open_start), pa.bool_()),
+        "open_at_stop": pc.cast(column(pa.uint8(), open_stop), pa.bool_())}
+    columns["dur_ns"] = pc.subtract(columns["end_ns"], columns["start_ns"])
+    columns["parent"] = pc.if_else(pc.less(columns["parent"], 0), pa.scalar(None, i64),
+                                   columns["parent"])
+    func_a, thread_a = column(i32, func), column(i32, thread)
+    # Per function and per thread (few), then taken per event in C.
+    f_name, f_file, f_line, f_kind = (zip(*funcs) if funcs else ((), (), (), ()))
+    t_serial = [t[2] for t in threads]
+    per_func = {"name": _strings(pa, f_name), "file": _strings(pa, f_file),
+                "line": pa.array(f_line, type=i32), "kind": _strings(pa, f_kind)}
+    per_thread = {"thread": pa.array(t_serial, type=i32),
+                  "tid": pa.array([t[1] for t in threads], type=i64),
+                  "thread_name": _strings(pa, [names.get(s) for s in t_serial])}
+    # Strings stay dictionary-encoded (as Parquet stores them): no string
+    # per event is made.
+    for key, values in per_func.items():
+        columns[key] = _per_event(pa, pc, values, func_a)
+    for key, values in per_thread.items():
+        columns[key] = _per_event(pa, pc, values, thread_a)
+    columns["id"] = column(i64, ids)
+    columns["pid"] = pa.repeat(pa.scalar(pid, i64), n)
+    step_a = pa.nulls(n, i32)
+    for s in steps:  # a window's few steps: one vectorised pass each
+        inside = pc.and_(pc.greater_equal(columns["start_ns"], s.start_ns),
+                         pc.less(columns["start_ns"], s.end_ns))
+        step_a = pc.if_else(inside, pa.scalar(s.step, i32), step_a)
+    columns["step"] = step_a
+    schema = w.schemas["events"]
+    return pa.table([columns[f.name] for f in schema],
+                    schema=pa.schema([f.with_type(columns[f.name].type) for f in schema])), threads
+
+
+def _per_event(pa: Any, pc: Any, values: Any, indices: Any) -> Any:
+    """values[indices]: strings as a dictionary array, numbers taken."""
+    if not pa.types.is_string(values.type):
+        return pc.take(values, indices)
+    if values.null_count:  # a dictionary holds no null: the indices do
+        valid = pc.is_valid(values)
+        position = pc.subtract(pc.cumulative_sum(pc.cast(valid, pa.int32())), 1)
+        indices = pc.take(pc.if_else(valid, position, pa.scalar(None, pa.int32())), indices)
+        values = values.filter(valid)
+    return pa.DictionaryArray.from_arrays(indices, values)
 
 
 def write_dataset(trace: Any, path: Any, *, progress: Any = None) -> int:
@@ -194,17 +222,18 @@ def write_dataset(trace: Any, path: Any, *, progress: Any = None) -> int:
     events = trace.events
     events = events if type(events) is list else list(events)
     threads = {t.serial: t for t in trace.threads}
-    for e in events:
-        if not isinstance(e, _tracer.Event):
-            raise TypeError(f"Trace.events must hold frametrace.Event, not {type(e).__name__}")
-    serials = set(map(attrgetter("thread_serial"), events))
-    names = {s: (threads[s].name if s in threads else None) for s in serials | set(threads)}
-    count = w.batches("events", _event_batches(w, events, names, job.steps, pid))
+    names = {s: t.name for s, t in threads.items()}
+    table, seen = _events_table(w, events, names, job.steps, pid)
+    count = w.batches("events", table.schema, table.to_batches(max_chunksize=ROW_GROUP))
+    counted = table.group_by("thread").aggregate([("id", "count")])
+    per_serial = dict(zip(counted.column("thread").to_pylist(),
+                          counted.column("id_count").to_pylist()))
+    del table
     if progress is not None:
         progress(count, count)
-    per_serial: dict = {}
-    for s in map(attrgetter("thread_serial"), events):
-        per_serial[s] = per_serial.get(s, 0) + 1
+    for thread_id, native, serial in seen:  # a list of Events names no ThreadInfo
+        if serial not in threads:
+            threads[serial] = _tracer.ThreadInfo((serial, thread_id, native, None, 0))
     infos = sorted(threads.values(), key=attrgetter("serial"))
     w.table("threads", {
         "pid": [pid] * len(infos), "thread": [t.serial for t in infos],

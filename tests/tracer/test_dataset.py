@@ -156,3 +156,16 @@ def test_a_flight_recorder_dumps_a_dataset(tmp_path):
     assert dump.endswith(".parquet") and os.path.isdir(dump)
     assert duckdb.sql(f"SELECT count(*) FROM read_parquet('{dump}/steps/**/*.parquet')"
                       ).fetchone()[0] >= 1
+
+
+def test_events_that_are_not_events_are_refused_naming_the_index(tmp_path):
+    ok = frametrace.Event(("f", "a.py", 1, "py", 1, 1, 10, 20, 0, -1, False, False, 1, False))
+    with pytest.raises(TypeError, match=r"events\[1\] is no frametrace.Event"):
+        frametrace.as_trace([ok, ("f",)]).save(str(tmp_path / "x.parquet"))
+    # A parent index that names no earlier event (a hand-made list) is no
+    # child of anything: its own self time, nothing else touched.
+    odd = frametrace.Event(("g", "a.py", 2, "py", 1, 1, 12, 15, 1, 5, False, False, 1, False))
+    root = str(tmp_path / "y.parquet")
+    frametrace.as_trace([ok, odd]).save(root)
+    rows = sorted(read_pyarrow(root, "events"), key=lambda r: r["id"])
+    assert [(r["self_ns"], r["parent"]) for r in rows] == [(10, None), (3, 5)]
