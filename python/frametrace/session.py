@@ -90,6 +90,8 @@ class _Saver:
                                        f"frametrace.{rank}{trace.pid}.{trace.cycle}{self.suffix}"))
 
     def __repr__(self) -> str:
+        if self.suffix in (".json", ".json.gz"):
+            return f"frametrace.trace_handler({self.directory!r}, compress={self.suffix == '.json.gz'})"
         return f"frametrace.trace_handler({self.directory!r}, format={self.suffix[1:]!r})"
 
 
