@@ -63,6 +63,7 @@ def test_run_writes_a_dataset_and_convert_of_its_json_and_pftrace_are_equal(tmp_
     (tmp_path / "prog.py").write_text(PROGRAM)
     proc = cli("run", "-o", "out.parquet", "prog.py", "ran", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
+    assert "Perfetto UI" not in proc.stderr and "a Parquet dataset" in proc.stderr
     events = _table(tmp_path / "out.parquet", "events", "id")
     assert sum(e["name"] == "fib" for e in events) > 100
     assert len({e["thread"] for e in events}) == 2
