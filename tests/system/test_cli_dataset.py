@@ -76,8 +76,9 @@ def test_run_writes_a_dataset_and_convert_of_its_json_and_pftrace_are_equal(tmp_
     trace.cycle = 2
     trace.distributed = {"rank": 3}
     trace.save(tmp_path / "t.json")
+    trace.save(tmp_path / "t.json.gz")
     trace.save(tmp_path / "t.pftrace")
-    for name in ("t.json", "t.pftrace"):
+    for name in ("t.json", "t.json.gz", "t.pftrace"):
         proc = cli("convert", name.replace("t.", "t.rank3."), "-o", name + ".parquet",
                    cwd=tmp_path)
         assert proc.returncode == 0, proc.stderr
@@ -85,6 +86,7 @@ def test_run_writes_a_dataset_and_convert_of_its_json_and_pftrace_are_equal(tmp_
                          ("ranges", "start_ns")):
         from_json = _table(tmp_path / "t.json.parquet", table, order)
         assert from_json == _table(tmp_path / "t.pftrace.parquet", table, order), table
+        assert from_json == _table(tmp_path / "t.json.gz.parquet", table, order), table
     assert len(from_json := _table(tmp_path / "t.json.parquet", "events", "id")) == \
         len(trace.events)
     assert {(e["rank"], e["cycle"]) for e in from_json} == {(3, 2)}
