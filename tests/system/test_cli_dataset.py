@@ -101,3 +101,23 @@ def test_convert_of_a_file_that_is_no_trace_names_it(tmp_path, content):
     assert proc.returncode == 2
     assert "frametrace convert: bad.json" in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_run_steps_writes_each_cycle_as_a_partition_of_the_dataset(tmp_path):
+    pytest.importorskip("pyarrow", reason="pyarrow is not installed (frametrace[data])")
+    (tmp_path / "loop.py").write_text(
+        "import frametrace\n"
+        "def work(n):\n"
+        "    return sum(range(n))\n"
+        "for _ in range(6):\n"
+        "    work(100)\n"
+        "    frametrace.step()\n")
+    proc = cli("run", "--steps", "wait=0,warmup=0,active=1,repeat=3", "-o", "loop.parquet",
+               "loop.py", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(os.listdir(tmp_path / "loop.parquet" / "steps" / "rank=0")) == [
+        "cycle=0", "cycle=1", "cycle=2"]
+    steps = _table(tmp_path / "loop.parquet", "steps", "cycle")
+    assert [(s["cycle"], s["step"]) for s in steps] == [(0, 0), (1, 1), (2, 2)]
+    assert not [p for p in os.listdir(tmp_path) if p.startswith("loop.") and p != "loop.py"
+                and p != "loop.parquet"]  # no per-cycle names beside it
