@@ -221,6 +221,7 @@ module_exec(PyObject *module)
         &ft_report_pass_def, &ft_collapse_labels_def, &ft_collapsed_batch_def,
         &ft_relay_signal_def, &ft_unrelay_signal_def, &ft_join_ops_def,
         &ft_watch_relayed_def, &ft_die_of_signal_def, &ft_share_gil_def,
+        &ft_event_columns_def,
     };
     for (size_t i = 0; i < sizeof(function_defs) / sizeof(function_defs[0]);
          i++) {

@@ -533,6 +533,9 @@ extern PyMethodDef ft_report_pass_def;
 extern PyMethodDef ft_collapse_labels_def;
 extern PyMethodDef ft_collapsed_batch_def;
 
+/* ==== event_columns.c: Events as column buffers (the Parquet writer) ==== */
+extern PyMethodDef ft_event_columns_def;
+
 /* ==== join_ops.c: frametrace.torch's join, _join_ops() ==== */
 extern PyMethodDef ft_join_ops_def;
 

@@ -84,7 +84,10 @@ _EXTENSIONS = (".json.gz", ".pftrace.gz", ".json", ".pftrace", ".gz")
 
 
 def numbered(path: str, number: Any) -> str:
-    """path with .number before its extension (trace.json -> trace.3.json)."""
+    """path with .number before its extension (trace.json -> trace.3.json);
+    a .parquet dataset as it is."""
+    if path.rstrip(os.sep).endswith(".parquet"):
+        return path  # a dataset: ranks, pids and cycles are its partitions and file names
     for suffix in _EXTENSIONS:
         if path.endswith(suffix):
             return f"{path[: -len(suffix)]}.{number}{suffix}"
@@ -95,7 +98,8 @@ def output_name(path: str, info: Any = "auto", pid: Optional[int] = None) -> str
     """The file a trace goes to: ``{rank}`` and ``{pid}`` in path replaced
     (``{rank}`` is 0 without a rank), and, for a process with a rank whose
     path has no ``{rank}``, ``.rankN`` before the extension
-    (trace.json -> trace.rank1.json), so that no two ranks write one file.
+    (trace.json -> trace.rank1.json), so that no two ranks write one file
+    (a .parquet dataset is shared: see numbered).
     info: distributed_info() (default: read now)."""
     if info == "auto":
         info = distributed_info()

@@ -1,8 +1,10 @@
 """Writing traces to files.
 
 Every path writes Chrome trace event JSON (``write_chrome``; ``.json``,
-``.json.gz``) or Perfetto's protobuf trace (``write_perfetto``;
-``.pftrace``, ``.pftrace.gz``), by the file's extension (``write_trace``).
+``.json.gz``), Perfetto's protobuf trace (``write_perfetto``;
+``.pftrace``, ``.pftrace.gz``) or a Parquet dataset (a ``.parquet``
+directory, ``frametrace._dataset``), by the path's extension
+(``write_trace``).
 """
 from __future__ import annotations
 
@@ -57,7 +59,7 @@ SLICE_TRACKS_TID_BASE = (1 << 29) + (1 << 20)  # + k: the k-th such track
 PERFETTO_MAX_DEPTH = 512
 # The formats by extension (write_trace).
 _FORMATS = {".json": "chrome", ".json.gz": "chrome", ".pftrace": "perfetto",
-            ".pftrace.gz": "perfetto"}
+            ".pftrace.gz": "perfetto", ".parquet": "parquet"}
 
 
 def output_format(path: str | os.PathLike[str]) -> str:
@@ -75,16 +77,28 @@ def output_format(path: str | os.PathLike[str]) -> str:
 
 
 def trace_format(path: str | os.PathLike[str]) -> str:
-    """"chrome" or "perfetto", by path's extension (.json, .json.gz,
-    .pftrace, .pftrace.gz); ValueError for any other."""
+    """"chrome", "perfetto" or "parquet", by path's extension (.json,
+    .json.gz, .pftrace, .pftrace.gz, .parquet); ValueError for any other."""
     name = os.fspath(path)
     if not isinstance(name, str):
         raise TypeError(f"a trace path must be a str or os.PathLike[str], not {type(name).__name__}")
     for ext in sorted(_FORMATS, key=len, reverse=True):
-        if name.endswith(ext):
+        if name.rstrip(os.sep).endswith(ext):
             return _FORMATS[ext]
-    raise ValueError(f"{name}: unknown trace extension: use .json, .json.gz (Chrome trace JSON) "
-                     f"or .pftrace, .pftrace.gz (Perfetto)")
+    raise ValueError(f"{name}: unknown trace extension: use .json, .json.gz (Chrome trace JSON), "
+                     f".pftrace, .pftrace.gz (Perfetto) or .parquet (a dataset: a directory)")
+
+
+def check_writable_format(path: str | os.PathLike[str]) -> str:
+    """output_format(path), refusing before any work a format whose extra
+    is not installed (ImportError naming it): what run and attach check
+    before the program runs."""
+    fmt = output_format(path)
+    if fmt == "parquet":
+        from ._dataset import check_available
+
+        check_available()
+    return fmt
 
 
 class Slice(NamedTuple):
@@ -386,11 +400,16 @@ def _distributed(given: Any) -> dict | None:
 
 def write_trace(trace: Any, path: str | os.PathLike[str], *, progress: Any = None) -> int:
     """Writes trace (a Trace, or what ``as_trace()`` takes) in the format
-    path's extension names (``write_chrome`` or ``write_perfetto``);
-    returns how many Python/C events were written."""
-    if output_format(path) == "chrome":
-        return write_chrome(trace, path, progress=progress)
-    return write_perfetto(trace, path, progress=progress)
+    path's extension names (``write_chrome``, ``write_perfetto`` or, for a
+    ``.parquet`` dataset, ``frametrace._dataset.write_dataset``); returns
+    how many Python/C events were written."""
+    fmt = output_format(path)
+    if fmt == "parquet":
+        from ._dataset import write_dataset
+
+        return write_dataset(trace, path, progress=progress)
+    writer = write_chrome if fmt == "chrome" else write_perfetto
+    return writer(trace, path, progress=progress)
 
 
 def write_chrome(trace: Any, path: str | os.PathLike[str], *, progress: Any = None) -> int:

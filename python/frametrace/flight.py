@@ -11,7 +11,8 @@ thread's records are (``Tracer.mark()``: a few words a thread).  A dump is a
 snapshot of the records since the mark of the step ``steps`` steps back
 (``Tracer.snapshot(since=...)``, a copy with the GIL held: well under a
 millisecond for megabytes of records), written by a writer thread as
-``frametrace-dump-<pid>-<n>-<reason>.json`` (or ``.pftrace``) in dump_dir,
+``frametrace-dump-<pid>-<n>-<reason>.json`` (or ``.pftrace``, or a
+``.parquet`` dataset of its own) in dump_dir,
 with ``otherData.frametrace.metadata.dump``: its reason, the steps it
 covers and the snapshot time.  Like any stopped tracer's, nothing in it
 ends after the snapshot time: frames running then end there, flagged
@@ -197,8 +198,13 @@ class FlightRecorder:
                 raise ValueError(f"{name} must be {least}, got {number}")
         if slow_factor is None and slow_ms is None:
             raise ValueError("slow_factor and slow_ms are both None: no step would be slow")
-        if format not in ("json", "json.gz", "pftrace"):
-            raise ValueError(f"format must be 'json', 'json.gz' or 'pftrace', got {format!r}")
+        if format not in ("json", "json.gz", "pftrace", "parquet"):
+            raise ValueError(f"format must be 'json', 'json.gz', 'pftrace' or 'parquet', "
+                             f"got {format!r}")
+        if format == "parquet":  # refused now, not at the first dump
+            from ._dataset import check_available
+
+            check_available()
         if signal is not None and not isinstance(signal, int):
             raise TypeError(f"signal must be a signal number or None, not {type(signal).__name__}")
         self.steps, self.slow_factor, self.slow_ms = steps, slow_factor, slow_ms
@@ -563,7 +569,7 @@ def flight_recorder(dump_dir: Union[str, "os.PathLike[str]"], **options: Any) ->
     see ``frametrace.flight.__doc__`` for what it does and its options:
     steps=3, slow_factor=3.0, slow_ms=None, slow_margin_ms=100.0, hang_ms=None,
     warmup=5, format="json"
-    ("json.gz", "pftrace"), signal=SIGUSR2 (None: no signal), max_dumps=10,
+    ("json.gz", "pftrace", "parquet"), signal=SIGUSR2 (None: no signal), max_dumps=10,
     min_interval=60.0, watchdog=True, and the tracer's options
     (``frametrace.Options``: buffer_size, c_calls, backend, max_memory,
     ignore, include, one by one or as ``options=``)."""

@@ -40,14 +40,33 @@ _RECORDING = (ProfilerAction.RECORD, ProfilerAction.RECORD_AND_SAVE)
 
 
 def trace_handler(directory: Union[str, "os.PathLike[str]"], *,
-                  compress: bool = False) -> Callable[[Trace], str]:
+                  compress: bool = False, format: Optional[str] = None) -> Callable[[Trace], str]:
     """An ``on_trace_ready`` handler that writes each trace to directory, as
     Chrome trace JSON ``frametrace.<pid>.<cycle>.json`` (``.json.gz`` with
     compress=True; ``frametrace.rank<N>.<pid>.<cycle>.json`` for a rank of
     a distributed job), which the Perfetto UI opens (``frametrace view``)
-    and ``frametrace.load()`` reads.  (``Trace.save(path)`` writes one
-    trace now.)"""
-    return _Saver(os.fspath(directory), ".json.gz" if compress else ".json")
+    and ``frametrace.load()`` reads.  format: "json" (the default),
+    "json.gz", "pftrace", or "parquet": directory is then a dataset each
+    trace adds its tables to, partitioned by rank and cycle (also when
+    directory's name ends in ``.parquet``; needs ``pip install
+    'frametrace[data]'``).  (``Trace.save(path)`` writes one trace now.)"""
+    directory = os.fspath(directory)
+    if format is None:
+        format = "parquet" if directory.rstrip(os.sep).endswith(".parquet") else \
+            "json.gz" if compress else "json"
+    if format not in _HANDLER_FORMATS:
+        raise ValueError(f"format must be one of {', '.join(map(repr, _HANDLER_FORMATS))}, "
+                         f"got {format!r}")
+    if compress and format != "json.gz":
+        raise ValueError(f"compress=True goes only with format 'json.gz', not {format!r}")
+    if format == "parquet":
+        from ._dataset import check_available
+
+        check_available()
+    return _Saver(directory, "." + format)
+
+
+_HANDLER_FORMATS = ("json", "json.gz", "pftrace", "parquet")
 
 
 class _Saver:
@@ -60,13 +79,20 @@ class _Saver:
         self.suffix = suffix
 
     def __call__(self, trace: Trace) -> str:
+        if self.suffix == ".parquet":  # the directory is the dataset, whatever its name
+            from ._dataset import write_dataset
+
+            write_dataset(trace, self.directory)
+            return self.directory
         # {rank} is the trace's, when it has one (Trace.save()).
         rank = "" if trace.distributed is None or trace.distributed.get("rank") is None else "rank{rank}."
         return trace.save(os.path.join(self.directory,
                                        f"frametrace.{rank}{trace.pid}.{trace.cycle}{self.suffix}"))
 
     def __repr__(self) -> str:
-        return f"frametrace.trace_handler({self.directory!r}, compress={self.suffix == '.json.gz'})"
+        if self.suffix in (".json", ".json.gz"):
+            return f"frametrace.trace_handler({self.directory!r}, compress={self.suffix == '.json.gz'})"
+        return f"frametrace.trace_handler({self.directory!r}, format={self.suffix[1:]!r})"
 
 
 class range(_tracer.Range):  # noqa: A001 - the public name is frametrace.range

@@ -174,6 +174,9 @@ def open_hint(path: str) -> str:
     shown = os.path.relpath(path)
     if shown.startswith(os.pardir):
         shown = os.path.abspath(path)
+    if shown.rstrip(os.sep).endswith(".parquet"):  # a dataset: no UI opens it
+        return (f"{PROG}: a Parquet dataset (tables events, steps, threads, ranges, torch_ops, "
+                f"metadata): read it with DuckDB, pyarrow, Polars or Spark")
     return f"{PROG}: to open it in the Perfetto UI: {PROG} view {shlex.quote(shown)}"
 
 

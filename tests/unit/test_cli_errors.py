@@ -1,6 +1,8 @@
 """Every command's failure goes through one error type: the command raises
 frametrace.cli.CommandError and prints nothing of it; main() prints
 ``frametrace COMMAND: message`` once and returns the status."""
+import importlib.util
+
 import pytest
 
 from frametrace import cli
@@ -21,10 +23,15 @@ def bad_inputs(tmp_path):
         "flamegraph": (["flamegraph", missing, "-o", str(tmp_path / "out.svg")], None),
         "merge": (["merge", missing, "-o", str(tmp_path / "all.json")], None),
         "view": (["view", missing, "--no-browser", "--port", "0"], f"{missing}: no such file"),
+        # Without pyarrow, what to install; with it, the file.
+        "convert": (["convert", missing, "-o", str(tmp_path / "d.parquet")],
+                    None if importlib.util.find_spec("pyarrow") else
+                    "writing a .parquet dataset needs pyarrow, which is not installed: "
+                    "pip install 'frametrace[data]'"),
     }
 
 
-CASES = ["run", "attach", "attach --dump", "summary", "flamegraph", "merge", "view"]
+CASES = ["run", "attach", "attach --dump", "summary", "flamegraph", "merge", "view", "convert"]
 
 
 def test_every_command_has_a_case():

@@ -36,7 +36,7 @@ import signal
 import sys
 from typing import Any
 
-from ..export import output_format
+from ..export import check_writable_format
 from ._common import (PROG, SUMMARY_LIMIT, CommandError, load, positive, positive_float,
                       report_dropped, tracer_arguments, tracer_flags_given, tracer_options)
 
@@ -96,8 +96,8 @@ def run(ns: argparse.Namespace) -> int:
             raise CommandError(f"{option} goes only with --dump")
     if ns.output is not None:
         try:
-            output_format(ns.output)  # the target writes by the extension: refused here first
-        except ValueError as exc:
+            check_writable_format(ns.output)  # the target writes by the extension: refused here first
+        except (ValueError, ImportError) as exc:
             raise CommandError(str(exc)) from None
     options = tracer_options(ns)
     try:

@@ -58,10 +58,11 @@ import sys
 from typing import Any, Callable, Optional, Sequence
 
 from .. import _children, _endings, _running
+from .._dataset import is_dataset
 from .._output import say, why_unwritable
 from .._ranks import distributed_info, numbered, output_name
 from .._ranks import process_name as rank_name
-from ..export import output_format
+from ..export import check_writable_format
 from ._common import (PROG, TRACER_FLAGS, CommandError, non_negative, run_options,
                       tracer_arguments, tracer_options)
 from ._program import (check_program, code_objects_on_stack, compile_script, execute, exit_code,
@@ -222,7 +223,10 @@ def _option_text(own: Sequence[str], option: str) -> str:
 def _check_output(output: str) -> None:
     """Refuses, before the program runs, an output its trace could not be
     written to."""
-    why = why_unwritable(output_name(output))
+    path = output_name(output)
+    if is_dataset(path):  # a folder: checked as the first file in it would be made
+        path = os.path.join(path, "events", "part")
+    why = why_unwritable(path)
     if why is not None:
         raise ValueError(f"-o {output}: {why}")
 
@@ -254,7 +258,10 @@ def _run_program(ns: argparse.Namespace, script: Optional[str], module: Optional
     pid = os.getpid()
     options = tracer_options(ns)
     try:
-        output_format(output)  # the format follows the extension: refused before the run
+        try:  # the format follows the extension: refused before the run
+            check_writable_format(output)
+        except ImportError as exc:
+            raise CommandError(f"-o {ns.output}: {exc}") from None
         if ns.flight_recorder is None:
             _check_output(output)
         if ns.fork_traces and ns.steps is not None:
