@@ -567,7 +567,7 @@ class Profile:
             **self._trace_extra,
         )
         if trace.stats.dropped:
-            _warn_dropped(trace, self.options.buffer_size)
+            _warn_dropped(trace, self.options)
         previous, self.last_trace = self.last_trace, trace
         if previous is not None and previous.tracer is None:
             previous = None  # nothing costly to free
@@ -642,7 +642,7 @@ def _report_at_exit() -> None:
 atexit.register(_report_at_exit)
 
 
-def _warn_dropped(trace: Trace, buffer_size: int) -> None:
+def _warn_dropped(trace: Trace, options: Options) -> None:
     """Says, at the step() that closes it, that a window's rings overflowed
     (a lazy torch.compile, an import or any first call may record far more
     than a step does)."""
@@ -654,10 +654,17 @@ def _warn_dropped(trace: Trace, buffer_size: int) -> None:
     frame: Optional[FrameType] = sys._getframe(1)
     while frame is not None and frame.f_code.co_filename.startswith(package):
         level, frame = level + 1, frame.f_back
+    held = trace.tracer.ring_bytes if trace.tracer is not None else None
+    name, value = options.to_keep(trace.stats.dropped_records or 2 * (trace.stats.dropped or 0), held)
+    if name == "max_memory":
+        why = f"the threads' rings together reached max_memory={options.max_memory:,} bytes"
+    else:
+        why = (f"per thread: buffer_size is {options.buffer_size:,} records, a call and a "
+               f"return are two")
+    hint = (f"{name}={value} would have kept them" if value is not None
+            else f"even buffer_size={_tracer.MAX_BUFFER_SIZE}, the most, would not keep them all")
     warnings.warn(f"frametrace: {trace.stats.dropped:,} events of cycle {trace.cycle}{steps} were lost "
-                  f"entirely (the oldest, per thread: buffer_size is {buffer_size:,} records, a "
-                  f"call and a return are two); a larger buffer_size keeps them",
-                  RuntimeWarning, stacklevel=level)
+                  f"entirely (the oldest, {why}); {hint}", RuntimeWarning, stacklevel=level)
 
 
 def profile(

@@ -101,6 +101,18 @@ class Options:
                              f"{', '.join(OPTION_NAMES)}, got {data!r:.200}")
         return cls(**data)
 
+    def to_keep(self, dropped_records: int, held: Optional[int]) -> tuple[str, Optional[int]]:
+        """The option and the value that would have kept a trace's lost
+        records (``stats.dropped_records``): ``("max_memory", bytes)`` when
+        the rings together reached it (held: ``tracer.ring_bytes`` at the
+        stop, when known), else ``("buffer_size", records)``, or
+        ``("buffer_size", None)`` past the largest ring."""
+        lost = dropped_records
+        if held is not None and held + 8 * lost > self.max_memory:
+            return "max_memory", -(-(held + 8 * lost) * 5 // 4 // 2**20) * 2**20  # whole MiB
+        needed = self.buffer_size + lost  # as if one thread lost them all
+        return "buffer_size", needed if needed <= _tracer.MAX_BUFFER_SIZE else None
+
 
 OPTION_NAMES = tuple(field.name for field in dataclasses.fields(Options))
 _UNSET: Any = object()

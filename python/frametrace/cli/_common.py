@@ -105,21 +105,20 @@ def count_threads(events: list) -> int:
 def report_dropped(dropped: int, options: Any, dropped_records: Optional[int] = None,
                    held: Optional[int] = None) -> None:
     """Says how many events were lost and which setting would have kept
-    them: --max-memory where the rings together reached it (held: the
-    bytes they held at the stop, when known), else --buffer-size."""
+    them (``Options.to_keep``; held: the bytes the rings held at the stop,
+    when known)."""
     from .._tracer import MAX_BUFFER_SIZE
 
     if not dropped:
         return
     lost = dropped_records if dropped_records else 2 * dropped  # a call and a return
-    if held is not None and held + 8 * lost > options.max_memory:
-        needed = -(-(held + 8 * lost) * 5 // 4 // 2**20) * 2**20  # a margin, whole MiB
+    name, value = options.to_keep(lost, held)
+    if name == "max_memory":
         say(f"{PROG}: {dropped:,} events were lost entirely (the oldest): the threads' rings "
             f"together reached --max-memory {options.max_memory:,} bytes; --max-memory "
-            f"{needed:,} would have kept them")
+            f"{value:,} would have kept them")
         return
-    needed = options.buffer_size + lost
-    hint = (f"--buffer-size {needed:,} would have kept them" if needed <= MAX_BUFFER_SIZE
+    hint = (f"--buffer-size {value:,} would have kept them" if value is not None
             else f"even --buffer-size {MAX_BUFFER_SIZE:,}, the most, would not have kept them all")
     say(f"{PROG}: {dropped:,} events were lost entirely (the oldest): a thread's ring reached "
         f"--buffer-size {options.buffer_size:,} records (a call and a return are two); {hint}")
