@@ -693,17 +693,9 @@ def profile(
     describes the patterns), one by one or as ``options=`` (not both);
     ``prof.options`` holds them.
     trace_children: every child process started while the session runs
-    (``os.fork``, multiprocessing with fork, spawn or forkserver:
-    DataLoader workers, pools) traces itself with such a tracer, from its
-    start to its end (also through multiprocessing's ``os._exit`` and a
-    SIGTERM), and hands its trace to ``on_trace_ready`` there, in the
-    child (``frametrace.trace_handler(dir)`` writes ``frametrace.<child pid>.0.json``;
-    ``trace.parent_pid`` is set); ``frametrace merge`` puts them on the
-    parent's timeline.  A child that steps (``frametrace.step()``, or this
-    session's ``step()`` in a forked child) is profiled on this schedule
-    from its first step on instead, a trace per cycle.  For spawn and
-    forkserver children on_trace_ready must pickle (``frametrace.trace_handler``
-    does; otherwise a RuntimeWarning and those children run untraced).
+    (fork, spawn, forkserver) traces itself and hands its trace to
+    ``on_trace_ready`` in the child, which must pickle for spawn and
+    forkserver: :doc:`/distributed`.
     """
     return Profile(schedule=schedule, python_steps=python_steps, on_trace_ready=on_trace_ready,
                    trace_children=trace_children, options=Options.given("profile", options,

@@ -149,18 +149,8 @@ class Tracer(_tracer.Tracer):
     A generator or coroutine function is traced only while it makes the
     generator or coroutine, not while that runs.
 
-    ``ignore=`` and ``include=`` (sequences of patterns; a single str is a
-    TypeError) leave functions out of the trace: with include, only the
-    functions it matches are recorded, and ignore removes from those.  A
-    pattern without ``*?[`` is a dotted name matching a module and its
-    submodules, or a function (``module.qualname``) and what is nested in
-    it (a class: its methods); any other is an ``fnmatch`` glob over
-    ``module.qualname``.  See ``frametrace.filters``.  An ignored
-    function's calls are still recorded, under the nearest recorded
-    caller.  Decided once per function, in C, when it is first seen;
-    with ``backend="monitoring"`` ignored code costs nothing after its first
-    events (``sys.monitoring.DISABLE``; see ``frametrace.filters`` for what
-    that means for later tracers and other tools).
+    ``ignore=`` and ``include=`` (sequences of patterns) leave functions
+    out: :doc:`/tracing` and ``frametrace.filters``.
     """
 
     def __new__(cls, buffer_size: Any = _UNSET, *, options: Optional[Options] = None,

@@ -40,23 +40,17 @@ def tracer_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("tracer options")
     helps = {
         "buffer_size": dict(type=int, metavar="N", help=(
-            f"ring capacity in records per thread, a call and a return being two (default "
-            f"{DEFAULT_BUFFER_SIZE:,}; run's: what --max-memory holds, so that a whole "
-            f"ordinary program is kept); when full, the oldest records are overwritten")),
+            f"ring capacity in records per thread, a call and a return two (default "
+            f"{DEFAULT_BUFFER_SIZE:,}; run's: what --max-memory holds)")),
         "max_memory": dict(type=int, metavar="BYTES", help=(
-            f"bytes all threads' rings may hold together (default {DEFAULT_MAX_MEMORY:,}); "
-            f"past it, ended threads' records go first, then full rings stop growing and "
-            f"overwrite their oldest records")),
+            f"bytes all threads' rings may hold together (default {DEFAULT_MAX_MEMORY:,})")),
         "c_calls": dict(action="store_false", default=None,
                         help="do not record calls of C functions"),
         "backend": dict(choices=BACKENDS, help=(
-            "how calls are seen: PyEval_SetProfile, or sys.monitoring (CPython 3.12+); "
-            "auto (default): sys.monitoring where there is one")),
+            "how calls are seen (default auto: sys.monitoring where there is one)")),
         "ignore": dict(action="append", metavar="PATTERN", help=(
-            "do not record the functions PATTERN matches (repeatable): a module and its "
-            "submodules or a module.qualname and what is nested in it (torch.nn, "
-            "mymod.Class), or a glob over module.qualname (*.helper_*); their calls are "
-            "still recorded")),
+            "do not record the functions PATTERN (a dotted name or a glob) matches "
+            "(repeatable)")),
         "include": dict(action="append", metavar="PATTERN", help=(
             "record only the functions PATTERN matches (repeatable; --ignore removes from "
             "them)")),
