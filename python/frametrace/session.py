@@ -689,7 +689,7 @@ def profile(
     ``prof.step()`` or at exit, which waits for it.  ``prof.stop()`` stops
     Python tracing early.
     buffer_size, c_calls, backend, max_memory, ignore, include: the
-    tracers' options (``frametrace.Options``; ``frametrace.filters``
+    tracers' options (``frametrace.Options``; :doc:`/tracing`
     describes the patterns), one by one or as ``options=`` (not both);
     ``prof.options`` holds them.
     trace_children: every child process started while the session runs

@@ -150,7 +150,7 @@ class Tracer(_tracer.Tracer):
     generator or coroutine, not while that runs.
 
     ``ignore=`` and ``include=`` (sequences of patterns) leave functions
-    out: :doc:`/tracing` and ``frametrace.filters``.
+    out: :doc:`/tracing`.
     """
 
     def __new__(cls, buffer_size: Any = _UNSET, *, options: Optional[Options] = None,

@@ -163,7 +163,7 @@ class SummaryTable:
                          "at the stop")
         if any(r.wait for r in self.rows):
             lines.append("[wait]: blocked in a lock, sleep, select or join: waiting, not work "
-                         "(a wait in `with lock:` is the caller's self time)")
+                         "(before 3.14, a wait in \"with lock:\" is the caller's self time)")
         return "\n".join(lines)
 
 
