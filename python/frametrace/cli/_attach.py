@@ -1,32 +1,7 @@
-"""``frametrace attach``: traces a running process from outside, or asks
-its flight recorder to dump (``--dump``).
-
-``attach PID`` traces a running CPython 3.14+ process for a while, from
-outside, without restarting it (PEP 768 ``sys.remote_exec``; see
-``frametrace.remote``): for ``--duration`` seconds (default 5), or until its
-N-th ``frametrace.step()``, or the end of the N-th call of
-``--step-function`` begun after the attach.  The target writes the trace
-(``frametrace-PID.json`` by default, ``-o`` as seen from the current
-directory), then where it is and a short summary are printed on stderr.
-A target that cannot be traced (not CPython 3.14+, remote debugging
-disabled, no permission, frametrace not importable there, a tracer already
-running there), or whose main thread runs no Python code within
-``--timeout`` seconds, is left untouched: the reason, exit status 2.  A
-target that exits first writes what was recorded: exit status 2 too.
-Ctrl-C stops the tracing early; the trace is still written.
-
-``attach PID --dump`` asks the flight recorder running in the process
-(``frametrace.flight_recorder``, ``frametrace run --flight-recorder``) to
-dump its last steps now, waits until the dump is written and prints its
-path on stdout; its metadata's reason is ``--reason`` (default "attach").
-The request goes through ``sys.remote_exec`` (CPython 3.14+) and is served
-by the recorder's writer thread.  When it cannot be (an older CPython,
-remote debugging disabled, or the main thread blocked in a C call for
-``--timeout`` seconds), the recorder's signal (SIGUSR2 by default), which
-it names in a memfd of its own, is sent instead (``--no-signal``: not
-sent, the error says which one would work): that dump's reason is
-"signal SIGUSR2".  No flight recorder running there: a message, exit
-status 2 (see ``frametrace.remote.dump``).
+"""``frametrace attach``: traces a running CPython 3.14+ process from
+outside (``frametrace.remote``), or asks its flight recorder to dump
+(``--dump``, ``frametrace.remote.dump``).  What it does, its refusals and
+exit statuses: docs/attach.md.
 """
 from __future__ import annotations
 
