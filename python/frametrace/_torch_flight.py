@@ -3,25 +3,11 @@ torch's ops of the dumped steps (``frametrace.flight``).
 
 Kineto hands its ops over only when its trace stops, so torch.profiler runs
 beside the recorder's tracer in cycles of ``cycle_steps`` steps (a schedule
-of RECORD steps ending in RECORD_AND_SAVE, repeated for the whole job,
-``with_stack=False``): at the ``step()`` that ends a cycle, torch stops its
-trace (on the training thread: what kineto's ``_disable_profiler()`` takes)
-and starts the next; the recorder keeps the last completed cycle's results
-(a dump's window of ``steps`` <= ``cycle_steps`` steps starts in it or in
-the running one), nothing older.  A dump takes the completed cycles its
-window meets and waits, on the writer thread, for the running one to end
-(the training thread never waits): then torch's ops inside the window are
-joined into the dump as ``frametrace.torch.profile`` joins a window's, on
-the Python frames of the thread that ran them, on one clock.  The dump of a
-hung step (the watchdog's), a signal's and ``request_dump()``'s (``frametrace
-attach --dump``'s, whose caller waits for the path) do not wait: the
-running cycle's part of their window is Python only, and a hung step's dump lets the dumps
-waiting for that cycle go the same way; a hung step that then ends is
-dumped again as a slow step (``frametrace.flight``), and that dump waits
-for its cycle: the hung step's torch ops follow in it.  ``metadata.dump.torch`` says which
-("included", or "python only ...: why"), ``torch_ops`` how many ops were
-joined, ``torch_ops_cut`` how many met the window but crossed its edges
-(left out, like anything after the snapshot time).
+of RECORD steps ending in RECORD_AND_SAVE, repeated for the whole job) and
+the recorder keeps the last completed cycle's results.  A dump joins the
+ops of the cycles its window meets, waiting on the writer thread for the
+running one, except where docs/flight-recorder.md says it does not (then
+``metadata.dump.torch`` says from which step on it is Python only).
 """
 from __future__ import annotations
 

@@ -212,19 +212,13 @@ class Trace:
 
     def save(self, path: PathLike, *, progress: Any = None) -> str:
         """Writes the trace in the format its extension names: Chrome trace
-        JSON (``.json``, ``.json.gz``: ``to_chrome``), Perfetto's
-        protobuf trace (``.pftrace``, ``.pftrace.gz``: ``to_perfetto``) or
-        a Parquet dataset (``.parquet``: a directory the trace's tables are
-        added to, partitioned by rank and cycle; needs
-        ``pip install 'frametrace[data]'``); ValueError for any other
-        extension.  Returns the path written.  Both
-        open in the Perfetto UI, and ``frametrace.load()`` reads both
-        back (a .pftrace without other tools' slices' args).  ``{pid}`` and ``{rank}`` in path are replaced by the trace's
-        (``{rank}``: 0 without one); a trace with a rank whose path has no
-        ``{rank}`` is written with ``.rankN`` before the extension
-        (``trace.json`` -> ``trace.rank1.json``): each rank its own file
-        (a dataset's ranks share it, each in its partition).
-        ``progress(done, total)`` as for ``frametrace.export.write_chrome``."""
+        JSON (``.json``, ``.json.gz``), Perfetto's protobuf trace
+        (``.pftrace``, ``.pftrace.gz``) or a Parquet dataset (``.parquet``:
+        a directory, :doc:`/data`); ValueError for any other.  Returns the
+        path written.  ``{pid}`` and ``{rank}`` in path are replaced, and a
+        rank's trace gets ``.rankN`` before the extension without
+        ``{rank}`` (:doc:`/distributed`; a dataset's ranks share it).
+        ``progress`` as for ``frametrace.export.write_chrome``."""
         from .export import write_trace
 
         path = output_name(os.fspath(path), self.distributed, self.pid)

@@ -414,43 +414,16 @@ def write_trace(trace: Any, path: str | os.PathLike[str], *, progress: Any = Non
 
 def write_chrome(trace: Any, path: str | os.PathLike[str], *, progress: Any = None) -> int:
     """Writes a Trace (or what ``frametrace.as_trace()`` takes: a stopped
-    tracer, a snapshot, a loaded trace) as Chrome trace event JSON, straight
-    from its tracer's records in C (``.json.gz``: gzip-compressed); returns
-    how many Python/C events were written.  What the file says besides the
-    events (process name, ranges, steps, rank, slices, clock anchor,
-    metadata, more top-level members) is the Trace's.
+    tracer, a snapshot, a loaded trace) as Chrome trace event JSON
+    (``.json.gz``: gzip-compressed), in C; returns how many Python/C events
+    were written.  What the file holds besides the events (process name,
+    ranges, steps, rank, slices, clock anchor, metadata, ``chrome_top_level``)
+    comes from the Trace's fields.
 
-    The document starts with ``otherData.frametrace``, what reading the
-    file back needs: the origin, start and stop times, the thread ids, and a
-    wall-clock anchor (``Trace.clock_anchor``, which ``merge`` aligns
-    processes by; none: read now), and the metadata (``cycle``,
-    ``session_end_ns``, ``Trace.extra_metadata``).  Then ``traceEvents``:
-    each Python/C call a complete event (``"ph": "X"``), ``cat`` "python" or
-    "c", ``ts``/``dur`` in microseconds with three decimals from the
-    trace's ``session_start_ns``, ``tid`` the OS thread id, ``args`` with
-    ``file`` ("path:line") and the open_at_start/open_at_stop flags when
-    set.  Metadata events name the process and the threads (the names in
-    ``Trace.threads``).  Steps (cat "step") and each thread's ranges (cat
-    "range", ``args.thread_tid`` the thread's tid) are on tracks of their
-    own, named "steps" and "ranges: <thread>": Perfetto drops a slice that
-    partly overlaps another of its track.  Calls nested deeper than
-    Perfetto's UI shows (512 levels) are written all the same, with a
-    ``RuntimeWarning``.  A trace with a rank (``Trace.distributed``; a
-    tracer's: this process's, see ``frametrace._ranks``) names the process
-    "rank N" (unless ``Trace.process_name`` is set) and has the rank in
-    ``metadata.distributed`` and the top-level ``distributedInfo``.
-    ``Trace.slices`` and ``Trace.slice_tracks``: other tools' slices
-    (``frametrace.torch``), cat their ``category``.
-    ``Trace.chrome_top_level``: more top-level members, before traceEvents.
     ``progress(done, total)`` is called every 2**20 events (see
-    ``TerminalProgress``; total is exact for the threads written, an
-    estimate for the others).  The file replaces path only once complete:
-    an exception (from progress too) leaves path as it was.  The events
-    are replayed and written with the GIL released, one thread at a time:
-    other threads run meanwhile, and a ``clear()`` from one of them returns
-    at once while this write still writes every event.  A trace without
-    a tracer (load()'s, or a window that traced no Python) is written from
-    its Events by the same C writer.
+    ``TerminalProgress``).  The file replaces path only once complete: an
+    exception (from progress too) leaves path as it was.  The layout, and
+    what writing does with the GIL: :doc:`/viewing`.
     """
     job = _prepare(trace, path, "write_chrome")
     trace = job.trace
@@ -607,34 +580,12 @@ class _ThreadOf:
 # ---- Perfetto's native protobuf trace (.pftrace) ----------------------------
 
 def write_perfetto(trace: Any, path: str | os.PathLike[str], *, progress: Any = None) -> int:
-    """Writes a Trace (or what ``frametrace.as_trace()`` takes) as Perfetto's
-    native protobuf trace (``.pftrace``; ``.gz`` compressed), straight from
-    its tracer's records in C (a trace without a tracer: from its Events,
-    as write_chrome), with no protobuf library; returns how many
-    Python/C events were written.
-
-    TrackEvent packets: a track per process and per thread, each event a
-    SLICE_BEGIN/SLICE_END pair on its thread's track, each thread on a
-    packet sequence of its own that interns the names, source locations and
-    categories it uses where it first uses them, and whose timestamps are
-    deltas on an incremental clock; a session's steps and each thread's
-    ranges on tracks of their own.  Timestamps are the tracer's
-    CLOCK_MONOTONIC nanoseconds, declared so: the file's first packets are
-    clock snapshots relating CLOCK_MONOTONIC to CLOCK_BOOTTIME (read
-    together at start and at stop), which Perfetto takes as the trace's
-    clock, as for system traces of the machine.  ``progress``, the rank
-    and the slices as for ``write_chrome`` (a rank names the process "rank
-    N": a .pftrace has no other place for it; a thread's slices are merged
-    into its sequence, nested with its frames); the file replaces path only
-    once complete.
-    Strings are UTF-8 but for a name that is not (a file name's byte, which
-    Python decodes to a lone surrogate U+DC80..U+DCFF): that byte, as the
-    file system has it (surrogateescape); in JSON it is the surrogate's
-    ``\\uXXXX`` escape.
-    The origin, metadata and clock anchor as for ``write_chrome``: the file
-    holds what ``otherData.frametrace`` holds in Chrome JSON (as a
-    ChromeMetadata "frametrace"), and ``frametrace.load()`` reads it
-    back; each call's open_at_* flags are debug annotations of its slice.
+    """Writes a Trace (or what ``frametrace.as_trace()`` takes) as
+    Perfetto's protobuf trace (``.pftrace``; ``.gz`` compressed), in C;
+    returns how many Python/C events were written.  What it holds besides
+    the events, ``progress`` and the file's replacement are as for
+    ``write_chrome``; a rank names the process "rank N".  The layout and
+    the clocks: :doc:`/viewing`.
     """
     job = _prepare(trace, path, "write_perfetto")
     trace = job.trace

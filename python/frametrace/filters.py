@@ -6,56 +6,10 @@
     frametrace.profile(ignore=frametrace.filters.TORCH_PLUMBING)
     frametrace.trace(include=["mypkg"], ignore=["mypkg.utils.log"])
 
-A function is named ``module.qualname``: a Python function by the
-``__name__`` of the module it runs in and its code's ``co_qualname``
-(``mypkg.models.Net.forward``; on CPython 3.10, whose code objects have no
-qualified name, by its bare name: ``mypkg.models.forward``); a C function
-by its module or its class (``builtins.len``, ``builtins.list.append``,
-``math.sqrt``, ``collections.OrderedDict.move_to_end``; an extension
-function bound to neither, as pybind11's are, by its ``__module__`` and
-name: ``torch._C._nn.linear``).
-
-- A pattern without ``*``, ``?`` or ``[`` is a dotted name: it matches the
-  name itself and every name it is a dotted prefix of.  ``torch.nn``
-  matches all of ``torch.nn`` and its submodules, ``mypkg.Net`` matches
-  the class's methods, ``mypkg.f`` matches ``f`` and the functions defined
-  inside it (``mypkg.f.<locals>.g``), but ``torch.n`` matches nothing.
-- Any other pattern is a glob over the whole name, with
-  ``fnmatch.fnmatchcase`` semantics (``*`` crosses dots):
-  ``*._call_impl``, ``torch.*.__getattr__``.
-
-With ``include``, only the functions it matches are recorded (C functions
-included: ``include=["mypkg"]`` records no ``len``); ``ignore`` removes
-functions from what is recorded.  The calls an ignored function makes are
-still recorded, under the nearest recorded caller; the trace's invariants
-hold as without filters.  frametrace's own functions are never recorded.
-
-Bad patterns raise when the tracer is made: a str in place of a sequence
-(``ignore="torch"``) is a TypeError, as is any item that is not a str; an
-empty pattern, a dotted name with an empty part (``"torch."``) or an empty
-``include`` is a ValueError.
-
-Cost.  Each function is matched once, in C, when the tracer first sees it
-(the patterns are compiled when the tracer is made; no Python code runs
-inside the hook for it); after that an ignored function costs a table
-lookup per event on the setprofile backend.  On the sys.monitoring backend
-(CPython 3.12+), the callbacks return ``sys.monitoring.DISABLE`` for the
-PY_START, PY_RESUME, PY_RETURN and PY_YIELD events of code the filters
-ignore, so CPython stops calling them at those places: the ignored code
-then runs at nearly untraced speed.  Ignored C functions and the
-PY_THROW/PY_UNWIND events of ignored code are skipped inside the callback
-(CPython refuses DISABLE from those, and disabling a CALL event would hide
-every callee at that call site).  ``benchmarks/filters.py`` measures both.
-
-DISABLE outlives the tracer: it stays with sys.monitoring's profiler tool
-id (2) until ``sys.monitoring.restart_events()``, which re-enables the
-disabled events of every tool.  frametrace calls it when a monitoring
-tracer starts with filters other than those under which DISABLE was last
-returned (a tracer without filters after one with them included), and only
-then: a session's windows with the same filters keep their savings.
-Another profiler that takes tool id 2 after a filtered frametrace tracer
-(cProfile on 3.12+) misses the events frametrace disabled until someone
-calls ``sys.monitoring.restart_events()``.
+A pattern is a dotted name (a module, class or function and everything
+under it) or a glob over ``module.qualname``.  How functions are named,
+what each kind of pattern matches, the errors and the costs:
+:doc:`/tracing`.
 """
 from __future__ import annotations
 

@@ -6,61 +6,12 @@ trace of the steps that went wrong (``frametrace.flight_recorder``).
             train_step(batch)
             frametrace.step()
 
-Every ``frametrace.step()`` (or ``recorder.step()``) notes where each
-thread's records are (``Tracer.mark()``: a few words a thread).  A dump is a
-snapshot of the records since the mark of the step ``steps`` steps back
-(``Tracer.snapshot(since=...)``, a copy with the GIL held: well under a
-millisecond for megabytes of records), written by a writer thread as
-``frametrace-dump-<pid>-<n>-<reason>.json`` (or ``.pftrace``, or a
-``.parquet`` dataset of its own) in dump_dir,
-with ``otherData.frametrace.metadata.dump``: its reason, the steps it
-covers and the snapshot time.  Like any stopped tracer's, nothing in it
-ends after the snapshot time: frames running then end there, flagged
-``open_at_stop``.  A dump is taken when:
-
-- a step ended slow: it took longer than ``slow_ms``, or (``slow_factor``
-  set, once ``warmup`` steps ended) longer than each of: ``slow_factor``
-  times the median of the last 101 steps; that median plus three times the
-  distance to it of the last 5,000 steps' 99.9th percentile (a busy
-  machine's delays and steps that vary are not slow for it; a few slow
-  steps do not move it); and that median plus ``slow_margin_ms`` (100).
-  Steps of 0.3 ms on a 2-core machine kept busy by other processes made no
-  slow-step dump in 100,000 (``benchmarks/flight_noise.py``);
-- the running step passes the hang bound before it ends (it may never
-  reach ``step()``): the watchdog thread dumps it while it runs ("hung step
-  N", once per step: where it hangs; a torch recorder's running cycle is
-  Python only).  The bound is ``hang_ms``, or (None) ten times the
-  slow-step bound, at least one second; a slow step below it is dumped
-  once, when it ends.  A hung step that then ends is dumped again as a
-  slow step, whole (in the torch recorder with its torch ops), whatever
-  ``min_interval`` says, its metadata's ``after_hang`` naming the hung
-  step's dump;
-- an exception leaves the recorder's block, or a thread (through
-  ``threading.excepthook``, chained);
-- the signal ``signal`` arrives (default SIGUSR2; SIGUSR1 is SLURM's
-  requeue signal under PyTorch Lightning): frametrace's C-level handler
-  writes it to a socket that the watchdog thread reads, so the dump is
-  taken while the main thread waits in C, then passes the signal on to the
-  handler it found (a Python-level handler still runs).  It leaves the
-  wakeup fd (``signal.set_wakeup_fd``) and ``signal.signal``'s handlers to
-  others: asyncio's ``loop.add_signal_handler`` works beside it, before or
-  after it starts.  A handler installed later for that signal gets it too,
-  chained within 50 ms (the watchdog looks); at the end, the handler found
-  is put back unless another replaced frametrace's (theirs stays);
-- ``recorder.dump(reason)`` is called, or ``recorder.request_dump(reason)``
-  (the writer thread takes it: the caller does not pause), as
-  ``frametrace attach PID --dump`` does from outside (CPython 3.14+; see
-  ``frametrace.remote.dump``).
-
-Dumps are rate-limited (``max_dumps`` in all, ``min_interval`` seconds
-apart; ``recorder.dump()`` is not limited by min_interval).  The tracer's
-memory is bounded by ``max_memory`` (see ``Tracer``), its function table
-by sweeps (``Tracer.release_functions``): code made at run time (exec,
-dataclasses, torch.compile) is let go once no retained record names it;
-a pending dump holds its own copy of the names.  ``frametrace run
---flight-recorder DIR`` runs a program under one.  Its dumps are Python
-only: ``frametrace.torch.flight_recorder`` is one whose dumps hold torch's
-ops too (``frametrace._torch_flight``).
+Every ``frametrace.step()`` (or ``recorder.step()``) marks where each
+thread's records are (``Tracer.mark()``).  A dump is a snapshot of the
+records since the mark of the step ``steps`` steps back
+(``Tracer.snapshot(since=...)``), written by a writer thread.  When dumps
+are taken, what they hold and what they cost: :doc:`/flight-recorder`;
+``StepBounds`` decides which step is slow or hung.
 
 A running recorder is registered in ``frametrace._running`` (``frametrace
 attach --dump`` asks it there), and, on Linux, names its signal and dump_dir to other
@@ -115,7 +66,7 @@ HANG_MIN_NS = 1_000_000_000
 
 class StepBounds:
     """Which step is slow, and when a running one has hung, from the
-    durations (ns) of the recent steps; see ``frametrace.flight.__doc__``.
+    durations (ns) of the recent steps; see docs/flight-recorder.md.
     The flight recorders' one implementation (the torch one inherits it),
     kept apart so its statistics are tested on made-up durations.
 
@@ -565,9 +516,9 @@ def _call(done: Any, path: Optional[str], error: Optional[str]) -> None:
 
 
 def flight_recorder(dump_dir: Union[str, "os.PathLike[str]"], **options: Any) -> FlightRecorder:
-    """A flight recorder writing its dumps to dump_dir (a context manager);
-    see ``frametrace.flight.__doc__`` for what it does and its options:
-    steps=3, slow_factor=3.0, slow_ms=None, slow_margin_ms=100.0, hang_ms=None,
+    """A flight recorder writing its dumps to dump_dir (a context manager),
+    with its options (what each does: :doc:`/flight-recorder`): steps=3,
+    slow_factor=3.0, slow_ms=None, slow_margin_ms=100.0, hang_ms=None,
     warmup=5, format="json"
     ("json.gz", "pftrace", "parquet"), signal=SIGUSR2 (None: no signal), max_dumps=10,
     min_interval=60.0, watchdog=True, and the tracer's options

@@ -593,7 +593,7 @@ class Profile:
             **self._trace_extra,
         )
         if trace.stats.dropped:
-            _warn_dropped(trace, self.options.buffer_size)
+            _warn_dropped(trace, self.options)
         previous, self.last_trace = self.last_trace, trace
         if previous is not None and previous.tracer is None:
             previous = None  # nothing costly to free
@@ -668,7 +668,7 @@ def _report_at_exit() -> None:
 atexit.register(_report_at_exit)
 
 
-def _warn_dropped(trace: Trace, buffer_size: int) -> None:
+def _warn_dropped(trace: Trace, options: Options) -> None:
     """Says, at the step() that closes it, that a window's rings overflowed
     (a lazy torch.compile, an import or any first call may record far more
     than a step does)."""
@@ -680,10 +680,17 @@ def _warn_dropped(trace: Trace, buffer_size: int) -> None:
     frame: Optional[FrameType] = sys._getframe(1)
     while frame is not None and frame.f_code.co_filename.startswith(package):
         level, frame = level + 1, frame.f_back
+    held = trace.tracer.ring_bytes if trace.tracer is not None else None
+    name, value = options.to_keep(trace.stats.dropped_records or 2 * (trace.stats.dropped or 0), held)
+    if name == "max_memory":
+        why = f"the threads' rings together reached max_memory={options.max_memory:,} bytes"
+    else:
+        why = (f"per thread: buffer_size is {options.buffer_size:,} records, a call and a "
+               f"return are two")
+    hint = (f"{name}={value} would have kept them" if value is not None
+            else f"even buffer_size={_tracer.MAX_BUFFER_SIZE}, the most, would not keep them all")
     warnings.warn(f"frametrace: {trace.stats.dropped:,} events of cycle {trace.cycle}{steps} were lost "
-                  f"entirely (the oldest, per thread: buffer_size is {buffer_size:,} records, a "
-                  f"call and a return are two); a larger buffer_size keeps them",
-                  RuntimeWarning, stacklevel=level)
+                  f"entirely (the oldest, {why}); {hint}", RuntimeWarning, stacklevel=level)
 
 
 def profile(
@@ -708,21 +715,13 @@ def profile(
     ``prof.step()`` or at exit, which waits for it.  ``prof.stop()`` stops
     Python tracing early.
     buffer_size, c_calls, backend, max_memory, ignore, include: the
-    tracers' options (``frametrace.Options``; ``frametrace.filters``
+    tracers' options (``frametrace.Options``; :doc:`/tracing`
     describes the patterns), one by one or as ``options=`` (not both);
     ``prof.options`` holds them.
     trace_children: every child process started while the session runs
-    (``os.fork``, multiprocessing with fork, spawn or forkserver:
-    DataLoader workers, pools) traces itself with such a tracer, from its
-    start to its end (also through multiprocessing's ``os._exit`` and a
-    SIGTERM), and hands its trace to ``on_trace_ready`` there, in the
-    child (``frametrace.trace_handler(dir)`` writes ``frametrace.<child pid>.0.json``;
-    ``trace.parent_pid`` is set); ``frametrace merge`` puts them on the
-    parent's timeline.  A child that steps (``frametrace.step()``, or this
-    session's ``step()`` in a forked child) is profiled on this schedule
-    from its first step on instead, a trace per cycle.  For spawn and
-    forkserver children on_trace_ready must pickle (``frametrace.trace_handler``
-    does; otherwise a RuntimeWarning and those children run untraced).
+    (fork, spawn, forkserver) traces itself and hands its trace to
+    ``on_trace_ready`` in the child, which must pickle for spawn and
+    forkserver: :doc:`/distributed`.
     """
     return Profile(schedule=schedule, python_steps=python_steps, on_trace_ready=on_trace_ready,
                    trace_children=trace_children, options=Options.given("profile", options,

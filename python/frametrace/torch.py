@@ -13,24 +13,12 @@ frametrace and torch's ops (and GPU kernels) from torch.profiler.
             opt.zero_grad()
             prof.step()
 
-One ``step()`` drives both: frametrace's session (``frametrace.profile``)
-and a ``torch.profiler.profile`` with ``with_stack=False`` (torch's ops;
-with ``ProfilerActivity.CUDA`` too where ``torch.cuda.is_available()``) on
-the same schedule.  At the end of each active window the two are joined
-into the window's ``frametrace.Trace``, on the session's writer thread and
-in C, the replay and the sweep without the GIL (``_tracer._join_ops``): torch's timestamps (wall-clock ns)
-are moved onto frametrace's CLOCK_MONOTONIC through the trace's clock
-anchor, each op of a thread frametrace traced goes on that thread's track,
-nested under the Python frame (the C call) that ran it, and GPU kernels on
-tracks of their own; ``trace.save()`` (or ``frametrace.trace_handler(dir)``) then
-writes one Chrome JSON or ``.pftrace`` file.
-
-``frametrace.torch.flight_recorder(dump_dir, ...)`` is a flight recorder
-(``frametrace.flight_recorder``) whose dumps hold torch's ops, joined the
-same way (``frametrace._torch_flight``).
-
-torch is imported when a profile or a flight recorder is entered, never by
-``import frametrace``.
+One ``step()`` drives frametrace's session and ``torch.profiler`` on the
+same schedule; each window's ``frametrace.Trace`` holds torch's ops nested
+under the Python calls that ran them.  ``flight_recorder`` is a flight
+recorder whose dumps hold torch's ops.  torch is imported when a profile or
+a flight recorder is entered, never by ``import frametrace``.  How the two
+are joined: :doc:`/pytorch`.
 """
 from __future__ import annotations
 
@@ -450,23 +438,14 @@ def profile(*, schedule: Optional[Callable[[int], ProfilerAction]] = None,
     with torch.profiler, on one schedule and one timeline (a context
     manager; ``prof.step()`` ends each step of both).
 
-    schedule, python_steps, trace_children, and the tracer's options
-    (buffer_size, c_calls, backend, max_memory, ignore, include, or
-    ``options=``): as for ``frametrace.profile``
-    (trace_children: each child, a DataLoader worker say, traces its Python
-    and hands that trace to on_trace_ready in the child; torch's ops are
-    the parent's) (``ignore=PLUMBING``,
-    ``frametrace.torch.PLUMBING``, leaves nn.Module's call machinery out) (torch.profiler follows the same schedule;
-    Python tracing may stop after python_steps active steps of a window
-    while torch's ops are recorded to its end).  on_trace_ready(trace) is
-    called for each active window on the session's writer thread, with a
-    ``frametrace.Trace`` whose ``slices`` and ``slice_tracks`` hold torch's
-    ops and kernels: ``trace.save("t.json")`` or ``frametrace.trace_handler(dir)``
-    writes one file with both.  module_names: an ``nn.Module`` (or a list)
-    whose submodules' calls become ranges named by their path
-    (``encoder.layers.0``); other modules' calls are ranges
-    ``ClassName_N``.  activities: torch.profiler's (default: CPU, and CUDA
-    where available).  record_shapes: torch.profiler's."""
+    schedule, python_steps, on_trace_ready, trace_children and the
+    tracer's options (or ``options=``): as for ``frametrace.profile``
+    (``ignore=PLUMBING`` leaves nn.Module's call machinery out).  Each
+    window's Trace has torch's ops and kernels in ``slices`` and
+    ``slice_tracks``.  module_names: an ``nn.Module`` (or a list) whose
+    modules' calls become ranges named by their path.  activities,
+    record_shapes: torch.profiler's (default activities: CPU, and CUDA
+    where available).  See :doc:`/pytorch`."""
     return Profile(schedule=schedule, python_steps=python_steps, on_trace_ready=on_trace_ready,
                    module_names=module_names, activities=activities, record_shapes=record_shapes,
                    trace_children=trace_children,
@@ -478,21 +457,12 @@ def flight_recorder(dump_dir: Union[str, "os.PathLike[str]"], *,
                     activities: Optional[Sequence[Any]] = None,
                     record_shapes: bool = False, **options: Any) -> Any:
     """A flight recorder (``frametrace.flight_recorder``) whose dumps hold
-    torch's ops of the dumped steps, nested in their Python frames on one
-    timeline: torch.profiler (``with_stack=False``) runs beside it for the
-    whole job in cycles of cycle_steps steps (default: 10, or ``steps`` if
-    more), the last completed cycle's ops kept in memory; a dump waits on
-    the writer thread for the cycle its window ends in (a hung step's and
-    a signal's do not: that part is Python only; a hung step that then
-    ends is dumped again, whole, with its ops), and
-    ``metadata.dump.torch`` says "included" or from which step on it is
-    Python only, and why (``frametrace.flight``, ``frametrace._torch_flight``).
-    torch.profiler costs far more than frametrace's tracer (README, "Flight
-    recorder"): ``frametrace.flight_recorder`` records Python only, without
-    importing torch.  activities, record_shapes: torch.profiler's; options:
-    ``frametrace.flight_recorder``'s (steps, slow_factor, slow_ms,
-    slow_margin_ms, hang_ms, warmup,
-    format, signal, max_dumps, min_interval, watchdog and the Tracer's)."""
+    torch's ops of the dumped steps, nested in their Python frames:
+    torch.profiler runs beside it in cycles of cycle_steps steps (default:
+    10, or ``steps`` if more).  ``metadata.dump.torch`` says whether a dump
+    has them.  activities, record_shapes: torch.profiler's; options:
+    ``frametrace.flight_recorder``'s.  What it costs and when a dump is
+    Python only: :doc:`/flight-recorder`."""
     from ._torch_flight import TorchFlightRecorder
 
     return TorchFlightRecorder(dump_dir, cycle_steps=cycle_steps, activities=activities,

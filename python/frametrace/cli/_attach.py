@@ -1,32 +1,7 @@
-"""``frametrace attach``: traces a running process from outside, or asks
-its flight recorder to dump (``--dump``).
-
-``attach PID`` traces a running CPython 3.14+ process for a while, from
-outside, without restarting it (PEP 768 ``sys.remote_exec``; see
-``frametrace.remote``): for ``--duration`` seconds (default 5), or until its
-N-th ``frametrace.step()``, or the end of the N-th call of
-``--step-function`` begun after the attach.  The target writes the trace
-(``frametrace-PID.json`` by default, ``-o`` as seen from the current
-directory), then where it is and a short summary are printed on stderr.
-A target that cannot be traced (not CPython 3.14+, remote debugging
-disabled, no permission, frametrace not importable there, a tracer already
-running there), or whose main thread runs no Python code within
-``--timeout`` seconds, is left untouched: the reason, exit status 2.  A
-target that exits first writes what was recorded: exit status 2 too.
-Ctrl-C stops the tracing early; the trace is still written.
-
-``attach PID --dump`` asks the flight recorder running in the process
-(``frametrace.flight_recorder``, ``frametrace run --flight-recorder``) to
-dump its last steps now, waits until the dump is written and prints its
-path on stdout; its metadata's reason is ``--reason`` (default "attach").
-The request goes through ``sys.remote_exec`` (CPython 3.14+) and is served
-by the recorder's writer thread.  When it cannot be (an older CPython,
-remote debugging disabled, or the main thread blocked in a C call for
-``--timeout`` seconds), the recorder's signal (SIGUSR2 by default), which
-it names in a memfd of its own, is sent instead (``--no-signal``: not
-sent, the error says which one would work): that dump's reason is
-"signal SIGUSR2".  No flight recorder running there: a message, exit
-status 2 (see ``frametrace.remote.dump``).
+"""``frametrace attach``: traces a running CPython 3.14+ process from
+outside (``frametrace.remote``), or asks its flight recorder to dump
+(``--dump``, ``frametrace.remote.dump``).  What it does, its refusals and
+exit statuses: docs/attach.md.
 """
 from __future__ import annotations
 
@@ -44,12 +19,8 @@ from ._common import (PROG, SUMMARY_LIMIT, CommandError, load, positive, positiv
 def add_parser(sub: Any) -> argparse.ArgumentParser:
     att = sub.add_parser(
         "attach", help="trace a running CPython 3.14+ process for a while",
-        description="Trace a running CPython 3.14+ process without restarting it "
-                    "(sys.remote_exec, PEP 768): the target starts a tracer on all its "
-                    "threads, stops it after the duration or the steps, writes the trace, and "
-                    "goes on running.  frametrace must be importable in the target.  With "
-                    "--dump: ask the flight recorder running in it to dump now, and print the "
-                    "dump's path.")
+        description="Trace a running CPython 3.14+ process for a while without restarting "
+                    "it, or (--dump) ask its flight recorder to dump now.")
     att.add_argument("pid", type=int, help="the process to trace")
     what = att.add_mutually_exclusive_group()
     what.add_argument("--duration", type=positive_float, metavar="SECONDS",
@@ -58,27 +29,20 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                       help="trace until the N-th call of frametrace.step() (or of "
                            "--step-function) in the target")
     att.add_argument("--step-function", metavar="module:qualname",
-                     help="count the calls of this function (in a module the target has "
-                          "imported) as steps: tracing ends when the N-th call begun after "
-                          "the attach returns (N: --steps, default 1)")
+                     help="count the calls of this function as the steps (default 1)")
     att.add_argument("-o", "--output", metavar="trace.json",
-                     help="where the target writes the trace (default frametrace-PID.json; "
-                          ".json.gz: compressed; .pftrace: Perfetto's format)")
+                     help="where the target writes the trace (default frametrace-PID.json)")
     tracer_arguments(att)
     att.add_argument("--timeout", type=positive_float, default=10.0, metavar="SECONDS",
-                     help="give up when the target's main thread has not run Python code "
-                          "within this long (default 10; with --dump, then send the "
-                          "recorder's signal, and wait as long again for its dump)")
+                     help="how long the target's main thread may take to run Python code "
+                          "(default 10)")
     att.add_argument("--dump", action="store_true",
-                     help="ask the flight recorder running in the process to dump its last "
-                          "steps now; prints the dump's path (the recorder's dump_dir and "
-                          "format; no tracing of its own)")
+                     help="ask the process's flight recorder to dump now; print the dump's "
+                          "path")
     att.add_argument("--reason", metavar="TEXT",
                      help="with --dump: the reason the dump's metadata names (default attach)")
     att.add_argument("--no-signal", action="store_true",
-                     help="with --dump: never send the recorder's signal (SIGUSR2 by default) "
-                          "when sys.remote_exec cannot ask (CPython < 3.14, remote debugging "
-                          "disabled, the main thread blocked in C)")
+                     help="with --dump: never send the recorder's signal")
     return att
 
 

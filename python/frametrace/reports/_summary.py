@@ -7,6 +7,7 @@ from typing import IO, Any, Mapping, NamedTuple, Optional
 
 from ._pass import (_check_choice, _check_limit, _display, _Functions, _ms, _Names,
                     _shared_idents, _source, _thread_names)
+from ._waits import is_wait
 
 SORT_KEYS: tuple[str, ...] = ("self", "total", "calls", "mean", "name")
 """The orders ``summary(sort=...)`` knows: self, total and mean time and
@@ -34,6 +35,9 @@ class SummaryRow(NamedTuple):
     thread_serial: Any = None
     """The thread's thread_serial in a per-thread table (None: all threads,
     or events with no serial)."""
+    wait: bool = False
+    """A C call that blocks (``reports.WAIT_CALLS``): its time is waiting,
+    not work; ``[wait]`` in the text table."""
 
     @property
     def function(self) -> str:
@@ -140,7 +144,8 @@ class SummaryTable:
         header = ("calls", "total ms", "self ms", "mean ms", "share", "function")
         body = [
             (str(r.calls), _ms(r.total_ns), _ms(r.self_ns), _ms(r.mean_ns),
-             f"{r.share * 100:.1f}%", ("* " if r.capped else "  ") + r.function)
+             f"{r.share * 100:.1f}%",
+             ("* " if r.capped else "  ") + r.function + (" [wait]" if r.wait else ""))
             for r in self.rows
         ]
         widths = [max(len(header[c]), *(len(row[c]) for row in body)) if body else len(header[c])
@@ -156,6 +161,9 @@ class SummaryTable:
         if any(r.capped for r in self.rows):
             lines.append("* capped: still running when the tracer stopped; its time is cut "
                          "at the stop")
+        if any(r.wait for r in self.rows):
+            lines.append("[wait]: blocked in a lock, sleep, select or join: waiting, not work "
+                         "(before 3.14, a wait in \"with lock:\" is the caller's self time)")
         return "\n".join(lines)
 
 
@@ -176,7 +184,8 @@ def _table(acc: dict[tuple[Any, ...], list[Any]], traced: int, sort: str, limit:
         ncalls += calls
         rows.append(SummaryRow(name, filename, lineno, kind, thread_id, calls, prim, total,
                                self_ns, total / calls if calls else 0.0,
-                               self_ns / traced if traced else 0.0, capped, thread_serial))
+                               self_ns / traced if traced else 0.0, capped, thread_serial,
+                               is_wait(name, kind)))
     rows.sort(key=_SORTERS[sort])
     functions = len(rows)
     if limit is not None:
@@ -200,7 +209,8 @@ def summary(trace: Any, *, sort: str = "self", limit: Optional[int] = 30,
     time counts each outermost activation once (recursive calls inside it add
     nothing), like cProfile's cumtime.  capped: one of the function's events
     was still running at the tracer's stop, its time cut there (marked ``*``
-    in the text table).
+    in the text table).  wait: a C call that blocks (``WAIT_CALLS``; marked
+    ``[wait]``); see :doc:`/viewing` for what self time cannot see.
 
     sort: "self" (default), "total", "calls", "mean" (descending) or "name"
     (ascending); ties by name, file, line.  limit: at most this many rows
