@@ -98,16 +98,18 @@ class CompareReport:
         print(str(self), file=file if file is not None else sys.stdout)
 
 
-# A function's total counts its calls whose parent is another function
-# (a directly recursive call is inside its caller's time already).
+# A function's total counts its outermost activations on a thread's stack
+# (the summary's rule): a call is inside an earlier call of the same
+# function on its thread when that one ends no earlier (calls nest).
 _FUNCTIONS = """
-select e.name, e.file, e.line, e.kind, count(*), sum(e.self_ns),
-       sum(case when p.id is null or p.name is distinct from e.name
-                 or p.file is distinct from e.file or p.line is distinct from e.line
-                 or p.kind is distinct from e.kind then e.dur_ns else 0 end)
-from events e left join events p
-  on p.rank = e.rank and p.cycle = e.cycle and p.pid = e.pid and p.id = e.parent
-{where} group by e.name, e.file, e.line, e.kind
+select name, file, line, kind, count(*), sum(self_ns),
+       sum(case when coalesce(outer_end, -1) >= end_ns then 0 else dur_ns end)
+from (select name, file, line, kind, self_ns, dur_ns, end_ns,
+             max(end_ns) over (partition by rank, cycle, pid, thread, tid, name, file, line, kind
+                               order by start_ns, depth
+                               rows between unbounded preceding and 1 preceding) as outer_end
+      from events {where})
+group by name, file, line, kind
 """
 _STEPS = """
 select max(end_ns) - min(start_ns) from steps {where} group by rank, cycle, pid, step
@@ -122,7 +124,7 @@ def _dataset_side(path: str, cycle: Optional[int]) -> tuple[dict, list]:
                 con, f"select 1 from steps where cycle = {cycle} union all "
                      f"select 1 from events where cycle = {cycle} limit 1").fetchall():
             raise ValueError(f"{path}: no cycle {cycle}")
-        where = f"where e.cycle = {cycle}" if cycle is not None else ""
+        where = f"where cycle = {cycle}" if cycle is not None else ""
         funcs = {tuple(r[:4]): (int(r[4]), int(r[5]), int(r[6]))
                  for r in run_query(con, _FUNCTIONS.format(where=where)).fetchall()}
         swhere = f"where cycle = {cycle}" if cycle is not None else ""
