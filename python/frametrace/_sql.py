@@ -157,17 +157,25 @@ def sql(query: str, paths: Any, *, frame: bool = False) -> Any:
     dataset directories, or single trace files) with the views events,
     steps, threads, ranges, torch_ops and metadata ready; returns the rows
     as a list of tuples, or with frame=True a pandas DataFrame (a
-    pyarrow.Table where pandas is not installed).  SQLError (a
+    pyarrow.Table where pandas is not installed; None for a statement
+    that returns no rows).  SQLError (a
     ValueError) with DuckDB's message for a bad query; ImportError without
     DuckDB (``pip install 'frametrace[sql]'``)."""
     if not isinstance(query, str):
         raise TypeError(f"query must be a str, not {type(query).__name__}")
     with connect(paths) as con:
-        result = run_query(con, query)
         if not frame:
+            result = run_query(con, query)
             return result.fetchall() if result.description else []
+        # A relation (con.sql) converts without the DB-API result's copy.
+        try:
+            rel = con.sql(query)
+        except duckdb_module().Error as exc:
+            raise SQLError(str(exc)) from None
+        if rel is None:
+            return None
         try:
             import pandas  # noqa: F401
         except ImportError:
-            return result.fetch_arrow_table()
-        return result.df()
+            return rel.to_arrow_table()
+        return rel.df()

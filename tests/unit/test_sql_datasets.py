@@ -55,6 +55,13 @@ def test_frame_is_a_dataframe_or_arrow_table(four_ranks):
     assert names == ["backward", "forward", "slow_io", "train_step"]
 
 
+def test_frame_without_pandas_is_an_arrow_table(four_ranks, monkeypatch):
+    import pyarrow
+    monkeypatch.setitem(sys.modules, "pandas", None)
+    table = frametrace.sql("select count(*) as n from steps", four_ranks, frame=True)
+    assert isinstance(table, pyarrow.Table) and table.to_pylist() == [{"n": 20}]
+
+
 def test_bad_sql_raises_duckdbs_message(four_ranks):
     with pytest.raises(SQLError, match="no_such_table"):
         frametrace.sql("select * from no_such_table", four_ranks)
