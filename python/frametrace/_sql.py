@@ -175,7 +175,8 @@ def sql(query: str, paths: Any, *, frame: bool = False) -> Any:
         if rel is None:
             return None
         try:
-            import pandas  # noqa: F401
+            import pandas
         except ImportError:
             return rel.to_arrow_table()
+        del pandas  # DuckDB makes the DataFrame; only pandas' presence matters
         return rel.df()

@@ -46,7 +46,7 @@ def test_the_slowed_function_comes_first(tmp_path, suffix):
     row = next(r for r in report.rows if r.name.endswith("changed"))
     assert row.total_after > 2 * row.total_before
     assert "spin" in str(report).split("function\n", 1)[1].splitlines()[0]
-    assert report.before_steps.count == 0 and "-" in str(report)
+    assert report.before_steps.steps == 0 and "-" in str(report)
 
 
 def test_steps_and_cycles_of_sessions(tmp_path):
@@ -63,7 +63,7 @@ def test_steps_and_cycles_of_sessions(tmp_path):
         runs.append(got[0])
     before, after = runs
     report = reports.compare(before, after, cycle=before.cycle)
-    assert report.before_steps.count == report.after_steps.count == 2
+    assert report.before_steps.steps == report.after_steps.steps == 2
     assert report.after_steps.median > report.before_steps.median
     assert report.before_steps.min <= report.before_steps.p90 <= report.before_steps.max
     with pytest.raises(ValueError, match="cycle"):

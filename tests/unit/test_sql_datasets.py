@@ -126,7 +126,7 @@ def test_dataset_compare_names_the_slower_function(tmp_path):
     assert (top.lineno, top.calls_before, top.calls_after) == (22, 0, 1)
     step = next(r for r in report.rows if r.name == "train_step")
     assert (step.calls_before, step.total_before, step.total_after) == (10, 1000 * MS, 1200 * MS)
-    assert report.before_steps.count == 10 and report.after_steps.max == 300 * MS
+    assert report.before_steps.steps == 10 and report.after_steps.max == 300 * MS
     assert report.before_steps.p90 == 100 * MS
     assert reports.compare(before, after, cycle=0).rows == report.rows
     with pytest.raises(ValueError, match="no cycle 4"):

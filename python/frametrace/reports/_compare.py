@@ -38,7 +38,7 @@ class StepStats(NamedTuple):
     """A side's step durations (ns): how many, min, median, p90, max (None
     without steps)."""
 
-    count: int
+    steps: int
     min: Optional[int]
     median: Optional[float]
     p90: Optional[int]
@@ -76,7 +76,7 @@ class CompareReport:
                  "step time (ms)   steps       min    median       p90       max"]
         for label, st in (("before", self.before_steps), ("after", self.after_steps)):
             vals = [st.min, st.median, st.p90, st.max]
-            lines.append(f"{label:<15} {st.count:>7}" +
+            lines.append(f"{label:<15} {st.steps:>7}" +
                          "".join(f"{_ms(v) if v is not None else '-':>10}" for v in vals))
         shown = f"; top {len(self.rows)} shown" if len(self.rows) < self.functions else ""
         lines += ["", f"{self.functions} functions, sorted by the change of self time{shown}"]
@@ -169,7 +169,8 @@ def compare(before: Any, after: Any, *, limit: Optional[int] = 30,
     for key in fb.keys() | fa.keys():
         cb, selfb, totb = fb.get(key, (0, 0, 0))
         ca, selfa, tota = fa.get(key, (0, 0, 0))
-        rows.append(CompareRow(*key, cb, ca, selfb, selfa, totb, tota))
+        name, filename, lineno, kind = key
+        rows.append(CompareRow(name, filename, lineno, kind, cb, ca, selfb, selfa, totb, tota))
     rows.sort(key=lambda r: (-abs(r.self_change), r.name, r.filename, r.lineno, r.kind))
     label = (lambda w: os.fspath(w) if isinstance(w, (str, os.PathLike)) else type(w).__name__)
     return CompareReport(label(before), label(after), rows[:limit] if limit else rows, len(rows),
