@@ -120,3 +120,27 @@ def test_compare_names_the_function_made_slower(tmp_path):
     proc = cli("compare", "before.json", "missing.json", cwd=tmp_path)
     assert proc.returncode == 2 and "missing.json" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_sql_over_trace_files(tmp_path):
+    pytest.importorskip("duckdb", reason="SQL runs on DuckDB (frametrace[sql])")
+    (tmp_path / "prog.py").write_text(PROGRAM)
+    proc = cli("run", "-o", "t.json", "prog.py", 1000, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    import frametrace
+
+    trace = frametrace.load(str(tmp_path / "t.json"))
+    try:
+        trace.save(str(tmp_path / "probe.parquet"))
+    except (ValueError, ImportError) as exc:
+        writer = f"no Parquet writer here ({exc})"
+    else:
+        writer = None
+    proc = cli("sql", "select count(*) as n, count(distinct pid) as p from events", "t.json",
+               "--format", "csv", cwd=tmp_path)
+    if writer is not None:  # the file cannot become a dataset: said plainly
+        assert proc.returncode == 2 and "convert it to a dataset first" in proc.stderr, writer
+        assert "Traceback" not in proc.stderr
+        return
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[1] == f"{len(trace.events)},1"
