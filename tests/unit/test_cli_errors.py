@@ -21,10 +21,14 @@ def bad_inputs(tmp_path):
         "flamegraph": (["flamegraph", missing, "-o", str(tmp_path / "out.svg")], None),
         "merge": (["merge", missing, "-o", str(tmp_path / "all.json")], None),
         "view": (["view", missing, "--no-browser", "--port", "0"], f"{missing}: no such file"),
+        "sql": (["sql", "select 1", missing], None),
+        "ranks": (["ranks", missing], None),
+        "compare": (["compare", missing, missing], None),
     }
 
 
-CASES = ["run", "attach", "attach --dump", "summary", "flamegraph", "merge", "view"]
+CASES = ["run", "attach", "attach --dump", "summary", "flamegraph", "merge", "view", "sql", "ranks",
+         "compare"]
 
 
 def test_every_command_has_a_case():
