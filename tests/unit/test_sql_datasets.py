@@ -131,3 +131,19 @@ def test_dataset_compare_names_the_slower_function(tmp_path):
     assert reports.compare(before, after, cycle=0).rows == report.rows
     with pytest.raises(ValueError, match="no cycle 4"):
         reports.compare(before, after, cycle=4)
+
+
+def test_many_ranks_print_the_spread_and_the_map_stays_bounded(tmp_path):
+    root = synthetic_ranks(str(tmp_path / "wide.parquet"), ranks=20, steps=2, slow=(17, 1))
+    report = reports.ranks(root)
+    lines = str(report).splitlines()
+    assert lines[1].split() == ["step", "ranks", "fastest", "median", "straggler", "above",
+                                "median"]
+    assert lines[3].split() == ["1", "20", "100.000", "100.000", "rank", "17", "+200.0%"]
+    assert "rank 19" not in lines[1]
+    svg = reports.ranks(root).write_svg(str(tmp_path / "wide.svg"))
+    root_el = ET.parse(svg).getroot()
+    assert len([e for e in root_el.iter("{http://www.w3.org/2000/svg}rect")]) == 40
+    many = synthetic_ranks(str(tmp_path / "long.parquet"), ranks=2, steps=400, slow=(1, 7))
+    svg = reports.ranks(many, functions=0).write_svg(str(tmp_path / "long.svg"))
+    assert int(ET.parse(svg).getroot().get("width")) <= 1400 + 100

@@ -10,7 +10,8 @@ from xml.sax.saxutils import escape
 from .._output import open_output
 from ._pass import PathLike
 
-CELL = 14
+CELL = 14  # px, shrunk to keep a long job's map about WIDTH wide
+WIDTH = 1400
 LEFT = 70
 TOP = 40
 
@@ -26,23 +27,25 @@ def _colour(ratio: float) -> str:
 
 def heatmap_svg(report: Any) -> str:
     steps, ranks = report.steps, report.ranks
-    width = LEFT + CELL * max(len(steps), 1) + 20
-    height = TOP + CELL * max(len(ranks), 1) + 40
+    cw = max(2, min(CELL, WIDTH // max(len(steps), 1)))
+    ch = max(2, min(CELL, WIDTH // max(len(ranks), 1)))
+    width = LEFT + cw * max(len(steps), 1) + 20
+    height = TOP + ch * max(len(ranks), 1) + 40
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
            f'font-family="sans-serif" font-size="10">',
            f'<text x="{LEFT}" y="16" font-size="12">step duration per rank, against the '
            f'step\'s median (white: median, red: 2x, blue: 0.5x)</text>']
     for row, rank in enumerate(ranks):
-        y = TOP + row * CELL
-        out.append(f'<text x="{LEFT - 4}" y="{y + CELL - 3}" text-anchor="end">'
-                   f'rank {rank}</text>')
+        if row % max(1, len(ranks) // 40) == 0:
+            out.append(f'<text x="{LEFT - 4}" y="{TOP + row * ch + ch - 1}" '
+                       f'text-anchor="end">rank {rank}</text>')
     for col, s in enumerate(steps):
-        x = LEFT + col * CELL
+        x = LEFT + col * cw
         if col % max(1, len(steps) // 20) == 0:
-            out.append(f'<text x="{x + CELL / 2}" y="{TOP - 4}" text-anchor="middle">'
+            out.append(f'<text x="{x + cw / 2}" y="{TOP - 4}" text-anchor="middle">'
                        f'{s.step}</text>')
         for row, rank in enumerate(ranks):
-            y = TOP + row * CELL
+            y = TOP + row * ch
             dur = s.durations.get(rank)
             if dur is None:
                 fill, tip = "#ccc", f"rank {rank}, step {s.step}: did not run"
@@ -51,7 +54,7 @@ def heatmap_svg(report: Any) -> str:
                 fill = _colour(ratio)
                 tip = (f"rank {rank}, step {s.step}: {dur / 1e6:.3f} ms, "
                        f"{ratio:.2f}x the median")
-            out.append(f'<rect class="cell" x="{x}" y="{y}" width="{CELL}" height="{CELL}" '
+            out.append(f'<rect class="cell" x="{x}" y="{y}" width="{cw}" height="{ch}" '
                        f'fill="{fill}" stroke="#fff" stroke-width="0.5">'
                        f'<title>{escape(tip)}</title></rect>')
     out.append(f'<text x="{LEFT}" y="{height - 12}">steps</text>')

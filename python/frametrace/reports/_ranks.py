@@ -11,6 +11,9 @@ from typing import IO, Any, NamedTuple, Optional
 from ._pass import PathLike, _check_limit, _display, _ms
 
 
+WIDE = 16  # the most ranks the text gives a column each
+
+
 class FunctionGap(NamedTuple):
     """One function's self time in a step on the straggler and on the
     median rank (ns)."""
@@ -71,9 +74,14 @@ class RanksReport:
             return f"{len(self.ranks)} ranks, no steps"
         lines = [f"{len(self.ranks)} ranks, {len(self.steps)} steps; per step each rank's "
                  f"duration (ms), the straggler (slowest rank) against the median"]
-        label = [f"rank {r}" for r in self.ranks]
-        cells = [[_ms(s.durations[r]) if r in s.durations else "-" for r in self.ranks]
-                 for s in self.steps]
+        if len(self.ranks) <= WIDE:
+            label = [f"rank {r}" for r in self.ranks]
+            cells = [[_ms(s.durations[r]) if r in s.durations else "-" for r in self.ranks]
+                     for s in self.steps]
+        else:  # too many ranks for a column each: the spread (each: .steps, the heat map)
+            label = ["ranks", "fastest"]
+            cells = [[str(len(s.durations)), _ms(min(s.durations.values()))]
+                     for s in self.steps]
         head = ["step"] + label + ["median", "straggler", "above median"]
         rows = [[str(s.step)] + c + [_ms(s.median_ns), f"rank {s.straggler}",
                                      f"{s.excess * 100:+.1f}%"]
