@@ -15,6 +15,7 @@ from .flight import FlightRecorder, flight_recorder
 from .loader import MergedTrace, load
 from .remote import AttachError, AttachResult, attach
 from .schedule import ProfilerAction, Schedule, schedule
+from ._sql import sql
 from ._trace import RangeRecord, StepRecord, Trace, as_trace
 from .session import Profile, profile, range, step, trace_handler
 from .tracer import Options, Tracer, trace
@@ -48,6 +49,7 @@ __all__ = [
     "load",
     "profile",
     "schedule",
+    "sql",
     "step",
     "trace",
     "trace_handler",

@@ -28,10 +28,14 @@ def bad_inputs(tmp_path):
                     None if importlib.util.find_spec("pyarrow") else
                     "writing a .parquet dataset needs pyarrow, which is not installed: "
                     "pip install 'frametrace[data]'"),
+        "sql": (["sql", "select 1", missing], None),
+        "ranks": (["ranks", missing], None),
+        "compare": (["compare", missing, missing], None),
     }
 
 
-CASES = ["run", "attach", "attach --dump", "summary", "flamegraph", "merge", "view", "convert"]
+CASES = ["run", "attach", "attach --dump", "summary", "flamegraph", "merge", "view", "convert",
+         "sql", "ranks", "compare"]
 
 
 def test_every_command_has_a_case():

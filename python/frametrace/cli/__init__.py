@@ -9,6 +9,9 @@
     frametrace merge a.json b.json ... -o all.json
     frametrace convert a.json b.pftrace ... -o dataset.parquet
     frametrace view trace.json [--ui DIR] [--port N] [--no-browser]
+    frametrace sql "QUERY" DATASET... [--format table|csv|json]
+    frametrace ranks DATASET... [--svg heat.svg]
+    frametrace compare BEFORE AFTER [--cycle N]
 
 ``frametrace COMMAND --help`` lists a command's options (argparse writes
 its usage from the parser); ``run`` and ``attach`` take the tracer's
@@ -16,7 +19,8 @@ options (``frametrace.Options``) as flags, under "tracer options".
 
 Each command is a module here with ``add_parser(sub)`` and ``run(ns)``
 (``_run``, ``_attach``, ``_summary``, ``_flamegraph``, ``_merge``,
-``_convert``, ``_view``); what they share is in ``_common``.  A command that fails
+``_convert``, ``_view``, ``_sql``, ``_ranks``, ``_compare``); what they share is in
+``_common``.  A command that fails
 raises ``CommandError``, which main() prints once as ``frametrace COMMAND:
 message`` on stderr, exiting with its status (2, or 130 for Ctrl-C).
 
@@ -30,7 +34,8 @@ import argparse
 import sys
 from typing import Optional, Sequence
 
-from . import _attach, _convert, _flamegraph, _merge, _run, _summary, _view
+from . import (_attach, _compare, _convert, _flamegraph, _merge, _ranks, _run, _sql, _summary,
+               _view)
 from ._common import PROG, CommandError, Progress
 from ._common import tracer_options as _tracer_options  # noqa: F401 - the tests read flags back
 
@@ -38,7 +43,8 @@ __all__ = ["CommandError", "Progress", "main"]
 
 # In the order --help lists them.
 _COMMANDS = {"run": _run, "attach": _attach, "summary": _summary, "flamegraph": _flamegraph,
-             "merge": _merge, "convert": _convert, "view": _view}
+             "merge": _merge, "convert": _convert, "view": _view, "sql": _sql, "ranks": _ranks,
+             "compare": _compare}
 
 
 def _parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:

@@ -10,6 +10,8 @@ stacks and a flame graph.
     reports.write_pstats(tracer, "step.pstats")      # pstats.Stats("step.pstats"), snakeviz
     reports.write_collapsed(tracer, "step.folded")   # flamegraph.pl, speedscope
     reports.write_flamegraph_svg(tracer, "step.svg")
+    reports.compare("before.json", "after.json").print()  # what changed, per function
+    reports.ranks(["run.parquet"]).print()           # stragglers per step (DuckDB)
 
 Every report takes the trace first (then the path, for those that write
 one): a ``frametrace.Trace`` or what ``frametrace.as_trace()`` turns into
@@ -45,18 +47,28 @@ Conventions shared by every report:
   is waiting, not work.
 """
 from ._collapsed import collapsed_stacks, write_collapsed
+from ._compare import CompareReport, CompareRow, StepStats, compare
 from ._flamegraph import write_flamegraph_svg
 from ._pstats import pstats_label, write_pstats
+from ._ranks import FunctionGap, RanksReport, StepRanks, ranks
 from ._summary import SORT_KEYS, SummaryRow, SummaryTable, summary
 from ._waits import WAIT_CALLS
 
 __all__ = [
+    "CompareReport",
+    "CompareRow",
+    "FunctionGap",
+    "RanksReport",
     "SORT_KEYS",
+    "StepRanks",
+    "StepStats",
     "SummaryRow",
     "SummaryTable",
     "WAIT_CALLS",
     "collapsed_stacks",
+    "compare",
     "pstats_label",
+    "ranks",
     "summary",
     "write_collapsed",
     "write_flamegraph_svg",
