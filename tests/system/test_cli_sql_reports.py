@@ -23,7 +23,7 @@ def cli(*args, cwd=None, env=None):
 def job(tmp_path):
     pytest.importorskip("pyarrow", reason="the datasets are written with pyarrow")
     pytest.importorskip("duckdb", reason="SQL runs on DuckDB (frametrace[sql])")
-    from dataset_oracle import synthetic_ranks
+    from dataset_rows import synthetic_ranks
 
     return synthetic_ranks(str(tmp_path / "job.parquet"))
 

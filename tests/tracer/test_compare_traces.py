@@ -73,14 +73,12 @@ def test_steps_and_cycles_of_sessions(tmp_path):
 def test_datasets_agree_with_trace_files(tmp_path):
     pytest.importorskip("pyarrow", reason="the datasets are written with pyarrow")
     pytest.importorskip("duckdb", reason="datasets are read with DuckDB (frametrace[sql])")
-    from dataset_oracle import write_trace
-
     sides = []
     for slow in (False, True):
         trace = frametrace.as_trace(record(slow))
         path = str(tmp_path / f"{slow}")
         trace.save(path + ".json")
-        write_trace(path + ".parquet", trace)
+        trace.save(path + ".parquet")
         sides.append(path)
     files = reports.compare(sides[0] + ".json", sides[1] + ".json", limit=None)
     sets = reports.compare(sides[0] + ".parquet", sides[1] + ".parquet", limit=None)

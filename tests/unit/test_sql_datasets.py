@@ -1,5 +1,5 @@
 """frametrace.sql and the ranks report over datasets in frametrace's layout
-(written by the tests' dataset_oracle), on DuckDB; and the docs' ready
+(written by the tests' dataset_rows), on DuckDB; and the docs' ready
 queries, each run on a dataset whose answer is known."""
 import sys
 import xml.etree.ElementTree as ET
@@ -12,7 +12,7 @@ pytest.importorskip("duckdb", reason="SQL runs on DuckDB (frametrace[sql])")
 import frametrace  # noqa: E402
 from frametrace import reports  # noqa: E402
 from frametrace._sql import SQLError  # noqa: E402
-from dataset_oracle import synthetic_ranks, write_table  # noqa: E402
+from dataset_rows import synthetic_ranks, write_table  # noqa: E402
 
 MS = 1_000_000
 

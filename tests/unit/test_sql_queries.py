@@ -7,7 +7,7 @@ pytest.importorskip("pyarrow", reason="the datasets are written with pyarrow (fr
 pytest.importorskip("duckdb", reason="SQL runs on DuckDB (frametrace[sql])")
 
 import frametrace  # noqa: E402
-from dataset_oracle import synthetic_ranks, write_table  # noqa: E402
+from dataset_rows import synthetic_ranks, write_table  # noqa: E402
 
 TOP_SELF_PER_RANK = """
 select rank, name, file, line, count(*) as calls, sum(self_ns) / 1e6 as self_ms

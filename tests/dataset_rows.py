@@ -1,10 +1,9 @@
 """A test fixture: writes datasets in frametrace's dataset layout (one
-folder per table, hive-partitioned by rank and cycle) with pyarrow, from a
-Trace's events or from rows given by hand, for the SQL and report tests.
-Not the product's writer (Trace.save("x.parquet")); a reference for it."""
+folder per table, hive-partitioned by rank and cycle) with pyarrow, from
+rows given by hand (ranks with a known straggler), for the SQL and report
+tests.  Traces are written by the product's own Trace.save("x.parquet")."""
 from __future__ import annotations
 
-import json
 import os
 from typing import Any, Iterable, Mapping
 
@@ -40,54 +39,6 @@ def write_table(root: str, table: str, rank: int, cycle: int,
     path = os.path.join(folder, f"part-{part}.parquet")
     pq.write_table(pa.table(cols, schema=schema), path)
     return path
-
-
-def trace_tables(trace: Any) -> dict[str, list[dict]]:
-    """A Trace's rows of each table (events with self time and step)."""
-    events = trace.events
-    child_dur = [0] * len(events)
-    for e in events:
-        if e.parent >= 0:
-            child_dur[e.parent] += e.end_ns - e.start_ns
-    steps = sorted(trace.steps, key=lambda s: s.start_ns)
-
-    def step_of(t: int) -> Any:
-        for s in steps:
-            if s.start_ns <= t < s.end_ns:
-                return s.step
-        return None
-
-    names = {t.serial: t.name for t in trace.threads}
-    ev_rows = [dict(pid=trace.pid, thread=e.thread_serial, tid=e.native_thread_id,
-                    thread_name=names.get(e.thread_serial), id=i,
-                    parent=e.parent if e.parent >= 0 else None, depth=e.depth, name=e.name,
-                    file=e.filename, line=e.lineno, kind=e.kind, start_ns=e.start_ns,
-                    end_ns=e.end_ns, dur_ns=e.end_ns - e.start_ns,
-                    self_ns=e.end_ns - e.start_ns - child_dur[i], step=step_of(e.start_ns),
-                    open_at_start=e.open_at_start, open_at_stop=e.open_at_stop)
-               for i, e in enumerate(events)]
-    return {
-        "events": ev_rows,
-        "steps": [dict(pid=trace.pid, step=s.step, name=s.name, start_ns=s.start_ns,
-                       end_ns=s.end_ns, dur_ns=s.end_ns - s.start_ns) for s in steps],
-        "threads": [dict(pid=trace.pid, thread=t.serial, tid=t.native_thread_id, name=t.name,
-                         events=sum(1 for e in events if e.thread_serial == t.serial),
-                         dropped=t.dropped) for t in trace.threads],
-        "ranges": [dict(pid=trace.pid, thread=None, tid=r.thread_id, name=r.name,
-                        start_ns=r.start_ns, end_ns=r.end_ns, dur_ns=r.end_ns - r.start_ns,
-                        open_at_start=r.open_at_start, open_at_end=r.open_at_end)
-                   for r in trace.ranges],
-        "metadata": [dict(pid=trace.pid, key=k, value=json.dumps(v))
-                     for k, v in trace.metadata().items()],
-    }
-
-
-def write_trace(root: str, trace: Any, part: str = "0") -> str:
-    """Adds a Trace to the dataset at root (its rank, or 0, and its cycle)."""
-    rank = (trace.distributed or {}).get("rank", 0)
-    for table, rows in trace_tables(trace).items():
-        write_table(root, table, rank, trace.cycle, rows, part)
-    return root
 
 
 def synthetic_ranks(root: str, ranks: int = 4, steps: int = 5, slow: tuple = (2, 3),
