@@ -47,6 +47,17 @@ def test_sql_prints_a_table_csv_and_json(job):
     assert json.loads(proc.stdout)[2] == {"rank": 2, "n": 16, "last": "train_step"}
 
 
+@pytest.mark.parametrize("command", [["sql", "select * from range(200000)"], ["ranks"]])
+def test_a_reader_that_goes_away_ends_the_report_quietly(job, command):
+    """``| head -1``: the report stops at the closed pipe, exit 1, no
+    traceback."""
+    proc = subprocess.run(f"{sys.executable} -m frametrace {command[0]} "
+                          f"{' '.join(repr(a) for a in command[1:])} {job} | head -c 1",
+                          shell=True, capture_output=True, text=True, timeout=300,
+                          executable="/bin/bash")
+    assert proc.stderr == "" and len(proc.stdout) == 1
+
+
 def test_bad_sql_and_bad_paths_exit_2_without_a_traceback(job, tmp_path):
     proc = cli("sql", "select nope from events", job)
     assert proc.returncode == 2 and proc.stdout == ""

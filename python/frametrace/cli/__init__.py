@@ -31,6 +31,7 @@ work shows its progress on stderr when stderr is a terminal.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Optional, Sequence
 
@@ -79,3 +80,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except CommandError as exc:
         print(f"{PROG} {ns.command}: {exc.message}", file=sys.stderr)
         return exc.status
+    except BrokenPipeError:
+        if ns.command in ("run", "attach") or not own_process:
+            raise  # the traced program's own, or a caller's stdout
+        # A report's reader went away (``| head``): stop quietly, as a
+        # pipe's writer does, with nothing left for the exit's flush.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1

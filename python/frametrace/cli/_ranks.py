@@ -32,9 +32,9 @@ def run(ns: argparse.Namespace) -> int:
     cycle: Optional[int] = ns.cycle
     try:
         report = reports.ranks(ns.paths, functions=ns.functions, cycle=cycle)
-        report.print()
         if ns.svg:
             report.write_svg(ns.svg)
     except (ImportError, SQLError, OSError) as exc:
         raise CommandError(str(exc)) from None
+    report.print()
     return 0

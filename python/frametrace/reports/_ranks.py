@@ -71,9 +71,9 @@ class RanksReport:
 
     def __str__(self) -> str:
         if not self.steps:
-            return f"{len(self.ranks)} ranks, no steps"
-        lines = [f"{len(self.ranks)} ranks, {len(self.steps)} steps; per step each rank's "
-                 f"duration (ms), the straggler (slowest rank) against the median"]
+            return f"{_count(len(self.ranks), 'rank')}, no steps"
+        lines = [f"{_count(len(self.ranks), 'rank')}, {_count(len(self.steps), 'step')}; per step "
+                 f"each rank's duration (ms), the straggler (slowest rank) against the median"]
         if len(self.ranks) <= WIDE:
             label = [f"rank {r}" for r in self.ranks]
             cells = [[_ms(s.durations[r]) if r in s.durations else "-" for r in self.ranks]
@@ -176,3 +176,7 @@ def ranks(paths: Any, *, functions: int = 5, cycle: Optional[int] = None) -> Ran
                        picks[step][1], gaps.get(step, []))
              for step, durs in sorted(per.items())]
     return RanksReport(steps, sorted(seen))
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
