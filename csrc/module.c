@@ -75,6 +75,10 @@ static PyMethodDef module_methods[] = {
     {"_active_tracer", active_tracer, METH_NOARGS,
      "_active_tracer($module, /)\n--\n\nThe Tracer armed or active in this "
      "interpreter, or None."},
+    {"_export_tids", ft_export_tids_of, METH_O,
+     "_export_tids($module, threads, /)\n--\n\n[tid] the writers give "
+     "threads (serial, thread_id, native_thread_id, ...), in serial order: "
+     "as Tracer._export_tids."},
     {"_clock_ns", monotonic_ns, METH_NOARGS,
      "_clock_ns($module, /)\n--\n\nThe tracer's clock, in ns."},
     {"_wall_anchor", wall_anchor, METH_NOARGS,
