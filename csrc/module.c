@@ -39,11 +39,6 @@ ft_state_of_type(PyTypeObject *type)
 #endif
 }
 
-#if FT_HAVE_MONITORING
-static PyType_Spec callback_spec =
-    FT_CALLBACK_SPEC("frametrace._tracer._MonitoringCallback");
-#endif
-
 static PyObject *
 monotonic_ns(PyObject *Py_UNUSED(module), PyObject *Py_UNUSED(ignored))
 {
@@ -117,8 +112,8 @@ module_exec(PyObject *module)
         return -1;
     }
 #if FT_HAVE_MONITORING
-    state->callback_type = (PyTypeObject *)PyType_FromModuleAndSpec(
-        module, &callback_spec, NULL);
+    state->callback_type = ft_callback_type_new(
+        module, "frametrace._tracer._MonitoringCallback");
     if (state->callback_type == NULL) {
         return -1;
     }
@@ -316,18 +311,7 @@ module_free(void *module)
 
 static PyModuleDef_Slot module_slots[] = {
     {Py_mod_exec, module_exec},
-#if FT_HAVE_MOD_MULTIPLE_INTERPRETERS
-    /* One tracer per process at a time, and thread states walked directly:
-     * not ready for several interpreters. */
-    {Py_mod_multiple_interpreters, Py_MOD_MULTIPLE_INTERPRETERS_NOT_SUPPORTED},
-#endif
-#if FT_HAVE_MOD_GIL
-    /* The truth: the hook, the rings, the function table and start/stop
-     * rely on the GIL (docs/free-threading.md).  A free-threaded build
-     * never reads it: PyInit__tracer() refuses first. */
-    {Py_mod_gil, Py_MOD_GIL_USED},
-#endif
-    {0, NULL},
+    FT_MODULE_SLOTS_END
 };
 
 PyModuleDef ft_module_def = {

@@ -63,8 +63,8 @@ ft_thread_info(ft_tracer *tracer, Py_ssize_t index, PyObject *dropped)
  * its ident) unless an earlier thread of the trace, tids[0..i), has that
  * tid (the OS reused it); then a synthetic one. */
 static uint64_t
-export_tid(const uint64_t *tids, Py_ssize_t i, unsigned long thread_id,
-           unsigned long native_id, uint64_t serial)
+export_tid(const uint64_t *tids, Py_ssize_t i, uint64_t thread_id,
+           uint64_t native_id, uint64_t serial)
 {
     uint64_t tid = native_id ? native_id : thread_id;
     for (Py_ssize_t j = 0; j < i; j++) {
@@ -104,24 +104,28 @@ ft_export_tids_of(PyObject *Py_UNUSED(module), PyObject *threads)
     uint64_t *tids = malloc(((size_t)n + 1) * sizeof(uint64_t));
     PyObject *result = tids != NULL ? PyList_New(n) : PyErr_NoMemory();
     for (Py_ssize_t i = 0; result != NULL && i < n; i++) {
-        unsigned long long serial;
-        unsigned long thread_id, native_id;
+        /* ThreadInfo, or any tuple (serial, thread_id, native_id, ...). */
         PyObject *item = PySequence_Fast_GET_ITEM(seq, i);
-        PyObject *tid = NULL;
-        /* ThreadInfo or any (serial, thread_id, native_thread_id, ...). */
-        PyObject *three = PySequence_GetSlice(item, 0, 3);
-        if (three != NULL && PyTuple_Check(three)
-            && PyArg_ParseTuple(three, "Kkk:_export_tids", &serial,
-                                &thread_id, &native_id)) {
-            tids[i] = export_tid(tids, i, thread_id, native_id, serial);
-            tid = PyLong_FromUnsignedLongLong(tids[i]);
-        }
-        else if (three != NULL && !PyErr_Occurred()) {
+        if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) < 3) {
             PyErr_SetString(PyExc_TypeError, "_export_tids(): each thread "
                             "is a tuple (serial, thread_id, "
                             "native_thread_id, ...)");
+            Py_CLEAR(result);
+            break;
         }
-        Py_XDECREF(three);
+        unsigned long long v[3];  /* serial, thread_id, native_id */
+        int k = 0;
+        for (; k < 3; k++) {
+            v[k] = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(item, k));
+            if (v[k] == (unsigned long long)-1 && PyErr_Occurred()) {
+                break;
+            }
+        }
+        PyObject *tid = NULL;
+        if (k == 3) {
+            tids[i] = export_tid(tids, i, v[1], v[2], v[0]);
+            tid = PyLong_FromUnsignedLongLong(tids[i]);
+        }
         if (tid == NULL) {
             Py_CLEAR(result);
             break;
