@@ -246,6 +246,24 @@ typedef struct { PyObject *type, *value, *tb; } ft_saved_exc;
 #define FT_HAVE_MOD_MULTIPLE_INTERPRETERS (PY_VERSION_HEX >= 0x030C0000)
 #define FT_HAVE_MOD_GIL (PY_VERSION_HEX >= 0x030D0000)
 
+/* The slots both extensions end their table with: one interpreter (one
+ * tracer per process, thread states walked directly) and the GIL (the
+ * hook, the rings, the function table and start/stop rely on it, see
+ * docs/free-threading.md; a free-threaded build never reads it:
+ * PyInit__tracer() refuses first). */
+#if FT_HAVE_MOD_MULTIPLE_INTERPRETERS
+#  define FT_SLOT_ONE_INTERPRETER \
+    {Py_mod_multiple_interpreters, Py_MOD_MULTIPLE_INTERPRETERS_NOT_SUPPORTED},
+#else
+#  define FT_SLOT_ONE_INTERPRETER
+#endif
+#if FT_HAVE_MOD_GIL
+#  define FT_SLOT_GIL_USED {Py_mod_gil, Py_MOD_GIL_USED},
+#else
+#  define FT_SLOT_GIL_USED
+#endif
+#define FT_MODULE_SLOTS_END FT_SLOT_ONE_INTERPRETER FT_SLOT_GIL_USED {0, NULL}
+
 /* Whether CPython's profile layer reports a CALL event of a bound method
  * wrapping a C function (types.MethodType(len, x)) as a call of that
  * function: 3.13 only.  3.12 ignores such a CALL; 3.14 ignores it again,

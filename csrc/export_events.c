@@ -176,6 +176,29 @@ thread_of(PyObject *index, PyObject *info, PyObject *thread, Py_ssize_t i,
     return 0;
 }
 
+/* Pops the calls that do not hold ev off the stack of open ones (depth
+ * of them); with check, -1 with a ValueError where one of them ends after
+ * ev starts (ev->parent and the stack's still the list indices). */
+static int
+pop_to_holder(const ft_eventvec *vec, const size_t *stack, size_t *depth,
+              const ft_event *ev, int check)
+{
+    while (*depth) {
+        const ft_event *top = &vec->items[stack[*depth - 1]];
+        if (top->depth < ev->depth && ev->end_ns <= top->end_ns) {
+            break;
+        }
+        if (check && top->end_ns > ev->start_ns) {
+            PyErr_Format(PyExc_ValueError, "events[%lld] and events[%lld] "
+                         "overlap, neither holding the other",
+                         (long long)top->parent, (long long)ev->parent);
+            return -1;
+        }
+        (*depth)--;
+    }
+    return 0;
+}
+
 /* Sorts a thread's events and finds their parents: the innermost open
  * call of lower depth that holds it.  -1 with a ValueError when two
  * overlap without one holding the other. */
@@ -185,20 +208,8 @@ nest(ft_eventvec *vec, size_t *stack)
     qsort(vec->items, vec->len, sizeof(ft_event), event_order);
     size_t depth = 0;
     for (size_t i = 0; i < vec->len; i++) {
-        ft_event *ev = &vec->items[i];
-        while (depth) {
-            const ft_event *top = &vec->items[stack[depth - 1]];
-            if (top->depth < ev->depth && ev->end_ns <= top->end_ns) {
-                break;
-            }
-            if (top->end_ns > ev->start_ns) {
-                PyErr_Format(PyExc_ValueError, "events[%lld] and "
-                             "events[%lld] overlap, neither holding the "
-                             "other", (long long)top->parent,
-                             (long long)ev->parent);
-                return -1;
-            }
-            depth--;
+        if (pop_to_holder(vec, stack, &depth, &vec->items[i], 1) < 0) {
+            return -1;
         }
         stack[depth++] = i;
     }
@@ -206,13 +217,7 @@ nest(ft_eventvec *vec, size_t *stack)
     depth = 0;
     for (size_t i = 0; i < vec->len; i++) {
         ft_event *ev = &vec->items[i];
-        while (depth) {
-            const ft_event *top = &vec->items[stack[depth - 1]];
-            if (top->depth < ev->depth && ev->end_ns <= top->end_ns) {
-                break;
-            }
-            depth--;
-        }
+        pop_to_holder(vec, stack, &depth, ev, 0);
         ev->parent = depth ? (int64_t)stack[depth - 1] : -1;
         stack[depth++] = i;
     }

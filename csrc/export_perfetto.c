@@ -628,6 +628,32 @@ perfetto_begin(void *enc, ft_driver *d)
     return 0;
 }
 
+/* A slice that ends a thread's open one. */
+static inline void
+end_slice(out_t *out, uint64_t delta, uint64_t seq)
+{
+    emit_slice(out, SLICE_END, delta, seq, 0, 0, 0, 0, NULL, 0);
+}
+
+/* An event's SLICE_BEGIN, its function interned on the thread's sequence
+ * at its first use there; -1 (d->nomem set) when out of memory. */
+static int
+begin_event(perfetto_enc *e, ft_driver *d, const ft_event *ev, uint64_t delta,
+            uint64_t seq)
+{
+    uint32_t iid;
+    int is_c;
+    const pb_t *interned;
+    if (func_iid(&e->si, ev->func, e->nfuncs, e->funcs, &e->strings,
+                 &e->data, &e->tmp, &iid, &is_c, &interned) < 0) {
+        d->nomem = 1;
+        return -1;
+    }
+    emit_slice(&d->out, SLICE_BEGIN, delta, seq, 0, iid,
+               is_c ? CATEGORY_C : 0, is_c ? 0 : iid, interned, flags_of(ev));
+    return 0;
+}
+
 /* A thread's events merged with its own slices, one stream of nested
  * slices by time: a slice begins before the event it starts before (or
  * at, and outlasts); before anything begins, what does not contain it
@@ -667,8 +693,7 @@ thread_with_slices(perfetto_enc *e, ft_driver *d, const ft_thread_events *te,
                 break;
             }
             depth--;
-            emit_slice(out, SLICE_END, (uint64_t)top->end - (uint64_t)clock,
-                       seq, 0, 0, 0, 0, NULL, 0);
+            end_slice(out, (uint64_t)top->end - (uint64_t)clock, seq);
             clock = top->end;
         }
         if (take_slice) {
@@ -686,25 +711,17 @@ thread_with_slices(perfetto_enc *e, ft_driver *d, const ft_thread_events *te,
         if (ft_driver_event(d, ev) < 0) {
             return -1;
         }
-        uint32_t iid;
-        int is_c;
-        const pb_t *interned;
-        if (func_iid(&e->si, ev->func, e->nfuncs, e->funcs, &e->strings,
-                     &e->data, &e->tmp, &iid, &is_c, &interned) < 0) {
-            d->nomem = 1;
+        if (begin_event(e, d, ev, (uint64_t)start - (uint64_t)clock,
+                        seq) < 0) {
             return -1;
         }
-        emit_slice(out, SLICE_BEGIN, (uint64_t)start - (uint64_t)clock,
-                   seq, 0, iid, is_c ? CATEGORY_C : 0, is_c ? 0 : iid,
-                   interned, flags_of(ev));
         clock = start;
         open[depth++] = (open_t){start, end, i, 0};
         i++;
     }
     while (depth) {
         int64_t end = open[--depth].end;
-        emit_slice(out, SLICE_END, (uint64_t)end - (uint64_t)clock, seq,
-                   0, 0, 0, 0, NULL, 0);
+        end_slice(out, (uint64_t)end - (uint64_t)clock, seq);
         clock = end;
     }
     return 0;
@@ -759,29 +776,19 @@ perfetto_thread(void *enc, ft_driver *d, Py_ssize_t t,
         }
         while (depth && (int64_t)stack[depth - 1] != ev->parent) {
             int64_t end = ft_thread_event(te, stack[--depth])->end_ns;
-            emit_slice(out, SLICE_END, (uint64_t)end - (uint64_t)clock,
-                       seq, 0, 0, 0, 0, NULL, 0);
+            end_slice(out, (uint64_t)end - (uint64_t)clock, seq);
             clock = end;
         }
-        uint32_t iid;
-        int is_c;
-        const pb_t *interned;
-        if (func_iid(&e->si, ev->func, e->nfuncs, e->funcs, &e->strings,
-                     &e->data, &e->tmp, &iid, &is_c, &interned) < 0) {
-            d->nomem = 1;
+        uint64_t delta = (uint64_t)ev->start_ns - (uint64_t)clock;
+        if (begin_event(e, d, ev, delta, seq) < 0) {
             return -1;
         }
-        emit_slice(out, SLICE_BEGIN,
-                   (uint64_t)ev->start_ns - (uint64_t)clock, seq, 0, iid,
-                   is_c ? CATEGORY_C : 0, is_c ? 0 : iid, interned,
-                   flags_of(ev));
         clock = ev->start_ns;
         stack[depth++] = i;
     }
     while (depth) {
         int64_t end = ft_thread_event(te, stack[--depth])->end_ns;
-        emit_slice(out, SLICE_END, (uint64_t)end - (uint64_t)clock, seq,
-                   0, 0, 0, 0, NULL, 0);
+        end_slice(out, (uint64_t)end - (uint64_t)clock, seq);
         clock = end;
     }
     return 0;

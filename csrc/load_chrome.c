@@ -304,6 +304,29 @@ as_int64(PyObject *value, int64_t *out)
     return 0;
 }
 
+/* pos and stop as Py_ssize_t; -1 with an exception set. */
+static int
+as_span(PyObject *pos_obj, PyObject *stop_obj, Py_ssize_t *pos,
+        Py_ssize_t *stop)
+{
+    *pos = PyLong_AsSsize_t(pos_obj);
+    if (*pos == -1 && PyErr_Occurred()) {
+        return -1;
+    }
+    *stop = PyLong_AsSsize_t(stop_obj);
+    return *stop == -1 && PyErr_Occurred() ? -1 : 0;
+}
+
+/* A line whose key (a function, a thread, a pid) the Python side has not
+ * met yet: the scan stops before the line and tells the key's span. */
+static inline void
+stop_at_miss(cursor *c, Py_ssize_t at, const line *ln, Py_ssize_t miss[2])
+{
+    c->i = at;
+    miss[0] = ln->key_start;
+    miss[1] = ln->key_end;
+}
+
 /* _load_chrome_calls(buf, pos, stop, calls, infos_py, infos_c, threads,
  * origin, late) -> the position after the last line taken. */
 static PyObject *
@@ -323,12 +346,8 @@ load_chrome_calls(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
                         "list, dict, dict, dict, int, int)");
         return NULL;
     }
-    Py_ssize_t pos = PyLong_AsSsize_t(args[1]);
-    if (pos == -1 && PyErr_Occurred()) {
-        return NULL;
-    }
-    Py_ssize_t stop = PyLong_AsSsize_t(args[2]);
-    if (stop == -1 && PyErr_Occurred()) {
+    Py_ssize_t pos, stop;
+    if (as_span(args[1], args[2], &pos, &stop) < 0) {
         return NULL;
     }
     int64_t origin, late;
@@ -346,7 +365,7 @@ load_chrome_calls(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     }
     ft_state *state = ft_get_state(module);
     cursor c = {PyUnicode_1BYTE_DATA(buf), pos, len};
-    Py_ssize_t miss_start = -1, miss_end = -1;
+    Py_ssize_t miss[2] = {-1, -1};
     int64_t last_pid = -1, last_tid = -1;
     PyObject *thread = NULL, *stack = NULL;  /* borrowed from threads */
     key_slot *slots = PyMem_Calloc(KEY_SLOTS, sizeof(key_slot));
@@ -382,9 +401,7 @@ load_chrome_calls(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             if (PyErr_Occurred()) {
                 goto error;
             }
-            c.i = at;  /* a function not met yet */
-            miss_start = ln.key_start;
-            miss_end = ln.key_end;
+            stop_at_miss(&c, at, &ln, miss);  /* a function not met yet */
             break;
         }
         /* The Event's getters index it without checks. */
@@ -405,9 +422,7 @@ load_chrome_calls(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
                 if (PyErr_Occurred()) {
                     goto error;
                 }
-                c.i = at;  /* a thread not met yet */
-                miss_start = ln.key_start;
-                miss_end = ln.key_end;
+                stop_at_miss(&c, at, &ln, miss);  /* a thread not met yet */
                 break;
             }
             if (!PyTuple_Check(entry) || PyTuple_GET_SIZE(entry) != 2
@@ -444,7 +459,7 @@ load_chrome_calls(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         }
     }
     PyMem_Free(slots);
-    return Py_BuildValue("(nnn)", c.i, miss_start, miss_end);
+    return Py_BuildValue("(nnn)", c.i, miss[0], miss[1]);
 
 error:
     PyMem_Free(slots);
@@ -533,12 +548,8 @@ merge_chrome_lines(PyObject *Py_UNUSED(module), PyObject *const *args,
                         "dict, dict, int, str)");
         return NULL;
     }
-    Py_ssize_t pos = PyLong_AsSsize_t(args[1]);
-    if (pos == -1 && PyErr_Occurred()) {
-        return NULL;
-    }
-    Py_ssize_t stop = PyLong_AsSsize_t(args[2]);
-    if (stop == -1 && PyErr_Occurred()) {
+    Py_ssize_t pos, stop;
+    if (as_span(args[1], args[2], &pos, &stop) < 0) {
         return NULL;
     }
     int64_t shift;
@@ -561,7 +572,7 @@ merge_chrome_lines(PyObject *Py_UNUSED(module), PyObject *const *args,
     text out = {NULL, 0, 0};
     const Py_UCS1 *first_sep = PyUnicode_1BYTE_DATA(sep);
     size_t first_sep_len = (size_t)PyUnicode_GET_LENGTH(sep);
-    Py_ssize_t count = 0, miss_start = -1, miss_end = -1;
+    Py_ssize_t count = 0, miss[2] = {-1, -1};
     int64_t last_pid = -1;
     key_slot *slots = PyMem_Calloc(KEY_SLOTS, sizeof(key_slot));
     if (slots == NULL) {
@@ -581,9 +592,8 @@ merge_chrome_lines(PyObject *Py_UNUSED(module), PyObject *const *args,
             if (PyErr_Occurred()) {
                 goto error;
             }
-            c.i = at;  /* a name or location not checked yet */
-            miss_start = ln.key_start;
-            miss_end = ln.key_end;
+            /* a name or location not checked yet */
+            stop_at_miss(&c, at, &ln, miss);
             break;
         }
         if (pid_text == NULL || ln.pid != last_pid) {
@@ -597,9 +607,7 @@ merge_chrome_lines(PyObject *Py_UNUSED(module), PyObject *const *args,
                 if (PyErr_Occurred()) {
                     goto error;
                 }
-                c.i = at;  /* a pid not met yet */
-                miss_start = ln.key_start;
-                miss_end = ln.key_end;
+                stop_at_miss(&c, at, &ln, miss);  /* a pid not met yet */
                 break;
             }
             if (!PyUnicode_Check(new)
@@ -634,7 +642,8 @@ merge_chrome_lines(PyObject *Py_UNUSED(module), PyObject *const *args,
     if (result == NULL) {
         return NULL;
     }
-    return Py_BuildValue("(nNnnn)", c.i, result, count, miss_start, miss_end);
+    return Py_BuildValue("(nNnnn)", c.i, result, count, miss[0],
+                         miss[1]);
 
 error:
     PyMem_Free(slots);

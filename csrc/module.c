@@ -39,11 +39,6 @@ ft_state_of_type(PyTypeObject *type)
 #endif
 }
 
-#if FT_HAVE_MONITORING
-static PyType_Spec callback_spec =
-    FT_CALLBACK_SPEC("frametrace._tracer._MonitoringCallback");
-#endif
-
 static PyObject *
 monotonic_ns(PyObject *Py_UNUSED(module), PyObject *Py_UNUSED(ignored))
 {
@@ -75,6 +70,10 @@ static PyMethodDef module_methods[] = {
     {"_active_tracer", active_tracer, METH_NOARGS,
      "_active_tracer($module, /)\n--\n\nThe Tracer armed or active in this "
      "interpreter, or None."},
+    {"_export_tids", ft_export_tids_of, METH_O,
+     "_export_tids($module, threads, /)\n--\n\n[tid] the writers give "
+     "threads (serial, thread_id, native_thread_id, ...), in serial order: "
+     "as Tracer._export_tids."},
     {"_clock_ns", monotonic_ns, METH_NOARGS,
      "_clock_ns($module, /)\n--\n\nThe tracer's clock, in ns."},
     {"_wall_anchor", wall_anchor, METH_NOARGS,
@@ -113,8 +112,8 @@ module_exec(PyObject *module)
         return -1;
     }
 #if FT_HAVE_MONITORING
-    state->callback_type = (PyTypeObject *)PyType_FromModuleAndSpec(
-        module, &callback_spec, NULL);
+    state->callback_type = ft_callback_type_new(
+        module, "frametrace._tracer._MonitoringCallback");
     if (state->callback_type == NULL) {
         return -1;
     }
@@ -313,18 +312,7 @@ module_free(void *module)
 
 static PyModuleDef_Slot module_slots[] = {
     {Py_mod_exec, module_exec},
-#if FT_HAVE_MOD_MULTIPLE_INTERPRETERS
-    /* One tracer per process at a time, and thread states walked directly:
-     * not ready for several interpreters. */
-    {Py_mod_multiple_interpreters, Py_MOD_MULTIPLE_INTERPRETERS_NOT_SUPPORTED},
-#endif
-#if FT_HAVE_MOD_GIL
-    /* The truth: the hook, the rings, the function table and start/stop
-     * rely on the GIL (docs/free-threading.md).  A free-threaded build
-     * never reads it: PyInit__tracer() refuses first. */
-    {Py_mod_gil, Py_MOD_GIL_USED},
-#endif
-    {0, NULL},
+    FT_MODULE_SLOTS_END
 };
 
 PyModuleDef ft_module_def = {

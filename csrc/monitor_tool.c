@@ -30,13 +30,28 @@ static PyMemberDef callback_members[] = {
     {NULL, 0, 0, 0, NULL},
 };
 
-PyType_Slot ft_callback_slots[] = {
+static PyType_Slot callback_slots[] = {
     {Py_tp_doc, "A frametrace sys.monitoring callback (internal)."},
     {Py_tp_dealloc, callback_dealloc},
     {Py_tp_call, PyVectorcall_Call},
     {Py_tp_members, callback_members},
     {0, NULL},
 };
+
+PyTypeObject *
+ft_callback_type_new(PyObject *module, const char *qualified_name)
+{
+    /* 3.12+ only: the type copies the name and the spec's slots. */
+    PyType_Spec spec = {
+        .name = qualified_name,
+        .basicsize = sizeof(ft_callback),
+        .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE
+                 | Py_TPFLAGS_DISALLOW_INSTANTIATION
+                 | Py_TPFLAGS_HAVE_VECTORCALL,
+        .slots = callback_slots,
+    };
+    return (PyTypeObject *)PyType_FromModuleAndSpec(module, &spec, NULL);
+}
 
 static PyObject *
 new_callback(PyTypeObject *type, PyObject *owner, vectorcallfunc func)

@@ -45,18 +45,10 @@ typedef struct {
     PyObject *owner;  /* strong: what the function works for */
 } ft_callback;
 
-/* The callback type's slots; each module makes its own heap type of them
- * with FT_CALLBACK_SPEC (a spec's name must outlive the type on 3.10). */
-extern PyType_Slot ft_callback_slots[];
-#define FT_CALLBACK_SPEC(qualified_name)                                   \
-    {                                                                      \
-        .name = (qualified_name),                                          \
-        .basicsize = sizeof(ft_callback),                                  \
-        .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE             \
-                 | Py_TPFLAGS_DISALLOW_INSTANTIATION                       \
-                 | Py_TPFLAGS_HAVE_VECTORCALL,                             \
-        .slots = ft_callback_slots,                                        \
-    }
+/* A module's own heap type of callbacks, named qualified_name (a new
+ * reference), or NULL with an exception.  Each extension makes one. */
+PyTypeObject *ft_callback_type_new(PyObject *module,
+                                   const char *qualified_name);
 
 /* sys.monitoring.get_tool() of the tool id (a new reference), or NULL with
  * an exception. */

@@ -489,6 +489,10 @@ PyObject *ft_thread_info(ft_tracer *tracer, Py_ssize_t index,
  * FT_SYNTHETIC_TID_BASE + serial where an earlier thread had that tid.
  * NULL when out of memory (no exception set). */
 uint64_t *ft_export_tids(const ft_tracer *tracer);
+/* _export_tids(threads): the same rule for threads given as
+ * (serial, thread_id, native_thread_id, ...), a ThreadInfo say: the tids of
+ * a loaded trace's threads. */
+PyObject *ft_export_tids_of(PyObject *module, PyObject *threads);
 
 /* ==== ranges.c: frametrace.Range and _set_range_sink() ==== */
 extern PyType_Spec ft_range_spec;

@@ -59,6 +59,22 @@ ft_thread_info(ft_tracer *tracer, Py_ssize_t index, PyObject *dropped)
     return info;
 }
 
+/* Viewers key threads by (pid, tid): a thread gets its native id (else
+ * its ident) unless an earlier thread of the trace, tids[0..i), has that
+ * tid (the OS reused it); then a synthetic one. */
+static uint64_t
+export_tid(const uint64_t *tids, Py_ssize_t i, uint64_t thread_id,
+           uint64_t native_id, uint64_t serial)
+{
+    uint64_t tid = native_id ? native_id : thread_id;
+    for (Py_ssize_t j = 0; j < i; j++) {
+        if (tids[j] == tid) {
+            return FT_SYNTHETIC_TID_BASE + serial;
+        }
+    }
+    return tid;
+}
+
 uint64_t *
 ft_export_tids(const ft_tracer *tracer)
 {
@@ -69,16 +85,54 @@ ft_export_tids(const ft_tracer *tracer)
     }
     for (Py_ssize_t i = 0; i < n; i++) {
         const ft_thread *th = tracer->threads[i];
-        uint64_t tid = th->native_id ? th->native_id : th->thread_id;
-        /* Viewers key threads by (pid, tid): a tid an earlier thread of
-         * this trace had (the OS reused it) gets a synthetic one. */
-        for (Py_ssize_t j = 0; j < i; j++) {
-            if (tids[j] == tid) {
-                tid = FT_SYNTHETIC_TID_BASE + (uint64_t)i + 1;
+        tids[i] = export_tid(tids, i, th->thread_id, th->native_id,
+                             (uint64_t)i + 1);
+    }
+    return tids;
+}
+
+PyObject *
+ft_export_tids_of(PyObject *Py_UNUSED(module), PyObject *threads)
+{
+    PyObject *seq = PySequence_Fast(threads, "_export_tids() takes a "
+                                    "sequence of (serial, thread_id, "
+                                    "native_thread_id)");
+    if (seq == NULL) {
+        return NULL;
+    }
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    uint64_t *tids = malloc(((size_t)n + 1) * sizeof(uint64_t));
+    PyObject *result = tids != NULL ? PyList_New(n) : PyErr_NoMemory();
+    for (Py_ssize_t i = 0; result != NULL && i < n; i++) {
+        /* ThreadInfo, or any tuple (serial, thread_id, native_id, ...). */
+        PyObject *item = PySequence_Fast_GET_ITEM(seq, i);
+        if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) < 3) {
+            PyErr_SetString(PyExc_TypeError, "_export_tids(): each thread "
+                            "is a tuple (serial, thread_id, "
+                            "native_thread_id, ...)");
+            Py_CLEAR(result);
+            break;
+        }
+        unsigned long long v[3];  /* serial, thread_id, native_id */
+        int k = 0;
+        for (; k < 3; k++) {
+            v[k] = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(item, k));
+            if (v[k] == (unsigned long long)-1 && PyErr_Occurred()) {
                 break;
             }
         }
-        tids[i] = tid;
+        PyObject *tid = NULL;
+        if (k == 3) {
+            tids[i] = export_tid(tids, i, v[1], v[2], v[0]);
+            tid = PyLong_FromUnsignedLongLong(tids[i]);
+        }
+        if (tid == NULL) {
+            Py_CLEAR(result);
+            break;
+        }
+        PyList_SET_ITEM(result, i, tid);
     }
-    return tids;
+    free(tids);
+    Py_DECREF(seq);
+    return result;
 }

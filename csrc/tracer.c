@@ -239,31 +239,29 @@ ft_tracer_like(ft_tracer *tracer)
 
 /* ---- methods ---------------------------------------------------------- */
 
+/* None, or NULL where rc says the call failed (its exception set). */
+static PyObject *
+none_or_null(int rc)
+{
+    return rc < 0 ? NULL : Py_NewRef(Py_None);
+}
+
 static PyObject *
 tracer_start(ft_tracer *self, PyObject *Py_UNUSED(ignored))
 {
-    if (ft_tracer_start(self) < 0) {
-        return NULL;
-    }
-    Py_RETURN_NONE;
+    return none_or_null(ft_tracer_start(self));
 }
 
 static PyObject *
 tracer_arm(ft_tracer *self, PyObject *Py_UNUSED(ignored))
 {
-    if (ft_tracer_arm(self) < 0) {
-        return NULL;
-    }
-    Py_RETURN_NONE;
+    return none_or_null(ft_tracer_arm(self));
 }
 
 static PyObject *
 tracer_disarm(ft_tracer *self, PyObject *Py_UNUSED(ignored))
 {
-    if (ft_tracer_disarm(self) < 0) {
-        return NULL;
-    }
-    Py_RETURN_NONE;
+    return none_or_null(ft_tracer_disarm(self));
 }
 
 static PyObject *
@@ -497,27 +495,46 @@ ft_stats_type_new(void)
 
 /* ---- threads ------------------------------------------------------------ */
 
+/* A list of one item(self, i, arg) per thread, in registration order. */
+static PyObject *
+per_thread(ft_tracer *self,
+           PyObject *(*item)(ft_tracer *, Py_ssize_t, const void *),
+           const void *arg)
+{
+    PyObject *result = PyList_New(self->nthreads);
+    for (Py_ssize_t i = 0; result && i < self->nthreads; i++) {
+        PyObject *one = item(self, i, arg);
+        if (one == NULL) {
+            Py_CLEAR(result);
+            break;
+        }
+        PyList_SET_ITEM(result, i, one);
+    }
+    return result;
+}
+
+static PyObject *
+thread_info_item(ft_tracer *self, Py_ssize_t i, const void *known)
+{
+    PyObject *dropped = *(const int *)known
+        ? PyLong_FromUnsignedLongLong(self->threads[i]->dropped_events)
+        : Py_NewRef(Py_None);
+    PyObject *info = dropped ? ft_thread_info(self, i, dropped) : NULL;
+    Py_XDECREF(dropped);
+    return info;
+}
+
 static PyObject *
 tracer_get_thread_infos(ft_tracer *self, void *Py_UNUSED(closure))
 {
     int known = dropped_known(self);
-    if (known < 0) {
-        return NULL;
-    }
-    PyObject *result = PyList_New(self->nthreads);
-    for (Py_ssize_t i = 0; result && i < self->nthreads; i++) {
-        PyObject *dropped = known
-            ? PyLong_FromUnsignedLongLong(self->threads[i]->dropped_events)
-            : Py_NewRef(Py_None);
-        PyObject *item = dropped ? ft_thread_info(self, i, dropped) : NULL;
-        Py_XDECREF(dropped);
-        if (item == NULL) {
-            Py_CLEAR(result);
-            break;
-        }
-        PyList_SET_ITEM(result, i, item);
-    }
-    return result;
+    return known < 0 ? NULL : per_thread(self, thread_info_item, &known);
+}
+
+static PyObject *
+tid_item(ft_tracer *Py_UNUSED(self), Py_ssize_t i, const void *tids)
+{
+    return PyLong_FromUnsignedLongLong(((const uint64_t *)tids)[i]);
 }
 
 static PyObject *
@@ -527,33 +544,22 @@ tracer_get_export_tids(ft_tracer *self, void *Py_UNUSED(closure))
     if (tids == NULL) {
         return PyErr_NoMemory();
     }
-    PyObject *result = PyList_New(self->nthreads);
-    for (Py_ssize_t i = 0; result && i < self->nthreads; i++) {
-        PyObject *item = PyLong_FromUnsignedLongLong(tids[i]);
-        if (item == NULL) {
-            Py_CLEAR(result);
-            break;
-        }
-        PyList_SET_ITEM(result, i, item);
-    }
+    PyObject *result = per_thread(self, tid_item, tids);
     free(tids);
     return result;
 }
 
 static PyObject *
+ident_pair_item(ft_tracer *self, Py_ssize_t i, const void *Py_UNUSED(arg))
+{
+    const ft_thread *th = self->threads[i];
+    return Py_BuildValue("(kk)", th->thread_id, th->native_id);
+}
+
+static PyObject *
 tracer_get_threads(ft_tracer *self, void *Py_UNUSED(closure))
 {
-    PyObject *result = PyList_New(self->nthreads);
-    for (Py_ssize_t i = 0; result && i < self->nthreads; i++) {
-        const ft_thread *th = self->threads[i];
-        PyObject *item = Py_BuildValue("(kk)", th->thread_id, th->native_id);
-        if (item == NULL) {
-            Py_CLEAR(result);
-            break;
-        }
-        PyList_SET_ITEM(result, i, item);
-    }
-    return result;
+    return per_thread(self, ident_pair_item, NULL);
 }
 
 static PyObject *

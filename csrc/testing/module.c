@@ -63,11 +63,6 @@ static PyMethodDef testing_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-#if FT_HAVE_MONITORING
-static PyType_Spec callback_spec =
-    FT_CALLBACK_SPEC("frametrace._testing._MonitoringCallback");
-#endif
-
 static int
 testing_exec(PyObject *module)
 {
@@ -78,8 +73,8 @@ testing_exec(PyObject *module)
         return -1;
     }
 #if FT_HAVE_MONITORING
-    state->callback_type = (PyTypeObject *)PyType_FromModuleAndSpec(
-        module, &callback_spec, NULL);
+    state->callback_type = ft_callback_type_new(
+        module, "frametrace._testing._MonitoringCallback");
     if (state->callback_type == NULL) {
         return -1;
     }
@@ -113,13 +108,7 @@ testing_free(void *module)
 
 static PyModuleDef_Slot testing_slots[] = {
     {Py_mod_exec, testing_exec},
-#if FT_HAVE_MOD_MULTIPLE_INTERPRETERS
-    {Py_mod_multiple_interpreters, Py_MOD_MULTIPLE_INTERPRETERS_NOT_SUPPORTED},
-#endif
-#if FT_HAVE_MOD_GIL
-    {Py_mod_gil, Py_MOD_GIL_USED},
-#endif
-    {0, NULL},
+    FT_MODULE_SLOTS_END
 };
 
 static PyModuleDef testing_def = {

@@ -51,7 +51,6 @@ def _json_document(path: str, what: str) -> Any:
 # its track: steps and ranges do not share the Python frames' track.
 STEPS_TID = (1 << 29) - 1
 RANGES_TID_BASE = 1 << 29  # + k: the ranges of the k-th thread that has some
-SYNTHETIC_TID_BASE = 1 << 30  # + serial: a thread whose native id an earlier one had
 # Tracks of slices from other tools (frametrace.torch: GPU streams, ops of
 # threads frametrace did not trace, ops that do not nest in the frames).
 SLICE_TRACKS_TID_BASE = (1 << 29) + (1 << 20)  # + k: the k-th such track
@@ -510,19 +509,13 @@ def _write_events(job: _Job, output: str, progress: Any) -> int:
                          "from the files it merged")
     events = trace.events
     events = events if type(events) is list else list(events)
-    # One Chrome tid per thread (serial), as the C writer gives a tracer's:
-    # the native id, or a synthetic one where an earlier thread had it.
+    # One Chrome tid per thread (serial), by the rule of a tracer's.
     infos = {t.serial: t for t in trace.threads}
     for e in events:
         if isinstance(e, _tracer.Event) and e.thread_serial not in infos:
             infos[e.thread_serial] = _ThreadOf(e)
     threads = [infos[serial] for serial in sorted(infos)]
-    tids_used: set[int] = set()
-    tids: list[int] = []
-    for t in threads:
-        tid = t.native_thread_id or t.thread_id
-        tids.append(SYNTHETIC_TID_BASE + t.serial if tid in tids_used else tid)
-        tids_used.add(tids[-1])
+    tids = _tracer._export_tids([(t.serial, t.thread_id, t.native_thread_id) for t in threads])
     tid_of = {t.serial: tid for t, tid in zip(threads, tids)}
     names = [t.name or f"thread {t.thread_id}" for t in threads]
     lines, maps = _thread_parts(pid, job.process_name, [

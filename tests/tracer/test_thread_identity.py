@@ -168,6 +168,46 @@ def test_perfetto_export(traced, tmp_path):
     check_leaf_calls({name: names.count("leaf") for _, name, names in threads if name != "MainThread"})
 
 
+def chrome_tid_of_serial(path):
+    with open(path) as fh:
+        doc = json.load(fh)
+    return {e["args"]["thread_serial"]: e["tid"] for e in doc["traceEvents"]
+            if e["ph"] == "M" and e["name"] == "thread_name" and "thread_serial" in e["args"]}
+
+
+def test_loaded_trace_writes_the_recordings_tids(traced, tmp_path):
+    """A trace read back writes each thread on the tid its recording gave
+    it, in both formats."""
+    recorded, again = tmp_path / "recorded.json", tmp_path / "again.json"
+    traced.to_chrome(recorded)
+    loaded = frametrace.load(recorded)
+    loaded.to_chrome(again)
+    assert chrome_tid_of_serial(again) == chrome_tid_of_serial(recorded)
+    assert len(chrome_tid_of_serial(again)) == N + 1
+    traced.to_perfetto(tmp_path / "recorded.pftrace")
+    loaded.to_perfetto(tmp_path / "again.pftrace")
+    tracks = lambda p: sorted((tid, name) for tid, name, _ in perfetto_threads(p))  # noqa: E731
+    assert tracks(tmp_path / "again.pftrace") == tracks(tmp_path / "recorded.pftrace")
+
+
+def test_export_tids_rule():
+    """The one rule for a recording's threads and a loaded trace's: the
+    native id, else the ident; a tid an earlier thread had gets a
+    synthetic one (base + serial)."""
+    from frametrace import _tracer
+    threads = [(1, 11, 100), (2, 12, 100), (3, 13, 0), (4, 13, 0), (5, 14, 200),
+               (6, 15, SYNTHETIC_TID_BASE + 2)]
+    assert _tracer._export_tids(threads) == [
+        100, SYNTHETIC_TID_BASE + 2, 13, SYNTHETIC_TID_BASE + 4, 200, SYNTHETIC_TID_BASE + 6]
+    with frametrace.trace() as tracer:
+        _native_id_of_new_thread(leaf, "other")
+    assert _tracer._export_tids(tracer.threads) == tracer._export_tids
+    with pytest.raises(TypeError, match="serial, thread_id, native_thread_id"):
+        _tracer._export_tids([[1, 2, 3]])
+    with pytest.raises(TypeError):
+        _tracer._export_tids([(1, "x", 3)])
+
+
 def test_names_given_by_thread_id_do_not_name_reused_idents(traced, tmp_path):
     """A name given by thread_id where several threads had that ident
     renames none of them: each keeps its own."""
@@ -257,6 +297,10 @@ def test_native_tid_reused_within_a_trace(tmp_path):
     leaves = sorted((e.thread_serial, e.native_thread_id) for e in loaded.events if e.name == "leaf")
     assert (earlier.serial, first) in leaves and (later.serial, first) in leaves
     assert [tuple(t)[:4] for t in loaded.threads] == [tuple(t)[:4] for t in tracer.threads]
+
+    again = tmp_path / "again.json"
+    write_chrome(loaded, again)
+    assert chrome_tid_of_serial(again) == chrome_tid_of_serial(path)
 
     pf = tmp_path / "t.pftrace"
     write_perfetto(tracer, pf)

@@ -4,10 +4,12 @@ and number types several commands print or parse."""
 from __future__ import annotations
 
 import argparse
-from typing import Any, Optional
+from typing import Any, Callable, Optional, TypeVar
 
 from .._output import say
 from ..export import TerminalProgress as Progress
+
+_N = TypeVar("_N", int, float)
 
 PROG = "frametrace"
 SUMMARY_LIMIT = 10  # rows of the summary run and attach print
@@ -152,11 +154,19 @@ def positive(text: str) -> int:
     return value
 
 
-def positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"a number of seconds expected, got {text!r}") from None
-    if not 0 < value < float("inf"):
-        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
-    return value
+def bounded(kind: Callable[[str], _N], expected: str, ok: Callable[[_N], bool],
+            bounds: str) -> Callable[[str], _N]:
+    """An argparse type: the text read by kind (else "{expected} expected")
+    and checked by ok (else "must be {bounds}")."""
+    def parse(text: str) -> _N:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{expected} expected, got {text!r}") from None
+        if not ok(value):
+            raise argparse.ArgumentTypeError(f"must be {bounds}, got {text}")
+        return value
+    return parse
+
+
+positive_float = bounded(float, "a number of seconds", lambda v: 0 < v < float("inf"), "> 0")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ._common import CommandError
+from ._common import CommandError, bounded
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
@@ -27,14 +27,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     return p
 
 
-def _port(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"a port number expected, got {text!r}") from None
-    if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"must be 0-65535, got {value}")
-    return value
+_port = bounded(int, "a port number", lambda v: 0 <= v <= 65535, "0-65535")
 
 
 def run(ns: argparse.Namespace) -> int:
