@@ -102,7 +102,8 @@ static PyObject *
 call(PyObject *a, PyObject *const *names, PyObject *const *funcs, int which)
 {
     if (funcs[which] != NULL) {
-        return PyObject_Vectorcall(funcs[which], &a, 1, NULL);
+        /* Not PyObject_Vectorcall: before 3.11 it inlines private API. */
+        return PyObject_CallFunctionObjArgs(funcs[which], a, NULL);
     }
     return PyObject_CallMethodNoArgs(a, names[which]);
 }
