@@ -789,8 +789,11 @@ report_pass(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     if (n > 0 && event_room(&p, (size_t)Py_MIN(n, INT32_MAX) - 1) < 0) {
         goto done;
     }
-    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(p.events); i++) {
-        PyObject *ev = Py_NewRef(PySequence_Fast_GET_ITEM(p.events, i));
+    /* Py_SIZE is a list's and a tuple's length: no type check per event. */
+    int is_list = PyList_CheckExact(p.events);
+    for (Py_ssize_t i = 0; i < Py_SIZE(p.events); i++) {
+        PyObject *ev = Py_NewRef(is_list ? PyList_GET_ITEM(p.events, i)
+                                         : PyTuple_GET_ITEM(p.events, i));
         view v;
         int rc = event_room(&p, (size_t)i);
         if (rc == 0) {

@@ -91,7 +91,7 @@ typedef struct {
     PyObject *values;          /* strong: its 14 values; NULL: recorded
                                   (not set by ft_rp_read_recorded) */
     PyObject *info, *thread;   /* borrowed: a recorded Event's tuples */
-    /* borrowed; NULL for a recorded Event until ft_rp_view_fill() */
+    /* borrowed; for a recorded Event set by ft_rp_view_fill() */
     PyObject *name, *filename, *lineno, *kind, *ident, *serial;
     ft_num d;                  /* end - start (d.big strong) */
     int small_parent;          /* parent is the int64 e.parent */
@@ -145,18 +145,17 @@ ft_rp_read_recorded(pass *p, PyObject *ev, view *v)
         return 0;
     }
     v->have_numbers = v->small_parent = 1;
-    /* The values are read only where the cache misses. */
+    /* The values are read only where the cache misses (ft_rp_view_fill). */
     v->info = info;
     v->thread = thread;
-    v->name = NULL;
     return 1;
 }
 
-/* A recorded Event's values read from its tuples, where not yet. */
+/* A recorded Event's values read from its tuples (again: the same). */
 static inline void
 ft_rp_view_fill(view *v)
 {
-    if (v->name == NULL) {
+    if (v->thread != NULL) {
         ft_rp_view_parts(v, v->info, v->thread);
     }
 }
