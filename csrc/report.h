@@ -80,26 +80,31 @@ typedef struct {
     PyObject *big;
 } ft_num;
 
-/* The sums' slow path: *sum (past int64 where *flags & bit: the int at id
- * in bigs) += x (sign 1) or -= x (sign -1), as Python ints; 0, or -1 with
- * an exception. */
-int ft_sum_add_big(PyObject *bigs, int64_t *sum, uint8_t *flags, uint8_t bit,
-                   uint64_t id, const ft_num *x, int sign);
+/* A sum is kept as its low 64 bits (two's complement) in an int64, and,
+ * once it has passed int64 (flags & bit), its carry in bigs[id]: the
+ * sum is carry * 2**64 + low.  The adds check nothing but overflow. */
 
-/* *sum += x (sign 1) or -= x (sign -1): in int64 while it fits, on as a
- * Python int past it.  0, or -1 with an exception. */
+/* The sums' slow path: *sum += x (sign 1) or -= x (sign -1), x the int64
+ * small or the int big, carrying into bigs[id]; 0, or -1 with an
+ * exception. */
+int ft_sum_add_big(PyObject *bigs, int64_t *sum, uint8_t *flags, uint8_t bit,
+                   uint64_t id, int64_t small, PyObject *big, int sign);
+
+/* *sum += x (sign 1) or -= x (sign -1), x small, or big where not NULL:
+ * in int64 while it fits, carried on as a Python int past it.  0, or -1
+ * with an exception. */
 static inline int
 ft_sum_add(PyObject *bigs, int64_t *sum, uint8_t *flags, uint8_t bit,
-           uint64_t id, const ft_num *x, int sign)
+           uint64_t id, int64_t small, PyObject *big, int sign)
 {
     int64_t out;
-    if (!(*flags & bit) && x->big == NULL
-        && !(sign > 0 ? __builtin_add_overflow(*sum, x->small, &out)
-                      : __builtin_sub_overflow(*sum, x->small, &out))) {
+    if (big == NULL
+        && !(sign > 0 ? __builtin_add_overflow(*sum, small, &out)
+                      : __builtin_sub_overflow(*sum, small, &out))) {
         *sum = out;
         return 0;
     }
-    return ft_sum_add_big(bigs, sum, flags, bit, id, x, sign);
+    return ft_sum_add_big(bigs, sum, flags, bit, id, small, big, sign);
 }
 /* New reference to the value of a sum. */
 PyObject *ft_sum_value(PyObject *bigs, int64_t sum, uint8_t flags,

@@ -71,6 +71,20 @@ ft_typed_view(PyObject *bytes, const char *fmt)
     return view;
 }
 
+/* carry * 2**64 + low: a new reference. */
+static PyObject *
+carried(PyObject *carry, int64_t low)
+{
+    PyObject *shift = PyLong_FromLong(64);
+    PyObject *high = shift ? PyNumber_Lshift(carry, shift) : NULL;
+    PyObject *lo = high ? PyLong_FromLongLong(low) : NULL;
+    PyObject *out = lo ? PyNumber_Add(high, lo) : NULL;
+    Py_XDECREF(shift);
+    Py_XDECREF(high);
+    Py_XDECREF(lo);
+    return out;
+}
+
 PyObject *
 ft_sum_value(PyObject *bigs, int64_t sum, uint8_t flags, uint8_t bit,
              uint64_t id)
@@ -82,28 +96,41 @@ ft_sum_value(PyObject *bigs, int64_t sum, uint8_t flags, uint8_t bit,
     if (key == NULL) {
         return NULL;
     }
-    PyObject *value = PyDict_GetItemWithError(bigs, key);
+    PyObject *carry = PyDict_GetItemWithError(bigs, key);
     Py_DECREF(key);
-    if (value == NULL && !PyErr_Occurred()) {
-        PyErr_SetString(PyExc_SystemError, "a report's sum went missing");
+    if (carry == NULL) {
+        if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_SystemError, "a report's sum went missing");
+        }
+        return NULL;
     }
-    return Py_XNewRef(value);
+    return carried(carry, sum);
 }
 
 int
 ft_sum_add_big(PyObject *bigs, int64_t *sum, uint8_t *flags, uint8_t bit,
-               uint64_t id, const ft_num *x, int sign)
+               uint64_t id, int64_t small, PyObject *big, int sign)
 {
     PyObject *now = ft_sum_value(bigs, *sum, *flags, bit, id);
-    PyObject *by = x->big != NULL ? Py_NewRef(x->big)
-                                  : PyLong_FromLongLong(x->small);
+    PyObject *by = big != NULL ? Py_NewRef(big) : PyLong_FromLongLong(small);
     PyObject *key = PyLong_FromUnsignedLongLong(id);
-    PyObject *next = NULL;
+    PyObject *next = NULL, *low = NULL, *high = NULL, *shift = NULL;
+    PyObject *carry = NULL;
     int rc = -1;
     if (now != NULL && by != NULL && key != NULL) {
         next = sign > 0 ? PyNumber_Add(now, by) : PyNumber_Subtract(now, by);
     }
-    if (next != NULL && PyDict_SetItem(bigs, key, next) == 0) {
+    /* next's low 64 bits, as int64; the carry is the rest over 2**64. */
+    uint64_t bits = next != NULL ? PyLong_AsUnsignedLongLongMask(next) : 0;
+    int64_t lo;
+    memcpy(&lo, &bits, sizeof(lo));
+    if (next != NULL && !PyErr_Occurred()
+        && (low = PyLong_FromLongLong(lo)) != NULL
+        && (high = PyNumber_Subtract(next, low)) != NULL
+        && (shift = PyLong_FromLong(64)) != NULL
+        && (carry = PyNumber_Rshift(high, shift)) != NULL
+        && PyDict_SetItem(bigs, key, carry) == 0) {
+        *sum = lo;
         *flags |= bit;
         rc = 0;
     }
@@ -111,5 +138,9 @@ ft_sum_add_big(PyObject *bigs, int64_t *sum, uint8_t *flags, uint8_t bit,
     Py_XDECREF(by);
     Py_XDECREF(key);
     Py_XDECREF(next);
+    Py_XDECREF(low);
+    Py_XDECREF(high);
+    Py_XDECREF(shift);
+    Py_XDECREF(carry);
     return rc;
 }

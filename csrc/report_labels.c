@@ -259,7 +259,7 @@ collapse_labels(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             break;
         }
         int rc = ft_sum_add(l.bigs, &l.value.items[lid], &l.big[lid], 1,
-                            (uint64_t)lid, &x, 1);
+                            (uint64_t)lid, x.small, x.big, 1);
         Py_XDECREF(x.big);
         if (rc < 0) {
             break;

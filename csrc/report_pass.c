@@ -51,38 +51,41 @@ node_of(pass *p, int64_t up, int64_t func, int *made)
 }
 
 static inline int
-add_self(pass *p, sums *s, size_t index, int which, const ft_num *d, int sign)
+add_self(pass *p, sums *s, size_t index, int which, int64_t d, PyObject *dbig,
+         int sign)
 {
     return ft_sum_add(p->bigs, &s->selfs, &s->big, BIT_SELFS,
-                      big_id(index, which), d, sign);
+                      big_id(index, which), d, dbig, sign);
 }
 
-/* One more call, of duration d: its total counts only where it is not
- * within another of the same function (or pair) on its thread's stack,
- * the primitive calls of cProfile.  0, or -1 with an exception. */
+/* One more call, of duration d (dbig where not NULL): its total counts
+ * only where it is not within another of the same function (or pair) on
+ * its thread's stack, the primitive calls of cProfile.  0, or -1 with an
+ * exception. */
 static inline int
-enter(pass *p, sums *s, size_t index, int node, const ft_num *d)
+enter(pass *p, sums *s, size_t index, int node, int64_t d, PyObject *dbig)
 {
     s->calls++;
     if (!s->active) {
         s->prim++;
         if (ft_sum_add(p->bigs, &s->totals, &s->big, BIT_TOTALS,
                        big_id(index, node ? BIG_NODE_TOTAL : BIG_FUNC_TOTAL),
-                       d, 1) < 0) {
+                       d, dbig, 1) < 0) {
             return -1;
         }
     }
     s->active++;
-    return add_self(p, s, index, node ? BIG_NODE_SELF : BIG_FUNC_SELF, d, 1);
+    return add_self(p, s, index, node ? BIG_NODE_SELF : BIG_FUNC_SELF, d, dbig,
+                    1);
 }
 
 static inline int
-add_root(pass *p, int64_t thread, const ft_num *d)
+add_root(pass *p, int64_t thread, int64_t d, PyObject *dbig)
 {
     thread_acc *t = &p->threads[thread];
     t->has_roots = 1;
     return ft_sum_add(p->bigs, &t->roots, &t->big, BIT_SELFS,
-                      big_id((size_t)thread, BIG_ROOTS), d, 1);
+                      big_id((size_t)thread, BIG_ROOTS), d, dbig, 1);
 }
 
 /* The open flag: 1, 0, or -1 with an exception. */
@@ -271,6 +274,9 @@ take_function(pass *p, Py_ssize_t i, view *v, int rec)
     if (ft_rp_duration(p, i, v, rec) < 0) {
         return -1;
     }
+    /* A recorded Event's duration is an int64: no big one to check. */
+    int64_t d = v->d.small;
+    PyObject *dbig = rec ? NULL : v->d.big;
     int64_t thread = p->funcs[f].thread;
     thread_acc *t = &p->threads[thread];
     p->ev_func[i] = (int32_t)f;
@@ -280,7 +286,7 @@ take_function(pass *p, Py_ssize_t i, view *v, int rec)
     }
     if (root) {
         unwind(p, t, v, 1, rec);
-        if (add_root(p, thread, &v->d) < 0) {
+        if (add_root(p, thread, d, dbig) < 0) {
             return -1;
         }
         if (p->mode == MODE_EDGES) {
@@ -298,14 +304,14 @@ take_function(pass *p, Py_ssize_t i, view *v, int rec)
             return -1;
         }
         int64_t pf = p->ev_func[at];
-        if (add_self(p, &p->funcs[pf].s, (size_t)pf, BIG_FUNC_SELF, &v->d,
+        if (add_self(p, &p->funcs[pf].s, (size_t)pf, BIG_FUNC_SELF, d, dbig,
                      -1) < 0) {
             return -1;
         }
         if (p->mode == MODE_EDGES) {
             int64_t pe = p->ev_node[at];
             if (pe >= 0 && add_self(p, &p->nodes_acc[pe].s, (size_t)pe,
-                                    BIG_NODE_SELF, &v->d, -1) < 0) {
+                                    BIG_NODE_SELF, d, dbig, -1) < 0) {
                 return -1;
             }
             int made;
@@ -314,13 +320,14 @@ take_function(pass *p, Py_ssize_t i, view *v, int rec)
                 PyErr_NoMemory();
                 return -1;
             }
-            if (enter(p, &p->nodes_acc[edge].s, (size_t)edge, 1, &v->d) < 0) {
+            if (enter(p, &p->nodes_acc[edge].s, (size_t)edge, 1, d,
+                      dbig) < 0) {
                 return -1;
             }
             p->ev_node[i] = (int32_t)edge;
         }
     }
-    if (enter(p, &p->funcs[f].s, (size_t)f, 0, &v->d) < 0) {
+    if (enter(p, &p->funcs[f].s, (size_t)f, 0, d, dbig) < 0) {
         return -1;
     }
     int cap = capped(v, rec);
@@ -411,13 +418,16 @@ take_path(pass *p, Py_ssize_t i, view *v, int rec)
     if (ft_rp_duration(p, i, v, rec) < 0) {
         return -1;
     }
+    /* A recorded Event's duration is an int64: no big one to check. */
+    int64_t d = v->d.small;
+    PyObject *dbig = rec ? NULL : v->d.big;
     int root = is_root(p, i, v, rec);
     if (root < 0) {
         return -1;
     }
     int64_t up = -1;
     if (root) {
-        if (add_root(p, thread, &v->d) < 0) {
+        if (add_root(p, thread, d, dbig) < 0) {
             return -1;
         }
     }
@@ -455,7 +465,7 @@ take_path(pass *p, Py_ssize_t i, view *v, int rec)
                 v, " is on another thread"), 1);
         }
         if (add_self(p, &p->nodes_acc[up].s, (size_t)up, BIG_NODE_SELF,
-                     &v->d, -1) < 0) {
+                     d, dbig, -1) < 0) {
             return -1;
         }
     }
@@ -485,8 +495,8 @@ take_path(pass *p, Py_ssize_t i, view *v, int rec)
     }
     sums *s = &p->nodes_acc[node].s;
     if (ft_sum_add(p->bigs, &s->totals, &s->big, BIT_TOTALS,
-                   big_id((size_t)node, BIG_NODE_TOTAL), &v->d, 1) < 0
-        || add_self(p, s, (size_t)node, BIG_NODE_SELF, &v->d, 1) < 0) {
+                   big_id((size_t)node, BIG_NODE_TOTAL), d, dbig, 1) < 0
+        || add_self(p, s, (size_t)node, BIG_NODE_SELF, d, dbig, 1) < 0) {
         return -1;
     }
     s->calls++;
@@ -701,15 +711,24 @@ pass_free(pass *p)
     PyMem_Free(p->infos.slots);
 }
 
-/* Room for event i's per-event ids: 0, or -1 with an exception. */
+/* Room for event i's per-event ids (the room, at most INT32_MAX, bounds
+ * the events): 0, or -1 with an exception. */
 static inline int
 event_room(pass *p, size_t i)
 {
     if (i < p->ev_cap) {
         return 0;
     }
+    if (i >= INT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "the reports take at most "
+                        "2**31 - 1 events");
+        return -1;
+    }
     /* The events' number first; more where code they ran added some. */
     size_t want = p->ev_cap ? p->ev_cap * 2 : i + 1;
+    if (want > INT32_MAX) {
+        want = INT32_MAX;
+    }
     for (int k = 0; k < 2; k++) {
         int32_t **items = k ? &p->ev_node : &p->ev_func;
         if (k == 0 ? p->mode == MODE_PATHS : p->mode == MODE_FUNCTIONS) {
@@ -767,28 +786,29 @@ report_pass(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     }
     /* Room for the events there are (more where code they ran adds). */
     Py_ssize_t n = PySequence_Fast_GET_SIZE(p.events);
-    if (n > 0 && event_room(&p, (size_t)n - 1) < 0) {
+    if (n > 0 && event_room(&p, (size_t)Py_MIN(n, INT32_MAX) - 1) < 0) {
         goto done;
     }
-    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(p.events); i++) {
-        if (i >= INT32_MAX) {
-            PyErr_SetString(PyExc_ValueError, "the reports take at most "
-                            "2**31 - 1 events");
-            goto done;
-        }
-        PyObject *ev = Py_NewRef(PySequence_Fast_GET_ITEM(p.events, i));
+    /* Py_SIZE is a list's and a tuple's length: no type check per event. */
+    int is_list = PyList_CheckExact(p.events);
+    for (Py_ssize_t i = 0; i < Py_SIZE(p.events); i++) {
+        PyObject *ev = Py_NewRef(is_list ? PyList_GET_ITEM(p.events, i)
+                                         : PyTuple_GET_ITEM(p.events, i));
         view v;
         int rc = event_room(&p, (size_t)i);
         if (rc == 0) {
             if (ft_rp_read_recorded(&p, ev, &v)) {
+                /* Holds no reference: nothing to clear. */
                 rc = p.mode == MODE_PATHS ? take_path(&p, i, &v, 1)
                                           : take_function(&p, i, &v, 1);
             }
-            else if ((rc = ft_rp_read_event(&p, ev, &v)) == 0) {
-                rc = p.mode == MODE_PATHS ? take_path(&p, i, &v, 0)
-                                          : take_function(&p, i, &v, 0);
+            else {
+                if ((rc = ft_rp_read_event(&p, ev, &v)) == 0) {
+                    rc = p.mode == MODE_PATHS ? take_path(&p, i, &v, 0)
+                                              : take_function(&p, i, &v, 0);
+                }
+                ft_rp_view_clear(&v);
             }
-            ft_rp_view_clear(&v);
         }
         Py_DECREF(ev);
         if (rc < 0) {

@@ -88,10 +88,10 @@ typedef struct {
 
 /* One event, as the pass reads it. */
 typedef struct {
-    PyObject *ev;              /* borrowed */
-    PyObject *values;          /* strong: its 14 values; NULL: recorded */
+    PyObject *values;          /* strong: its 14 values; NULL: recorded
+                                  (not set by ft_rp_read_recorded) */
     PyObject *info, *thread;   /* borrowed: a recorded Event's tuples */
-    /* borrowed; NULL for a recorded Event until ft_rp_view_fill() */
+    /* borrowed; for a recorded Event set by ft_rp_view_fill() */
     PyObject *name, *filename, *lineno, *kind, *ident, *serial;
     ft_num d;                  /* end - start (d.big strong) */
     int small_parent;          /* parent is the int64 e.parent */
@@ -132,32 +132,30 @@ ft_rp_view_parts(view *v, PyObject *info, PyObject *thread)
     v->serial = PyTuple_GET_ITEM(thread, 2);
 }
 
-/* The same for an Event getEvents() or the loader built (inline: per
- * event): 1, or 0 for any other event (ft_rp_read_event's). */
+/* The same for an Event getEvents() or the loader built, its duration
+ * an int64 (inline: per event): 1, with v->d.small; 0 for any other event
+ * (ft_rp_read_event's).  v then holds no reference: nothing to clear. */
 static inline int
 ft_rp_read_recorded(pass *p, PyObject *ev, view *v)
 {
     PyObject *info, *thread;
     if (ft_event_parts(p->state, ev, &info, &thread, &v->e) < 0
-        || thread == NULL) {
+        || thread == NULL
+        || __builtin_sub_overflow(v->e.end_ns, v->e.start_ns, &v->d.small)) {
         return 0;
     }
-    v->ev = ev;
-    v->values = v->parent = NULL;
-    v->d.big = NULL;
     v->have_numbers = v->small_parent = 1;
-    /* The values are read only where the cache misses. */
+    /* The values are read only where the cache misses (ft_rp_view_fill). */
     v->info = info;
     v->thread = thread;
-    v->name = NULL;
     return 1;
 }
 
-/* A recorded Event's values read from its tuples, where not yet. */
+/* A recorded Event's values read from its tuples (again: the same). */
 static inline void
 ft_rp_view_fill(view *v)
 {
-    if (v->name == NULL) {
+    if (v->thread != NULL) {
         ft_rp_view_parts(v, v->info, v->thread);
     }
 }
@@ -171,11 +169,14 @@ ft_rp_view_clear(view *v)
 /* v->d = end - start (TypeError naming the event if no int): 0, or -1. */
 int ft_rp_duration_slow(pass *p, Py_ssize_t i, view *v);
 
-/* The same, inline (rec: v's numbers are known to hold). */
+/* The same, inline (rec: ft_rp_read_recorded's v, its duration read). */
 static inline int
 ft_rp_duration(pass *p, Py_ssize_t i, view *v, int rec)
 {
-    if ((rec || v->have_numbers)
+    if (rec) {
+        return 0;
+    }
+    if (v->have_numbers
         && !__builtin_sub_overflow(v->e.end_ns, v->e.start_ns, &v->d.small)) {
         return 0;
     }

@@ -108,7 +108,6 @@ int
 ft_rp_read_event(pass *p, PyObject *ev, view *v)
 {
     /* Not memset: this is per event. */
-    v->ev = ev;
     v->values = v->info = v->thread = v->parent = NULL;
     v->d.big = NULL;
     v->have_numbers = v->small_parent = 0;

@@ -147,6 +147,33 @@ def test_any_other_events_are_taken_as_the_reference_takes_them(traces):
         _tracer._report_pass(events, 3)
 
 
+def test_sums_past_int64_both_ways_and_back():
+    """Sums that pass int64 several times, below and above, and come back
+    into it: the reference's ints, in every mode."""
+    top = (1 << 63) - 1
+
+    def ev(name, start, end, parent):
+        return frametrace.Event((name, "x.py", 1, "py", 1, 2, start, end, 0, parent,
+                                 False, False, 1, False))
+
+    events = []
+    for k in range(5):
+        root = len(events)
+        events.append(ev("f", 0, top, -1))  # the roots' sum: about 5 * 2**63
+        for j in range(3):  # f's self below -2**63 after a few roots
+            events.append(ev("g", 0, top // 2 + j, root))
+        if k == 2:  # a duration past int64 itself
+            events.append(ev("h", -(1 << 63), top, root))
+        if k == 3:  # and one that brings h's sums back within int64
+            events.append(ev("h", top, -(1 << 63) + 5, root))
+    for mode in (0, 1, 2):
+        assert c_columns(events, mode) == list(reference_columns(events, mode))
+    rows = {r.name: r for r in reports.summary(events, limit=None).rows}
+    assert rows["f"].total_ns == 5 * top
+    assert rows["g"].total_ns == sum(top // 2 + j for j in range(3)) * 5
+    assert rows["h"].total_ns == 5
+
+
 def test_collapsed_labels_in_c_check_their_input():
     import array
 
