@@ -69,7 +69,7 @@ ft_driver_run(const ft_encoder *vt, void *enc, const ft_source *src,
     for (Py_ssize_t t = 0; t < d.nthreads; t++) {
         rest += estimate(&d, t);
     }
-    /* Replay and encoding are pure C on what this call owns or pinned,
+    /* Replay and encoding are pure C on what this call owns or holds,
      * one thread at a time, with the GIL released.  Stops at an
      * interruption or a write error, without the end: even a file
      * written in place does not look complete. */
