@@ -23,6 +23,12 @@ ft_tracer_recording(ft_tracer *tracer, const char *who)
     if (rec == NULL) {
         return NULL;
     }
+    /* The allocation may collect, and a finalizer clear() the tracer or
+     * read it (which makes its recording) meanwhile. */
+    if (tracer->recording != NULL || tracer->phase != FT_PHASE_STOPPED) {
+        Py_DECREF(rec);
+        return ft_tracer_recording(tracer, who);
+    }
     /* The tracer's threads and clock stay where the tracer's own code
      * reads them, as views: the recording owns them from here. */
     rec->threads = tracer->threads;
