@@ -386,9 +386,6 @@ void ft_hook_record(ft_hookobject *hook, ft_thread *th, int64_t ticks,
 void ft_budget_init(ft_tracer *tracer, uint64_t max_memory);
 /* The tracer's threads are gone (freed): nothing counted, nothing queued. */
 void ft_budget_reset(ft_tracer *tracer);
-/* The tracer's threads were handed over (to the pins of its records):
- * none queued. */
-void ft_budget_forget_queue(ft_tracer *tracer);
 /* Counts th's ring, copied (a snapshot's), in the tracer's total. */
 void ft_budget_count(ft_tracer *tracer, const ft_thread *th);
 /* th's ring, packed, is discarded (it stays counted as dropped): a thread
