@@ -52,12 +52,6 @@ ft_budget_reset(ft_tracer *tracer)
 {
     tracer->budget.ring_bytes = 0;
     tracer->budget.rings_since_sweep = 0;
-    ft_budget_forget_queue(tracer);
-}
-
-void
-ft_budget_forget_queue(ft_tracer *tracer)
-{
     tracer->budget.to_pack = 0;
     tracer->budget.pack_from = 0;
 }

@@ -1,6 +1,7 @@
-/* getEvents(): replay every thread, then build the Event objects. */
+/* getEvents(): replay every thread of a recording, then build the Event
+ * objects; the readers' reference to a recording (ft_export_begin()). */
 #include "state.h"
-#include "threads.h"
+#include "recording.h"
 #include "replay.h"
 
 #include <stdlib.h>
@@ -10,22 +11,23 @@
 /* The shared (name, filename, lineno, kind) tuple of ev's function, made
  * at its first event; infos is indexed by function index and kind. */
 static PyObject *
-event_info(ft_tracer *tracer, const ft_event *ev, PyObject **infos)
+event_info(ft_state *state, const ft_recording *rec, const ft_event *ev,
+           PyObject **infos)
 {
     uint32_t idx = ev->func & ~FT_ID_IGNORED;
     PyObject **slot = &infos[2 * (size_t)idx + (ev->is_c ? 1 : 0)];
     if (*slot == NULL) {
-        const ft_func *func = ft_functable_get(&tracer->funcs, ev->func);
+        const ft_func *func = ft_functable_get(rec->funcs, ev->func);
         if (func->state == FT_FUNC_FREE) {
             /* No record refers to a freed entry: named "?" all the same. */
             PyObject *unknown = PyUnicode_FromString("?");
             *slot = unknown == NULL ? NULL
-                    : ft_event_info(tracer->state, unknown, unknown, 0,
+                    : ft_event_info(state, unknown, unknown, 0,
                                     ev->is_c);
             Py_XDECREF(unknown);
             return *slot;
         }
-        *slot = ft_event_info(tracer->state, func->name, func->filename,
+        *slot = ft_event_info(state, func->name, func->filename,
                               func->lineno, ev->is_c);
     }
     return *slot;
@@ -65,14 +67,14 @@ thread_input(const ft_thread *th, const ft_clock *clock, int64_t stop_ns,
     }
 }
 
-/* Replays thread i of a stopped tracer, appending to vec; counts the events
- * it lost entirely the first time. */
+/* Replays thread i of a recording, appending to vec; counts the events it
+ * lost entirely the first time. */
 static int
-replay_thread(ft_tracer *tracer, Py_ssize_t i, ft_eventvec *vec)
+replay_thread(ft_recording *rec, Py_ssize_t i, ft_eventvec *vec)
 {
-    ft_thread *th = tracer->threads[i];
+    ft_thread *th = rec->threads[i];
     ft_replay_input in;
-    thread_input(th, &tracer->clock, tracer->stop_ns, &in);
+    thread_input(th, &rec->clock, rec->stop_ns, &in);
     int64_t partial;
     if (ft_replay_thread(&in, vec, &partial) < 0) {
         return -1;
@@ -86,14 +88,14 @@ replay_thread(ft_tracer *tracer, Py_ssize_t i, ft_eventvec *vec)
 }
 
 int
-ft_replay_all(ft_tracer *tracer, ft_eventvec *vec, size_t **thread_end)
+ft_replay_all(ft_recording *rec, ft_eventvec *vec, size_t **thread_end)
 {
-    *thread_end = malloc(((size_t)tracer->nthreads + 1) * sizeof(size_t));
+    *thread_end = malloc(((size_t)rec->nthreads + 1) * sizeof(size_t));
     if (*thread_end == NULL) {
         return -1;
     }
-    for (Py_ssize_t i = 0; i < tracer->nthreads; i++) {
-        if (replay_thread(tracer, i, vec) < 0) {
+    for (Py_ssize_t i = 0; i < rec->nthreads; i++) {
+        if (replay_thread(rec, i, vec) < 0) {
             return -1;
         }
         (*thread_end)[i] = vec->len;
@@ -112,8 +114,8 @@ ft_count_dropped(ft_tracer *tracer)
     if (uncounted == 0) {
         return 0;
     }
-    /* The replays that count run with the GIL released, the records
-     * pinned (they can be many: every thread whose ring overflowed). */
+    /* The replays that count run with the GIL released, holding the
+     * recording (they can be many: every thread whose ring overflowed). */
     ft_export ex;
     if (ft_export_begin(&ex, tracer, "counting the dropped events") < 0) {
         return -1;
@@ -161,67 +163,21 @@ ft_count_dropped(ft_tracer *tracer)
     return rc;
 }
 
-/* Whether writers of this process hold tracer's records (a forked child
- * inherits the count, not the threads that write). */
-static int
-exports_running(const ft_tracer *tracer)
-{
-    return tracer->exports > 0 && tracer->export_pid == (long)getpid();
-}
-
-static void
-free_retired(ft_tracer *tracer)
-{
-    ft_free_thread_array(tracer->retired_threads, tracer->nretired);
-    tracer->retired_threads = NULL;
-    tracer->nretired = 0;
-    ft_clock_free(&tracer->retired_clock);
-}
-
-void
-ft_release_records(ft_tracer *tracer)
-{
-    if (!exports_running(tracer)) {
-        tracer->exports = 0;
-        free_retired(tracer);
-    }
-    else if (tracer->nthreads > 0 || tracer->clock.anchors != NULL) {
-        /* Only a stopped tracer is pinned, and cleared once: nothing was
-         * retired before. */
-        assert(tracer->retired_threads == NULL);
-        tracer->retired_threads = tracer->threads;
-        tracer->nretired = tracer->nthreads;
-        tracer->retired_clock = tracer->clock;
-        tracer->threads = NULL;
-        tracer->nthreads = 0;
-        tracer->threads_cap = 0;
-        ft_budget_forget_queue(tracer);
-        memset(&tracer->clock, 0, sizeof(tracer->clock));
-        return;
-    }
-    ft_free_threads(tracer);
-    ft_clock_free(&tracer->clock);
-}
-
 int
 ft_export_begin(ft_export *ex, ft_tracer *tracer, const char *who)
 {
     memset(ex, 0, sizeof(*ex));
-    if (tracer->phase != FT_PHASE_STOPPED) {
-        PyErr_Format(PyExc_RuntimeError, "%s needs a stopped, uncleared "
-                     "tracer", who);
+    ft_recording *rec = ft_tracer_recording(tracer, who);
+    if (rec == NULL) {
         return -1;
     }
-    if (!exports_running(tracer)) {
-        tracer->exports = 0;  /* a forked child's: its writers are gone */
-        tracer->export_pid = (long)getpid();
-    }
-    tracer->exports++;
-    ex->tracer = (ft_tracer *)Py_NewRef(tracer);
-    ex->threads = tracer->threads;
-    ex->nthreads = tracer->nthreads;
-    ex->clock = tracer->clock;
-    ex->stop_ns = tracer->stop_ns;
+    ft_recording_forget(rec);
+    rec->readers++;
+    ex->rec = (ft_recording *)Py_NewRef(rec);
+    ex->threads = rec->threads;
+    ex->nthreads = rec->nthreads;
+    ex->clock = rec->clock;
+    ex->stop_ns = rec->stop_ns;
     ex->pid = (long)getpid();
     return 0;
 }
@@ -244,34 +200,35 @@ ft_export_estimate(const ft_export *ex, Py_ssize_t i)
 void
 ft_export_end(ft_export *ex)
 {
-    ft_tracer *tracer = ex->tracer;
-    if (tracer == NULL) {
+    ft_recording *rec = ex->rec;
+    if (rec == NULL) {
         return;
     }
-    ex->tracer = NULL;
-    if (exports_running(tracer) && --tracer->exports == 0) {
-        free_retired(tracer);
+    ex->rec = NULL;
+    /* In a forked child, a reader of the parent's: the child forgot its
+     * reference already, or will. */
+    if (ex->pid == (long)getpid()) {
+        rec->readers--;
+        Py_DECREF(rec);
     }
-    Py_DECREF(tracer);
 }
 
 PyObject *
-ft_build_events(ft_tracer *tracer)
+ft_build_events(ft_state *state, ft_recording *rec)
 {
     ft_eventvec vec = {0};
     size_t *thread_end = NULL;
     PyObject **infos = NULL;
     /* One per function and kind (see event_info()). */
-    size_t ninfos = 2 * ((size_t)tracer->funcs.nfuncs + 1);
+    size_t ninfos = 2 * ((size_t)rec->funcs->nfuncs + 1);
     PyObject *list = NULL;
-    Py_ssize_t nthreads = tracer->nthreads;
+    Py_ssize_t nthreads = rec->nthreads;
 
-    /* GC off throughout: a collection could run Python code and let another
-     * thread clear() this tracer under us.  (It would also be pure cost:
-     * millions of new tracked objects, none of them garbage.) */
+    /* GC off throughout: pure cost here (millions of new tracked objects,
+     * none of them garbage); the caller holds rec. */
     int gc_was_enabled = PyGC_Disable();
     /* Replay first, in pure C. */
-    if (ft_replay_all(tracer, &vec, &thread_end) < 0) {
+    if (ft_replay_all(rec, &vec, &thread_end) < 0) {
         goto nomem;
     }
     infos = calloc(ninfos, sizeof(PyObject *));
@@ -287,18 +244,18 @@ ft_build_events(ft_tracer *tracer)
     }
     size_t pos = 0;
     for (Py_ssize_t i = 0; i < nthreads; i++) {
-        const ft_thread *th = tracer->threads[i];
+        const ft_thread *th = rec->threads[i];
         PyObject *thread = Py_BuildValue("(kkn)", th->thread_id,
                                          th->native_id, i + 1);
         if (thread == NULL) {
             goto error;
         }
         for (; pos < thread_end[i]; pos++) {
-            const ft_event *rec = &vec.items[pos];
-            PyObject *info = event_info(tracer, rec, infos);
+            const ft_event *ev_rec = &vec.items[pos];
+            PyObject *info = event_info(state, rec, ev_rec, infos);
             PyObject *ev = info == NULL ? NULL
-                : ft_event_from_record(tracer->state->event_type, info,
-                                       thread, rec);
+                : ft_event_from_record(state->event_type, info, thread,
+                                       ev_rec);
             if (ev == NULL) {
                 Py_DECREF(thread);
                 goto error;

@@ -1,5 +1,6 @@
 /* The writers' common driver (export_driver.h). */
 #include "export_driver.h"
+#include "recording.h"
 
 #include <stdlib.h>
 
@@ -20,9 +21,9 @@ ft_driver_run(const ft_encoder *vt, void *enc, const ft_source *src,
     PyObject *result = NULL;
     d.progress = progress;
     ft_tracer *tracer = src->tracer;
-    /* The records pinned, then what needs Python (the names), with the
+    /* The recording held, then what needs Python (the names), with the
      * GIL and the collector off: no finalizer can let another thread
-     * clear() the function table meanwhile. */
+     * change what is read meanwhile. */
     if (tracer == NULL) {
         d.ex.pid = (long)getpid();
         if (ft_events_take(&d, src) < 0) {
@@ -34,8 +35,8 @@ ft_driver_run(const ft_encoder *vt, void *enc, const ft_source *src,
             goto done;
         }
         d.nthreads = d.ex.nthreads;
-        d.funcs = tracer->funcs.funcs;
-        d.nfuncs = tracer->funcs.nfuncs;
+        d.funcs = d.ex.rec->funcs->funcs;
+        d.nfuncs = d.ex.rec->funcs->nfuncs;
         /* The OS's id where known (the one other tools show), unique
          * per thread. */
         d.tids = ft_export_tids(tracer);
@@ -54,7 +55,7 @@ ft_driver_run(const ft_encoder *vt, void *enc, const ft_source *src,
             goto done;
         }
     }
-    d.funcs = NULL;  /* not pinned: described, never read again */
+    d.funcs = NULL;  /* described, never read again */
     if (out_open_or_raise(&d.out, path, name, compress, OUT_CAP) < 0) {
         goto done;
     }
@@ -68,7 +69,7 @@ ft_driver_run(const ft_encoder *vt, void *enc, const ft_source *src,
     for (Py_ssize_t t = 0; t < d.nthreads; t++) {
         rest += estimate(&d, t);
     }
-    /* Replay and encoding are pure C on what this call owns or pinned,
+    /* Replay and encoding are pure C on what this call owns or holds,
      * one thread at a time, with the GIL released.  Stops at an
      * interruption or a write error, without the end: even a file
      * written in place does not look complete. */

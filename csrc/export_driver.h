@@ -1,5 +1,5 @@
 /* What both writers (export_chrome.c, export_perfetto.c) share: the
- * records pinned, the names taken with the GIL and the collector off, the
+ * recording held, the names taken with the GIL and the collector off, the
  * output opened, each thread replayed and encoded with the GIL released,
  * progress and signal checks, and the cleanup on every path.  A format
  * supplies only its encoder. */
@@ -49,7 +49,7 @@ typedef struct {
 
 struct ft_driver {
     out_t out;
-    ft_export ex;             /* a tracer's records pinned; ex.pid the
+    ft_export ex;             /* a tracer's recording held; ex.pid the
                                  writer's process either way */
     Py_ssize_t nthreads;
     const ft_func *funcs;     /* the function table, valid while described */

@@ -7,6 +7,7 @@
 #include "bootstrap.h"
 #include "fork.h"
 #include "install.h"
+#include "recording.h"
 #include "clock.h"
 #include "gil_share.h"
 
@@ -104,6 +105,10 @@ module_exec(PyObject *module)
     }
     if (PyModule_AddObjectRef(module, "Tracer",
                               (PyObject *)state->tracer_type) < 0) {
+        return -1;
+    }
+    state->recording_type = ft_recording_type_new(module);
+    if (state->recording_type == NULL) {
         return -1;
     }
     state->hook_type = (PyTypeObject *)PyType_FromModuleAndSpec(
@@ -268,6 +273,7 @@ module_traverse(PyObject *module, visitproc visit, void *arg)
 {
     ft_state *state = ft_get_state(module);
     Py_VISIT(state->tracer_type);
+    Py_VISIT(state->recording_type);
     Py_VISIT(state->hook_type);
     Py_VISIT(state->callback_type);
     Py_VISIT(state->event_type);
@@ -285,6 +291,7 @@ module_clear(PyObject *module)
 {
     ft_state *state = ft_get_state(module);
     Py_CLEAR(state->tracer_type);
+    Py_CLEAR(state->recording_type);
     Py_CLEAR(state->hook_type);
     Py_CLEAR(state->callback_type);
     Py_CLEAR(state->event_type);

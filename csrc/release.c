@@ -28,8 +28,7 @@ mark_stack(const uint32_t *ids, Py_ssize_t depth, uint8_t *marks, uint32_t n)
 int64_t
 ft_release_functions(ft_tracer *tracer)
 {
-    if (tracer->phase != FT_PHASE_ACTIVE || tracer->in_call != FT_IN_NONE
-        || tracer->exports != 0) {
+    if (tracer->phase != FT_PHASE_ACTIVE || tracer->in_call != FT_IN_NONE) {
         return 0;
     }
     ft_functable *table = &tracer->funcs;

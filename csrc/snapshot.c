@@ -4,6 +4,7 @@
  * are, so that a later snapshot copies only what came since. */
 #include "snapshot.h"
 #include "install.h"
+#include "recording.h"
 #include "threads.h"
 
 #include <stdlib.h>
@@ -277,6 +278,11 @@ ft_tracer_snapshot(ft_tracer *self, PyObject *since)
             }
         }
         Py_DECREF(names);
+    }
+    /* Its recording, which nothing changes from here. */
+    if (ft_tracer_recording(snap, "snapshot()") == NULL) {
+        Py_DECREF(snap);
+        return NULL;
     }
     return (PyObject *)snap;
 }

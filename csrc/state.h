@@ -18,6 +18,7 @@
 #include <stdint.h>
 
 struct ft_tracer;
+struct ft_recording;
 
 /* One OS thread, for as long as it runs: C code that calls Python through
  * PyGILState_Ensure() gets a new thread state per call, so a thread state
@@ -45,6 +46,7 @@ typedef struct {
     PyTypeObject *range_type;    /* strong */
     PyTypeObject *thread_info_type;  /* strong: frametrace.ThreadInfo */
     PyTypeObject *stats_type;    /* strong: frametrace.Stats */
+    PyTypeObject *recording_type;  /* strong: recording.c's */
     PyObject *conflict_error;    /* strong: frametrace.ConflictError */
     PyTypeObject *callback_type; /* strong: sys.monitoring callbacks (3.12+),
                                     else NULL */
@@ -288,15 +290,10 @@ typedef struct ft_tracer {
     long monitor_events;      /* the events the tool id was given, as
                                  get_events() reports them */
     ft_loss loss;
-    /* Writers reading the records without the GIL (ft_export_begin()),
-     * in process export_pid: clear() meanwhile moves the threads and the
-     * clock here, and the last writer to end frees them.  All guarded by
-     * the GIL. */
-    int exports;
-    long export_pid;
-    ft_thread **retired_threads;
-    Py_ssize_t nretired;
-    ft_clock retired_clock;
+    /* Once stopped: what it recorded (recording.h), made by stop() or
+     * snapshot(); threads and clock above are then views of its own.
+     * Strong; clear() drops it. */
+    struct ft_recording *recording;
     ft_armed armed;
     ft_budget budget;
     PyObject *weakreflist;
@@ -389,9 +386,6 @@ void ft_hook_record(ft_hookobject *hook, ft_thread *th, int64_t ticks,
 void ft_budget_init(ft_tracer *tracer, uint64_t max_memory);
 /* The tracer's threads are gone (freed): nothing counted, nothing queued. */
 void ft_budget_reset(ft_tracer *tracer);
-/* The tracer's threads were handed over (to the pins of its records):
- * none queued. */
-void ft_budget_forget_queue(ft_tracer *tracer);
 /* Counts th's ring, copied (a snapshot's), in the tracer's total. */
 void ft_budget_count(ft_tracer *tracer, const ft_thread *th);
 /* th's ring, packed, is discarded (it stays counted as dropped): a thread
@@ -550,41 +544,41 @@ extern PyMethodDef ft_watch_relayed_def;
 extern PyMethodDef ft_die_of_signal_def;
 
 /* ==== events.c ==== */
-/* Replays a stopped tracer's records into a list of events. */
-PyObject *ft_build_events(ft_tracer *tracer);
+/* Replays a recording into a list of events. */
+PyObject *ft_build_events(ft_state *state, struct ft_recording *rec);
 /* Replays every thread into vec; (*thread_end)[i] is the end of thread
  * i's events (malloc'd, the caller frees it, also on failure).  Pure C:
  * 0, or -1 when out of memory. */
-int ft_replay_all(ft_tracer *tracer, ft_eventvec *vec, size_t **thread_end);
+int ft_replay_all(struct ft_recording *rec, ft_eventvec *vec,
+                  size_t **thread_end);
 
 /* Records thread th lost: overwritten by its ring, or never stored. */
 uint64_t ft_thread_lost_records(const ft_thread *th);
 
 /* Counts the events each thread of a stopped tracer lost entirely
  * (ft_thread.dropped_events), replaying the threads that lost records and
- * were not replayed yet, with the GIL released (the records pinned: see
- * ft_export_begin(); a clear() meanwhile leaves the tracer with no
- * threads).  0, or -1 with an exception set. */
+ * were not replayed yet, with the GIL released (holding the recording).
+ * 0, or -1 with an exception set. */
 int ft_count_dropped(ft_tracer *tracer);
 
-/* A stopped tracer's records pinned for a writer, which replays them one
- * thread at a time with the GIL released (a background thread writes
- * while the program runs).  While pinned, the tracer stays alive, and a
- * clear() from another thread hands the threads and the clock over to
- * the pins (the records are freed when the last one ends).  The function
- * table is not pinned: whatever names the writer needs it takes before it
- * lets the GIL go. */
+/* A reader of a stopped tracer's records, which replays them one thread
+ * at a time with the GIL released (a background thread writes while the
+ * program runs): it holds a reference to the recording, which a clear()
+ * or the tracer's end meanwhile leaves whole.  Names are taken from
+ * rec->funcs with the GIL held. */
 typedef struct {
-    ft_tracer *tracer;      /* strong */
-    ft_thread **threads;    /* the tracer's, kept by the pin */
+    struct ft_recording *rec;  /* strong */
+    ft_thread **threads;    /* the recording's */
     Py_ssize_t nthreads;
-    ft_clock clock;         /* a copy; its anchors kept by the pin */
+    ft_clock clock;         /* a copy of the recording's (its anchors
+                               borrowed) */
     int64_t stop_ns;
-    long pid;               /* the process that pinned */
+    long pid;               /* the process that began it */
 } ft_export;
 
-/* Pins a stopped tracer's records (GIL held); who names the caller in the
- * error.  0, or -1 with a RuntimeError (not stopped, or cleared). */
+/* Takes a reference to a stopped tracer's recording (GIL held); who names
+ * the caller in the error.  0, or -1 with a RuntimeError (not stopped, or
+ * cleared) or MemoryError. */
 int ft_export_begin(ft_export *ex, ft_tracer *tracer, const char *who);
 /* Replays thread i into te (ft_replay_thread_events()); no GIL needed.  0,
  * or -1 when out of memory. */
@@ -592,12 +586,8 @@ int ft_export_thread(const ft_export *ex, Py_ssize_t i, ft_thread_events *te);
 /* About how many events thread i will give (half its records, plus the
  * frames open at start): for progress(done, total) before its replay. */
 uint64_t ft_export_estimate(const ft_export *ex, Py_ssize_t i);
-/* Unpins (GIL held); frees the records if clear() ran meanwhile and this
- * was the last pin. */
+/* Lets the recording go (GIL held): freed if it was the last reference. */
 void ft_export_end(ft_export *ex);
-/* What clear() and the collector do with the records: frees them, or
- * hands them to the running exports. */
-void ft_release_records(ft_tracer *tracer);
 
 /* ==== export_chrome.c, export_perfetto.c, export_events.c ==== */
 /* Tracer._write_chrome() and Tracer._write_perfetto(). */

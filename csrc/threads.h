@@ -24,8 +24,7 @@ ft_thread *ft_register_thread(ft_tracer *tracer, PyThreadState *ts,
 void ft_thread_free(ft_thread *thread);
 /* Frees the tracer's threads (their rings and stacks). */
 void ft_free_threads(ft_tracer *tracer);
-/* Frees n threads and the array holding them (records an export kept
- * after clear(): see ft_release_records()). */
+/* Frees n threads and the array holding them (a recording's). */
 void ft_free_thread_array(ft_thread **threads, Py_ssize_t n);
 /* Ids of the Python frames from top (borrowed, may be NULL) down,
  * outermost first, into a malloc'd array.  0, or -1 with an exception. */

@@ -4,6 +4,7 @@
  * getEvents() in replay.c/events.c, the writers in export_*.c. */
 #include "state.h"
 #include "lifecycle.h"
+#include "recording.h"
 #include "snapshot.h"
 #include "threads.h"
 
@@ -264,10 +265,25 @@ tracer_disarm(ft_tracer *self, PyObject *Py_UNUSED(ignored))
     return none_or_null(ft_tracer_disarm(self));
 }
 
+/* stop() and __exit__: the latched stop, its warnings, and the
+ * recording made (once; an armed tracer that stopped is new again). */
+static int
+stop_and_record(ft_tracer *self)
+{
+    if (ft_tracer_stop(self) < 0 || ft_tracer_warn_displaced(self) < 0) {
+        return -1;
+    }
+    if (self->phase == FT_PHASE_STOPPED
+        && ft_tracer_recording(self, "stop()") == NULL) {
+        return -1;
+    }
+    return 0;
+}
+
 static PyObject *
 tracer_stop(ft_tracer *self, PyObject *Py_UNUSED(ignored))
 {
-    if (ft_tracer_stop(self) < 0 || ft_tracer_warn_displaced(self) < 0) {
+    if (stop_and_record(self) < 0) {
         return NULL;
     }
     Py_RETURN_NONE;
@@ -318,7 +334,7 @@ static PyObject *
 tracer_exit(ft_tracer *self, PyObject *const *Py_UNUSED(args),
             Py_ssize_t Py_UNUSED(nargs))
 {
-    if (ft_tracer_stop(self) < 0 || ft_tracer_warn_displaced(self) < 0) {
+    if (stop_and_record(self) < 0) {
         return NULL;
     }
     Py_RETURN_FALSE;
@@ -352,13 +368,29 @@ tracer_get_events(ft_tracer *self, PyObject *Py_UNUSED(ignored))
     if (check_stopped(self, "getEvents()") < 0) {
         return NULL;
     }
-    return ft_build_events(self);
+    ft_recording *rec = ft_tracer_recording(self, "getEvents()");
+    if (rec == NULL) {
+        return NULL;
+    }
+    Py_INCREF(rec);
+    PyObject *events = ft_build_events(self->state, rec);
+    Py_DECREF(rec);
+    return events;
+}
+
+static PyObject *
+tracer_shared(ft_tracer *self, PyObject *Py_UNUSED(ignored))
+{
+    if (check_stopped(self, "_shared()") < 0) {
+        return NULL;
+    }
+    return ft_tracer_share(self);
 }
 
 static void
 tracer_release(ft_tracer *self)
 {
-    ft_release_records(self);  /* or hands them to running writers */
+    ft_recording_release(self);  /* readers keep theirs */
     ft_functable_clear(&self->funcs);
 }
 
@@ -670,6 +702,7 @@ tracer_traverse(ft_tracer *self, visitproc visit, void *arg)
     Py_VISIT(self->install.prev_threading);
     Py_VISIT(self->monitor);
     Py_VISIT(self->armed.names);
+    Py_VISIT(self->recording);
     return ft_functable_traverse(&self->funcs, visit, arg);
 }
 
@@ -783,8 +816,12 @@ static PyMethodDef tracer_methods[] = {
     {"clear", (PyCFunction)tracer_clear_method, METH_NOARGS,
      "clear($self, /)\n--\n\n"
      "Free the records and the references held to traced functions.  "
-     "Records that a write running in another thread reads are freed when "
-     "it ends."},
+     "Records that a write running in another thread reads, or a Trace "
+     "made of this tracer holds, are freed when the last of them ends."},
+    {"_shared", (PyCFunction)tracer_shared, METH_NOARGS,
+     "_shared($self, /)\n--\n\n"
+     "A new stopped Tracer sharing this one's records (no copy), which a "
+     "later clear() of this one leaves whole: what a Trace keeps."},
     {"_write_chrome", (PyCFunction)(void (*)(void))ft_write_chrome,
      METH_VARARGS | METH_KEYWORDS,
      "_write_chrome($self, path, *, pid, origin_ns, head, prelude, "

@@ -72,7 +72,8 @@ class Trace:
     """Which cycle of the schedule (0-based)."""
     tracer: Optional[_tracer.Tracer] = field(default=None, repr=False, compare=False)
     """The stopped tracer the events came from (None: no Python tracing);
-    the exporters stream from its records."""
+    the exporters stream from its records, which the Trace keeps: a later
+    ``clear()`` of the tracer does not change it."""
     threads: list = field(default_factory=list)
     """[frametrace.ThreadInfo(serial, thread_id, native_thread_id, name,
     dropped)], one per traced OS thread in serial order: each its own name
@@ -112,10 +113,33 @@ class Trace:
     ``deviceProperties``, ``baseTimeNanoseconds``), which Holistic Trace
     Analysis and TensorBoard's profiler read; load() gives the file's."""
 
+    def __post_init__(self) -> None:
+        self._records()
+
+    def _records(self) -> Any:
+        """The tracer the writers and the events read: once self.tracer
+        has stopped, a tracer sharing its records (Tracer._shared()), made
+        once, so that a later clear() of self.tracer, or a new tracer,
+        leaves this Trace whole; before that (or after a clear()), the
+        tracer itself."""
+        tracer = self.tracer
+        kept = self.__dict__.get("_kept")
+        if kept is not None and kept[0] is tracer:
+            return kept[1]
+        if (not isinstance(tracer, _tracer.Tracer) or tracer.active
+                or tracer.stop_ns is None):
+            return tracer
+        try:
+            shared = tracer._shared()
+        except RuntimeError:  # cleared: reading it says so
+            return tracer
+        self.__dict__["_kept"] = (tracer, shared)
+        return shared
+
     def _get_events(self) -> list:
         events = self.__dict__.get("_events")
         if events is None:
-            tracer = self.tracer
+            tracer = self._records()
             if tracer is not None and not isinstance(tracer, _tracer.Tracer):
                 raise TypeError(f"Trace.tracer must be a frametrace.Tracer or None, not "
                                 f"{type(tracer).__name__}")
@@ -151,7 +175,7 @@ class Trace:
             "threads": [list(t) for t in self.threads],
             **({"distributed": self.distributed} if self.distributed is not None else {}),
             **({"parent_pid": self.parent_pid} if self.parent_pid is not None else {}),
-            **({"anchor_widths_ns": list(self.tracer.anchor_widths_ns)}
+            **({"anchor_widths_ns": list(self._records().anchor_widths_ns)}
                if isinstance(self.tracer, _tracer.Tracer) else {}),
         }
 
@@ -246,6 +270,12 @@ def as_trace(what: Any) -> Trace:
     gives one), a stopped Tracer or a snapshot (its records, this process's
     pid and rank), or a list of Events (tracer.getEvents()).  TypeError for
     anything else, ValueError for a tracer still running or never run."""
+    return _as_trace(what, keep=True)
+
+
+def _as_trace(what: Any, keep: bool) -> Trace:
+    """as_trace(); keep=False: a Trace for one call (a writer's), which
+    reads a tracer given itself rather than keeping its records."""
     if isinstance(what, Trace):
         return what
     if isinstance(what, _tracer.Tracer):
@@ -254,9 +284,12 @@ def as_trace(what: Any) -> Trace:
             state = "running" if what.active else "never started"
             raise ValueError(f"a frametrace.Tracer that is {state} has no trace yet: stop it "
                              f"first (accepted: {_ACCEPTED})")
-        return Trace(tracer=what, session_start_ns=start, session_end_ns=stop,
-                     tracer_start_ns=start, tracer_stop_ns=stop, stats=what.stats,
-                     pid=os.getpid(), threads=what.threads, distributed=distributed_info())
+        trace = Trace(tracer=what, session_start_ns=start, session_end_ns=stop,
+                      tracer_start_ns=start, tracer_stop_ns=stop, stats=what.stats,
+                      pid=os.getpid(), threads=what.threads, distributed=distributed_info())
+        if not keep:
+            trace.__dict__["_kept"] = (what, what)
+        return trace
     if isinstance(what, (list, tuple)):
         return Trace(events=list(what))
     raise TypeError(f"expected {_ACCEPTED}, not {type(what).__name__}")

@@ -204,9 +204,11 @@ class _Job(NamedTuple):
 def _prepare(trace: Any, path: str | os.PathLike[str], writer: str) -> _Job:
     """What every writer starts with: the trace (as_trace()) and its facts,
     checked (a clear TypeError, not an AttributeError from deep inside)."""
-    from ._trace import as_trace
+    from ._trace import _as_trace
 
-    trace = as_trace(trace)
+    # Given a tracer, this call reads it: a clear() from another thread
+    # meanwhile frees the records once the write ends.
+    trace = _as_trace(trace, keep=False)
     trace._check()
     tracer = trace.tracer
     if tracer is not None and (tracer.stop_ns is None or tracer.active):
@@ -242,7 +244,7 @@ def _thread_name_list(trace: Any) -> list:
             raise TypeError(f"Trace.threads[{i}].name must be a str or None, not "
                             f"{type(t.name).__name__}")
         given[t.serial] = t.name
-    return [given.get(t.serial, t.name) for t in trace.tracer.threads]
+    return [given.get(t.serial, t.name) for t in trace._records().threads]
 
 
 def _check_int64(what: str, value: Any, minimum: int = -(1 << 63)) -> int:
@@ -428,7 +430,7 @@ def write_chrome(trace: Any, path: str | os.PathLike[str], *, progress: Any = No
     trace = job.trace
     if trace.tracer is None:  # load()'s, or a window that traced no Python
         return _write_events(job, "chrome", progress)
-    tracer = trace.tracer
+    tracer = trace._records()
     path, pid, process_name, origin = job.path, job.pid, job.process_name, job.origin
     # Every traced thread, also one whose ident an earlier thread had, with
     # the C writer's tid: the native id where known, unique per thread
@@ -583,7 +585,7 @@ def write_perfetto(trace: Any, path: str | os.PathLike[str], *, progress: Any = 
     job = _prepare(trace, path, "write_perfetto")
     trace = job.trace
     path, pid, process_name = job.path, job.pid, job.process_name
-    tracer = trace.tracer
+    tracer = trace._records()
     if tracer is None:
         return _write_events(job, "perfetto", progress)
     thread_names_list = _thread_name_list(trace)
