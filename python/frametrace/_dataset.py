@@ -11,12 +11,13 @@ is imported only when a dataset is written.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
 import sys
 from operator import attrgetter
-from typing import Any, Iterable, Optional
+from typing import Any, Callable, Iterable, Iterator, Optional
 
 from . import _tracer
 from ._output import output_path
@@ -98,7 +99,7 @@ def _strings(pa: Any, values: Any) -> Any:
         return pa.array([_text(v) for v in values], type=pa.string())
 
 
-class _Writer:
+class Writer:
     """Writes tables into one rank's and cycle's partition of a dataset."""
 
     def __init__(self, root: str, rank: int, cycle: int, pid: int):
@@ -117,10 +118,11 @@ class _Writer:
         with output_path(self.path(name)) as where:
             self.pq.write_table(t, where)
 
-    def batches(self, name: str, batches_schema: Any, batches: Iterable[Any]) -> int:
-        """A large table, a row group per batch (of batches_schema: the
-        table's, with strings dictionary-encoded); returns its row count."""
-        rows = 0
+    @contextlib.contextmanager
+    def row_groups(self, name: str, batches_schema: Any) -> Iterator[Callable[[Any], None]]:
+        """A large table, written a row group per call of what this yields
+        (with a batch of batches_schema: the table's, with strings
+        dictionary-encoded); renamed into place when the block ends."""
         with output_path(self.path(name)) as where:
             # store_schema=False: readers see the layout's plain strings
             # (dictionary-encoded in the file either way).
@@ -130,18 +132,15 @@ class _Writer:
                        and not self.pa.types.is_boolean(f.type)]
             with self.pq.ParquetWriter(where, batches_schema, store_schema=False,
                                        use_dictionary=strings) as out:
-                for batch in batches:
-                    out.write_batch(batch, row_group_size=ROW_GROUP)
-                    rows += batch.num_rows
-        return rows
+                yield lambda batch: out.write_batch(batch, row_group_size=ROW_GROUP)
 
 
-def _rank(trace: Any) -> int:
+def trace_rank(trace: Any) -> int:
     rank = rank_of(trace.distributed) if isinstance(trace.distributed, dict) else None
     return rank if rank is not None else 0
 
 
-def _events_table(w: _Writer, events: list, names: dict, steps: list, pid: int
+def events_table(w: Writer, events: list, names: dict, steps: list, pid: int
                   ) -> tuple[Any, list]:
     """The events table, and the threads the events name [(thread_id,
     native_thread_id, serial)]: the columns made in C
@@ -217,20 +216,37 @@ def write_dataset(trace: Any, path: Any, *, progress: Any = None) -> int:
     job = _prepare(trace, path, "write_dataset")
     trace = job.trace
     root = job.path
-    w = _Writer(root, _rank(trace), trace.cycle, job.pid)
+    w = Writer(root, trace_rank(trace), trace.cycle, job.pid)
     pid = job.pid
     events = trace.events
     events = events if type(events) is list else list(events)
     threads = {t.serial: t for t in trace.threads}
     names = {s: t.name for s, t in threads.items()}
-    table, seen = _events_table(w, events, names, job.steps, pid)
-    count = w.batches("events", table.schema, table.to_batches(max_chunksize=ROW_GROUP))
-    counted = table.group_by("thread").aggregate([("id", "count")])
-    per_serial = dict(zip(counted.column("thread").to_pylist(),
-                          counted.column("id_count").to_pylist()))
+    table, seen = events_table(w, events, names, job.steps, pid)
+    with w.row_groups("events", table.schema) as write:
+        for batch in table.to_batches(max_chunksize=ROW_GROUP):
+            write(batch)
+    count = table.num_rows
+    per_serial = events_per_thread(table)
     del table
     if progress is not None:
         progress(count, count)
+    write_small_tables(w, job, per_serial, seen)
+    return count
+
+
+def events_per_thread(table: Any) -> dict:
+    """{thread serial: rows} of an events table."""
+    counted = table.group_by("thread").aggregate([("id", "count")])
+    return dict(zip(counted.column("thread").to_pylist(),
+                    counted.column("id_count").to_pylist()))
+
+
+def write_small_tables(w: Writer, job: Any, per_serial: dict, seen: Iterable[tuple]) -> None:
+    """All tables but events: per_serial ({thread serial: events}) and seen
+    (the threads the events name, see events_table) from the events."""
+    trace, pid = job.trace, job.pid
+    threads = {t.serial: t for t in trace.threads}
     for thread_id, native, serial in seen:  # a list of Events names no ThreadInfo
         if serial not in threads:
             threads[serial] = _tracer.ThreadInfo((serial, thread_id, native, None, 0))
@@ -257,10 +273,9 @@ def write_dataset(trace: Any, path: Any, *, progress: Any = None) -> int:
         "open_at_end": [bool(getattr(r, "open_at_end", False)) for r in ranges]})
     _write_ops(w, trace, pid, threads)
     _write_metadata(w, trace, job)
-    return count
 
 
-def _write_ops(w: _Writer, trace: Any, pid: int, threads: dict) -> None:
+def _write_ops(w: Writer, trace: Any, pid: int, threads: dict) -> None:
     """Other tools' slices (frametrace.torch's ops, kernels)."""
     from .export import _check_slices
 
@@ -276,7 +291,7 @@ def _write_ops(w: _Writer, trace: Any, pid: int, threads: dict) -> None:
         "args": [None if r[3].args is None else _text(json.dumps(r[3].args)) for r in rows]})
 
 
-def _write_metadata(w: _Writer, trace: Any, job: Any) -> None:
+def _write_metadata(w: Writer, trace: Any, job: Any) -> None:
     """One row per key, its value as JSON."""
     meta = dict(trace.metadata())
     meta.update(process_name=job.process_name or f"python {job.pid}",
