@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import gc
 import os
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Optional
 
 from . import _pftrace
@@ -91,6 +92,9 @@ class _Chunked(_ChromeEvents):
         self.file: Any = None  # (the row_groups context, its write)
         self.writer: Any = None
         self.step_records: list = []
+        self.ids: Any = None
+        self.pool: Optional[ThreadPoolExecutor] = None
+        self.pending: Any = None
 
     def c_fast(self) -> Any:
         c = super().c_fast()
@@ -119,6 +123,8 @@ class _Chunked(_ChromeEvents):
                      [(s.step, s.start_ns, s.end_ns) for s in job.steps])
 
     def flush(self, last: bool = False) -> None:
+        """Writes the calls but those still open (all if last), which
+        start the next chunk."""
         calls = self.calls
         if not calls:
             return
@@ -128,56 +134,76 @@ class _Chunked(_ChromeEvents):
             self.step_records = job.steps
             pid, rank, cycle = self.facts[:3]
             self.writer = Writer(self.root, rank, cycle, pid)
-        pa = self.writer.pa
-        import pyarrow.compute as pc
-
-        pid, names = self.facts[0], self.facts[3]
-        table, seen = events_table(self.writer, calls, names, self.step_records, pid)
-        for t in seen:
-            self.seen.setdefault(t[2], t)
-        n, k = len(calls), len(self.carried_ids)
-        ids = self.carried_ids + list(range(self.next_id, self.next_id + n - k))
-        self.next_id += n - k
-        id_a = pa.array(ids, type=pa.int64())
-        local = table.column("parent")
-        parent = pc.take(id_a, local)
-        if k:
-            parent = pa.concat_arrays([pa.array(self.carried_parents, type=pa.int64()),
-                                       parent.combine_chunks()[k:]])
-            earlier = pa.array([self.children_ns.pop(i, 0) for i in self.carried_ids] +
-                               [0] * (n - k), type=pa.int64())
-            self_ns = pc.subtract(table.column("self_ns"), earlier)
-        else:
-            self_ns = table.column("self_ns")
-        table = (table.set_column(table.schema.get_field_index("id"), "id", id_a)
-                 .set_column(table.schema.get_field_index("parent"), "parent", parent)
-                 .set_column(table.schema.get_field_index("self_ns"), "self_ns", self_ns))
         still_open = [] if last else sorted({i for _, stack in self.threads.values()
                                              for i in stack})
-        if still_open:
-            keep = [True] * n
-            for i in still_open:
-                keep[i] = False
-            for i in still_open:  # its children's durs met so far, for its self time
-                self.children_ns[ids[i]] = (calls[i].end_ns - calls[i].start_ns
-                                            - self_ns[i].as_py())
-            table = table.filter(pa.array(keep))
+        table, parents = self._table(still_open)
         if self.file is None:
-            ctx = self.writer.row_groups("events", table.schema)
+            ctx = self.writer.row_groups(table.schema)
             self.file = (ctx, ctx.__enter__())
-        for batch in table.to_batches():
-            self.file[1](batch)
+            self.pool = ThreadPoolExecutor(1)
+        # Written on the other core while the next chunk is read (pyarrow
+        # lets go of the GIL); one chunk at a time waits for it.
+        self._wait()
+        self.pending = self.pool.submit(_write, self.file[1], table)
         for serial, rows in events_per_thread(table).items():
             self.per_serial[serial] = self.per_serial.get(serial, 0) + rows
         # The open calls start the next chunk, each with its parent's new
         # index (-1 in the Event: its dur is already its parent's).
         new = {old: i for i, old in enumerate(still_open)}
-        self.carried_parents = [parent[i].as_py() for i in still_open]
-        self.carried_ids = [ids[i] for i in still_open]
-        carried = [_without_parent(calls[i]) for i in still_open]
-        calls[:] = carried  # the same list: the reader's C path holds it
+        self.carried_parents = parents
+        self.carried_ids = [self.ids[i] for i in still_open]
+        calls[:] = [_without_parent(calls[i]) for i in still_open]  # the list the C path holds
         for _, stack in self.threads.values():
             stack[:] = [] if last else [new[i] for i in stack]
+
+    def _table(self, still_open: list) -> tuple[Any, list]:
+        """The chunk's rows but still_open's, with their ids in the file,
+        and the parent ids of still_open."""
+        pa = self.writer.pa
+        import pyarrow.compute as pc
+
+        calls, pid, names = self.calls, self.facts[0], self.facts[3]
+        table, seen = events_table(self.writer, calls, names, self.step_records, pid)
+        for t in seen:
+            self.seen.setdefault(t[2], t)
+        n, k = len(calls), len(self.carried_ids)
+        # Local index i is id carried_ids[i] below k, else next_id + i - k.
+        first = self.next_id - k
+        self.next_id += n - k
+        self.ids = _Ids(self.carried_ids, first)
+        local_id = table.column("id")
+        id_a = pc.add(local_id, first)
+        parent = pc.add(table.column("parent"), first)
+        self_ns = table.column("self_ns")
+        if k:
+            carried = pa.array(self.carried_ids, type=pa.int64())
+            id_a = pa.chunked_array([carried, id_a.slice(k)])
+            # A child's parent is carried when it is on a stack: below k.
+            local = table.column("parent")
+            low = pc.less(local, k)
+            parent = pc.if_else(low, pc.take(carried, pc.if_else(low, local, 0)), parent)
+            parent = pa.chunked_array([pa.array(self.carried_parents, type=pa.int64()),
+                                       parent.slice(k)])
+            earlier = [self.children_ns.pop(i, 0) for i in self.carried_ids]
+            self_ns = pa.chunked_array([pc.subtract(self_ns.slice(0, k),
+                                                    pa.array(earlier, type=pa.int64())),
+                                        self_ns.slice(k)])
+        columns = {"id": id_a, "parent": parent, "self_ns": self_ns}
+        for name, column in columns.items():
+            table = table.set_column(table.schema.get_field_index(name), name, column)
+        parents = [parent[i].as_py() for i in still_open]
+        if still_open:
+            for i in still_open:  # its children's durs met so far, for its self time
+                self.children_ns[self.ids[i]] = (calls[i].end_ns - calls[i].start_ns
+                                                 - self_ns[i].as_py())
+            table = table.filter(pc.invert(pc.is_in(local_id, pa.array(still_open,
+                                                                       type=pa.int64()))))
+        return table, parents
+
+    def _wait(self) -> None:
+        if self.pending is not None:
+            pending, self.pending = self.pending, None
+            pending.result()
 
     def finish(self, trace: Any) -> int:
         """Writes the last chunk and the other tables; the events count."""
@@ -187,6 +213,7 @@ class _Chunked(_ChromeEvents):
         job, facts = self._facts(trace)
         if facts != self.facts:
             raise _Restart()
+        self._wait()
         ctx, self.file = self.file[0], None
         ctx.__exit__(None, None, None)  # the events file in place
         write_small_tables(self.writer, job, self.per_serial, self.seen.values())
@@ -194,9 +221,31 @@ class _Chunked(_ChromeEvents):
 
     def close(self) -> None:
         """The events file dropped if it was not completed."""
+        if self.pool is not None:
+            try:
+                self._wait()
+            except Exception:
+                pass  # the error the caller has is the one it raises
+            self.pool.shutdown()
         if self.file is not None:
             ctx, self.file = self.file[0], None
             ctx.__exit__(_Restart, _Restart(), None)
+
+
+class _Ids:
+    """A chunk's ids by local index: carried[i] below len(carried), else
+    first + i."""
+
+    def __init__(self, carried: list, first: int) -> None:
+        self.carried, self.first = carried, first
+
+    def __getitem__(self, i: int) -> int:
+        return self.carried[i] if i < len(self.carried) else self.first + i
+
+
+def _write(write: Any, table: Any) -> None:
+    for batch in table.to_batches():
+        write(batch)
 
 
 def _without_parent(e: Any) -> Any:

@@ -29,6 +29,12 @@ TABLES = ("events", "steps", "threads", "ranges", "torch_ops", "metadata")
 # Events per row group, and per batch built at a time: what one batch of
 # columns holds in memory is bounded, whatever the trace's size.
 ROW_GROUP = 1 << 20
+# How the events table is encoded: times and ids that grow by small steps
+# as deltas (a third smaller, and faster to write than plain with its
+# compression), and statistics (what readers skip row groups with) only
+# for the columns queries filter on: each one costs the writer.
+EVENTS_DELTA = ("id", "parent", "start_ns", "end_ns")
+EVENTS_STATISTICS = ("pid", "thread", "id", "start_ns", "end_ns", "step", "name")
 MISSING = ("writing a .parquet dataset needs pyarrow, which is not installed: "
            "pip install 'frametrace[data]'")
 
@@ -119,11 +125,11 @@ class Writer:
             self.pq.write_table(t, where)
 
     @contextlib.contextmanager
-    def row_groups(self, name: str, batches_schema: Any) -> Iterator[Callable[[Any], None]]:
-        """A large table, written a row group per call of what this yields
-        (with a batch of batches_schema: the table's, with strings
+    def row_groups(self, batches_schema: Any) -> Iterator[Callable[[Any], None]]:
+        """The events table, written a row group per call of what this
+        yields (with a batch of batches_schema: the table's, with strings
         dictionary-encoded); renamed into place when the block ends."""
-        with output_path(self.path(name)) as where:
+        with output_path(self.path("events")) as where:
             # store_schema=False: readers see the layout's plain strings
             # (dictionary-encoded in the file either way).
             # Dictionaries for the strings only: times and ids are all
@@ -131,7 +137,10 @@ class Writer:
             strings = [f.name for f in batches_schema if not self.pa.types.is_integer(f.type)
                        and not self.pa.types.is_boolean(f.type)]
             with self.pq.ParquetWriter(where, batches_schema, store_schema=False,
-                                       use_dictionary=strings) as out:
+                                       use_dictionary=strings,
+                                       column_encoding=dict.fromkeys(EVENTS_DELTA,
+                                                                     "DELTA_BINARY_PACKED"),
+                                       write_statistics=list(EVENTS_STATISTICS)) as out:
                 yield lambda batch: out.write_batch(batch, row_group_size=ROW_GROUP)
 
 
@@ -223,7 +232,7 @@ def write_dataset(trace: Any, path: Any, *, progress: Any = None) -> int:
     threads = {t.serial: t for t in trace.threads}
     names = {s: t.name for s, t in threads.items()}
     table, seen = events_table(w, events, names, job.steps, pid)
-    with w.row_groups("events", table.schema) as write:
+    with w.row_groups(table.schema) as write:
         for batch in table.to_batches(max_chunksize=ROW_GROUP):
             write(batch)
     count = table.num_rows

@@ -98,7 +98,7 @@ def test_a_file_of_many_chunks_holds_one_chunk_of_events(tmp_path):
     assert count == n
     # Whole, the file's Events are held at once; in chunks, a chunk's and
     # the reader's buffer of text (1M characters).
-    bound = 12 << 20
+    bound = 9 << 20
     assert whole > bound > chunked, (whole, chunked)
 
 
