@@ -22,7 +22,7 @@ from typing import Any, Optional
 from . import _pftrace
 from ._dataset import (Writer, events_per_thread, events_table, trace_rank, write_dataset,
                        write_small_tables)
-from ._reader import _Bad, _named_errors
+from ._reader import Progress, _Bad, _named_errors
 from ._tracer import Event
 from .loader import MergedTrace, _chrome_trace, _ChromeEvents, _Plan, load, load_chrome
 
@@ -34,24 +34,24 @@ class _Restart(Exception):
     """What the written chunks were made with changed later in the file."""
 
 
-def convert_file(path: Any, root: Any, *, chunk: int = CHUNK) -> int:
+def convert_file(path: Any, root: Any, *, chunk: int = CHUNK, progress: Progress = None) -> int:
     """Adds the trace of the file at path to the dataset at root; returns
-    how many Python/C events were written."""
+    how many Python/C events were written.  progress as load() calls it."""
     path = os.fspath(path)
     with _named_errors(path):
         is_pftrace = _pftrace.read(path, None) is not None  # its first bytes say
     if not is_pftrace:
         try:
-            return _streamed(path, os.fspath(root), chunk)
+            return _streamed(path, os.fspath(root), chunk, progress)
         except _Restart:
             pass
-    trace = load(path)
+    trace = load(path, progress=progress)
     if isinstance(trace, MergedTrace):
         raise ValueError(f"{path}: {MERGED}")
     return write_dataset(trace, root)
 
 
-def _streamed(path: str, root: str, chunk: int) -> int:
+def _streamed(path: str, root: str, chunk: int, progress: Progress) -> int:
     gc_was_enabled = gc.isenabled()
     gc.disable()  # millions of new objects, no cycles: no collections meanwhile
     sink: Optional[_Chunked] = None
@@ -65,7 +65,7 @@ def _streamed(path: str, root: str, chunk: int) -> int:
     try:
         with _named_errors(path):
             try:
-                trace = load_chrome(path, None, make)
+                trace = load_chrome(path, progress, make)
                 assert sink is not None
                 return sink.finish(trace)
             finally:
@@ -93,7 +93,7 @@ class _Chunked(_ChromeEvents):
         self.writer: Any = None
         self.step_records: list = []
         self.ids: Any = None
-        self.pool: Optional[ThreadPoolExecutor] = None
+        self.pool = ThreadPoolExecutor(1)  # no thread before a chunk is written
         self.pending: Any = None
 
     def c_fast(self) -> Any:
@@ -140,7 +140,6 @@ class _Chunked(_ChromeEvents):
         if self.file is None:
             ctx = self.writer.row_groups(table.schema)
             self.file = (ctx, ctx.__enter__())
-            self.pool = ThreadPoolExecutor(1)
         # Written on the other core while the next chunk is read (pyarrow
         # lets go of the GIL); one chunk at a time waits for it.
         self._wait()
@@ -221,12 +220,11 @@ class _Chunked(_ChromeEvents):
 
     def close(self) -> None:
         """The events file dropped if it was not completed."""
-        if self.pool is not None:
-            try:
-                self._wait()
-            except Exception:
-                pass  # the error the caller has is the one it raises
-            self.pool.shutdown()
+        try:
+            self._wait()
+        except Exception:
+            pass  # the error the caller has is the one it raises
+        self.pool.shutdown()
         if self.file is not None:
             ctx, self.file = self.file[0], None
             ctx.__exit__(_Restart, _Restart(), None)

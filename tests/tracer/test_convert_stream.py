@@ -110,3 +110,15 @@ def test_a_merged_trace_is_refused(tmp_path, trace_file):
     with pytest.raises(ValueError, match="merged trace"):
         convert_file(merged, str(tmp_path / "x.parquet"))
     assert not os.path.exists(tmp_path / "x.parquet" / "events")
+
+
+@pytest.mark.one_setup
+def test_a_file_cut_after_some_chunks_leaves_no_part_file(tmp_path, trace_file):
+    path, _ = trace_file
+    text = path.read_text()
+    cut = tmp_path / "cut.json"
+    cut.write_text(text[:len(text) * 3 // 4])
+    root = tmp_path / "x.parquet"
+    with pytest.raises(ValueError, match="cut.json: not JSON: truncated"):
+        convert_file(cut, str(root), chunk=7)
+    assert [f for _, _, files in os.walk(root) for f in files] == []

@@ -6,7 +6,7 @@ import sys
 import time
 from typing import Any
 
-from ._common import PROG, CommandError
+from ._common import PROG, CommandError, Progress
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
@@ -34,7 +34,11 @@ def run(ns: argparse.Namespace) -> int:
     total, started = 0, time.monotonic()
     for path in ns.traces:
         try:
-            count = convert_file(path, ns.output)
+            progress = Progress(f"{PROG}: reading {path}")
+            try:
+                count = convert_file(path, ns.output, progress=progress)
+            finally:
+                progress.close()
         except (OSError, ValueError, TypeError) as exc:
             text = str(exc)
             raise CommandError(text if path in text else f"{path}: {text}") from None
