@@ -194,7 +194,10 @@ def events_table(w: Writer, events: list, names: dict, steps: list, pid: int
     columns["id"] = column(i64, ids)
     columns["pid"] = pa.repeat(pa.scalar(pid, i64), n)
     step_a = pa.nulls(n, i32)
-    for s in steps:  # a window's few steps: one vectorised pass each
+    if n:  # a chunk of convert's spans few of a file's steps: only those
+        first, last = pc.min_max(columns["start_ns"]).values()
+        steps = [s for s in steps if s.start_ns <= last.as_py() and s.end_ns > first.as_py()]
+    for s in steps:  # one vectorised pass each
         inside = pc.and_(pc.greater_equal(columns["start_ns"], s.start_ns),
                          pc.less(columns["start_ns"], s.end_ns))
         step_a = pc.if_else(inside, pa.scalar(s.step, i32), step_a)
