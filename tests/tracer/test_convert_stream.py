@@ -122,3 +122,24 @@ def test_a_file_cut_after_some_chunks_leaves_no_part_file(tmp_path, trace_file):
     with pytest.raises(ValueError, match="cut.json: not JSON: truncated"):
         convert_file(cut, str(root), chunk=7)
     assert [f for _, _, files in os.walk(root) for f in files] == []
+
+
+@pytest.mark.one_setup
+def test_steps_and_thread_names_after_the_calls_give_the_whole_file_tables(tmp_path,
+                                                                           trace_file):
+    path, _ = trace_file
+    lines = path.read_text().split("\n")
+    late = [line for line in lines
+            if line.startswith(('{"ph":"M","name":"thread_name"', '{"ph":"X","name":"step#'))]
+    assert len(late) >= 4 and all(line.endswith(",") for line in late)
+    lines = [line for line in lines if line not in late]
+    last = max(i for i, line in enumerate(lines) if line.endswith("]}"))
+    lines[last:last] = late  # before the last event, which ends the array
+    moved = tmp_path / "late.json"
+    moved.write_text("\n".join(lines))
+    whole, chunked = str(tmp_path / "whole.parquet"), str(tmp_path / "chunked.parquet")
+    n = write_dataset(load(moved), whole)
+    assert convert_file(moved, chunked, chunk=7) == n
+    for table in TABLES:
+        assert read(chunked, table) == read(whole, table), table
+    assert {e["thread_name"] for e in read(chunked, "events")} >= {"MainThread", "helper"}
