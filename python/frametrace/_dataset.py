@@ -11,12 +11,13 @@ is imported only when a dataset is written.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
 import sys
 from operator import attrgetter
-from typing import Any, Iterable, Optional
+from typing import Any, Callable, Iterable, Iterator, Optional
 
 from . import _tracer
 from ._output import output_path
@@ -28,6 +29,12 @@ TABLES = ("events", "steps", "threads", "ranges", "torch_ops", "metadata")
 # Events per row group, and per batch built at a time: what one batch of
 # columns holds in memory is bounded, whatever the trace's size.
 ROW_GROUP = 1 << 20
+# How the events table is encoded: times and ids that grow by small steps
+# as deltas (a third smaller, and faster to write than plain with its
+# compression), and statistics (what readers skip row groups with) only
+# for the columns queries filter on: each one costs the writer.
+EVENTS_DELTA = ("id", "parent", "start_ns", "end_ns")
+EVENTS_STATISTICS = ("pid", "thread", "id", "start_ns", "end_ns", "step", "name")
 MISSING = ("writing a .parquet dataset needs pyarrow, which is not installed: "
            "pip install 'frametrace[data]'")
 
@@ -98,7 +105,7 @@ def _strings(pa: Any, values: Any) -> Any:
         return pa.array([_text(v) for v in values], type=pa.string())
 
 
-class _Writer:
+class Writer:
     """Writes tables into one rank's and cycle's partition of a dataset."""
 
     def __init__(self, root: str, rank: int, cycle: int, pid: int):
@@ -117,11 +124,12 @@ class _Writer:
         with output_path(self.path(name)) as where:
             self.pq.write_table(t, where)
 
-    def batches(self, name: str, batches_schema: Any, batches: Iterable[Any]) -> int:
-        """A large table, a row group per batch (of batches_schema: the
-        table's, with strings dictionary-encoded); returns its row count."""
-        rows = 0
-        with output_path(self.path(name)) as where:
+    @contextlib.contextmanager
+    def row_groups(self, batches_schema: Any) -> Iterator[Callable[[Any], None]]:
+        """The events table, written a row group per call of what this
+        yields (with a batch of batches_schema: the table's, with strings
+        dictionary-encoded); renamed into place when the block ends."""
+        with output_path(self.path("events")) as where:
             # store_schema=False: readers see the layout's plain strings
             # (dictionary-encoded in the file either way).
             # Dictionaries for the strings only: times and ids are all
@@ -129,19 +137,19 @@ class _Writer:
             strings = [f.name for f in batches_schema if not self.pa.types.is_integer(f.type)
                        and not self.pa.types.is_boolean(f.type)]
             with self.pq.ParquetWriter(where, batches_schema, store_schema=False,
-                                       use_dictionary=strings) as out:
-                for batch in batches:
-                    out.write_batch(batch, row_group_size=ROW_GROUP)
-                    rows += batch.num_rows
-        return rows
+                                       use_dictionary=strings,
+                                       column_encoding=dict.fromkeys(EVENTS_DELTA,
+                                                                     "DELTA_BINARY_PACKED"),
+                                       write_statistics=list(EVENTS_STATISTICS)) as out:
+                yield lambda batch: out.write_batch(batch, row_group_size=ROW_GROUP)
 
 
-def _rank(trace: Any) -> int:
+def trace_rank(trace: Any) -> int:
     rank = rank_of(trace.distributed) if isinstance(trace.distributed, dict) else None
     return rank if rank is not None else 0
 
 
-def _events_table(w: _Writer, events: list, names: dict, steps: list, pid: int
+def events_table(w: Writer, events: list, names: dict, steps: list, pid: int
                   ) -> tuple[Any, list]:
     """The events table, and the threads the events name [(thread_id,
     native_thread_id, serial)]: the columns made in C
@@ -186,7 +194,10 @@ def _events_table(w: _Writer, events: list, names: dict, steps: list, pid: int
     columns["id"] = column(i64, ids)
     columns["pid"] = pa.repeat(pa.scalar(pid, i64), n)
     step_a = pa.nulls(n, i32)
-    for s in steps:  # a window's few steps: one vectorised pass each
+    if n:  # a chunk of convert's spans few of a file's steps: only those
+        first, last = pc.min_max(columns["start_ns"]).values()
+        steps = [s for s in steps if s.start_ns <= last.as_py() and s.end_ns > first.as_py()]
+    for s in steps:  # one vectorised pass each
         inside = pc.and_(pc.greater_equal(columns["start_ns"], s.start_ns),
                          pc.less(columns["start_ns"], s.end_ns))
         step_a = pc.if_else(inside, pa.scalar(s.step, i32), step_a)
@@ -217,20 +228,37 @@ def write_dataset(trace: Any, path: Any, *, progress: Any = None) -> int:
     job = _prepare(trace, path, "write_dataset")
     trace = job.trace
     root = job.path
-    w = _Writer(root, _rank(trace), trace.cycle, job.pid)
+    w = Writer(root, trace_rank(trace), trace.cycle, job.pid)
     pid = job.pid
     events = trace.events
     events = events if type(events) is list else list(events)
     threads = {t.serial: t for t in trace.threads}
     names = {s: t.name for s, t in threads.items()}
-    table, seen = _events_table(w, events, names, job.steps, pid)
-    count = w.batches("events", table.schema, table.to_batches(max_chunksize=ROW_GROUP))
-    counted = table.group_by("thread").aggregate([("id", "count")])
-    per_serial = dict(zip(counted.column("thread").to_pylist(),
-                          counted.column("id_count").to_pylist()))
+    table, seen = events_table(w, events, names, job.steps, pid)
+    with w.row_groups(table.schema) as write:
+        for batch in table.to_batches(max_chunksize=ROW_GROUP):
+            write(batch)
+    count = table.num_rows
+    per_serial = events_per_thread(table)
     del table
     if progress is not None:
         progress(count, count)
+    write_small_tables(w, job, per_serial, seen)
+    return count
+
+
+def events_per_thread(table: Any) -> dict:
+    """{thread serial: rows} of an events table."""
+    counted = table.group_by("thread").aggregate([("id", "count")])
+    return dict(zip(counted.column("thread").to_pylist(),
+                    counted.column("id_count").to_pylist()))
+
+
+def write_small_tables(w: Writer, job: Any, per_serial: dict, seen: Iterable[tuple]) -> None:
+    """All tables but events: per_serial ({thread serial: events}) and seen
+    (the threads the events name, see events_table) from the events."""
+    trace, pid = job.trace, job.pid
+    threads = {t.serial: t for t in trace.threads}
     for thread_id, native, serial in seen:  # a list of Events names no ThreadInfo
         if serial not in threads:
             threads[serial] = _tracer.ThreadInfo((serial, thread_id, native, None, 0))
@@ -257,10 +285,9 @@ def write_dataset(trace: Any, path: Any, *, progress: Any = None) -> int:
         "open_at_end": [bool(getattr(r, "open_at_end", False)) for r in ranges]})
     _write_ops(w, trace, pid, threads)
     _write_metadata(w, trace, job)
-    return count
 
 
-def _write_ops(w: _Writer, trace: Any, pid: int, threads: dict) -> None:
+def _write_ops(w: Writer, trace: Any, pid: int, threads: dict) -> None:
     """Other tools' slices (frametrace.torch's ops, kernels)."""
     from .export import _check_slices
 
@@ -276,7 +303,7 @@ def _write_ops(w: _Writer, trace: Any, pid: int, threads: dict) -> None:
         "args": [None if r[3].args is None else _text(json.dumps(r[3].args)) for r in rows]})
 
 
-def _write_metadata(w: _Writer, trace: Any, job: Any) -> None:
+def _write_metadata(w: Writer, trace: Any, job: Any) -> None:
     """One row per key, its value as JSON."""
     meta = dict(trace.metadata())
     meta.update(process_name=job.process_name or f"python {job.pid}",

@@ -375,28 +375,35 @@ def load(path: PathLike, *, progress: Progress = None) -> Trace:
             data = _pftrace.read(path, progress)
             if data is not None:
                 return _pftrace.load(path, data, lambda ft: _ChromeEvents(_Plan(ft)), _chrome_trace)
-            other = _tail_other_text(path)
-            if other is None:
-                # otherData.frametrace neither before the events nor at the end:
-                # a first pass finds it (the events only checked), a second reads them.
-                ft = _frametrace_other(*_read(path, _Sink(), _half(progress, 0)))
-                progress = _half(progress, 1)
-            else:
-                ft = other[1]["frametrace"]
-            col = _ChromeEvents(_Plan(_frametrace_other({"otherData": {"frametrace": ft}}, True)))
-            top, saw_events = _read(path, col, progress, other=other)
-            if _frametrace_other(top, saw_events) != ft:
-                raise _Bad("otherData.frametrace is not the one read before its events")
-            trace = _chrome_trace(col)
-            if not isinstance(trace, MergedTrace):
-                # Other tools' members (torch.profiler's, which frametrace.torch
-                # writes): a save() writes them again.
-                trace.chrome_top_level = {k: _plain(v) for k, v in top.items()
-                                          if k not in _OWN_MEMBERS}
-            return trace
+            return load_chrome(path, progress, _ChromeEvents)
     finally:
         if gc_was_enabled:
             gc.enable()
+
+
+def load_chrome(path: str, progress: Progress, sink: Callable[[_Plan], _ChromeEvents]) -> Trace:
+    """The Trace of a Chrome JSON file (not a .pftrace), its events going
+    to sink(plan) (load()'s, or convert's, which writes them in chunks);
+    raises _Bad."""
+    other = _tail_other_text(path)
+    if other is None:
+        # otherData.frametrace neither before the events nor at the end:
+        # a first pass finds it (the events only checked), a second reads them.
+        ft = _frametrace_other(*_read(path, _Sink(), _half(progress, 0)))
+        progress = _half(progress, 1)
+    else:
+        ft = other[1]["frametrace"]
+    col = sink(_Plan(_frametrace_other({"otherData": {"frametrace": ft}}, True)))
+    top, saw_events = _read(path, col, progress, other=other)
+    if _frametrace_other(top, saw_events) != ft:
+        raise _Bad("otherData.frametrace is not the one read before its events")
+    trace = _chrome_trace(col)
+    if not isinstance(trace, MergedTrace):
+        # Other tools' members (torch.profiler's, which frametrace.torch
+        # writes): a save() writes them again.
+        trace.chrome_top_level = {k: _plain(v) for k, v in top.items()
+                                  if k not in _OWN_MEMBERS}
+    return trace
 
 
 def _half(progress: Progress, k: int) -> Progress:

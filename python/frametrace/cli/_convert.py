@@ -6,7 +6,7 @@ import sys
 import time
 from typing import Any
 
-from ._common import PROG, CommandError, load
+from ._common import PROG, CommandError, Progress
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
@@ -24,7 +24,8 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
 
 
 def run(ns: argparse.Namespace) -> int:
-    from .._dataset import check_available, write_dataset
+    from .._convert_stream import convert_file
+    from .._dataset import check_available
 
     try:
         check_available()
@@ -33,15 +34,14 @@ def run(ns: argparse.Namespace) -> int:
     total, started = 0, time.monotonic()
     for path in ns.traces:
         try:
-            trace = load(path)
-            if getattr(trace, "processes", None):
-                raise ValueError(f"{path}: a merged trace of several processes: convert the "
-                                 f"files it merged")
-            count = write_dataset(trace, ns.output)
+            progress = Progress(f"{PROG}: reading {path}")
+            try:
+                count = convert_file(path, ns.output, progress=progress)
+            finally:
+                progress.close()
         except (OSError, ValueError, TypeError) as exc:
             text = str(exc)
             raise CommandError(text if path in text else f"{path}: {text}") from None
-        del trace  # one file's events held at a time
         total += count
         print(f"{PROG}: {count:,} events of {path} added to {ns.output}", file=sys.stderr)
     seconds = time.monotonic() - started
