@@ -101,7 +101,7 @@ def run(ns: argparse.Namespace) -> int:
     print(f"{PROG}: {result.events:,} events of {result.threads} "
           f"thread{'s' if result.threads != 1 else ''} (and frametrace's) written to "
           f"{result.path} by process {result.pid} (traced for {traced:.3f} s: {why})", file=err)
-    report_dropped(result.dropped, options)
+    report_dropped(result.stats.dropped, options, result.stats.dropped_records)
     if not result.path.endswith((".pftrace", ".pftrace.gz")):
         try:
             trace = _load_written_by_another(result.path)

@@ -333,7 +333,9 @@ class _Agent:
             return {"error": f"could not write the trace to {path}: {reason(exc)}"}
         threads = sum(1 for tid, _ in tracer._threads if tid != self.thread_id)
         return {"done": {"path": path, "events": count, "threads": threads,
-                         "dropped": tracer.stats.dropped, "start_ns": tracer.start_ns,
+                         "dropped": tracer.stats.dropped,
+                         "dropped_records": tracer.stats.dropped_records,
+                         "start_ns": tracer.start_ns,
                          "stop_ns": tracer.stop_ns, "reason": self.reason,
                          "steps": self.steps_seen}}
 

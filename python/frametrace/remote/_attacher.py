@@ -11,6 +11,7 @@ import sys
 import time
 from typing import Any, Callable, NamedTuple, Optional
 
+from .._tracer import Stats
 from ..tracer import Options
 from . import _handover, _scripts, _target, _wire
 from ._errors import AttachError, Unreachable
@@ -27,6 +28,20 @@ HANDSHAKE_TIMEOUT = 5.0
 _PROBE_TIMEOUT = 30.0
 
 
+_DONE_COUNTS = ("events", "threads", "dropped", "dropped_records", "start_ns", "stop_ns", "steps")
+_REASONS = ("duration", "steps", "stopped", "exit")
+
+
+def checked_done(done: Any) -> Optional[dict]:
+    """The target's account of what it wrote, if it makes sense (None if
+    not): the target runs as its own user, who can make it say anything."""
+    if not (isinstance(done, dict) and done.get("reason") in _REASONS
+            and all(type(done.get(k)) is int and 0 <= done[k] < 1 << 63 for k in _DONE_COUNTS)
+            and done["start_ns"] <= done["stop_ns"]):
+        return None
+    return done
+
+
 class AttachResult(NamedTuple):
     """What an attach wrote.  reason: why tracing stopped, "duration",
     "steps", "stopped" (the attacher asked) or "exit" (the target exited:
@@ -36,7 +51,7 @@ class AttachResult(NamedTuple):
     path: str
     events: int  # Python/C events written
     threads: int
-    dropped: int
+    stats: Stats  # what the target's tracer lost (frametrace.Stats)
     start_ns: int
     stop_ns: int
     reason: str
@@ -439,11 +454,15 @@ class Attach:
             if "error" in message:
                 raise self._fail(message["error"])
             if "done" in message:
-                d = message["done"]
+                d = checked_done(message["done"])
+                if d is None:
+                    raise self._fail(f"it said it wrote the trace, in words that make no sense "
+                                     f"({str(message['done'])[:200]!r}); "
+                                     f"{self.config['output']} is not to be trusted")
                 # Its own output, not a path the target names.
                 return AttachResult(pid=self.pid, path=self.config["output"],
-                                    events=d["events"],
-                                    threads=d["threads"], dropped=d["dropped"],
+                                    events=d["events"], threads=d["threads"],
+                                    stats=Stats((d["dropped"], d["dropped_records"])),
                                     start_ns=d["start_ns"], stop_ns=d["stop_ns"],
                                     reason=d["reason"], steps=d["steps"],
                                     python=str(info.get("python")))
