@@ -23,7 +23,7 @@ import pytest
 
 import frametrace
 from frametrace.testing import assert_no_events_after_stop, assert_valid_trace, assert_well_nested
-from support import UNDER_ASAN, TESTS_DIR, UserPython, child_env, wait_for_a_child_to_come_and_go
+from support import UNDER_ASAN, TESTS_DIR, UserPython, child_env
 
 # A tracer runs here (in this process or a child): in every setup.
 pytestmark = pytest.mark.usefixtures("clock")
@@ -534,48 +534,10 @@ def test_under_yama_root_hands_the_script_over_itself(targets, user_python, othe
     assert (status, err) == (3, "") and "result" in stdout
 
 
-def _hand_over_by_a_runner(pid: int, output: str) -> Callable[[], str]:
-    """frametrace attach as a process whose runner, started as the target's
-    user, hands the script over; returns once that runner has come and
-    gone, with what waits for the attach's end and gives its stderr."""
-    cli = subprocess.Popen([sys.executable, "-m", "frametrace", "attach", str(pid),
-                            "--duration", "0.3", "--timeout", "2", "-o", output],
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                           env=child_env())
-
-    def end() -> str:
-        try:
-            _, err = cli.communicate(timeout=120)
-        finally:
-            cli.kill()
-            cli.communicate()
-        assert cli.returncode == 2, err
-        return err
-
-    try:
-        wait_for_a_child_to_come_and_go(cli.pid, cli)
-    except BaseException:
-        cli.kill()
-        cli.communicate()
-        raise
-    return end
-
-
-def _hand_over_by_root(pid: int, output: str, monkeypatch) -> Callable[[], str]:
-    """frametrace.attach in this process as under Yama, where root's own
-    sys.remote_exec hands the script over; returns once it has, with what
-    waits for the attach's end and gives its error."""
-    from frametrace.remote import _target
-
-    monkeypatch.setattr(_target, "ptrace_scope", lambda: "1")
-    handed = threading.Event()
-    remote_exec = sys.remote_exec  # type: ignore[attr-defined]
-
-    def remote_exec_then_say(target_pid, path):
-        remote_exec(target_pid, path)
-        handed.set()
-
-    monkeypatch.setattr(sys, "remote_exec", remote_exec_then_say)
+def _attach_in_a_thread(pid: int, output: str, handed: threading.Event) -> Callable[[], str]:
+    """frametrace.attach of pid in a thread of this process; returns once
+    handed is set (the hand-over's end), with what waits for the attach's
+    end and gives its error."""
     outcome: list = []
 
     def attach() -> None:
@@ -597,6 +559,42 @@ def _hand_over_by_root(pid: int, output: str, monkeypatch) -> Callable[[], str]:
         return str(error)
 
     return end
+
+
+def _hand_over_by_a_runner(pid: int, output: str, monkeypatch) -> Callable[[], str]:
+    """The runner, started as the target's user, hands the script over;
+    returns once it has ended (the attacher has waited for it)."""
+    from frametrace.remote import _attacher
+
+    handed = threading.Event()
+
+    class Runner(subprocess.Popen):
+        def wait(self, timeout=None):
+            try:
+                return super().wait(timeout)
+            finally:
+                if self.returncode is not None:
+                    handed.set()
+
+    monkeypatch.setattr(_attacher.subprocess, "Popen", Runner)
+    return _attach_in_a_thread(pid, output, handed)
+
+
+def _hand_over_by_root(pid: int, output: str, monkeypatch) -> Callable[[], str]:
+    """As under Yama, root's own sys.remote_exec hands the script over;
+    returns once it has."""
+    from frametrace.remote import _target
+
+    monkeypatch.setattr(_target, "ptrace_scope", lambda: "1")
+    handed = threading.Event()
+    remote_exec = sys.remote_exec  # type: ignore[attr-defined]
+
+    def remote_exec_then_say(target_pid, path):
+        remote_exec(target_pid, path)
+        handed.set()
+
+    monkeypatch.setattr(sys, "remote_exec", remote_exec_then_say)
+    return _attach_in_a_thread(pid, output, handed)
 
 
 @needs_remote_exec
@@ -626,7 +624,7 @@ def test_the_folder_given_to_the_user_redirects_nothing(tmp_path, targets, user_
     # Once the script is handed over (sys.remote_exec checks it can be
     # read), the user redirects its folder.
     if hand_over == "runner":
-        end = _hand_over_by_a_runner(target.pid, output)
+        end = _hand_over_by_a_runner(target.pid, output, monkeypatch)
     else:
         end = _hand_over_by_root(target.pid, output, monkeypatch)
     moved = []
