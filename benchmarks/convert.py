@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import sys
 import tempfile
 import time
 
@@ -21,20 +22,9 @@ import frametrace
 from frametrace._convert_stream import convert_file
 from frametrace._dataset import Writer, events_table, write_dataset
 
-
-def fib(n):
-    return n if n < 2 else fib(n - 1) + abs(fib(n - 2))
-
-
-def fib_arg_for(events):
-    n, calls = 1, 1
-    while calls * 2 < events:  # fib(n) makes ~1.6^n calls, each with one abs()
-        n += 1
-        a, b = 1, 1
-        for _ in range(n):
-            a, b = b, a + b + 1
-        calls = a
-    return n
+# The same traced program as the export benchmark's.
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from export import fib, fib_arg_for  # noqa: E402
 
 
 def timed(what, count, func):
