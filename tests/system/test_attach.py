@@ -534,10 +534,9 @@ def test_under_yama_root_hands_the_script_over_itself(targets, user_python, othe
     assert (status, err) == (3, "") and "result" in stdout
 
 
-def _attach_in_a_thread(pid: int, output: str, handed: threading.Event) -> Callable[[], str]:
-    """frametrace.attach of pid in a thread of this process; returns once
-    handed is set (the hand-over's end), with what waits for the attach's
-    end and gives its error."""
+def _attach_in_a_thread(pid: int, output: str) -> str:
+    """The AttachError of frametrace.attach of pid, run in a thread of this
+    process (so that the test's hooks see its hand-over)."""
     outcome: list = []
 
     def attach() -> None:
@@ -545,56 +544,44 @@ def _attach_in_a_thread(pid: int, output: str, handed: threading.Event) -> Calla
             frametrace.attach(pid, duration=0.3, output=output, timeout=2)
         except BaseException as exc:  # noqa: BLE001 - the test looks at it
             outcome.append(exc)
-        handed.set()
 
     thread = threading.Thread(target=attach)
     thread.start()
-    handed.wait(60)
-
-    def end() -> str:
-        thread.join(120)
-        assert not thread.is_alive()
-        (error,) = outcome
-        assert isinstance(error, frametrace.AttachError), repr(error)
-        return str(error)
-
-    return end
+    thread.join(120)
+    assert not thread.is_alive()
+    (error,) = outcome
+    assert isinstance(error, frametrace.AttachError), repr(error)
+    return str(error)
 
 
-def _hand_over_by_a_runner(pid: int, output: str, monkeypatch) -> Callable[[], str]:
+def _hand_over_by_a_runner(monkeypatch, then: Callable[[str], None]) -> None:
     """The runner, started as the target's user, hands the script over;
-    returns once it has ended (the attacher has waited for it)."""
+    then(folder) runs once it has ended, before the attacher goes on."""
     from frametrace.remote import _attacher
-
-    handed = threading.Event()
 
     class Runner(subprocess.Popen):
         def wait(self, timeout=None):
-            try:
-                return super().wait(timeout)
-            finally:
-                if self.returncode is not None:
-                    handed.set()
+            status = super().wait(timeout)
+            if any("sys.remote_exec" in arg for arg in self.args):  # the runner
+                then(os.path.dirname(self.args[-1]))  # its last argument: the script
+            return status
 
     monkeypatch.setattr(_attacher.subprocess, "Popen", Runner)
-    return _attach_in_a_thread(pid, output, handed)
 
 
-def _hand_over_by_root(pid: int, output: str, monkeypatch) -> Callable[[], str]:
+def _hand_over_by_root(monkeypatch, then: Callable[[str], None]) -> None:
     """As under Yama, root's own sys.remote_exec hands the script over;
-    returns once it has."""
+    then(folder) runs once it has, before the attacher goes on."""
     from frametrace.remote import _target
 
     monkeypatch.setattr(_target, "ptrace_scope", lambda: "1")
-    handed = threading.Event()
     remote_exec = sys.remote_exec  # type: ignore[attr-defined]
 
-    def remote_exec_then_say(target_pid, path):
+    def remote_exec_then(target_pid, path):
         remote_exec(target_pid, path)
-        handed.set()
+        then(os.path.dirname(path))
 
-    monkeypatch.setattr(sys, "remote_exec", remote_exec_then_say)
-    return _attach_in_a_thread(pid, output, handed)
+    monkeypatch.setattr(sys, "remote_exec", remote_exec_then)
 
 
 @needs_remote_exec
@@ -618,32 +605,32 @@ def test_the_folder_given_to_the_user_redirects_nothing(tmp_path, targets, user_
     (victim / "s").write_text("root's")
     # The script runs late (at finish()): the folder stays for it.
     target = targets("stdin", python=user_python)
-    pattern = os.path.join(tempfile.gettempdir(), "frametrace-attach-*")
-    before = set(glob.glob(pattern))
     output = os.path.join(user_python.out, "never.json")
-    # Once the script is handed over (sys.remote_exec checks it can be
-    # read), the user redirects its folder.
-    if hand_over == "runner":
-        end = _hand_over_by_a_runner(target.pid, output, monkeypatch)
-    else:
-        end = _hand_over_by_root(target.pid, output, monkeypatch)
     moved = []
+
+    def redirect(folder: str) -> None:
+        """Once the script is handed over (sys.remote_exec checks it can
+        be read), the user redirects its folder."""
+        assert os.lstat(folder).st_uid == uid
+        done = subprocess.run(["sh", "-c", 'mv "$1" "$1.moved" && ln -s "$2" "$1"', "sh",
+                               folder, str(victim)], user=uid, group=gid, extra_groups=[],
+                              capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        moved.append(folder)
+
+    if hand_over == "runner":
+        _hand_over_by_a_runner(monkeypatch, redirect)
+    else:
+        _hand_over_by_root(monkeypatch, redirect)
     try:
-        (given,) = [p for p in set(glob.glob(pattern)) - before
-                    if not os.path.islink(p) and os.lstat(p).st_uid == uid]
-        subprocess.run(["sh", "-c", 'mv "$1" "$1.moved" && ln -s "$2" "$1"', "sh", given,
-                        str(victim)], user=uid, group=gid, extra_groups=[], check=True)
-        moved.append(given)
-        err = end()
+        err = _attach_in_a_thread(target.pid, output)
+        assert len(moved) == 1, err
         assert "has not run Python code within 2 s" in err, err
         assert (victim / "s").read_text() == "root's"
         # (Its late script, now behind the link, cannot be read: CPython says
         # so on its stderr.)
         assert target.finish()[0] == 3
     finally:
-        if not moved:
-            with contextlib.suppress(AssertionError):
-                end()
         for link in moved:
             os.unlink(link)
             subprocess.run(["rm", "-rf", link + ".moved"])
