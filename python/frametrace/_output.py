@@ -1,20 +1,8 @@
 """Output files that exist only once complete: every writer of frametrace
-goes through here.
-
-A regular file (or a new one) is written to a temporary in the same
-directory, ``.NAME.<pid>.<random>.tmp``, created with the mode the umask
-gives (as ``open()`` would), synced, and renamed over the target only when
-complete.  On any exception (a write error, KeyboardInterrupt from a
-progress callback or a signal handler, MemoryError) the temporary is
-removed, the target keeps what it had, and the exception propagates.  A
-write error says why: ``OSError(errno, "could not write PATH: <errno
-text>")``.
-
-A target that exists and is not a regular file (a FIFO, a character device
-such as ``/dev/null``), or that names an open file descriptor
-(``/dev/stdout``, ``/dev/fd/N``, ``/proc/self/fd/N``), is written directly:
-no temporary, no rename.  A symbolic link to a file keeps pointing to it:
-the file it names is replaced.
+goes through here.  A regular file is written to a temporary beside it
+and renamed over it when complete; anything else (a FIFO, a device, a
+name of an open descriptor) is written in place.  What a user is promised
+is in docs/guarantees.md, "A trace file that exists is complete".
 """
 from __future__ import annotations
 
@@ -48,7 +36,8 @@ def _names_open_fd(path: str) -> bool:
 
 
 def writes_in_place(path: str) -> bool:
-    """True if path is written directly rather than replaced (see above)."""
+    """True if path is written directly rather than replaced: not a regular
+    file, or the name of an open file descriptor."""
     try:
         st = os.stat(path)
     except OSError:

@@ -1,51 +1,9 @@
 """Reading traces back: ``frametrace.loader.load(path)`` gives the
 ``frametrace.Trace`` of a file frametrace wrote (JSON or .pftrace, or
-either gzip-compressed, whatever its name says).
-
-    trace = frametrace.loader.load("train.json.gz")
-    trace.summary()
-
-- Chrome trace JSON (``write_chrome``, ``Trace.to_chrome``, ``frametrace
-  run``) with its ``otherData.frametrace``: the complete events of ``cat``
-  "python" and "c" become Events exact to the nanosecond (``ts`` and ``dur``
-  read as decimals), "range" and "step" events ``RangeRecord``s and
-  ``StepRecord``s, ``"M"`` thread_name events the names of ``threads``.  ``depth``
-  and ``parent`` are rebuilt from nesting per thread: the innermost event
-  enclosing an event is its parent, but an event open at the tracer's start
-  or stop only has a parent open there too (an event of zero duration
-  starting where the previous one ended reads as its child).  A Chrome tid
-  missing from ``otherData.frametrace.thread_ids`` keeps the tid as its
-  ``thread_id``.  Complete events of any other category (torch's ops,
-  which ``frametrace.torch`` writes) become ``Slice``s: on a traced
-  thread's tid ``Trace.slices``, on a track of their own
-  ``Trace.slice_tracks``, named by its thread_name event.  Top-level
-  members other than frametrace's own (torch.profiler's ``schemaVersion``,
-  ``deviceProperties``, ``baseTimeNanoseconds``, ...) become
-  ``Trace.chrome_top_level``, which ``save()`` writes again.
-- A file ``frametrace merge`` wrote loads as a ``MergedTrace``: the events
-  of every process, process after process, on the monotonic clock of the
-  one that started first.  A thread id an earlier process has becomes the
-  native thread id (else ``pid << 64 | ident``); thread names get
-  `` [pid N]``.
-- Perfetto's protobuf trace (``.pftrace``) as frametrace writes it (its
-  first byte says so, not its name): decoded in C (``frametrace._pftrace``),
-  it gives the Trace its Chrome JSON would give (other tools' slices
-  without their args, which a .pftrace does not hold).
-
-The file is streamed, its events never all parsed at once, by the reader
-``merge`` shares (``frametrace._reader``): each event is read with
-``json.JSONDecoder.raw_decode`` and checked, but those laid out as
-write_chrome writes them, of a function and thread already checked, which
-are taken in C (``_tracer._load_chrome_calls``; the testing hook
-``python_reader()`` turns that path off, for the tests to compare it with
-the Python one).  A value read whole
-(``otherData``, which maps every thread) may be as large as the file, or
-64 times a compressed file (at least 8 MiB); numbers are read exactly
-(integers of at most 20 digits, decimals) with bounded work.  A name that
-is not UTF-8 (a file name's byte, a lone surrogate U+DC80..U+DCFF in the
-str Python decodes it to) is in the JSON as its ``\\uXXXX`` escape and
-comes back as the same str.  Anything else raises ``ValueError`` naming
-the file and the problem; a missing or unreadable file ``OSError``.
+either gzip-compressed, whatever its name says), a ``MergedTrace`` for a
+file ``frametrace merge`` wrote.  What a loaded Trace holds and what is
+refused: docs/viewing.md, "Reading a trace back"; how the file is
+streamed: docs/internals.md, "Reading a trace back".
 """
 from __future__ import annotations
 

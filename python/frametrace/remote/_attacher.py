@@ -94,7 +94,7 @@ def attach(
     tracing it, an output its user cannot write: the target writes the
     trace, as itself) or when its main thread has not run Python code
     within ``timeout`` seconds.  As root, nothing of a target of another
-    user runs with root's privileges (see the module's doc).  A target
+    user runs with root's privileges (docs/guarantees.md, "Other users").  A target
     that exits before the end writes what was recorded: the result's
     ``target_exited`` is then true."""
     session = Attach(pid, duration=duration, output=output, steps=steps,

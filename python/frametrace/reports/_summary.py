@@ -60,18 +60,13 @@ class SummaryTable:
     """The result of ``summary()``: ``rows`` (``SummaryRow``s, sorted and
     limited), ``str(table)`` an aligned text table, ``table.print()``.
 
-    ``traced_ns`` is the share denominator: the sum of each thread's
-    outermost calls' durations (over ``thread_count`` threads: more than
-    ``wall_ns``, the trace's wall time, where threads ran at once),
-    ``functions`` and ``calls`` count every function and call before the
-    limit.  With ``per_thread=True``, ``threads`` maps each thread's
-    thread_serial (its thread_id for events with no serial) to its own table
-    (sorted and limited on its own, shares of that thread's traced time;
-    ``thread_id``, ``thread_serial`` and ``thread_name`` say which thread),
-    and ``rows`` is their rows, thread after thread.  Threads that had the
-    same thread_id (CPython reuses idents) are separate tables, labelled
-    ``thread <id> #<serial>``; ``threads[thread_id]`` also finds the table
-    of the one thread that had that id."""
+    ``traced_ns``: the shares' denominator, summed over ``thread_count``
+    threads; ``wall_ns``: the trace's wall time; ``functions`` and
+    ``calls``: counts before the limit.  With ``per_thread=True``,
+    ``threads`` maps each thread's thread_serial to its own table
+    (``threads[thread_id]`` also finds the one thread that had that id),
+    and ``rows`` is their rows, thread after thread.  What the numbers
+    mean: :doc:`/viewing`, "The summary"."""
 
     def __init__(self, rows: list[SummaryRow], *, traced_ns: int, functions: int, calls: int,
                  sort: str, limit: Optional[int], thread_id: Any = None,
@@ -198,34 +193,22 @@ def summary(trace: Any, *, sort: str = "self", limit: Optional[int] = 30,
             per_thread: bool = False,
             thread_names: Optional[Mapping[Any, str]] = None,
             group_by_input_shape: bool = False) -> SummaryTable:
-    """A table of the functions of a trace: calls, total (inclusive) time,
-    self time, mean (total / calls), share and capped, per function
-    ``(name, filename, lineno, kind)``.
-
-    share is the function's **self time over the traced time, the sum of the
-    root events' durations** (over all threads: thread time, more than the
-    wall time where threads ran at once, both in the header; over the thread
-    in a per-thread table), so the shares of a full table add up to 100%.  Total
-    time counts each outermost activation once (recursive calls inside it add
-    nothing), like cProfile's cumtime.  capped: one of the function's events
-    was still running at the tracer's stop, its time cut there (marked ``*``
-    in the text table).  wait: a C call that blocks (``WAIT_CALLS``; marked
-    ``[wait]``); see :doc:`/viewing` for what self time cannot see.
+    """The ``SummaryTable`` of a trace (a Trace, or what ``as_trace()``
+    takes): calls, total, self and mean time, share, capped and wait per
+    function ``(name, filename, lineno, kind)``; what they mean:
+    :doc:`/viewing`, "The summary".
 
     sort: "self" (default), "total", "calls", "mean" (descending) or "name"
     (ascending); ties by name, file, line.  limit: at most this many rows
     (None: all).  per_thread: one table per thread in ``table.threads``,
-    keyed by thread_serial (each OS thread its own, whatever the reuse of
-    thread ids; each sorted, limited and shared on its own); ``table.rows``
-    then holds their rows one thread after another, each with its thread_id
-    and thread_serial.
-    thread_names ({thread_id: name}; default: a Trace's threads' own) label
-    the threads.
+    each sorted and limited on its own.  thread_names ({thread_id: name};
+    default: a Trace's threads' own) label the threads.
+    group_by_input_shape: a row per op and input shapes in the table of
+    torch's ops, ``table.ops`` (``frametrace.op_table.op_table``), which a
+    Trace with torch's ops (``frametrace.torch``) gets.
 
-    A ``frametrace.Trace`` with torch's ops (``frametrace.torch``) also
-    gets their table, ``table.ops`` (``frametrace.op_table.op_table``, of
-    all threads, with the same sort and limit; a row per op and input
-    shapes with group_by_input_shape), printed after the functions.
+    Raises ValueError for an unknown sort or a negative limit, TypeError
+    for arguments of the wrong type or a trace without a list of events.
     """
     from ..op_table import has_ops, op_table
 
