@@ -1,13 +1,6 @@
-"""Profiling sessions: a training loop profiled over a schedule of steps, with
-user ranges, and the Python tracer limited to the first active steps.
-
-    sched = frametrace.schedule(wait=1, warmup=1, active=3, repeat=2)
-    with frametrace.profile(schedule=sched, python_steps=1,
-                            on_trace_ready=frametrace.trace_handler("traces/")) as prof:
-        for batch in loader:
-            with frametrace.range("forward"):
-                loss = model(batch)
-            prof.step()
+"""Profiling sessions (``frametrace.profile``): a training loop profiled
+over a schedule of steps, with user ranges, and the Python tracer limited
+to the first active steps; how to use them: docs/sessions.md.
 
 Everything the session itself runs while the Python tracer is on is kept out
 of the trace: its methods are ignored by the tracer, it reads the clock

@@ -23,28 +23,8 @@ children, ``parent`` the index of the parent event in the same list); its
 shared pass over the events in ``_pass``.  Each makes a single pass over the
 events, keeping a few integers per event.
 
-Conventions shared by every report:
-
-- A function is ``(name, filename, lineno, kind)``: frametrace's qualified
-  name (``co_name`` on 3.10), where its code is, and "py" or "c".
-- Every event is one call, including events flagged ``open_at_start`` (they
-  were already running when tracing began, and start at the tracer's start)
-  and each resume-to-yield slice of a generator (as cProfile counts them).
-- Self time is an event's duration minus the durations of its direct
-  children.  Total (inclusive) time counts a function's time once per
-  outermost activation on a thread's stack: a recursive call inside an
-  activation of the same function adds no total time (cProfile's
-  ``cumtime``).
-- The traced time, the denominator of every share, is the sum of the
-  durations of the root events (``parent == -1``) over all threads (over the
-  one thread for a per-thread table): the time the trace covers on each
-  thread, added up.
-- A function is *capped* when one of its events was still running at the
-  tracer's stop (``open_at_stop``): its time ends at the stop, shorter than
-  the real call.
-- A function is a *wait* when it is a C call that blocks (``WAIT_CALLS``:
-  lock acquires, sleeps, select and poll, thread joins, waitpid): its time
-  is waiting, not work.
+What a function, a call, self, total and traced time, capped and wait
+mean, the same in every report: docs/viewing.md, "The summary".
 """
 from ._collapsed import collapsed_stacks, write_collapsed
 from ._compare import CompareReport, CompareRow, StepStats, compare
