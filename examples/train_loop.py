@@ -89,7 +89,7 @@ def summarize(trace):
     print(f"trace {trace.cycle}: steps {trace.steps[0].step}-{trace.steps[-1].step}, "
           f"{len(events)} Python/C events on {threads} thread{'s' if threads != 1 else ''}, "
           f"{trace.stats.dropped} dropped")
-    print(f"  Python traced for {(trace.tracer_stop_ns - trace.session_start_ns) / 1e6:.2f} ms "
+    print(f"  Python traced for {(trace.tracer_stop_ns - trace.tracer_start_ns) / 1e6:.2f} ms "
           f"of a {(trace.session_end_ns - trace.session_start_ns) / 1e6:.2f} ms window: "
           f"train_step traced {traced_steps}x, {len(trace.ranges)} ranges recorded")
     print(f"  frames open at the tracer's stop, capped there: {', '.join(capped[-3:])}")

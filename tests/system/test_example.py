@@ -27,3 +27,15 @@ def test_train_loop_example(tmp_path):
     trace = frametrace.load(tmp_path / "traces" / files[1])
     assert trace.tracer_stop_ns < trace.session_end_ns
     assert trace.events and all(ev.end_ns <= trace.tracer_stop_ns for ev in trace.events)
+
+
+def test_example_says_the_time_summary_says(tmp_path):
+    # "Python traced for" is the tracer's start to its stop, the span that
+    # frametrace summary prints as "traced for" for the same file.
+    out = subprocess.run([sys.executable, EXAMPLE, "--out", str(tmp_path)],
+                         capture_output=True, text=True, timeout=120, check=True).stdout
+    said = [float(line.split("Python traced for ")[1].split(" ms")[0])
+            for line in out.splitlines() if "Python traced for" in line]
+    traces = [frametrace.load(tmp_path / name) for name in sorted(os.listdir(tmp_path))]
+    assert said == [round((t.tracer_stop_ns - t.tracer_start_ns) / 1e6, 2)
+                    for t in sorted(traces, key=lambda t: t.cycle)]
