@@ -1,38 +1,9 @@
 """Tracing a program's child processes: ``profile(..., trace_children=True)``
-and ``frametrace run --follow-children``.
-
-While a parent traces its children (``enable(plan)``), every child it
-starts traces itself from its first moment to its end, with a tracer of its
-own (the parent's options), and hands its trace to ``plan.deliver`` (the
-session's on_trace_ready, or the command's writer) as it ends; a child
-that steps is profiled on the parent's schedule from its first step on
-instead (``step()``).  How each kind of child starts tracing:
-
-- fork (``os.fork``, multiprocessing's "fork"): an at-fork hook starts the
-  child's tracer (the inherited one was stopped at the fork by the
-  extension's own hook, registered first);
-- spawn and forkserver: the child is a fresh interpreter, which unpickles
-  the preparation data its parent sends before anything else
-  (``multiprocessing.spawn._main``).  While enabled, the parent's
-  ``multiprocessing.spawn.get_preparation_data`` adds one entry to it whose
-  unpickling starts the child's tracer (``prepare()`` reads only the keys it
-  knows).  The forkserver process itself is not traced, the children it
-  forks are.
-
-A child ends one of three ways, and each writes its trace first: through
-``sys.exit`` or the end of its code (``atexit``); through ``os._exit`` at
-the end of multiprocessing's bootstrap (a ``multiprocessing.util.Finalize``
-of lowest priority, run by ``util._exit_function`` just before it); or
-killed by SIGTERM (``Process.terminate()``, a Pool's exit), where a handler
-is installed if SIGTERM had none: it writes, then dies of SIGTERM as before,
-whatever the write or its message met (stderr gone: the message is lost,
-never raised into the child).  Python runs that handler in the main thread
-between bytecodes; a child whose main thread is blocked in C (an idle Pool
-worker at the Pool's exit, whose SIGTERM came just as it started to wait
-for the queue's lock) has it run by frametrace's thread instead
-(``_endings.SigtermWatch``).  The first ending claims the write; another
-that comes meanwhile waits for it.  A child killed by SIGKILL writes
-nothing.
+and ``frametrace run --follow-children``.  ``enable(plan)`` makes every
+child started meanwhile trace itself and hand its trace to
+``plan.deliver``; ``step()`` moves a child that steps onto the parent's
+schedule.  What a user sees: docs/distributed.md; how each kind of child
+starts and ends tracing: docs/internals.md, "Child processes".
 """
 from __future__ import annotations
 

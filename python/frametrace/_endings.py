@@ -1,30 +1,8 @@
 """The ways the program ``frametrace run`` runs can end without coming back
-to the command, each made to write the trace first, once, and then to end
-the process as it would have ended untraced:
-
-- SIGTERM (what ``timeout``, job schedulers, Kubernetes and ``docker stop``
-  send), when the process has no handler of its own for it: a handler,
-  run by Python in the main thread between two bytecodes, writes the
-  trace, then the process dies of SIGTERM (exit status -15, 143 in a
-  shell).  A main thread blocked in C never runs it (a wait entered just
-  after the signal came: an idle Pool worker at the Pool's exit): the
-  signal is caught in C too (``SigtermWatch``), and a thread of
-  frametrace's runs the same handler GRACE_MS later if the process is
-  still there.  A program that sets a handler of its own decides what
-  SIGTERM does; if it then exits, its trace is written as at any exit.
-- ``os._exit(n)`` from any thread: while the program runs, ``os._exit``
-  is a wrapper that writes the trace, then calls the real one with n (2
-  in place of 0 if the trace could not be written).  In a forked child it
-  is the real one at once: the parent's trace is not the child's (see
-  ``frametrace._children`` for ``--follow-children``).  ``posix._exit`` or
-  a C extension's ``_exit()`` still end without a trace.
-
-The first ending to come claims the write.  One that comes while the trace
-is being written waits for it: ``os._exit`` from another thread calls the
-real one once the write is done; a SIGTERM's handler run by the writing
-thread is kept, and the process dies of it once the write is done
-(``close``); run by another thread, it waits for the write to end the
-process.
+to the command (SIGTERM, ``os._exit``), each made to write the trace
+first, once, and then to end the process as it would have ended untraced.
+What is promised: docs/guarantees.md, "However a run ends"; how:
+docs/internals.md, "How a run ends".
 """
 from __future__ import annotations
 
