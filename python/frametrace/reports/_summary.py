@@ -63,7 +63,9 @@ class SummaryTable:
     ``traced_ns``: the shares' denominator, summed over ``thread_count``
     threads; ``wall_ns``: the trace's wall time; ``functions`` and
     ``calls``: counts before the limit.  With ``per_thread=True``,
-    ``threads`` maps each thread's thread_serial to its own table
+    ``threads`` maps each thread's thread_serial (its thread_id for events
+    with no serial) to its own table, whose ``thread_id``,
+    ``thread_serial`` and ``thread_name`` say which thread
     (``threads[thread_id]`` also finds the one thread that had that id),
     and ``rows`` is their rows, thread after thread.  What the numbers
     mean: :doc:`/viewing`, "The summary"."""
@@ -204,8 +206,9 @@ def summary(trace: Any, *, sort: str = "self", limit: Optional[int] = 30,
     each sorted and limited on its own.  thread_names ({thread_id: name};
     default: a Trace's threads' own) label the threads.
     group_by_input_shape: a row per op and input shapes in the table of
-    torch's ops, ``table.ops`` (``frametrace.op_table.op_table``), which a
-    Trace with torch's ops (``frametrace.torch``) gets.
+    torch's ops, ``table.ops`` (``frametrace.op_table.op_table``, of all
+    threads, with the same sort and limit), which a Trace with torch's ops
+    (``frametrace.torch``) gets.
 
     Raises ValueError for an unknown sort or a negative limit, TypeError
     for arguments of the wrong type or a trace without a list of events.
