@@ -9,7 +9,7 @@ import pytest
 
 from support import run_json
 
-pytestmark = pytest.mark.usefixtures("clock")
+pytestmark = [pytest.mark.usefixtures("clock"), pytest.mark.every_setup]
 
 # Steps: 0 wait, 1 warm-up, 2-4 active (Python traced in 2 and 3), 5 none.
 PROGRAM = """

@@ -11,8 +11,9 @@ import textwrap
 
 import pytest
 
-# A tracer runs here (in this process or a child): in every setup.
-pytestmark = pytest.mark.usefixtures("clock")
+# A tracer runs here (in this process or a child): in every setup, before
+# 3.12 too (every_setup: the hook under stress).
+pytestmark = [pytest.mark.usefixtures("clock"), pytest.mark.every_setup]
 
 
 def run(program, leaks_checked=True):

@@ -26,6 +26,7 @@ from targets import forking
 pytestmark = [
     pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork"),
     pytest.mark.usefixtures("clock"),  # a tracer runs here: in every setup
+    pytest.mark.every_setup,  # before 3.12 too: the hook across fork
 ]
 
 

@@ -11,8 +11,9 @@ import pytest
 
 from support import child_env
 
-# A tracer runs in the child: in every setup.
-pytestmark = pytest.mark.usefixtures("clock")
+# A tracer runs in the child: in every setup, before
+# 3.12 too (every_setup: the hook under stress).
+pytestmark = [pytest.mark.usefixtures("clock"), pytest.mark.every_setup]
 
 ROUNDS = 1500
 

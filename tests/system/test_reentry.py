@@ -14,8 +14,9 @@ import textwrap
 
 import pytest
 
-# A tracer runs here (in this process or a child): in every setup.
-pytestmark = pytest.mark.usefixtures("clock")
+# A tracer runs here (in this process or a child): in every setup, before
+# 3.12 too (every_setup: the hook under stress).
+pytestmark = [pytest.mark.usefixtures("clock"), pytest.mark.every_setup]
 
 # What each backend's start() and stop() raise audit events for:
 # PyEval_SetProfile* ("sys.setprofile", once per start() and stop(); 3.10/3.11 one hook

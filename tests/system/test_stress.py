@@ -24,8 +24,9 @@ from support import (PROC_STATUS, TESTS_DIR, child_env, find, needs_plain_alloca
                      subtree, tracing_installed)
 from targets import calls
 
-# A tracer runs here (in this process or a child): in every setup.
-pytestmark = pytest.mark.usefixtures("clock")
+# A tracer runs here (in this process or a child): in every setup, before
+# 3.12 too (every_setup: the hook under stress).
+pytestmark = [pytest.mark.usefixtures("clock"), pytest.mark.every_setup]
 
 PY = "py"
 C = "c"

@@ -11,7 +11,7 @@ import pytest
 
 import frametrace
 
-pytestmark = pytest.mark.usefixtures("clock")
+pytestmark = [pytest.mark.usefixtures("clock"), pytest.mark.every_setup]
 
 WAIT = 120
 
