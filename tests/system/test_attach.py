@@ -498,7 +498,8 @@ def test_root_runs_nothing_of_the_targets_user(targets, user_python, other_user)
     handed over by the user's interpreter run as the user."""
     target = targets("busy", python=user_python)
     out = os.path.join(user_python.out, f"t-{target.pid}.json")
-    proc = attach_as_this_user(target.pid, "--duration", "0.3", "-o", out)
+    proc = attach_as_this_user(target.pid, "--duration", "0.3", "-o", out,
+                               "--buffer-size", str(RING))
     assert 0 not in user_python.ran_as()
     if HAS_REMOTE_EXEC:
         assert proc.returncode == 0, proc.stderr
@@ -684,7 +685,8 @@ def test_another_users_claim_keeps_no_one_from_attaching(tmp_path, targets, othe
         stdout=subprocess.PIPE, text=True, user=uid, group=gid, extra_groups=[], cwd="/")
     try:
         assert squatter.stdout.readline() == "holding\n"
-        frametrace.attach(target.pid, duration=0.3, output=str(tmp_path / "t.json"), timeout=60)
+        frametrace.attach(target.pid, duration=0.3, output=str(tmp_path / "t.json"), timeout=60,
+                          buffer_size=RING)
         assert squatter.poll() is None  # still holding them
     finally:
         squatter.kill()
