@@ -188,8 +188,8 @@ by_value(PyObject *keys)
     }
     for (Py_ssize_t j = 0; j < n; j++) {
         PyObject *at = PyLong_FromSsize_t(j);
-        PyObject *got = at == NULL ? NULL
-                        : PyDict_SetDefault(seen, PyList_GET_ITEM(keys, j), at);
+        PyObject *key = PyList_GET_ITEM(keys, j);
+        PyObject *got = at == NULL ? NULL : PyDict_SetDefault(seen, key, at);
         Py_XDECREF(at);
         if (got == NULL) {
             goto fail;
@@ -243,7 +243,8 @@ mark_outermost(Py_ssize_t n, const int64_t *parent, const int32_t *func,
                 if (push(s, (Py_ssize_t)j) < 0) {
                     goto done;
                 }
-                if (!(parent[j] >= 0 && parent[j] < j && thread[parent[j]] == thread[i])) {
+                int64_t up = parent[j];
+                if (!(up >= 0 && up < j && thread[up] == thread[i])) {
                     break;
                 }
             }
@@ -372,9 +373,9 @@ event_columns(PyObject *module, PyObject *given)
             func[i] = func_first[func[i]];
             thread[i] = thread_first[thread[i]];
         }
-        int marked = mark_outermost(n, parent, func, thread, PyList_GET_SIZE(threads),
-                                    (uint8_t *)PyBytes_AS_STRING(cols[C_OUTERMOST]));
-        if (marked < 0) {
+        uint8_t *outer = (uint8_t *)PyBytes_AS_STRING(cols[C_OUTERMOST]);
+        if (mark_outermost(n, parent, func, thread, PyList_GET_SIZE(threads),
+                           outer) < 0) {
             PyErr_NoMemory();
         }
     }
