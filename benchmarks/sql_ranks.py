@@ -35,7 +35,10 @@ QUERIES = {
 }
 
 
-def write_rank(root: str, rank: int, n: int, steps: int, seed: int) -> None:
+def write_rank(root: str, rank: int, n: int, steps: int, seed: int,
+               outermost: bool = True) -> None:
+    """One rank's events and steps; outermost=False: the events table as
+    writers before that column wrote it."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -72,6 +75,8 @@ def write_rank(root: str, rank: int, n: int, steps: int, seed: int) -> None:
         "open_at_start": pa.array(np.zeros(n, bool)),
         "open_at_stop": pa.array(np.zeros(n, bool)),
     }
+    if outermost:  # a tenth inside a call of their own function
+        cols["outermost"] = pa.array(rng.random(n) >= 0.1)
     for table, data in (("events", cols), ("steps", _steps(np, pa, start, dur, step, steps,
                                                           rank))):
         folder = os.path.join(root, table, f"rank={rank}", "cycle=0")

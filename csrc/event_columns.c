@@ -2,8 +2,10 @@
  * writer (frametrace/_dataset.py, which wraps them as Arrow arrays without
  * a copy).  One pass, no Python object made per event: functions and
  * threads are numbered by first appearance (by their shared tuples'
- * identity; an Event(values) by its values), and self times (a call's
- * duration less its children's) summed here. */
+ * identity; an Event(values) by its values), self times (a call's
+ * duration less its children's) summed here, and whether a call is its
+ * function's outermost activation on its thread's stack (the summary's
+ * rule for total time), so that a total is a plain sum in SQL. */
 #include "state.h"
 
 #include <stdlib.h>
@@ -99,11 +101,192 @@ values_key(PyObject *values, const int *idx, Py_ssize_t n, PyObject *memo)
     return found;
 }
 
+/* (thread, function) -> how many of its calls are on the thread's stack;
+ * open addressing, cap a power of two, EMPTY keys free. */
+#define EMPTY UINT64_MAX
+typedef struct {
+    uint64_t *keys;
+    int32_t *counts;
+    size_t cap, len;
+} countmap;
+
+static int32_t *
+count_of(countmap *m, uint64_t key)
+{
+    if (m->cap == 0 || (m->len + 1) * 2 > m->cap) {
+        countmap bigger = {NULL, NULL, m->cap ? m->cap * 2 : 64, m->len};
+        bigger.keys = malloc(bigger.cap * sizeof(*bigger.keys));
+        bigger.counts = malloc(bigger.cap * sizeof(*bigger.counts));
+        if (bigger.keys == NULL || bigger.counts == NULL) {
+            free(bigger.keys);
+            free(bigger.counts);
+            return NULL;
+        }
+        memset(bigger.keys, 0xff, bigger.cap * sizeof(*bigger.keys));
+        for (size_t i = 0; i < m->cap; i++) {
+            if (m->keys[i] != EMPTY) {
+                size_t j = (size_t)(m->keys[i] * 0x9E3779B97F4A7C15u >> 17)
+                           & (bigger.cap - 1);
+                while (bigger.keys[j] != EMPTY) {
+                    j = (j + 1) & (bigger.cap - 1);
+                }
+                bigger.keys[j] = m->keys[i];
+                bigger.counts[j] = m->counts[i];
+            }
+        }
+        free(m->keys);
+        free(m->counts);
+        *m = bigger;
+    }
+    size_t i = (size_t)(key * 0x9E3779B97F4A7C15u >> 17) & (m->cap - 1);
+    while (m->keys[i] != EMPTY && m->keys[i] != key) {
+        i = (i + 1) & (m->cap - 1);
+    }
+    if (m->keys[i] == EMPTY) {
+        m->keys[i] = key;
+        m->counts[i] = 0;
+        m->len++;
+    }
+    return &m->counts[i];
+}
+
+typedef struct {
+    Py_ssize_t *items;
+    size_t len, cap;
+} stack;
+
+static int
+push(stack *s, Py_ssize_t i)
+{
+    if (s->len == s->cap) {
+        size_t cap = s->cap ? s->cap * 2 : 16;
+        Py_ssize_t *items = realloc(s->items, cap * sizeof(*items));
+        if (items == NULL) {
+            return -1;
+        }
+        s->items = items;
+        s->cap = cap;
+    }
+    s->items[s->len++] = i;
+    return 0;
+}
+
+/* For each of keys (numbered by identity), the number of the first equal
+ * to it: one number per function or thread however its tuples were made
+ * (a loader's are equal, not one object).  NULL with an exception. */
+static int32_t *
+by_value(PyObject *keys)
+{
+    Py_ssize_t n = PyList_GET_SIZE(keys);
+    int32_t *first = malloc(((size_t)n + 1) * sizeof(*first));
+    PyObject *seen = PyDict_New();
+    if (first == NULL || seen == NULL) {
+        if (!PyErr_Occurred()) {
+            PyErr_NoMemory();
+        }
+        goto fail;
+    }
+    for (Py_ssize_t j = 0; j < n; j++) {
+        PyObject *at = PyLong_FromSsize_t(j);
+        PyObject *key = PyList_GET_ITEM(keys, j);
+        PyObject *got = at == NULL ? NULL : PyDict_SetDefault(seen, key, at);
+        Py_XDECREF(at);
+        if (got == NULL) {
+            goto fail;
+        }
+        first[j] = (int32_t)PyLong_AsLong(got);  /* < n <= INT32_MAX */
+    }
+    Py_DECREF(seen);
+    return first;
+fail:
+    free(first);
+    Py_XDECREF(seen);
+    return NULL;
+}
+
+static inline uint64_t
+pair(const int32_t *thread, const int32_t *func, Py_ssize_t i)
+{
+    return ((uint64_t)(uint32_t)thread[i] << 32) | (uint32_t)func[i];
+}
+
+/* outer[i]: no call of event i's function is open below it on its
+ * thread's stack.  The stack is followed as the reports' pass does
+ * (report_pass.c): popped down to the parent, rebuilt from the parent
+ * links where the parent is not on it (events out of call order); a
+ * parent that is no earlier event of the thread makes a root.  0, or -1
+ * when out of memory (no exception set). */
+static int
+mark_outermost(Py_ssize_t n, const int64_t *parent, const int32_t *func,
+               const int32_t *thread, Py_ssize_t nthreads, uint8_t *outer)
+{
+    stack *stacks = calloc((size_t)nthreads + 1, sizeof(*stacks));
+    countmap open = {0};
+    int rc = -1;
+    if (stacks == NULL) {
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        stack *s = &stacks[thread[i]];
+        int64_t p = parent[i];
+        int linked = p >= 0 && p < i && thread[p] == thread[i];
+        while (s->len > 0 && !(linked && s->items[s->len - 1] == p)) {
+            s->len--;
+            int32_t *c = count_of(&open, pair(thread, func, s->items[s->len]));
+            if (c == NULL) {
+                goto done;
+            }
+            (*c)--;
+        }
+        if (linked && s->len == 0) {  /* rebuilt, root first */
+            for (int64_t j = p;; j = parent[j]) {
+                if (push(s, (Py_ssize_t)j) < 0) {
+                    goto done;
+                }
+                int64_t up = parent[j];
+                if (!(up >= 0 && up < j && thread[up] == thread[i])) {
+                    break;
+                }
+            }
+            for (size_t a = 0, b = s->len; a + 1 < b; a++, b--) {
+                Py_ssize_t x = s->items[a];
+                s->items[a] = s->items[b - 1];
+                s->items[b - 1] = x;
+            }
+            for (size_t k = 0; k < s->len; k++) {
+                int32_t *c = count_of(&open, pair(thread, func, s->items[k]));
+                if (c == NULL) {
+                    goto done;
+                }
+                (*c)++;
+            }
+        }
+        int32_t *c = count_of(&open, pair(thread, func, i));
+        if (c == NULL) {
+            goto done;
+        }
+        outer[i] = *c == 0;
+        (*c)++;
+        if (push(s, i) < 0) {
+            goto done;
+        }
+    }
+    rc = 0;
+done:
+    for (Py_ssize_t t = 0; t <= nthreads; t++) {
+        free(stacks[t].items);
+    }
+    free(stacks);
+    free(open.keys);
+    free(open.counts);
+    return rc;
+}
+
 static const int FUNC_VALUES[] = {0, 1, 2, 3};       /* name .. kind */
 static const int THREAD_VALUES[] = {4, 5, 12};      /* ids, serial */
 
 enum { C_ID, C_START, C_END, C_PARENT, C_SELF, C_DEPTH, C_FUNC, C_THREAD,
-       C_OPEN_START, C_OPEN_STOP, N_COLUMNS };
+       C_OPEN_START, C_OPEN_STOP, C_OUTERMOST, N_COLUMNS };
 
 static PyObject *
 event_columns(PyObject *module, PyObject *given)
@@ -124,7 +307,7 @@ event_columns(PyObject *module, PyObject *given)
         Py_DECREF(events);
         return PyErr_NoMemory();
     }
-    static const Py_ssize_t width[N_COLUMNS] = {8, 8, 8, 8, 8, 4, 4, 4, 1, 1};
+    static const Py_ssize_t width[N_COLUMNS] = {8, 8, 8, 8, 8, 4, 4, 4, 1, 1, 1};
     PyObject *cols[N_COLUMNS] = {NULL};
     PyObject *funcs = PyList_New(0), *threads = PyList_New(0);
     PyObject *memo = PyDict_New();
@@ -182,6 +365,25 @@ event_columns(PyObject *module, PyObject *given)
         open_start[i] = ev.open_at_start;
         open_stop[i] = ev.open_at_stop;
     }
+    /* Functions and threads numbered by value (the first of equal tuples,
+     * which the columns look the same names up by) for the stacks. */
+    int32_t *func_first = by_value(funcs), *thread_first = by_value(threads);
+    if (func_first != NULL && thread_first != NULL) {
+        for (Py_ssize_t i = 0; i < n; i++) {
+            func[i] = func_first[func[i]];
+            thread[i] = thread_first[thread[i]];
+        }
+        uint8_t *outer = (uint8_t *)PyBytes_AS_STRING(cols[C_OUTERMOST]);
+        if (mark_outermost(n, parent, func, thread, PyList_GET_SIZE(threads),
+                           outer) < 0) {
+            PyErr_NoMemory();
+        }
+    }
+    free(func_first);
+    free(thread_first);
+    if (PyErr_Occurred()) {
+        goto done;
+    }
     /* Each parent less its children: a parent comes before them. */
     for (Py_ssize_t i = 0; i < n; i++) {
         int64_t p = parent[i], dur = end[i] - start[i];
@@ -189,9 +391,9 @@ event_columns(PyObject *module, PyObject *given)
             self[p] = INT64_MIN;
         }
     }
-    result = Py_BuildValue("(OOOOOOOOOOOO)", cols[0], cols[1], cols[2], cols[3],
+    result = Py_BuildValue("(OOOOOOOOOOOOO)", cols[0], cols[1], cols[2], cols[3],
                            cols[4], cols[5], cols[6], cols[7], cols[8], cols[9],
-                           funcs, threads);
+                           cols[10], funcs, threads);
 done:
     for (int c = 0; c < N_COLUMNS; c++) {
         Py_XDECREF(cols[c]);
@@ -210,7 +412,8 @@ done:
 PyMethodDef ft_event_columns_def = {
     "_event_columns", event_columns, METH_O,
     "_event_columns(events): (id, start, end, parent, self, depth, func, thread, "
-    "open_at_start, open_at_stop) as bytes (int64, int32 or uint8 each), "
+    "open_at_start, open_at_stop, outermost) as bytes (int64, int32 or uint8 "
+    "each), "
     "then the functions [(name, filename, lineno, kind)] and threads "
     "[(thread_id, native_thread_id, thread_serial)] func and thread number.",
 };

@@ -15,7 +15,8 @@ SCHEMAS = {
     "events": [("pid", I64), ("thread", I32), ("tid", I64), ("thread_name", S), ("id", I64),
                ("parent", I64), ("depth", I32), ("name", S), ("file", S), ("line", I32),
                ("kind", S), ("start_ns", I64), ("end_ns", I64), ("dur_ns", I64),
-               ("self_ns", I64), ("step", I32), ("open_at_start", B), ("open_at_stop", B)],
+               ("self_ns", I64), ("step", I32), ("open_at_start", B), ("open_at_stop", B),
+               ("outermost", B)],
     "steps": [("pid", I64), ("step", I32), ("name", S), ("start_ns", I64), ("end_ns", I64),
               ("dur_ns", I64)],
     "threads": [("pid", I64), ("thread", I32), ("tid", I64), ("name", S), ("events", I64),
@@ -63,14 +64,15 @@ def synthetic_ranks(root: str, ranks: int = 4, steps: int = 5, slow: tuple = (2,
                                name="train_step", file="train.py", line=10, kind="py",
                                start_ns=t, end_ns=t + dur, dur_ns=dur,
                                self_ns=dur - sum(d for _, d in children), step=step,
-                               open_at_start=False, open_at_stop=False))
+                               open_at_start=False, open_at_stop=False, outermost=True))
             c = t
             for i, (name, d) in enumerate(children):
                 events.append(dict(pid=1000 + rank, thread=1, tid=1000 + rank,
                                    thread_name="MainThread", id=base + 1 + i, parent=base,
                                    depth=1, name=name, file="train.py", line=20 + i,
                                    kind="py", start_ns=c, end_ns=c + d, dur_ns=d, self_ns=d,
-                                   step=step, open_at_start=False, open_at_stop=False))
+                                   step=step, open_at_start=False, open_at_stop=False,
+                                   outermost=True))
                 c += d
             step_rows.append(dict(pid=1000 + rank, step=step, name=f"step#{step}", start_ns=t,
                                   end_ns=t + dur, dur_ns=dur))

@@ -147,11 +147,12 @@ class _Chunked(_ChromeEvents):
         for serial, rows in events_per_thread(table).items():
             self.per_serial[serial] = self.per_serial.get(serial, 0) + rows
         # The open calls start the next chunk, each with its parent's new
-        # index (-1 in the Event: its dur is already its parent's).
+        # index (the stacks the outermost column is marked from).
         new = {old: i for i, old in enumerate(still_open)}
         self.carried_parents = parents
         self.carried_ids = [self.ids[i] for i in still_open]
-        calls[:] = [_without_parent(calls[i]) for i in still_open]  # the list the C path holds
+        calls[:] = [_with_parent(calls[i], new.get(calls[i].parent, -1))
+                    for i in still_open]  # the list the C path holds
         for _, stack in self.threads.values():
             stack[:] = [] if last else [new[i] for i in stack]
 
@@ -195,6 +196,10 @@ class _Chunked(_ChromeEvents):
             for i in still_open:  # its children's durs met so far, for its self time
                 self.children_ns[self.ids[i]] = (calls[i].end_ns - calls[i].start_ns
                                                  - self_ns[i].as_py())
+            for i in still_open:  # but a carried child's: subtracted again next chunk
+                up = self.ids[calls[i].parent] if calls[i].parent >= 0 else None
+                if up in self.children_ns:
+                    self.children_ns[up] -= calls[i].end_ns - calls[i].start_ns
             table = table.filter(pc.invert(pc.is_in(local_id, pa.array(still_open,
                                                                        type=pa.int64()))))
         return table, parents
@@ -246,7 +251,7 @@ def _write(write: Any, table: Any) -> None:
         write(batch)
 
 
-def _without_parent(e: Any) -> Any:
+def _with_parent(e: Any, parent: int) -> Any:
     return Event((e.name, e.filename, e.lineno, e.kind, e.thread_id, e.native_thread_id,
-                  e.start_ns, e.end_ns, e.depth, -1, e.open_at_start, e.open_at_stop,
+                  e.start_ns, e.end_ns, e.depth, parent, e.open_at_start, e.open_at_stop,
                   e.thread_serial, e.open_at_loss))

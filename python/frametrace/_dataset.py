@@ -68,7 +68,7 @@ def _schemas(pa: Any) -> dict:
             ("pid", i64), ("thread", i32), ("tid", i64), ("thread_name", s), ("id", i64),
             ("parent", i64), ("depth", i32), ("name", s), ("file", s), ("line", i32),
             ("kind", s), ("start_ns", i64), ("end_ns", i64), ("dur_ns", i64), ("self_ns", i64),
-            ("step", i32), ("open_at_start", b), ("open_at_stop", b)]),
+            ("step", i32), ("open_at_start", b), ("open_at_stop", b), ("outermost", b)]),
         "steps": pa.schema([("pid", i64), ("step", i32), ("name", s), ("start_ns", i64),
                             ("end_ns", i64), ("dur_ns", i64)]),
         "threads": pa.schema([("pid", i64), ("thread", i32), ("tid", i64), ("name", s),
@@ -160,8 +160,8 @@ def events_table(w: Writer, events: list, names: dict, steps: list, pid: int
     import pyarrow.compute as pc
 
     n = len(events)
-    (ids, start, end, parent, self_ns, depth, func, thread, open_start, open_stop, funcs,
-     threads) = _tracer._event_columns(events)
+    (ids, start, end, parent, self_ns, depth, func, thread, open_start, open_stop, outermost,
+     funcs, threads) = _tracer._event_columns(events)
 
     def column(kind: Any, data: bytes) -> Any:
         return pa.Array.from_buffers(kind, n, [None, pa.py_buffer(data)])
@@ -172,7 +172,8 @@ def events_table(w: Writer, events: list, names: dict, steps: list, pid: int
         "parent": column(i64, parent), "self_ns": column(i64, self_ns),
         "depth": column(i32, depth),
         "open_at_start": pc.cast(column(pa.uint8(), open_start), pa.bool_()),
-        "open_at_stop": pc.cast(column(pa.uint8(), open_stop), pa.bool_())}
+        "open_at_stop": pc.cast(column(pa.uint8(), open_stop), pa.bool_()),
+        "outermost": pc.cast(column(pa.uint8(), outermost), pa.bool_())}
     columns["dur_ns"] = pc.subtract(columns["end_ns"], columns["start_ns"])
     columns["parent"] = pc.if_else(pc.less(columns["parent"], 0), pa.scalar(None, i64),
                                    columns["parent"])

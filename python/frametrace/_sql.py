@@ -29,7 +29,7 @@ TABLES: dict[str, tuple[tuple[str, str], ...]] = {
                ("line", "INTEGER"), ("kind", "VARCHAR"), ("start_ns", "BIGINT"),
                ("end_ns", "BIGINT"), ("dur_ns", "BIGINT"), ("self_ns", "BIGINT"),
                ("step", "INTEGER"), ("open_at_start", "BOOLEAN"),
-               ("open_at_stop", "BOOLEAN")),
+               ("open_at_stop", "BOOLEAN"), ("outermost", "BOOLEAN")),
     "steps": (("pid", "BIGINT"), ("step", "INTEGER"), ("name", "VARCHAR"),
               ("start_ns", "BIGINT"), ("end_ns", "BIGINT"), ("dur_ns", "BIGINT")),
     "threads": (("pid", "BIGINT"), ("thread", "INTEGER"), ("tid", "BIGINT"),

@@ -44,13 +44,23 @@ def expected_events(trace):
         inside = [s.step for s in trace.steps if s.start_ns <= ns < s.end_ns]
         return inside[-1] if inside else None
 
+    def outermost(i):  # no ancestor is a call of its function
+        key = lambda e: (e.name, e.filename, e.lineno, e.kind)  # noqa: E731
+        j = events[i].parent
+        while j >= 0:
+            if key(events[j]) == key(events[i]):
+                return False
+            j = events[j].parent
+        return True
+
     return [dict(pid=trace.pid, thread=e.thread_serial, tid=e.native_thread_id,
                  thread_name=names.get(e.thread_serial), id=i,
                  parent=None if e.parent < 0 else e.parent, depth=e.depth, name=e.name,
                  file=e.filename, line=e.lineno, kind=e.kind, start_ns=e.start_ns,
                  end_ns=e.end_ns, dur_ns=e.end_ns - e.start_ns,
                  self_ns=e.end_ns - e.start_ns - children[i], step=step_of(e.start_ns),
-                 open_at_start=e.open_at_start, open_at_stop=e.open_at_stop, rank=0, cycle=0)
+                 open_at_start=e.open_at_start, open_at_stop=e.open_at_stop,
+                 outermost=outermost(i), rank=0, cycle=0)
             for i, e in enumerate(events)]
 
 
@@ -74,6 +84,7 @@ def test_a_session_trace_as_a_dataset_reads_back_equal_with_pyarrow_and_duckdb(t
     want = expected_events(trace)
     assert {e["thread_name"] for e in want} >= {"MainThread", "helper"}
     assert {e["step"] for e in want} >= {0, 1}
+    assert {e["outermost"] for e in want if e["name"] == "fib"} == {False, True}
     got = sorted(read_pyarrow(root, "events"), key=lambda r: r["id"])
     assert got == want
     got = read_duckdb(root, "events", "id")

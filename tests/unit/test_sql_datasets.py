@@ -133,6 +133,34 @@ def test_dataset_compare_names_the_slower_function(tmp_path):
         reports.compare(before, after, cycle=4)
 
 
+def recursion_rows(marked):
+    """f calling itself once, 100 ms then 40 ms inside; g once, outside."""
+    rows = [dict(id=0, parent=None, depth=0, name="f", start_ns=0, end_ns=100 * MS,
+                 outermost=True),
+            dict(id=1, parent=0, depth=1, name="f", start_ns=10 * MS, end_ns=50 * MS,
+                 outermost=False),
+            dict(id=2, parent=None, depth=0, name="g", start_ns=200 * MS, end_ns=210 * MS,
+                 outermost=True)]
+    for r in rows:
+        r.update(pid=1, thread=1, tid=1, file="m.py", line=1, kind="py",
+                 dur_ns=r["end_ns"] - r["start_ns"], self_ns=0)
+        if not marked:
+            del r["outermost"]
+    return rows
+
+
+@pytest.mark.parametrize("marked", [True, False])
+def test_dataset_compare_counts_a_recursive_function_once(tmp_path, marked):
+    before = str(tmp_path / "before.parquet")
+    write_table(before, "events", 0, 0, recursion_rows(marked))
+    after = str(tmp_path / "after.parquet")
+    write_table(after, "events", 0, 0, recursion_rows(True))
+    rows = {r.name: r for r in reports.compare(before, after).rows}
+    assert (rows["f"].calls_before, rows["f"].total_before, rows["f"].total_after) == (
+        2, 100 * MS, 100 * MS)
+    assert (rows["g"].total_before, rows["g"].total_after) == (10 * MS, 10 * MS)
+
+
 def test_many_ranks_print_the_spread_and_the_map_stays_bounded(tmp_path):
     root = synthetic_ranks(str(tmp_path / "wide.parquet"), ranks=20, steps=2, slow=(17, 1))
     report = reports.ranks(root)

@@ -17,6 +17,12 @@ qualify row_number() over (partition by rank order by sum(self_ns) desc) <= 20
 order by rank, self_ms desc
 """
 
+TOTAL_PER_FUNCTION = """
+select name, file, line, count(*) as calls,
+       sum(dur_ns) filter (where outermost) / 1e6 as total_ms
+from events group by name, file, line order by total_ms desc limit 10
+"""
+
 STEP_PER_RANK = """
 select step, rank, (max(end_ns) - min(start_ns)) / 1e6 as ms
 from steps
@@ -92,3 +98,18 @@ def test_slowest_calls_of_one_function(job):
 def test_torch_ops_by_total_time(job):
     assert frametrace.sql(TORCH_OPS, job) == [("aten::mm", 2, 8.0, 4000.0),
                                               ("aten::add", 1, 1.0, 1000.0)]
+
+
+def test_total_time_per_function_counts_recursion_once(tmp_path):
+    root = synthetic_ranks(str(tmp_path / "one.parquet"), ranks=1, slow=(9, 9))
+    ms = 1_000_000
+    calls = [(0, 0, 400), (1, 100, 350), (2, 200, 300)]  # f inside f inside f
+    write_table(root, "events", 0, 0, [
+        dict(pid=1000, thread=2, tid=2000, id=i, parent=None if i == 0 else i - 1, depth=i,
+             name="f", file="rec.py", line=1, kind="py", start_ns=s * ms, end_ns=e * ms,
+             dur_ns=(e - s) * ms, self_ns=100 * ms, outermost=i == 0) for i, s, e in calls],
+        part="1")
+    rows = frametrace.sql(TOTAL_PER_FUNCTION, root)
+    assert rows[:4] == [("train_step", "train.py", 10, 5, 500.0), ("f", "rec.py", 1, 3, 400.0),
+                        ("forward", "train.py", 20, 5, 300.0),
+                        ("backward", "train.py", 21, 5, 150.0)]
