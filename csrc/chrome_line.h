@@ -7,6 +7,7 @@
 
 #include <Python.h>
 #include <stdint.h>
+#include <string.h>
 
 typedef struct {
     const Py_UCS1 *s;
@@ -97,6 +98,22 @@ take_string(cursor *c)
     }
     Py_ssize_t i = c->i + 1;
     while (i < c->n) {
+        /* Eight plain characters at a time: none a quote, a backslash or
+         * a control character (words whose test says "maybe" go below). */
+        const uint64_t ones = 0x0101010101010101ULL, highs = ones * 0x80;
+        while (c->n - i >= 8) {
+            uint64_t v, q, b;
+            memcpy(&v, c->s + i, 8);
+            q = v ^ (ones * '"');
+            b = v ^ (ones * '\\');
+            if ((((q - ones) & ~q) | ((b - ones) & ~b) | ((v - ones * 0x20) & ~v)) & highs) {
+                break;
+            }
+            i += 8;
+        }
+        if (i >= c->n) {
+            break;
+        }
         Py_UCS1 ch = c->s[i];
         if (ch == '"') {
             c->i = i + 1;
