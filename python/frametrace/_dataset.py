@@ -185,7 +185,7 @@ def events_columns_table(w: Writer, columns: dict, func_a: Any, thread_a: Any, f
     """The events table of columns (the times, ids and flags, as Arrow
     arrays) and the per-event numbers of funcs [(name, filename, lineno,
     kind)] and threads [(thread_id, native_thread_id, serial)]; columns
-    beyond the table's schema come after its own."""
+    the table's schema does not name are left out."""
     pa = w.pa
     import pyarrow.compute as pc
 
@@ -208,9 +208,8 @@ def events_columns_table(w: Writer, columns: dict, func_a: Any, thread_a: Any, f
     columns["pid"] = pa.repeat(pa.scalar(pid, i64), n)
     columns["step"] = step_column(pa, pc, columns["start_ns"], steps)
     schema = w.schemas["events"]
-    order = [f.name for f in schema] + [k for k in columns if k not in schema.names]
-    return pa.table([columns[k] for k in order],
-                    schema=pa.schema([(k, columns[k].type) for k in order]))
+    return pa.table([columns[f.name] for f in schema],
+                    schema=pa.schema([f.with_type(columns[f.name].type) for f in schema]))
 
 
 def step_column(pa: Any, pc: Any, start: Any, steps: list) -> Any:
