@@ -191,6 +191,9 @@ module_exec(PyObject *module)
     if (rc < 0) {
         return -1;
     }
+    if (ft_add_chrome_columns(module) < 0) {
+        return -1;
+    }
     PyObject *load_pf = PyCFunction_NewEx(&ft_load_perfetto_def, module,
                                           NULL);
     if (load_pf == NULL) {

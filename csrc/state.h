@@ -523,6 +523,9 @@ int ft_event_parts(ft_state *state, PyObject *obj, PyObject **info,
 extern PyMethodDef ft_load_chrome_calls_def;
 extern PyMethodDef ft_merge_chrome_lines_def;
 
+/* ==== convert_columns.c: convert's JSON lines into column buffers ==== */
+int ft_add_chrome_columns(PyObject *module);
+
 /* ==== load_perfetto.c: the loader's reader of .pftrace ==== */
 extern PyMethodDef ft_load_perfetto_def;
 

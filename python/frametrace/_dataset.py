@@ -170,14 +170,28 @@ def events_table(w: Writer, events: list, names: dict, steps: list, pid: int
     columns = {
         "start_ns": column(i64, start), "end_ns": column(i64, end),
         "parent": column(i64, parent), "self_ns": column(i64, self_ns),
-        "depth": column(i32, depth),
+        "depth": column(i32, depth), "id": column(i64, ids),
         "open_at_start": pc.cast(column(pa.uint8(), open_start), pa.bool_()),
         "open_at_stop": pc.cast(column(pa.uint8(), open_stop), pa.bool_()),
         "outermost": pc.cast(column(pa.uint8(), outermost), pa.bool_())}
     columns["dur_ns"] = pc.subtract(columns["end_ns"], columns["start_ns"])
     columns["parent"] = pc.if_else(pc.less(columns["parent"], 0), pa.scalar(None, i64),
                                    columns["parent"])
-    func_a, thread_a = column(i32, func), column(i32, thread)
+    return events_columns_table(w, columns, column(i32, func), column(i32, thread), funcs,
+                                threads, names, steps, pid), threads
+
+
+def events_columns_table(w: Writer, columns: dict, func_a: Any, thread_a: Any, funcs: list,
+                         threads: list, names: dict, steps: list, pid: int) -> Any:
+    """The events table of columns (the times, ids and flags, as Arrow
+    arrays) and the per-event numbers of funcs [(name, filename, lineno,
+    kind)] and threads [(thread_id, native_thread_id, serial)]; columns
+    the table's schema does not name are left out."""
+    pa = w.pa
+    import pyarrow.compute as pc
+
+    n = len(func_a)
+    i64, i32 = pa.int64(), pa.int32()
     # Per function and per thread (few), then taken per event in C.
     f_name, f_file, f_line, f_kind = (zip(*funcs) if funcs else ((), (), (), ()))
     t_serial = [t[2] for t in threads]
@@ -192,20 +206,24 @@ def events_table(w: Writer, events: list, names: dict, steps: list, pid: int
         columns[key] = _per_event(pa, pc, values, func_a)
     for key, values in per_thread.items():
         columns[key] = _per_event(pa, pc, values, thread_a)
-    columns["id"] = column(i64, ids)
     columns["pid"] = pa.repeat(pa.scalar(pid, i64), n)
-    step_a = pa.nulls(n, i32)
-    if n:  # a chunk of convert's spans few of a file's steps: only those
-        first, last = pc.min_max(columns["start_ns"]).values()
-        steps = [s for s in steps if s.start_ns <= last.as_py() and s.end_ns > first.as_py()]
-    for s in steps:  # one vectorised pass each
-        inside = pc.and_(pc.greater_equal(columns["start_ns"], s.start_ns),
-                         pc.less(columns["start_ns"], s.end_ns))
-        step_a = pc.if_else(inside, pa.scalar(s.step, i32), step_a)
-    columns["step"] = step_a
+    columns["step"] = step_column(pa, pc, columns["start_ns"], steps)
     schema = w.schemas["events"]
     return pa.table([columns[f.name] for f in schema],
-                    schema=pa.schema([f.with_type(columns[f.name].type) for f in schema])), threads
+                    schema=pa.schema([f.with_type(columns[f.name].type) for f in schema]))
+
+
+def step_column(pa: Any, pc: Any, start: Any, steps: list) -> Any:
+    """The step each start_ns is in (null outside steps)."""
+    i32 = pa.int32()
+    step_a = pa.nulls(len(start), i32)
+    if len(start):  # a chunk of convert's spans few of a file's steps: only those
+        first, last = pc.min_max(start).values()
+        steps = [s for s in steps if s.start_ns <= last.as_py() and s.end_ns > first.as_py()]
+    for s in steps:  # one vectorised pass each
+        inside = pc.and_(pc.greater_equal(start, s.start_ns), pc.less(start, s.end_ns))
+        step_a = pc.if_else(inside, pa.scalar(s.step, i32), step_a)
+    return step_a
 
 
 def _per_event(pa: Any, pc: Any, values: Any, indices: Any) -> Any:

@@ -191,6 +191,37 @@ class _ChromeEvents(_Sink):
                                               cat, ts + self.plan.origin, end + self.plan.origin,
                                               args)))
 
+    def thread(self, pid: int, tid: int) -> tuple[tuple[int, int, int], list[int]]:
+        """The thread of Chrome ids (pid, tid): ((thread_id,
+        native_thread_id, serial), stack of its open events' indices)."""
+        thread = self.threads.get((pid, tid))
+        if thread is None:
+            thread = self.threads[(pid, tid)] = (
+                (self.plan.thread_id(pid, tid), self.natives.get((pid, tid), tid),
+                 self._serial((pid, tid))), [])
+        return thread
+
+    def place(self, thread: tuple, info: tuple, ts: int, end: int, flags: tuple,
+              key: Optional[str]) -> None:
+        """A call of function info (name, filename, lineno, kind), checked,
+        nested in its thread; key: its key text (see c_fast) or None."""
+        # The innermost event still open that encloses this one (and, for
+        # one open at the start, the stop or the loss of its thread, open
+        # there too) is its parent.
+        oas, oast, oal = flags
+        stack, calls = thread[1], self.calls
+        while stack:
+            top = calls[stack[-1]]
+            if (top.start_ns <= ts and end <= top.end_ns and (top.open_at_start or not oas)
+                    and (top.open_at_stop or not oast) and (top.open_at_loss or not oal)):
+                break
+            stack.pop()
+        calls.append(Event((*info, thread[0][0], thread[0][1], ts, end, len(stack),
+                            stack[-1] if stack else -1, oas, oast, thread[0][2], oal)))
+        stack.append(len(calls) - 1)
+        if key is not None:  # the C path takes this function's next events
+            self.infos[info[3] == "c"][key] = info
+
     def on_event(self, ev: Any, key: Optional[str] = None) -> None:
         parsed = super().on_event(ev, key)
         if parsed is None:
@@ -204,27 +235,8 @@ class _ChromeEvents(_Sink):
             ts, end = ts + self.plan.origin, end + self.plan.origin
             if end > self.plan.earliest_stop:
                 self.plan.check_end(pid, end, n)
-            thread = self.threads.get((pid, tid))
-            if thread is None:
-                thread = self.threads[(pid, tid)] = (
-                    (self.plan.thread_id(pid, tid), self.natives.get((pid, tid), tid),
-                     self._serial((pid, tid))), [])
-            # The innermost event still open that encloses this one (and, for
-            # one open at the start, the stop or the loss of its thread, open
-            # there too) is its parent.
-            stack, calls = thread[1], self.calls
-            while stack:
-                top = calls[stack[-1]]
-                if (top.start_ns <= ts and end <= top.end_ns and (top.open_at_start or not oas)
-                        and (top.open_at_stop or not oast) and (top.open_at_loss or not oal)):
-                    break
-                stack.pop()
-            calls.append(Event((name, filename, lineno, kind, thread[0][0], thread[0][1], ts, end,
-                                len(stack), stack[-1] if stack else -1, oas, oast, thread[0][2],
-                                oal)))
-            stack.append(len(calls) - 1)
-            if key is not None:  # the C path takes this function's next events
-                self.infos[kind == "c"][key] = (name, filename, lineno, kind)
+            self.place(self.thread(pid, tid), (name, filename, lineno, kind), ts, end,
+                       (oas, oast, oal), key)
         elif what == "range":
             self.ranges.append(data)
         elif what == "step":

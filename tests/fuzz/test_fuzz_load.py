@@ -3,10 +3,12 @@ from __future__ import annotations
 
 import functools
 import gzip
+import importlib.util
 import json
 import math
 import os
 
+import pytest
 
 # First: without hypothesis, the harness skips the module.
 from fuzzing import (
@@ -158,6 +160,47 @@ def test_fuzz_load(data):
         else:
             _check_loaded(out.value)
             assert all(0 <= done <= total for done, total in seen)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("pyarrow") is None,
+                    reason="pyarrow is not installed (frametrace[data])")
+@fuzz(100)
+@given(data=st.data())
+@guarded
+def test_fuzz_convert(data):
+    """frametrace convert's C line parser: a mutated file converts to the
+    tables its load gives, or raises the ValueError load raises."""
+    import pyarrow.dataset as pads
+
+    from frametrace._convert_stream import convert_file
+    from frametrace._dataset import write_dataset
+
+    with scratch() as d:
+        path = mutated_file(data, d)
+        chunk = data.draw(st.sampled_from([1, 3, 64, 1 << 20]), label="chunk")
+        want = attempt(lambda: write_dataset(loader.load(path), os.path.join(d, "w.parquet")),
+                       allowed=(ValueError, OSError))
+        got = attempt(convert_file, path, os.path.join(d, "c.parquet"), chunk=chunk,
+                      allowed=(ValueError, OSError))
+        if not want.ok:
+            assert not got.ok and type(got.exc) is type(want.exc), (got, want)
+            if isinstance(want.exc, ValueError) and "merged" not in str(got.exc):
+                assert str(got.exc) == str(want.exc)
+            return
+        if not got.ok:  # a merge, which convert refuses
+            assert "merged trace" in str(got.exc), got
+            return
+        assert got.value == want.value
+
+        def rows(root):
+            table = pads.dataset(os.path.join(d, root, "events"), format="parquet",
+                                 partitioning="hive").to_table()
+            return sorted((r for r in table.to_pylist()), key=lambda r: r["id"])
+        whole, chunked = rows("w.parquet"), rows("c.parquet")
+        for row in chunked:
+            if whole and "outermost" not in whole[0]:
+                row.pop("outermost", None)
+        assert chunked == whole
 
 
 @functools.lru_cache(maxsize=None)
