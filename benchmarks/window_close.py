@@ -34,7 +34,9 @@ step() call alone; "max after" the slowest of the 5 steps after the close
 as a ratio to a normal step; "blocked" the time the 5 steps after the
 close spent blocked (wall less time on or waiting for a CPU, from
 /proc/thread-self/schedstat: the GIL, for this loop) beyond normal steps,
-which other processes on a busy machine do not inflate; "write" the
+which other processes on a busy machine do not inflate; "loop cpu" the
+training thread's CPU time over the close call and the 5 steps after it
+beyond normal steps (also not inflated by others' load); "write" the
 handler's time.
 """
 from __future__ import annotations
