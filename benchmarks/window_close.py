@@ -34,7 +34,9 @@ step() call alone; "max after" the slowest of the 5 steps after the close
 as a ratio to a normal step; "blocked" the time the 5 steps after the
 close spent blocked (wall less time on or waiting for a CPU, from
 /proc/thread-self/schedstat: the GIL, for this loop) beyond normal steps,
-which other processes on a busy machine do not inflate; "write" the
+which other processes on a busy machine do not inflate; "loop cpu" the
+training thread's CPU time over the close call and the 5 steps after it
+beyond normal steps (also not inflated by others' load); "write" the
 handler's time.
 """
 from __future__ import annotations
@@ -226,6 +228,7 @@ def torch_child(config: str, active: int, out_dir: str) -> dict:
         t0 = time.perf_counter_ns()
         frametrace.trace_handler(out_dir)(trace)
         written["write_ms"] = (time.perf_counter_ns() - t0) / 1e6
+        written["writer_cpu_ms"] = time.thread_time_ns() / 1e6  # the join's and the write's
         written["ops"] = sum(len(v) for v in trace.slices.values()) + sum(
             len(v) for _n, v in trace.slice_tracks)
 
@@ -245,19 +248,22 @@ def torch_child(config: str, active: int, out_dir: str) -> dict:
         cm = profile(activities=[ProfilerActivity.CPU], schedule=schedule(**sched),
                      with_stack=config == "torch_stack", on_trace_ready=torch_handler)
     close = WAIT + active  # the step whose step() closes the window
-    ends, calls, blocked = [], [], []
+    ends, calls, blocked, cpu, call_cpu = [], [], [], [], []
     with cm as prof:
         last = time.perf_counter_ns()
         ran, queued = sched_ns()
         for _ in range(close + AFTER + 3):
             train_step()
             before = time.perf_counter_ns()
+            cpu_before = time.thread_time_ns()
             prof.step()
             now = time.perf_counter_ns()
+            call_cpu.append(time.thread_time_ns() - cpu_before)
             ends.append(now - last)
             calls.append(now - before)
             ran_now, queued_now = sched_ns()
             blocked.append(now - last - (ran_now - ran) - (queued_now - queued))
+            cpu.append(ran_now - ran)
             ran, queued = ran_now, queued_now
             last = now
     normal = statistics.median(ends[1:WAIT])
@@ -267,6 +273,8 @@ def torch_child(config: str, active: int, out_dir: str) -> dict:
             "added_ms": (calls[close] + sum(after) - AFTER * normal) / 1e6,
             "blocked_ms": (sum(blocked[close + 1:close + 1 + AFTER])
                            - AFTER * normal_blocked) / 1e6,
+            "cpu_ms": (call_cpu[close] + sum(cpu[close + 1:close + 1 + AFTER])
+                       - AFTER * statistics.median(cpu[1:WAIT])) / 1e6,
             "max_ratio": max(after) / normal,
             "after_ms": [round(a / 1e6, 1) for a in after], **written}
 
@@ -295,7 +303,7 @@ def torch_report(args: argparse.Namespace) -> None:
           f"{args.active} active steps; medians of {args.reps} runs; added = close call + "
           f"{AFTER} steps after it - {AFTER} normal steps")
     print(f"{'configuration':18} {'normal ms':>9} {'close ms':>9} {'added ms':>9} "
-          f"{'max after':>9} {'blocked ms':>10} {'write ms':>9}   added per run")
+          f"{'max after':>9} {'blocked ms':>10} {'loop cpu':>9} {'write ms':>9}   added per run")
     for config in TORCH_CONFIGS:
         rs = runs[config]
 
@@ -304,7 +312,8 @@ def torch_report(args: argparse.Namespace) -> None:
             return statistics.median(vals) if vals else float("nan")
 
         print(f"{config:18} {med('normal_ms'):9.1f} {med('close_ms'):9.1f} {med('added_ms'):+9.1f} "
-              f"{med('max_ratio'):8.2f}x {med('blocked_ms'):+10.1f} {med('write_ms'):9.1f}   "
+              f"{med('max_ratio'):8.2f}x {med('blocked_ms'):+10.1f} {med('cpu_ms'):+9.1f} "
+              f"{med('write_ms'):9.1f}   "
               + " ".join(f"{r['added_ms']:+.0f}" for r in rs))
 
 

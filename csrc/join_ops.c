@@ -197,23 +197,23 @@ static PyObject *
 make_slice(PyObject *slice_type, const op_rec *r, int64_t start, int64_t end,
            PyObject *args)
 {
+    /* Slice is a NamedTuple: filled as tuple_new fills a subtype's
+     * instance, without the two tuples its __new__ would make first. */
     PyObject *s = PyLong_FromLongLong(start);
-    PyObject *e = PyLong_FromLongLong(end);
-    PyObject *result = NULL;
-    if (s != NULL && e != NULL) {
-        /* Slice is a NamedTuple: made as its tuple, no Python __new__. */
-        PyObject *items = PyTuple_Pack(5, r->name, r->cat, s, e,
-                                       args != NULL ? args : Py_None);
-        PyObject *targs = items != NULL ? PyTuple_Pack(1, items) : NULL;
-        if (targs != NULL) {
-            result = PyTuple_Type.tp_new((PyTypeObject *)slice_type, targs,
-                                         NULL);
-            Py_DECREF(targs);
-        }
-        Py_XDECREF(items);
+    PyObject *e = s != NULL ? PyLong_FromLongLong(end) : NULL;
+    PyObject *result = e != NULL
+        ? ((PyTypeObject *)slice_type)->tp_alloc((PyTypeObject *)slice_type, 5)
+        : NULL;
+    if (result == NULL) {
+        Py_XDECREF(s);
+        Py_XDECREF(e);
+        return NULL;
     }
-    Py_XDECREF(s);
-    Py_XDECREF(e);
+    PyTuple_SET_ITEM(result, 0, Py_NewRef(r->name));
+    PyTuple_SET_ITEM(result, 1, Py_NewRef(r->cat));
+    PyTuple_SET_ITEM(result, 2, s);
+    PyTuple_SET_ITEM(result, 3, e);
+    PyTuple_SET_ITEM(result, 4, Py_NewRef(args != NULL ? args : Py_None));
     return result;
 }
 
@@ -328,6 +328,37 @@ done:
     return rc;
 }
 
+/* thread_of's entry for a resource (a native thread id): *t its index in
+ * the tracer's threads, *where the entry (borrowed), or *t -1 when the
+ * thread was not traced.  0, or -1 with an exception. */
+enum { NOT_CACHED = -2 };
+
+static int
+thread_where(PyObject *thread_of, long long resource, Py_ssize_t ntracer,
+             PyObject **where, Py_ssize_t *t)
+{
+    PyObject *key = PyLong_FromLongLong(resource);
+    if (key == NULL) {
+        return -1;
+    }
+    *where = PyDict_GetItemWithError(thread_of, key);
+    Py_DECREF(key);
+    *t = -1;
+    if (*where == NULL) {
+        return PyErr_Occurred() != NULL ? -1 : 0;
+    }
+    if (!PyTuple_Check(*where) || PyTuple_GET_SIZE(*where) != 3
+        || (*t = PyLong_AsSsize_t(PyTuple_GET_ITEM(*where, 0))) < 0
+        || *t >= ntracer) {
+        if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_ValueError, "_join_ops(): thread_of's "
+                            "values are (thread index, serial, label)");
+        }
+        return -1;
+    }
+    return 0;
+}
+
 /* _join_ops(tracer, activities, slice_type, thread_of, offset_ns, pid,
  * tolerance_ns, args_of): ({thread serial: [Slice]}, [(track name,
  * [Slice])]) as frametrace.torch.torch_trace_slices() describes;
@@ -420,6 +451,8 @@ join_ops(PyObject *module, PyObject *args)
         slot[t] = SIZE_MAX;
     }
     PyTypeObject *last_type = NULL;
+    long long cached_resource = 0;
+    Py_ssize_t cached_t = NOT_CACHED;
     int methods = 0;
     int failed = 0;
     ft_gil_share share;
@@ -447,34 +480,29 @@ join_ops(PyObject *module, PyObject *args)
         if (!(r->device == pid || r->device < 0)) {
             continue;
         }
-        PyObject *key = PyLong_FromLongLong(r->resource);
-        if (key == NULL) {
-            failed = 1;
-            break;
-        }
-        PyObject *where = PyDict_GetItemWithError(thread_of, key);
-        Py_DECREF(key);
-        if (where == NULL) {
-            failed = PyErr_Occurred() != NULL;
-            continue;
-        }
-        Py_ssize_t t;
-        if (!PyTuple_Check(where) || PyTuple_GET_SIZE(where) != 3
-            || (t = PyLong_AsSsize_t(PyTuple_GET_ITEM(where, 0))) < 0
-            || t >= ntracer) {
-            if (!PyErr_Occurred()) {
-                PyErr_SetString(PyExc_ValueError, "_join_ops(): thread_of's "
-                                "values are (thread index, serial, label)");
+        /* An op's thread is most often the previous op's: looked up
+         * again only when it changes. */
+        Py_ssize_t t = cached_t;
+        if (t == NOT_CACHED || r->resource != cached_resource) {
+            PyObject *where;
+            if (thread_where(thread_of, r->resource, ntracer, &where,
+                             &t) < 0) {
+                failed = 1;
+                break;
             }
-            failed = 1;
-            break;
+            if (t >= 0 && slot[t] == SIZE_MAX) {
+                slot[t] = nthreads;
+                threads[nthreads++].thread = t;
+                PyList_SET_ITEM(serials, t,
+                                Py_NewRef(PyTuple_GET_ITEM(where, 1)));
+                PyList_SET_ITEM(labels, t,
+                                Py_NewRef(PyTuple_GET_ITEM(where, 2)));
+            }
+            cached_resource = r->resource;
+            cached_t = t;
         }
-        if (slot[t] == SIZE_MAX) {
-            slot[t] = nthreads;
-            threads[nthreads++].thread = t;
-            PyList_SET_ITEM(serials, t,
-                            Py_NewRef(PyTuple_GET_ITEM(where, 1)));
-            PyList_SET_ITEM(labels, t, Py_NewRef(PyTuple_GET_ITEM(where, 2)));
+        if (t < 0) {
+            continue;
         }
         thread_ops *to = &threads[slot[t]];
         if (to->n == to->cap) {
