@@ -130,6 +130,9 @@ def test_per_thread():
     assert "thread 1 (MainThread)" in text and "thread 2\n" in text
     limited = reports.summary(two_threads(), per_thread=True, limit=1)
     assert [len(t.rows) for t in limited.threads.values()] == [1, 1]
+    assert repr(limited).endswith(", 2 threads>")
+    one = reports.summary(two_threads()[::2], per_thread=True)  # thread 1's
+    assert repr(one).endswith(", 1 thread>") and str(one).startswith("1 thread, ")
 
 
 def test_text_table_format():

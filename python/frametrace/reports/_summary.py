@@ -100,7 +100,8 @@ class SummaryTable:
         return iter(self.rows)
 
     def __repr__(self) -> str:
-        per = f", {len(self.threads)} threads" if self.threads else ""
+        n = len(self.threads)
+        per = f", {n} thread{'s' if n != 1 else ''}" if n else ""
         return (f"<SummaryTable {len(self.rows)} of {self.functions} functions, "
                 f"sort={self.sort!r}{per}>")
 
