@@ -12,7 +12,7 @@ PACKAGE = os.path.dirname(os.path.abspath(frametrace.__file__))
 PRODUCT = {"Tracer", "Event", "Range", "ThreadInfo", "Stats", "ConflictError", "DEFAULT_BUFFER_SIZE",
            "DEFAULT_MAX_MEMORY", "MAX_BUFFER_SIZE",
            "_active_tracer", "_clock_ns", "_export_tids", "_wall_anchor", "_collapse_labels",
-           "_collapsed_batch", "_die_of_signal", "_event_columns", "_join_ops",
+           "_ChromeColumns", "_collapsed_batch", "_die_of_signal", "_event_columns", "_join_ops",
            "_load_chrome_calls", "_load_perfetto",
            "_merge_chrome_lines", "_relay_signal", "_report_pass", "_set_range_sink", "_share_gil",
            "_thread_bootstrap",
