@@ -17,7 +17,7 @@ import sys
 import tempfile
 import threading
 import time
-from typing import Callable
+from typing import Callable, Optional
 
 import pytest
 
@@ -535,9 +535,10 @@ def test_under_yama_root_hands_the_script_over_itself(targets, user_python, othe
     assert (status, err) == (3, "") and "result" in stdout
 
 
-def _attach_in_a_thread(pid: int, output: str) -> str:
-    """The AttachError of frametrace.attach of pid, run in a thread of this
-    process (so that the test's hooks see its hand-over)."""
+def _attach_in_a_thread(pid: int, output: str) -> Optional[str]:
+    """The AttachError of frametrace.attach of pid (None if it traced),
+    run in a thread of this process (so that the test's hooks see its
+    hand-over)."""
     outcome: list = []
 
     def attach() -> None:
@@ -550,6 +551,8 @@ def _attach_in_a_thread(pid: int, output: str) -> str:
     thread.start()
     thread.join(120)
     assert not thread.is_alive()
+    if not outcome:
+        return None
     (error,) = outcome
     assert isinstance(error, frametrace.AttachError), repr(error)
     return str(error)
@@ -626,10 +629,16 @@ def test_the_folder_given_to_the_user_redirects_nothing(tmp_path, targets, user_
     try:
         err = _attach_in_a_thread(target.pid, output)
         assert len(moved) == 1, err
-        assert "has not run Python code within 2 s" in err, err
         assert (victim / "s").read_text() == "root's"
-        # (Its late script, now behind the link, cannot be read: CPython says
-        # so on its stderr.)
+        if err is None:
+            # The target ran the script at once, before the user redirected
+            # the folder (seen on CI's machines): the attach traced, and
+            # root's clean-up emptied the folder itself, not the link's.
+            assert os.listdir(moved[0] + ".moved") == []
+        else:
+            # (Its late script, now behind the link, cannot be read: CPython
+            # says so on its stderr.)
+            assert "has not run Python code within 2 s" in err, err
         assert target.finish()[0] == 3
     finally:
         for link in moved:
