@@ -74,9 +74,13 @@ def test_steps_and_cycles_of_sessions(tmp_path):
         reports.compare(before, after, cycle=before.cycle + 1)
 
 
-def test_datasets_agree_with_trace_files(tmp_path):
+def needs_data_engines():
     pytest.importorskip("pyarrow", reason="the datasets are written with pyarrow")
     pytest.importorskip("duckdb", reason="datasets are read with DuckDB (frametrace[sql])")
+
+
+def test_datasets_agree_with_trace_files(tmp_path):
+    needs_data_engines()
     sides = []
     for slow in (False, True):
         trace = frametrace.as_trace(record(slow))
@@ -128,8 +132,7 @@ def summary_totals(trace):
 
 
 def test_outermost_column_sums_to_the_summarys_total(tmp_path):
-    pytest.importorskip("pyarrow", reason="the datasets are written with pyarrow")
-    pytest.importorskip("duckdb", reason="datasets are read with DuckDB (frametrace[sql])")
+    needs_data_engines()
     with frametrace.trace() as tracer:
         recursive_program()
     trace = frametrace.as_trace(tracer)
@@ -147,8 +150,7 @@ def test_outermost_column_sums_to_the_summarys_total(tmp_path):
 
 
 def test_outermost_follows_parents_of_events_out_of_call_order(tmp_path):
-    pytest.importorskip("pyarrow", reason="the datasets are written with pyarrow")
-    pytest.importorskip("duckdb", reason="datasets are read with DuckDB (frametrace[sql])")
+    needs_data_engines()
 
     def ev(name, serial, start, end, depth, parent):
         return frametrace.Event((name, "m.py", 1, "py", serial, serial, start, end, depth,
@@ -175,8 +177,7 @@ def drop_outermost(root):
 
 
 def test_datasets_written_without_the_column_still_compare(tmp_path):
-    pytest.importorskip("pyarrow", reason="the datasets are written with pyarrow")
-    pytest.importorskip("duckdb", reason="datasets are read with DuckDB (frametrace[sql])")
+    needs_data_engines()
     with frametrace.trace() as tracer:
         recursive_program()
     trace = frametrace.as_trace(tracer)
