@@ -13,7 +13,9 @@ import itertools
 import json
 import math
 import os
+import queue
 import re
+import threading
 import zlib
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Optional, Union
@@ -67,6 +69,75 @@ def _parse_int(text: str) -> int:
     return int(text)
 
 
+class _Inflated(io.RawIOBase):
+    """A gzip file's text, inflated on a thread of its own a few chunks
+    ahead: zlib lets go of the GIL, so the inflating and the parsing of
+    what came before it run on two cores.  Its errors are raised where
+    the text they stop is read."""
+
+    AHEAD = 2  # chunks held inflated: what this adds to the reader's memory
+
+    def __init__(self, raw: Any) -> None:
+        super().__init__()
+        self.chunks: queue.Queue = queue.Queue(self.AHEAD)
+        self.left = memoryview(b"")
+        self.eof = False
+        self.ended: Optional[BaseException] = None  # what every later read gives
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._inflate, args=(raw,), daemon=True,
+                                       name="frametrace-inflate")
+        self.thread.start()
+
+    def _inflate(self, raw: Any) -> None:
+        try:
+            with gzip.GzipFile(fileobj=raw, mode="rb") as unzipped:
+                while not self.done.is_set():
+                    chunk = unzipped.read(_CHUNK)
+                    self._put(chunk)
+                    if not chunk:
+                        return
+        except BaseException as exc:  # the reader raises it
+            self._put(exc)
+
+    def _put(self, item: Any) -> None:
+        while not self.done.is_set():  # (the timeout: a check of done meanwhile)
+            try:
+                self.chunks.put(item, timeout=0.1)
+                return
+            except queue.Full:
+                pass
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b: Any) -> int:
+        if not self.left:
+            if self.ended is not None:
+                raise self.ended
+            item = self.chunks.get() if not self.eof else b""
+            if isinstance(item, BaseException):
+                self.ended = item
+                raise item
+            self.eof = not item
+            self.left = memoryview(item)
+        n = min(len(b), len(self.left))
+        b[:n] = self.left[:n]
+        self.left = self.left[n:]
+        return n
+
+    def close(self) -> None:
+        self.done.set()
+        # Room for the put the thread may be in: it ends at once, whatever
+        # was read of the file (a reader that stops at the header).
+        while True:
+            try:
+                self.chunks.get_nowait()
+            except queue.Empty:
+                break
+        self.thread.join()
+        super().close()
+
+
 # ---- the JSON document, streamed ----------------------------------------------------
 
 
@@ -76,14 +147,17 @@ class _Reader:
 
     def __init__(self, path: str, progress: Progress = None):
         self.raw = open(path, "rb")
+        stream: Any = self.raw
         try:
             self.gzip = self.raw.read(2) == b"\x1f\x8b"
             self.raw.seek(0)
-            stream: Any = gzip.GzipFile(fileobj=self.raw, mode="rb") if self.gzip else self.raw
-            self.text = io.TextIOWrapper(stream, encoding="utf-8", newline="")
             self.size = os.fstat(self.raw.fileno()).st_size
             self.max_value = max(_MAX_VALUE, self.size * (_GZIP_RATIO if self.gzip else 1))
+            if self.gzip:
+                stream = io.BufferedReader(_Inflated(self.raw))  # type: ignore[arg-type]
+            self.text = io.TextIOWrapper(stream, encoding="utf-8", newline="")
         except BaseException:
+            stream.close()  # the inflating thread ended first
             self.raw.close()
             raise
         self.progress = progress
