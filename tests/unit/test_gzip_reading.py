@@ -1,8 +1,10 @@
 """Reading a .json.gz: the text is inflated on a thread of its own ahead of
-the parser; what is read, and every error, is what reading it inline gives,
-and the thread never outlives the read."""
+the parser, by ISA-L where isal is installed, else by zlib; what is read,
+and every error, is the same either way, and the thread never outlives
+the read."""
 import gzip
 import threading
+import zlib
 
 import pytest
 
@@ -10,6 +12,16 @@ import frametrace
 from frametrace import _reader
 
 N = 60_000  # several MiB of text: many of the reader's chunks
+
+
+@pytest.fixture(autouse=True, params=["zlib", "isal"])
+def inflater(request, monkeypatch):
+    if request.param == "zlib":
+        monkeypatch.setattr(_reader, "_inflater", lambda: (gzip, zlib.error))
+    else:
+        pytest.importorskip("isal", reason="isal is not installed (frametrace[data])")
+        assert _reader._inflater()[0].__name__ == "isal.igzip"
+    return request.param
 
 
 def inflating():
