@@ -69,7 +69,7 @@ def _parse_int(text: str) -> int:
     return int(text)
 
 
-def _inflater() -> tuple[Any, type]:
+def _inflater() -> tuple[Any, type[BaseException]]:
     """(the gzip module, its inflate error): ISA-L's (the data extra's
     isal, about three times as fast) where it is installed, else the
     standard library's."""
