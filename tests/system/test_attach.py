@@ -489,8 +489,11 @@ def test_cli_bad_input(tmp_path):
 
 
 # ---- other users ------------------------------------------------------------------------
+# What runs as whom and which files are opened: the same whatever clock or
+# backend the target's tracer has (one_setup).
 
 
+@pytest.mark.one_setup
 @needs_root
 def test_root_runs_nothing_of_the_targets_user(targets, user_python, other_user):
     """Root attaching to a process of a user who owns its interpreter runs
@@ -512,6 +515,7 @@ def test_root_runs_nothing_of_the_targets_user(targets, user_python, other_user)
     assert (status, err) == (3, "") and "result" in out
 
 
+@pytest.mark.one_setup
 @needs_remote_exec
 @needs_root
 def test_under_yama_root_hands_the_script_over_itself(targets, user_python, other_user,
@@ -588,6 +592,7 @@ def _hand_over_by_root(monkeypatch, then: Callable[[str], None]) -> None:
     monkeypatch.setattr(sys, "remote_exec", remote_exec_then)
 
 
+@pytest.mark.one_setup
 @needs_remote_exec
 @needs_root
 @pytest.mark.parametrize("hand_over", ["runner", "root"])
@@ -680,6 +685,7 @@ time.sleep(600)
 """
 
 
+@pytest.mark.one_setup
 @needs_remote_exec
 @needs_root
 @pytest.mark.parametrize("how", ["listening", "silent"])
@@ -704,6 +710,7 @@ def test_another_users_claim_keeps_no_one_from_attaching(tmp_path, targets, othe
     assert target.finish() == untraced(tmp_path, "busy")
 
 
+@pytest.mark.one_setup
 @needs_remote_exec
 @needs_root
 def test_output_its_user_cannot_write_is_refused_first(tmp_path, targets, user_python,
@@ -725,6 +732,7 @@ def test_output_its_user_cannot_write_is_refused_first(tmp_path, targets, user_p
     assert (status, err) == (3, "") and "result" in out
 
 
+@pytest.mark.one_setup
 @needs_root
 @pytest.mark.parametrize("map_files", [True, False], ids=["map_files", "without_map_files"])
 def test_the_version_read_opens_no_file_by_the_name_the_user_controls(targets, user_python,

@@ -405,6 +405,7 @@ def test_bad_arguments(kwargs, error, message):
 # ---- other users, and adverts that are not what flight.py writes ------------------------
 
 
+@pytest.mark.one_setup  # what runs as whom: whatever the target's clock or backend
 @pytest.mark.skipif(os.geteuid() != 0, reason="runs a process as another user: needs root")
 def test_root_runs_nothing_of_the_targets_user(targets, other_user):
     """Root asking for a dump from a process of a user who owns its

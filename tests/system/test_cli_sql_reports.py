@@ -11,7 +11,9 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-pytestmark = pytest.mark.usefixtures("clock")
+# Most of these read synthetic datasets: no tracer runs, nothing that a
+# setup changes.  The tests that run a program under `frametrace run` take
+# each setup (the clock fixture).
 
 
 def cli(*args, cwd=None, env=None):
@@ -116,6 +118,7 @@ PROGRAM = textwrap.dedent('''\
 ''')
 
 
+@pytest.mark.usefixtures("clock")
 def test_compare_names_the_function_made_slower(tmp_path):
     (tmp_path / "prog.py").write_text(PROGRAM)
     for name, n in (("before", 30_000), ("after", 300_000)):
@@ -133,6 +136,7 @@ def test_compare_names_the_function_made_slower(tmp_path):
     assert "Traceback" not in proc.stderr
 
 
+@pytest.mark.usefixtures("clock")
 def test_sql_over_trace_files(tmp_path):
     pytest.importorskip("duckdb", reason="SQL runs on DuckDB (frametrace[sql])")
     (tmp_path / "prog.py").write_text(PROGRAM)

@@ -15,7 +15,9 @@ import pytest
 
 from support import child_env, run_json, run_stderr_gone
 
-pytestmark = pytest.mark.usefixtures("clock")
+# How the writers handle a failing write: the same whatever clock or backend
+# recorded the trace (as in test_atomic_writes.py).
+pytestmark = [pytest.mark.usefixtures("clock"), pytest.mark.one_setup]
 
 LIMIT = 4096  # bytes: below what each writer writes here
 PREVIOUS = "the previous trace\n"

@@ -189,6 +189,9 @@ def small(tmp_path_factory):
     return (d / "t.pftrace").read_bytes()
 
 
+# From here on, the reader's handling of the bytes it is given (cut,
+# damaged, unknown): the same whatever clock or backend recorded them.
+@pytest.mark.one_setup
 def test_cut_anywhere_is_refused(tmp_path, small):
     path = tmp_path / "cut.pftrace"
     for n in range(1, len(small)):
@@ -200,6 +203,7 @@ def test_cut_anywhere_is_refused(tmp_path, small):
         assert "truncated" in message or "not written by frametrace" in message, (n, message)
 
 
+@pytest.mark.one_setup
 def test_a_cut_between_packets_says_truncated(tmp_path, good):
     path = tmp_path / "cut.pftrace"
     parts = packets(good)
@@ -209,6 +213,7 @@ def test_a_cut_between_packets_says_truncated(tmp_path, good):
             load(path)
 
 
+@pytest.mark.one_setup
 def test_unknown_fields_are_skipped(tmp_path, good):
     """Protobuf's rule: a field the reader does not know is skipped, of any
     wire type but groups (which no frametrace file has)."""
@@ -227,6 +232,7 @@ def test_unknown_fields_are_skipped(tmp_path, good):
     assert_same_trace(load(path), load(tmp_path / "good.pftrace"))
 
 
+@pytest.mark.one_setup
 @pytest.mark.parametrize("mutate, words", [
     (lambda d: key(1, 2) + varint(12) + key(8, 0) + b"\xff" * 10 + b"\x01" + d,
      "a varint longer than 64 bits"),
@@ -246,6 +252,7 @@ def test_damaged_files_say_what_is_wrong(tmp_path, good, mutate, words):
     assert str(info.value).startswith(f"{path}: ") and words in str(info.value), str(info.value)
 
 
+@pytest.mark.one_setup
 def test_a_perfetto_trace_not_written_by_frametrace(tmp_path, good):
     """Perfetto's own traces (here: frametrace's packets but its metadata)
     are refused by name, not misread."""
@@ -257,6 +264,7 @@ def test_a_perfetto_trace_not_written_by_frametrace(tmp_path, good):
         load(path)
 
 
+@pytest.mark.one_setup
 def test_a_gzip_bomb_is_refused(tmp_path):
     path = tmp_path / "bomb.pftrace.gz"
     with gzip.open(path, "wb") as fh:
@@ -269,6 +277,7 @@ def test_a_gzip_bomb_is_refused(tmp_path):
         load(path)
 
 
+@pytest.mark.one_setup
 def test_truncated_gzip_is_refused(tmp_path, good):
     data = gzip.compress(good)
     path = tmp_path / "t.pftrace.gz"
