@@ -60,17 +60,57 @@ ft_thread_info(ft_tracer *tracer, Py_ssize_t index, PyObject *dropped)
 }
 
 /* Viewers key threads by (pid, tid): a thread gets its native id (else
- * its ident) unless an earlier thread of the trace, tids[0..i), has that
- * tid (the OS reused it); then a synthetic one. */
+ * its ident) unless an earlier thread of the trace has that tid (the OS
+ * reused it); then a synthetic one.  The tids given so far are kept in an
+ * open-addressing set, so that a trace of a thread per request (hundreds
+ * of thousands) is not quadratic. */
+typedef struct {
+    uint64_t *slots;  /* tid + 1; 0 is an empty slot */
+    size_t mask;
+    int has_max;      /* UINT64_MAX given (it has no tid + 1) */
+} tid_set;
+
+static int
+tid_set_init(tid_set *set, Py_ssize_t n)
+{
+    size_t size = 16;
+    while (size < 2 * (size_t)n) {
+        size <<= 1;
+    }
+    set->slots = calloc(size, sizeof(uint64_t));
+    set->mask = size - 1;
+    set->has_max = 0;
+    return set->slots != NULL ? 0 : -1;
+}
+
+/* Adds tid; 1 if it was there already. */
+static int
+tid_set_add(tid_set *set, uint64_t tid)
+{
+    if (tid == UINT64_MAX) {
+        int had = set->has_max;
+        set->has_max = 1;
+        return had;
+    }
+    size_t i = (size_t)((tid * UINT64_C(0x9E3779B97F4A7C15)) >> 32) & set->mask;
+    while (set->slots[i] != 0) {
+        if (set->slots[i] == tid + 1) {
+            return 1;
+        }
+        i = (i + 1) & set->mask;
+    }
+    set->slots[i] = tid + 1;
+    return 0;
+}
+
 static uint64_t
-export_tid(const uint64_t *tids, Py_ssize_t i, uint64_t thread_id,
-           uint64_t native_id, uint64_t serial)
+export_tid(tid_set *given, uint64_t thread_id, uint64_t native_id,
+           uint64_t serial)
 {
     uint64_t tid = native_id ? native_id : thread_id;
-    for (Py_ssize_t j = 0; j < i; j++) {
-        if (tids[j] == tid) {
-            return FT_SYNTHETIC_TID_BASE + serial;
-        }
+    if (tid_set_add(given, tid)) {
+        tid = FT_SYNTHETIC_TID_BASE + serial;
+        (void)tid_set_add(given, tid);
     }
     return tid;
 }
@@ -80,14 +120,17 @@ ft_export_tids(const ft_tracer *tracer)
 {
     Py_ssize_t n = tracer->nthreads;
     uint64_t *tids = malloc(((size_t)n + 1) * sizeof(uint64_t));
-    if (tids == NULL) {
+    tid_set given;
+    if (tids == NULL || tid_set_init(&given, n) < 0) {
+        free(tids);
         return NULL;
     }
     for (Py_ssize_t i = 0; i < n; i++) {
         const ft_thread *th = tracer->threads[i];
-        tids[i] = export_tid(tids, i, th->thread_id, th->native_id,
+        tids[i] = export_tid(&given, th->thread_id, th->native_id,
                              (uint64_t)i + 1);
     }
+    free(given.slots);
     return tids;
 }
 
@@ -101,8 +144,9 @@ ft_export_tids_of(PyObject *Py_UNUSED(module), PyObject *threads)
         return NULL;
     }
     Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
-    uint64_t *tids = malloc(((size_t)n + 1) * sizeof(uint64_t));
-    PyObject *result = tids != NULL ? PyList_New(n) : PyErr_NoMemory();
+    tid_set given;
+    PyObject *result = tid_set_init(&given, n) == 0 ? PyList_New(n)
+                                                    : PyErr_NoMemory();
     for (Py_ssize_t i = 0; result != NULL && i < n; i++) {
         /* ThreadInfo, or any tuple (serial, thread_id, native_id, ...). */
         PyObject *item = PySequence_Fast_GET_ITEM(seq, i);
@@ -123,8 +167,8 @@ ft_export_tids_of(PyObject *Py_UNUSED(module), PyObject *threads)
         }
         PyObject *tid = NULL;
         if (k == 3) {
-            tids[i] = export_tid(tids, i, v[1], v[2], v[0]);
-            tid = PyLong_FromUnsignedLongLong(tids[i]);
+            tid = PyLong_FromUnsignedLongLong(
+                export_tid(&given, v[1], v[2], v[0]));
         }
         if (tid == NULL) {
             Py_CLEAR(result);
@@ -132,7 +176,7 @@ ft_export_tids_of(PyObject *Py_UNUSED(module), PyObject *threads)
         }
         PyList_SET_ITEM(result, i, tid);
     }
-    free(tids);
+    free(given.slots);
     Py_DECREF(seq);
     return result;
 }

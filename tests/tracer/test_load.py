@@ -226,41 +226,6 @@ def test_file_names_that_are_not_utf8_survive_every_writer(tmp_path):
     assert b"caf\xe9/prog.py" in (tmp_path / "t.folded").read_bytes()
 
 
-def handle_request():
-    return None
-
-
-@pytest.mark.one_setup
-@pytest.mark.skipif(UNDER_ASAN, reason="a test of scale (200 s under ASan): the writers and "
-                                       "readers it runs are checked there by the smaller tests")
-def test_a_trace_of_200000_threads_loads_summarises_and_merges(tmp_path):
-    """A thread per request, 200,000 of them: otherData, which maps every
-    thread, is some 16 MB (2 MB compressed), more than any fixed bound on
-    a value the reader held; the file loads, its summary and its merge
-    work, and the merge loads."""
-    n = 200_000
-    with frametrace.trace(include=[__name__]) as tracer:
-        for _ in range(n // 8):
-            batch = [threading.Thread(target=handle_request) for _ in range(8)]
-            for t in batch:
-                t.start()
-            for t in batch:
-                t.join()
-    path = tmp_path / "requests.json.gz"
-    write_chrome(tracer, path)
-    assert len(json.dumps(read_other_data(path))) > 8 << 20
-    trace = load(path)
-    assert len(trace.threads) == n + 1
-    assert sum(e.name == "handle_request" for e in trace.events) == n
-    table = trace.summary(print=False)
-    assert [(r.name, r.calls) for r in table.rows if r.name == "handle_request"] == [
-        ("handle_request", n)]
-    merge([path], tmp_path / "merged.json.gz")
-    merged = load(tmp_path / "merged.json.gz")
-    assert len(merged.threads) == n + 1
-    assert sum(e.name == "handle_request" for e in merged.events) == n
-
-
 def dump_like_another_tool(doc):
     """JSON with the keys sorted, indented, numbers kept exact: the file
     another tool might write from the same data."""
