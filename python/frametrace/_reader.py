@@ -18,7 +18,7 @@ import re
 import threading
 import zlib
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Optional, Union
+from typing import Any, Callable, Iterator, Optional, Union, cast
 
 from .export import FORMAT, VERSION
 
@@ -77,7 +77,8 @@ def _inflater() -> tuple[Any, type[BaseException]]:
         from isal import igzip, isal_zlib
     except ImportError:
         return gzip, zlib.error
-    return igzip, isal_zlib.error
+    # (isal's stub declares error an instance, not the class it is)
+    return igzip, cast("type[BaseException]", isal_zlib.error)
 
 
 class _Inflated(io.RawIOBase):
