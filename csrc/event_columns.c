@@ -282,6 +282,17 @@ done:
     return rc;
 }
 
+/* A thread's (thread_id, native_thread_id, thread_serial): its serial is
+ * the int32 that the thread column holds and every writer orders threads
+ * by; 0, or -1 with an error naming events[i]. */
+static int
+check_serial(PyObject *thread, Py_ssize_t i)
+{
+    long long serial;
+    return ft_event_int_field(PyTuple_GET_ITEM(thread, 2), i, "thread_serial",
+                              INT32_MIN, INT32_MAX, &serial);
+}
+
 static const int FUNC_VALUES[] = {0, 1, 2, 3};       /* name .. kind */
 static const int THREAD_VALUES[] = {4, 5, 12};      /* ids, serial */
 
@@ -349,9 +360,11 @@ event_columns(PyObject *module, PyObject *given)
                 goto done;
             }
         }
+        size_t known_funcs = fmap.len, known_threads = tmap.len;
         int32_t f = number_of(&fmap, info, funcs);
         int32_t t = f < 0 ? -1 : number_of(&tmap, tinfo, threads);
-        if (t < 0) {
+        if (t < 0 || (fmap.len > known_funcs && ft_check_function(info, i) < 0)
+            || (tmap.len > known_threads && check_serial(tinfo, i) < 0)) {
             goto done;
         }
         id[i] = i;

@@ -158,6 +158,40 @@ ft_event_parts(ft_state *state, PyObject *obj, PyObject **info,
 }
 
 int
+ft_event_int_field(PyObject *value, Py_ssize_t i, const char *what,
+                   long long min, long long max, long long *out)
+{
+    int overflow = 0;
+    int is_int = PyLong_Check(value) && !PyBool_Check(value);
+    long long v = is_int ? PyLong_AsLongLongAndOverflow(value, &overflow) : 0;
+    if (!is_int || overflow || v < min || v > max) {
+        if (!PyErr_Occurred()) {
+            PyErr_Format(PyExc_ValueError, "events[%zd]: %s must be an int "
+                         "from %lld to %lld, not %R", i, what, min, max,
+                         value);
+        }
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+int
+ft_check_function(PyObject *info, Py_ssize_t i)
+{
+    long long lineno;
+    if (!PyUnicode_Check(PyTuple_GET_ITEM(info, 0))
+        || !PyUnicode_Check(PyTuple_GET_ITEM(info, 1))
+        || !PyUnicode_Check(PyTuple_GET_ITEM(info, 3))) {
+        PyErr_Format(PyExc_TypeError, "events[%zd]: name, filename and kind "
+                     "must be str", i);
+        return -1;
+    }
+    return ft_event_int_field(PyTuple_GET_ITEM(info, 2), i, "lineno",
+                              INT32_MIN, INT32_MAX, &lineno);
+}
+
+int
 ft_event_span(ft_state *state, PyObject *obj, ft_event *out)
 {
     if (!Py_IS_TYPE(obj, state->event_type)) {

@@ -23,27 +23,6 @@ event_order(const void *a, const void *b)
     return x->parent < y->parent ? -1 : x->parent > y->parent;
 }
 
-/* An int field of an Event's info as a C int; -1 with a TypeError. */
-static int
-int_field(PyObject *value, Py_ssize_t i, const char *what, long long min,
-          long long max, long long *out)
-{
-    int overflow = 0;
-    long long v = PyLong_Check(value) && !PyBool_Check(value)
-                  ? PyLong_AsLongLongAndOverflow(value, &overflow) : 0;
-    if (!PyLong_Check(value) || PyBool_Check(value) || overflow
-        || v < min || v > max) {
-        if (!PyErr_Occurred()) {
-            PyErr_Format(PyExc_ValueError, "events[%zd]: %s must be an int "
-                         "from %lld to %lld, not %R", i, what, min, max,
-                         value);
-        }
-        return -1;
-    }
-    *out = v;
-    return 0;
-}
-
 /* The function id of info's (name, filename, lineno, kind), given in
  * order of first use: funcs maps the 4-tuple to its id. */
 static int
@@ -65,20 +44,10 @@ func_id(ft_driver *d, PyObject *funcs, PyObject *info, Py_ssize_t i,
     PyObject *name = PyTuple_GET_ITEM(key, 0);
     PyObject *filename = PyTuple_GET_ITEM(key, 1);
     PyObject *kind = PyTuple_GET_ITEM(key, 3);
-    long long lineno;
-    if (PyErr_Occurred()) {
+    if (PyErr_Occurred() || ft_check_function(key, i) < 0) {
         goto done;
     }
-    if (!PyUnicode_Check(name) || !PyUnicode_Check(filename)
-        || !PyUnicode_Check(kind)) {
-        PyErr_Format(PyExc_TypeError, "events[%zd]: name, filename and kind "
-                     "must be str", i);
-        goto done;
-    }
-    if (int_field(PyTuple_GET_ITEM(key, 2), i, "lineno", INT32_MIN,
-                  INT32_MAX, &lineno) < 0) {
-        goto done;
-    }
+    int lineno = (int)PyLong_AsLong(PyTuple_GET_ITEM(key, 2));  /* an int32 */
     if (d->nfuncs == FT_ID_IGNORED - 1) {
         PyErr_SetString(PyExc_ValueError, "too many functions");
         goto done;
@@ -101,7 +70,7 @@ func_id(ft_driver *d, PyObject *funcs, PyObject *info, Py_ssize_t i,
     Py_DECREF(value);
     /* The dict keeps key, and so the names borrowed here. */
     d->own_funcs[d->nfuncs] = (ft_func){
-        .name = name, .filename = filename, .lineno = (int)lineno,
+        .name = name, .filename = filename, .lineno = lineno,
         .is_c = PyUnicode_CompareWithASCIIString(kind, "c") == 0,
         .state = FT_FUNC_LIVE};
     *id = d->nfuncs++;

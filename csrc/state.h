@@ -518,6 +518,14 @@ int ft_event_values_span(PyObject *values, ft_event *out);
  * Event or its numbers are not int64 and its flags not bools. */
 int ft_event_parts(ft_state *state, PyObject *obj, PyObject **info,
                    PyObject **thread, ft_event *out);
+/* value (an Event's field what, of events[i]) as a C long long in [min,
+ * max]: 0, or -1 with a ValueError naming it. */
+int ft_event_int_field(PyObject *value, Py_ssize_t i, const char *what,
+                       long long min, long long max, long long *out);
+/* What every writer takes of a function, info's first four values (name,
+ * filename, lineno, kind): str, str, an int32 and str; 0, or -1 with an
+ * error naming events[i]. */
+int ft_check_function(PyObject *info, Py_ssize_t i);
 
 /* ==== load_chrome.c: the loader's fast path ==== */
 extern PyMethodDef ft_load_chrome_calls_def;

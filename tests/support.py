@@ -334,3 +334,30 @@ def trace_of(tracer, **facts):
     for name, value in facts.items():
         setattr(trace, _TRACE_FIELDS.get(name, name), value)
     return trace
+
+
+# The events columns no event leaves empty: Parquet writes them required.
+EVENTS_REQUIRED = {"pid", "thread", "id", "depth", "name", "file", "line", "kind", "start_ns",
+                   "end_ns", "dur_ns", "self_ns", "open_at_start", "open_at_stop", "outermost"}
+
+
+def assert_events_layout(root: str) -> None:
+    """Every events file under the dataset root keeps its strings as
+    dictionary indices in every row group (a dictionary written with
+    repeated values makes Parquet store each string plain) and declares
+    required the columns no event leaves empty."""
+    import pyarrow.parquet as pq
+
+    files = [os.path.join(d, f) for d, _, names in os.walk(os.path.join(root, "events"))
+             for f in names if f.endswith(".parquet")]
+    assert files
+    for path in files:
+        meta = pq.ParquetFile(path).metadata
+        schema = meta.schema.to_arrow_schema()
+        assert {f.name for f in schema if not f.nullable} == EVENTS_REQUIRED, path
+        columns = {meta.schema.column(i).name: i for i in range(meta.num_columns)}
+        for group in range(meta.num_row_groups):
+            for name in ("name", "file", "kind"):
+                chunk = meta.row_group(group).column(columns[name])
+                assert "RLE_DICTIONARY" in chunk.encodings, (path, group, name,
+                                                             chunk.encodings)

@@ -158,25 +158,32 @@ class _Chunked(_ChromeEvents):
             self.step_records = job.steps
             pid, rank, cycle = self.facts[:3]
             self.writer = Writer(self.root, rank, cycle, pid)
-        table = self._table(self.columns.flush(last))
+        flushed = self.columns.flush(last)
         self.flush_at = self.columns.counts()[0] + self.chunk
-        if table is None:
+        if not flushed[0]:
             return
+        # Made into a table and written on the other core while the next
+        # chunk is parsed (pyarrow and parse() let go of the GIL); one chunk
+        # at a time waits for it.
+        self._wait()
+        self.pending = self.pool.submit(self._write, flushed, self.func_list[:],
+                                        self.thread_list[:])
+
+    def _write(self, flushed: tuple, funcs: list, threads: list) -> None:
+        """On the writer's thread: flushed's rows as a row group."""
+        table = self._table(flushed, funcs, threads)
         if self.file is None:
             ctx = self.writer.row_groups(table.schema)
             self.file = (ctx, ctx.__enter__())
-        # Written on the other core while the next chunk is parsed (pyarrow
-        # and parse() let go of the GIL); one chunk at a time waits for it.
-        self._wait()
-        self.pending = self.pool.submit(_write, self.file[1], table)
+        for batch in table.to_batches():
+            self.file[1](batch)
         for serial, rows in events_per_thread(table).items():
             self.per_serial[serial] = self.per_serial.get(serial, 0) + rows
 
-    def _table(self, flushed: tuple) -> Any:
-        """The events table of columns.flush()'s rows; None when none."""
+    def _table(self, flushed: tuple, funcs: list, threads: list) -> Any:
+        """The events table of columns.flush()'s rows, of functions funcs
+        and threads threads (func_list and thread_list as they were)."""
         n, ids, start, end, parent, valid, self_ns, depth, func, thread, oas, oast, outer = flushed
-        if not n:
-            return None
         pa = self.writer.pa
         import pyarrow.compute as pc
 
@@ -193,7 +200,7 @@ class _Chunked(_ChromeEvents):
         columns["dur_ns"] = pc.subtract(columns["end_ns"], columns["start_ns"])
         names = self.facts[3]
         return events_columns_table(self.writer, columns, column(i32, func),
-                                    column(i32, thread), self.func_list, self.thread_list,
+                                    column(i32, thread), funcs, threads,
                                     names, self.step_records, self.facts[0])
 
     def _wait(self) -> None:
@@ -226,8 +233,3 @@ class _Chunked(_ChromeEvents):
         if self.file is not None:
             ctx, self.file = self.file[0], None
             ctx.__exit__(_Restart, _Restart(), None)
-
-
-def _write(write: Any, table: Any) -> None:
-    for batch in table.to_batches():
-        write(batch)

@@ -322,11 +322,12 @@ def _thread_parts(pid: int, process_name: str | None, rows: Iterable[tuple]) -> 
                                          "native_thread_id": native, "thread_serial": serial}))
         key = str(ctid)
         maps["dropped_by_thread"][key] = dropped
-        maps["thread_ids"][key] = thread_id
         # Each thread's own: its serial and its real native id (which a
-        # synthetic Chrome tid stands for).
+        # synthetic Chrome tid stands for); an id not known is left out.
         maps["thread_serials"][key] = serial
-        maps["native_thread_ids"][key] = native
+        for field, value in (("thread_ids", thread_id), ("native_thread_ids", native)):
+            if value is not None:
+                maps[field][key] = value
     return lines, maps
 
 
@@ -516,8 +517,12 @@ def _write_events(job: _Job, output: str, progress: Any) -> int:
     for e in events:
         if isinstance(e, _tracer.Event) and e.thread_serial not in infos:
             infos[e.thread_serial] = _ThreadOf(e)
+    for t in infos.values():
+        _check_thread(t, events)
     threads = [infos[serial] for serial in sorted(infos)]
-    tids = _tracer._export_tids([(t.serial, t.thread_id, t.native_thread_id) for t in threads])
+    # An id left unknown (None) is 0 there: the tid rule's next choice.
+    tids = _tracer._export_tids([(t.serial, t.thread_id or 0, t.native_thread_id or 0)
+                                 for t in threads])
     tid_of = {t.serial: tid for t, tid in zip(threads, tids)}
     names = [t.name or f"thread {t.thread_id}" for t in threads]
     lines, maps = _thread_parts(pid, job.process_name, [
@@ -525,6 +530,9 @@ def _write_events(job: _Job, output: str, progress: Any) -> int:
         for t, tid, name in zip(threads, tids, names)])
     traced = trace.tracer_stop_ns is not None
     stop = trace.tracer_stop_ns if traced else trace.session_end_ns
+    if not traced:  # a list of Events made into a Trace: the session held them
+        stop = max([stop] + [e.end_ns for e in events
+                             if isinstance(e, _tracer.Event) and type(e.end_ns) is int])
     other = {
         "format": FORMAT, "version": VERSION, "origin_ns": origin,
         "start_ns": trace.tracer_start_ns if traced else origin, "stop_ns": stop,
@@ -559,6 +567,21 @@ def _write_events(job: _Job, output: str, progress: Any) -> int:
         count, depth = _tracer._write_events(where, **kw)
     _warn_depth(path, depth)
     return count
+
+
+def _check_thread(t: Any, events: list) -> None:
+    """ValueError naming the first event of thread t (else the thread) if
+    its serial is no int or its ids are neither ids nor None."""
+    def is_id(v: Any) -> bool:
+        return v is None or (type(v) is int and 0 <= v < 1 << 64)
+    if type(t.serial) is int and is_id(t.thread_id) and is_id(t.native_thread_id):
+        return
+    i = next((i for i, e in enumerate(events) if isinstance(e, _tracer.Event)
+              and (e.thread_serial, e.thread_id, e.native_thread_id)
+              == (t.serial, t.thread_id, t.native_thread_id)), None)
+    raise ValueError(f"{'threads' if i is None else f'events[{i}]'}: a thread's serial must "
+                     "be an int, and its thread_id and native_thread_id ids (ints from 0) or "
+                     f"None, not {t.serial!r}, {t.thread_id!r}, {t.native_thread_id!r}")
 
 
 class _ThreadOf:

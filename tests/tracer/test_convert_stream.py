@@ -8,7 +8,7 @@ import pytest
 
 import frametrace
 from frametrace.loader import load, merge, python_reader
-from support import needs_plain_allocator
+from support import assert_events_layout, needs_plain_allocator
 
 pa = pytest.importorskip("pyarrow", reason="pyarrow is not installed (frametrace[data])")
 pads = pytest.importorskip("pyarrow.dataset", reason="pyarrow is not installed")
@@ -113,6 +113,7 @@ def test_chunks_give_the_whole_file_tables(tmp_path, trace_file, chunk, reader):
     else:
         assert convert_file(path, chunked, chunk=chunk) == n
     same_tables(whole, chunked)
+    assert_events_layout(chunked)
     events = read(chunked, "events")
     assert [e["id"] for e in events] == list(range(n))
     assert any(e["self_ns"] < e["dur_ns"] for e in events)

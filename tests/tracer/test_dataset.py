@@ -6,6 +6,7 @@ import threading
 import pytest
 
 import frametrace
+from support import assert_events_layout
 
 pa = pytest.importorskip("pyarrow", reason="pyarrow is not installed (frametrace[data])")
 pads = pytest.importorskip("pyarrow.dataset", reason="pyarrow is not installed")
@@ -107,6 +108,7 @@ def test_a_session_trace_as_a_dataset_reads_back_equal_with_pyarrow_and_duckdb(t
         (t.serial, t.name, sum(e["thread"] == t.serial for e in want)) for t in trace.threads]
     meta = {r["key"]: r["value"] for r in read_duckdb(root, "metadata", "key")}
     assert meta["cycle"] == "0" and meta["pid"] == str(trace.pid)
+    assert_events_layout(root)
 
 
 def test_ranks_and_cycles_are_partitions_of_one_dataset(tmp_path):
@@ -181,3 +183,28 @@ def test_events_that_are_not_events_are_refused_naming_the_index(tmp_path):
     frametrace.as_trace([ok, odd]).save(root)
     rows = sorted(read_pyarrow(root, "events"), key=lambda r: r["id"])
     assert [(r["self_ns"], r["parent"]) for r in rows] == [(10, None), (3, 5)]
+
+
+@pytest.mark.parametrize("suffix", [".json", ".pftrace", ".parquet"])
+def test_hand_made_events_are_checked_alike_by_every_writer(tmp_path, suffix):
+    def event(name="g", lineno=2, thread_id=5, native=5, serial=3):
+        return frametrace.Event((name, "b.py", lineno, "py", thread_id, native, 10, 20, 0, -1,
+                                 False, False, serial, False))
+    named = frametrace.Event(("f", "a.py", 1, "py", 1, 1, 12, 15, 1, 0, False, False, 1, False))
+    path = str(tmp_path / f"x{suffix}")
+    with pytest.raises(TypeError, match=r"^events\[1\]: name, filename and kind must be str"):
+        frametrace.as_trace([named, event(name=None)]).save(path)
+    with pytest.raises(ValueError, match=r"^events\[1\]: lineno must be an int from"):
+        frametrace.as_trace([named, event(lineno=1 << 40)]).save(path)
+    with pytest.raises(ValueError, match=r"^events\[1\]: .*serial must be an int"):
+        frametrace.as_trace([named, event(serial=None)]).save(path)
+    # Ids a hand-made list does not know are no error: the file reads back.
+    frametrace.as_trace([named, event(thread_id=None, native=None)]).save(path)
+    if suffix == ".parquet":
+        rows = sorted(read_pyarrow(path, "events"), key=lambda r: r["id"])
+        assert [(r["name"], r["thread"], r["tid"]) for r in rows] == [("f", 1, 1), ("g", 3, None)]
+        assert_events_layout(path)
+    else:
+        loaded = frametrace.load(path).events
+        assert [(e.name, e.start_ns, e.end_ns, e.thread_serial) for e in loaded] == [
+            ("f", 12, 15, 1), ("g", 10, 20, 3)]
