@@ -5,6 +5,7 @@ write_chrome writes them handed to a C path), the checks of its values,
 ``otherData.frametrace`` and the Chrome events, as both accept them."""
 from __future__ import annotations
 
+import codecs
 import contextlib
 import decimal
 import gzip
@@ -81,18 +82,17 @@ def _inflater() -> tuple[Any, type[BaseException]]:
     return igzip, cast("type[BaseException]", isal_zlib.error)
 
 
-class _Inflated(io.RawIOBase):
-    """A gzip file's text, inflated on a thread of its own a few chunks
-    ahead: zlib lets go of the GIL, so the inflating and the parsing of
-    what came before it run on two cores.  Its errors are raised where
-    the text they stop is read."""
+class _Inflated:
+    """A gzip file's text, inflated and decoded on a thread of its own a
+    few chunks ahead: zlib lets go of the GIL, and so does the parser's C
+    path, so the inflating and the parsing of what came before it run on
+    two cores.  read() as a text file's; its errors are raised where the
+    text they stop is read."""
 
     AHEAD = 2  # chunks held inflated: what this adds to the reader's memory
 
     def __init__(self, raw: Any) -> None:
-        super().__init__()
         self.chunks: queue.Queue = queue.Queue(self.AHEAD)
-        self.left = memoryview(b"")
         self.eof = False
         self.ended: Optional[BaseException] = None  # what every later read gives
         self.done = threading.Event()
@@ -102,18 +102,21 @@ class _Inflated(io.RawIOBase):
 
     def _inflate(self, raw: Any) -> None:
         gzip_module, inflate_error = _inflater()
+        decode = codecs.getincrementaldecoder("utf-8")().decode
         try:
             with gzip_module.GzipFile(fileobj=raw, mode="rb") as unzipped:
                 while not self.done.is_set():
                     chunk = unzipped.read(_CHUNK)
-                    self._put(chunk)
+                    text = decode(chunk, final=not chunk)
+                    if text or not chunk:
+                        self._put(text)
                     if not chunk:
                         return
         except (EOFError, inflate_error, gzip.BadGzipFile) as exc:
             self._put(_Bad(f"truncated or corrupted gzip data ({exc})"))
         except OSError as exc:
             self._put(_Bad(f"corrupted gzip data ({exc})"))
-        except BaseException as exc:  # the reader raises it
+        except BaseException as exc:  # the reader raises it (UnicodeDecodeError too)
             self._put(exc)
 
     def _put(self, item: Any) -> None:
@@ -124,23 +127,21 @@ class _Inflated(io.RawIOBase):
             except queue.Full:
                 pass
 
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, b: Any) -> int:
-        if not self.left:
+    def read(self, size: int) -> str:
+        """At least size characters (fewer only at the end), "" at the end."""
+        parts: list[str] = []
+        have = 0
+        while have < size and not self.eof:
             if self.ended is not None:
                 raise self.ended
-            item = self.chunks.get() if not self.eof else b""
+            item = self.chunks.get()
             if isinstance(item, BaseException):
                 self.ended = item
                 raise item
             self.eof = not item
-            self.left = memoryview(item)
-        n = min(len(b), len(self.left))
-        b[:n] = self.left[:n]
-        self.left = self.left[n:]
-        return n
+            parts.append(item)
+            have += len(item)
+        return "".join(parts)
 
     def close(self) -> None:
         self.done.set()
@@ -152,7 +153,6 @@ class _Inflated(io.RawIOBase):
             except queue.Empty:
                 break
         self.thread.join()
-        super().close()
 
 
 # ---- the JSON document, streamed ----------------------------------------------------
@@ -164,17 +164,14 @@ class _Reader:
 
     def __init__(self, path: str, progress: Progress = None):
         self.raw = open(path, "rb")
-        stream: Any = self.raw
         try:
             self.gzip = self.raw.read(2) == b"\x1f\x8b"
             self.raw.seek(0)
             self.size = os.fstat(self.raw.fileno()).st_size
             self.max_value = max(_MAX_VALUE, self.size * (_GZIP_RATIO if self.gzip else 1))
-            if self.gzip:
-                stream = io.BufferedReader(_Inflated(self.raw))  # type: ignore[arg-type]
-            self.text = io.TextIOWrapper(stream, encoding="utf-8", newline="")
+            self.text: Any = (_Inflated(self.raw) if self.gzip else
+                              io.TextIOWrapper(self.raw, encoding="utf-8", newline=""))
         except BaseException:
-            stream.close()  # the inflating thread ended first
             self.raw.close()
             raise
         self.progress = progress

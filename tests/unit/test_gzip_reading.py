@@ -3,6 +3,7 @@ the parser, by ISA-L where isal is installed, else by zlib; what is read,
 and every error, is the same either way, and the thread never outlives
 the read."""
 import gzip
+import os
 import threading
 import zlib
 
@@ -106,4 +107,29 @@ def test_an_interrupted_load_ends_the_thread(files):
 
     with pytest.raises(KeyboardInterrupt):
         frametrace.load(packed, progress=progress)
+    assert not inflating()
+
+
+def test_characters_cut_by_the_inflated_chunks_read_whole(tmp_path):
+    # Names of three-byte characters: the inflated chunks (a power of two
+    # of bytes) end inside one, again and again.
+    events = [frametrace.Event(("\u20ac" * 200 + str(i % 7), "m.py", 1, "py", 1, 1, 10 * i,
+                                10 * i + 5, 0, -1, False, False, 1, False))
+              for i in range(8_000)]
+    trace = frametrace.Trace(events=events, session_end_ns=80_000, tracer_start_ns=0,
+                             tracer_stop_ns=80_000)
+    plain, packed = str(tmp_path / "t.json"), str(tmp_path / "t.json.gz")
+    trace.save(plain)
+    trace.save(packed)
+    assert os.path.getsize(plain) > 4 * (1 << 20)
+    assert frametrace.load(packed).events == frametrace.load(plain).events == events
+
+
+def test_text_that_is_not_utf8_says_so(tmp_path, files):
+    _, _, text = files
+    at = text.index(b'"name":"f', len(text) // 2) + 8
+    bad = tmp_path / "latin.json.gz"
+    bad.write_bytes(gzip.compress(text[:at] + b"\xe9" + text[at:], 1))
+    with pytest.raises(ValueError, match=r"latin.json.gz: not UTF-8 text \(invalid"):
+        frametrace.load(str(bad))
     assert not inflating()
