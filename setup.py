@@ -60,11 +60,32 @@ def have_zlib(compiler, source=ZLIB_TEST):
     return True
 
 
+def compile_in_parallel(compiler):
+    """The compiler's compile() with its sources compiled side by side, a
+    process per core (setuptools compiles one file at a time)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def compile_sources(sources, output_dir=None, macros=None, include_dirs=None, debug=0,
+                        extra_preargs=None, extra_postargs=None, depends=None):
+        macros, objects, extra_postargs, pp_opts, build = compiler._setup_compile(
+            output_dir, macros, include_dirs, sources, depends, extra_postargs)
+        cc_args = compiler._get_cc_args(pp_opts, debug, extra_preargs)
+
+        def one(obj):
+            src, ext = build[obj]
+            compiler._compile(obj, src, ext, cc_args, extra_postargs, pp_opts)
+        with ThreadPoolExecutor(os.cpu_count() or 1) as pool:
+            list(pool.map(one, [obj for obj in objects if obj in build]))
+        return objects
+    compiler.compile = compile_sources
+
+
 class BuildExt(build_ext):
     """zlib lets the C exporter write .json.gz directly; without it, Python
     compresses afterwards.  Found by compiling a test program."""
 
     def build_extensions(self):
+        compile_in_parallel(self.compiler)
         if have_zlib(self.compiler):
             print("frametrace: zlib found (compiled and linked a test): "
                   "the C exporter writes .gz itself")
